@@ -1,0 +1,15 @@
+//! Schema migrations. Written with sea-query's builders so one definition runs on PostgreSQL and
+//! SQLite; partial indexes are plain SQL that both accept.
+
+pub use sea_orm_migration::prelude::*;
+
+mod m0001_accounts;
+
+pub struct Migrator;
+
+#[async_trait::async_trait]
+impl MigratorTrait for Migrator {
+    fn migrations() -> Vec<Box<dyn MigrationTrait>> {
+        vec![Box::new(m0001_accounts::Migration)]
+    }
+}

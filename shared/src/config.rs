@@ -1,0 +1,362 @@
+//! One typed configuration for every process: defaults, then a TOML file (`--config` or
+//! `VAS_CONFIG`), then `VAS_` environment variables with `__` between levels.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use figment::Figment;
+use figment::providers::{Env, Format, Serialized, Toml};
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    pub database: DatabaseConfig,
+    pub amqp: AmqpConfig,
+    pub http: HttpConfig,
+    pub ops: OpsConfig,
+    pub crypto: CryptoConfig,
+    pub limits: LimitsConfig,
+    pub webhooks: WebhooksConfig,
+    pub provisioning: ProvisioningConfig,
+    pub sandbox: SandboxConfig,
+    pub providers: ProvidersConfig,
+    pub log: LogConfig,
+    pub dev: DevConfig,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DatabaseConfig {
+    /// `postgres://…` or `sqlite://PATH?mode=rwc`.
+    pub url: Option<String>,
+    pub max_connections: u32,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AmqpConfig {
+    /// Unset means the in-process queue, which only `api dev` accepts.
+    pub url: Option<String>,
+    /// Prefix for exchange and queue names, so that tests and tenants can share a broker.
+    pub prefix: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HttpConfig {
+    pub bind: SocketAddr,
+    /// Seconds an authenticated key stays cached before it is looked up again.
+    pub auth_cache_secs: u64,
+    /// How long the API waits for a provider bank before answering 202 and leaving it to the worker.
+    pub provider_timeout_ms: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct OpsConfig {
+    pub bind: SocketAddr,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CryptoConfig {
+    /// Base64 of 32 random bytes: encrypts BVN/NIN and webhook secrets.
+    pub key: Option<String>,
+    /// Keys that still decrypt after a rotation.
+    pub previous_keys: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LimitsConfig {
+    pub accounts_per_hour: u32,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct WebhooksConfig {
+    /// Delays in seconds before each retry; a delivery is tried once plus once per entry.
+    pub retry_schedule: Vec<u64>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ProvisioningConfig {
+    /// First delay between polls of a pending account, doubling up to `max_poll_secs`.
+    pub initial_poll_secs: u64,
+    pub max_poll_secs: u64,
+    /// A pending account is given up as `failed` after this long.
+    pub give_up_after_secs: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SandboxConfig {
+    /// Where the service reaches the sandbox for test-mode banks (`api dev`: the in-process one).
+    pub url: Option<String>,
+    /// Where `provider-sandbox` listens.
+    pub bind: SocketAddr,
+    /// The api's base URL, where the sandbox sends deposit notifications.
+    pub notify_url: Option<String>,
+    /// Signs deposit notifications; the api verifies test-mode notifications with it.
+    pub secret: String,
+    /// Bearer key the service presents to the sandbox.
+    pub key: String,
+    pub activation_delay_secs: u64,
+    pub latency_ms: u64,
+    /// Share of calls (0.0–1.0) that fail with a 503, to exercise retries.
+    pub failure_rate: f64,
+    /// Where the sandbox keeps its banks' state across restarts (none: in memory only).
+    pub state_file: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ProviderConfig {
+    pub url: Option<String>,
+    pub key: Option<String>,
+    pub secret: Option<String>,
+}
+
+/// Live-mode banks; test mode always uses the sandbox.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ProvidersConfig {
+    pub wema_bank: ProviderConfig,
+    pub access_bank: ProviderConfig,
+    pub titan_trust_bank: ProviderConfig,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LogConfig {
+    /// `text` or `json`.
+    pub format: String,
+    /// An `EnvFilter` directive; `RUST_LOG` wins when set.
+    pub level: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DevConfig {
+    /// The data folder of `api dev` and of the operator commands when no database is configured.
+    pub data_dir: PathBuf,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            database: DatabaseConfig::default(),
+            amqp: AmqpConfig {
+                url: None,
+                prefix: "vas".into(),
+            },
+            http: HttpConfig::default(),
+            ops: OpsConfig::default(),
+            crypto: CryptoConfig::default(),
+            limits: LimitsConfig::default(),
+            webhooks: WebhooksConfig::default(),
+            provisioning: ProvisioningConfig::default(),
+            sandbox: SandboxConfig::default(),
+            providers: ProvidersConfig::default(),
+            log: LogConfig::default(),
+            dev: DevConfig::default(),
+        }
+    }
+}
+
+impl Default for DatabaseConfig {
+    fn default() -> Self {
+        Self {
+            url: None,
+            max_connections: 20,
+        }
+    }
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        Self {
+            bind: ([127, 0, 0, 1], 8080).into(),
+            auth_cache_secs: 5,
+            provider_timeout_ms: 3000,
+        }
+    }
+}
+
+impl Default for OpsConfig {
+    fn default() -> Self {
+        Self {
+            bind: ([127, 0, 0, 1], 0).into(),
+        }
+    }
+}
+
+impl Default for LimitsConfig {
+    fn default() -> Self {
+        Self {
+            accounts_per_hour: 500,
+        }
+    }
+}
+
+impl Default for WebhooksConfig {
+    fn default() -> Self {
+        Self {
+            retry_schedule: vec![5, 300, 1800, 7200, 18000, 36000, 36000],
+        }
+    }
+}
+
+impl Default for ProvisioningConfig {
+    fn default() -> Self {
+        Self {
+            initial_poll_secs: 2,
+            max_poll_secs: 600,
+            give_up_after_secs: 24 * 3600,
+        }
+    }
+}
+
+impl Default for SandboxConfig {
+    fn default() -> Self {
+        Self {
+            url: None,
+            bind: ([127, 0, 0, 1], 8090).into(),
+            notify_url: None,
+            secret: "sandbox-notification-secret".into(),
+            key: "sandbox-key".into(),
+            activation_delay_secs: 3,
+            latency_ms: 0,
+            failure_rate: 0.0,
+            state_file: None,
+        }
+    }
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        Self {
+            format: "text".into(),
+            level: "info".into(),
+        }
+    }
+}
+
+impl Default for DevConfig {
+    fn default() -> Self {
+        Self {
+            data_dir: PathBuf::from(".vas-dev"),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("configuration is invalid: {0}")]
+    Invalid(#[from] Box<figment::Error>),
+    #[error("{0} is not set: {1}")]
+    Missing(&'static str, &'static str),
+}
+
+impl Config {
+    /// Defaults, then the TOML file (explicit path, else `VAS_CONFIG`), then `VAS_…` variables.
+    pub fn load(file: Option<&Path>) -> Result<Self, ConfigError> {
+        let mut figment = Figment::from(Serialized::defaults(Config::default()));
+        let from_env = std::env::var_os("VAS_CONFIG").map(PathBuf::from);
+        if let Some(path) = file.map(Path::to_path_buf).or(from_env) {
+            figment = figment.merge(Toml::file_exact(path));
+        }
+        figment = figment.merge(Env::prefixed("VAS_").ignore(&["CONFIG"]).split("__"));
+        figment.extract().map_err(|e| ConfigError::Invalid(Box::new(e)))
+    }
+
+    /// What a production process (`api serve`, the workers) cannot start without.
+    pub fn require_production(&self) -> Result<(), ConfigError> {
+        if self.database.url.is_none() {
+            return Err(ConfigError::Missing(
+                "VAS_DATABASE__URL",
+                "set it to postgres://… (or sqlite://PATH?mode=rwc)",
+            ));
+        }
+        if self.amqp.url.is_none() {
+            return Err(ConfigError::Missing(
+                "VAS_AMQP__URL",
+                "set it to amqp://…; the in-process queue is only for `api dev`",
+            ));
+        }
+        if self.crypto.key.is_none() {
+            return Err(ConfigError::Missing(
+                "VAS_CRYPTO__KEY",
+                "set it to base64 of 32 random bytes",
+            ));
+        }
+        Ok(())
+    }
+
+    pub fn dev_database_url(&self) -> String {
+        format!(
+            "sqlite://{}?mode=rwc",
+            self.dev.data_dir.join("vas.sqlite").display()
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn environment_overrides_defaults_with_nested_keys() {
+        figment::Jail::expect_with(|jail| {
+            jail.set_env("VAS_LIMITS__ACCOUNTS_PER_HOUR", "7");
+            jail.set_env("VAS_WEBHOOKS__RETRY_SCHEDULE", "[1,2,3]");
+            jail.set_env("VAS_DATABASE__URL", "postgres://x/y");
+            let config = Config::load(None).expect("loads");
+            assert_eq!(config.limits.accounts_per_hour, 7);
+            assert_eq!(config.webhooks.retry_schedule, vec![1, 2, 3]);
+            assert_eq!(config.database.url.as_deref(), Some("postgres://x/y"));
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn toml_file_sits_between_defaults_and_environment() {
+        figment::Jail::expect_with(|jail| {
+            jail.create_file(
+                "vas.toml",
+                "[limits]\naccounts_per_hour = 9\n[http]\nbind = \"0.0.0.0:9000\"\n",
+            )?;
+            jail.set_env("VAS_HTTP__BIND", "127.0.0.1:9001");
+            let config = Config::load(Some(Path::new("vas.toml"))).expect("loads");
+            assert_eq!(config.limits.accounts_per_hour, 9);
+            assert_eq!(config.http.bind.port(), 9001);
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn production_requirements_name_what_is_missing() {
+        let mut config = Config::default();
+        let err = config.require_production().unwrap_err().to_string();
+        assert!(err.contains("VAS_DATABASE__URL"), "{err}");
+        config.database.url = Some("postgres://x".into());
+        let err = config.require_production().unwrap_err().to_string();
+        assert!(err.contains("VAS_AMQP__URL"), "{err}");
+        config.amqp.url = Some("amqp://x".into());
+        let err = config.require_production().unwrap_err().to_string();
+        assert!(err.contains("VAS_CRYPTO__KEY"), "{err}");
+        config.crypto.key = Some("k".into());
+        assert!(config.require_production().is_ok());
+    }
+
+    #[test]
+    fn unknown_keys_are_refused() {
+        figment::Jail::expect_with(|jail| {
+            jail.set_env("VAS_LIMITS__ACCOUNTS_PER_DAY", "1");
+            assert!(Config::load(None).is_err());
+            Ok(())
+        });
+    }
+}

@@ -1,0 +1,512 @@
+//! Accounts: the create transaction (idempotency, reference, rolling-hour limit, insert, outbox),
+//! listing, reading and deactivation.
+
+use chrono::{DateTime, Duration, Utc};
+use rand::Rng;
+use sea_orm::sea_query::{Expr, Func, LikeExpr, OnConflict};
+use sea_orm::{
+    ActiveModelTrait, ActiveValue::Set, ColumnTrait, Condition, ConnectionTrait, DatabaseConnection,
+    DatabaseTransaction, DbBackend, DbErr, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder, QuerySelect,
+    Statement, TransactionTrait,
+};
+use sha2::{Digest, Sha256};
+
+use super::entities::{business_mode, idempotency_key, virtual_account};
+use super::outbox::{Job, enqueue};
+use crate::crypto::Cipher;
+use crate::domain::{AccountStatus, Bank, Mode, NewAccount, nuban};
+use crate::ids::new_id;
+
+pub use virtual_account::Model as Account;
+
+/// The rolling window of the account limit.
+pub const LIMIT_WINDOW: Duration = Duration::hours(1);
+
+/// Who is creating, and under which key.
+pub struct CreateRequest<'a> {
+    pub business_id: &'a str,
+    pub business_name: &'a str,
+    pub mode: Mode,
+    pub idempotency_key: &'a str,
+    /// SHA-256 of the canonical body: the same key with another body is refused.
+    pub request_hash: &'a str,
+    pub account: &'a NewAccount,
+    pub limit_per_hour: u32,
+}
+
+/// Where the caller stands against the hourly limit after this request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LimitState {
+    pub limit: u32,
+    pub remaining: u32,
+    /// Seconds until the oldest counted creation leaves the window.
+    pub reset_secs: u64,
+}
+
+#[derive(Debug)]
+pub enum CreateOutcome {
+    /// A new account: 201 when it has its number, 202 while it waits for it.
+    Created { account: Account, status: u16 },
+    /// The key was seen before with this body: the first answer's status, the account as it is now.
+    Replayed { account: Account, status: u16 },
+    /// The customerReference already has a pending or active account.
+    ReferenceHit { account: Account },
+    /// The key was seen before with another body.
+    KeyReused,
+    /// The key's first request has not finished.
+    KeyInFlight,
+    RateLimited { retry_after_secs: u64 },
+}
+
+const IN_FLIGHT: &str = "in_flight";
+const COMPLETED: &str = "completed";
+
+/// One short transaction: the business-and-mode row is locked first, so the idempotency check, the
+/// reference check and the rolling-hour count cannot race another creation of the same business
+/// and mode, in this process or any other.
+pub async fn create(
+    db: &DatabaseConnection,
+    cipher: &Cipher,
+    req: &CreateRequest<'_>,
+    now: DateTime<Utc>,
+) -> Result<(CreateOutcome, LimitState), DbErr> {
+    // Fast path without a write transaction: most repeats are replays of finished requests.
+    if let Some(existing) = find_key(db, req).await?
+        && existing.state == COMPLETED
+    {
+        let outcome = replay(db, req, existing).await?;
+        let limit = limit_state(db, req, now).await?.1;
+        return Ok((outcome, limit));
+    }
+
+    let txn = db.begin().await?;
+    if !try_claim_key(&txn, req).await? {
+        txn.rollback().await?;
+        let limit = limit_state(db, req, now).await?.1;
+        return Ok((CreateOutcome::KeyInFlight, limit));
+    }
+    lock_business_mode(&txn, req.business_id, req.mode).await?;
+
+    let inserted = idempotency_key::Entity::insert(idempotency_key::ActiveModel {
+        business_id: Set(req.business_id.to_owned()),
+        mode: Set(req.mode.as_str().to_owned()),
+        key: Set(req.idempotency_key.to_owned()),
+        request_hash: Set(req.request_hash.to_owned()),
+        state: Set(IN_FLIGHT.to_owned()),
+        response_status: Set(None),
+        account_id: Set(None),
+        created_at: Set(now),
+        updated_at: Set(now),
+    })
+    .on_conflict(
+        OnConflict::columns([
+            idempotency_key::Column::BusinessId,
+            idempotency_key::Column::Mode,
+            idempotency_key::Column::Key,
+        ])
+        .do_nothing()
+        .to_owned(),
+    )
+    .exec_without_returning(&txn)
+    .await?;
+    if inserted == 0 {
+        let existing = find_key(&txn, req)
+            .await?
+            .ok_or_else(|| DbErr::Custom("idempotency key vanished".into()))?;
+        let outcome = if existing.state == COMPLETED {
+            replay(&txn, req, existing).await?
+        } else if existing.request_hash != req.request_hash {
+            CreateOutcome::KeyReused
+        } else {
+            CreateOutcome::KeyInFlight
+        };
+        let limit = limit_state(&txn, req, now).await?.1;
+        txn.commit().await?;
+        return Ok((outcome, limit));
+    }
+
+    if let Some(reference) = &req.account.customer_reference
+        && let Some(account) = find_live_by_reference(&txn, req, reference).await?
+    {
+        complete_key(&txn, req, 200, &account.id, now).await?;
+        let limit = limit_state(&txn, req, now).await?.1;
+        txn.commit().await?;
+        return Ok((CreateOutcome::ReferenceHit { account }, limit));
+    }
+
+    let (count, limit) = limit_state(&txn, req, now).await?;
+    if count >= u64::from(req.limit_per_hour) {
+        // Nothing was written: dropping the transaction forgets the key too, so it may be retried.
+        txn.rollback().await?;
+        return Ok((
+            CreateOutcome::RateLimited {
+                retry_after_secs: limit.reset_secs.max(1),
+            },
+            limit,
+        ));
+    }
+
+    let account = insert_account(&txn, cipher, req, now).await?;
+    let status = if account.status == AccountStatus::Active.as_str() {
+        201
+    } else {
+        enqueue(
+            &txn,
+            &Job::Provision {
+                account_id: account.id.clone(),
+            },
+            now,
+            now,
+        )
+        .await?;
+        202
+    };
+    complete_key(&txn, req, status, &account.id, now).await?;
+    txn.commit().await?;
+    let limit = LimitState {
+        remaining: limit.remaining.saturating_sub(1),
+        reset_secs: if count == 0 { LIMIT_WINDOW.num_seconds() as u64 } else { limit.reset_secs },
+        ..limit
+    };
+    Ok((CreateOutcome::Created { account, status }, limit))
+}
+
+/// On PostgreSQL, a transaction-scoped advisory lock on the key: a second request with the same
+/// key while the first is running is told so (409) at once instead of queueing behind it. SQLite
+/// runs one transaction at a time, so the second simply sees the first's result.
+async fn try_claim_key(txn: &DatabaseTransaction, req: &CreateRequest<'_>) -> Result<bool, DbErr> {
+    if txn.get_database_backend() != DbBackend::Postgres {
+        return Ok(true);
+    }
+    let digest = Sha256::digest(
+        format!("{}\0{}\0{}", req.business_id, req.mode, req.idempotency_key).as_bytes(),
+    );
+    let lock_id = i64::from_be_bytes(digest[..8].try_into().expect("8 bytes"));
+    let row = txn
+        .query_one_raw(Statement::from_sql_and_values(
+            DbBackend::Postgres,
+            "SELECT pg_try_advisory_xact_lock($1) AS claimed",
+            [lock_id.into()],
+        ))
+        .await?
+        .ok_or_else(|| DbErr::Custom("advisory lock returned no row".into()))?;
+    row.try_get::<bool>("", "claimed")
+}
+
+async fn lock_business_mode(txn: &DatabaseTransaction, business_id: &str, mode: Mode) -> Result<(), DbErr> {
+    // FOR UPDATE on PostgreSQL; SQLite has one writer at a time already.
+    business_mode::Entity::find_by_id((business_id.to_owned(), mode.as_str().to_owned()))
+        .lock_exclusive()
+        .one(txn)
+        .await?
+        .ok_or_else(|| DbErr::RecordNotFound(format!("business {business_id}")))?;
+    Ok(())
+}
+
+async fn find_key<C: ConnectionTrait>(
+    db: &C,
+    req: &CreateRequest<'_>,
+) -> Result<Option<idempotency_key::Model>, DbErr> {
+    idempotency_key::Entity::find_by_id((
+        req.business_id.to_owned(),
+        req.mode.as_str().to_owned(),
+        req.idempotency_key.to_owned(),
+    ))
+    .one(db)
+    .await
+}
+
+async fn replay<C: ConnectionTrait>(
+    db: &C,
+    req: &CreateRequest<'_>,
+    key: idempotency_key::Model,
+) -> Result<CreateOutcome, DbErr> {
+    if key.request_hash != req.request_hash {
+        return Ok(CreateOutcome::KeyReused);
+    }
+    let account_id = key
+        .account_id
+        .ok_or_else(|| DbErr::Custom("completed idempotency key without account".into()))?;
+    let account = virtual_account::Entity::find_by_id(account_id)
+        .one(db)
+        .await?
+        .ok_or_else(|| DbErr::Custom("idempotency key names a missing account".into()))?;
+    Ok(CreateOutcome::Replayed {
+        account,
+        status: key.response_status.unwrap_or(200) as u16,
+    })
+}
+
+async fn complete_key<C: ConnectionTrait>(
+    db: &C,
+    req: &CreateRequest<'_>,
+    status: u16,
+    account_id: &str,
+    now: DateTime<Utc>,
+) -> Result<(), DbErr> {
+    idempotency_key::ActiveModel {
+        business_id: Set(req.business_id.to_owned()),
+        mode: Set(req.mode.as_str().to_owned()),
+        key: Set(req.idempotency_key.to_owned()),
+        state: Set(COMPLETED.to_owned()),
+        response_status: Set(Some(i32::from(status))),
+        account_id: Set(Some(account_id.to_owned())),
+        updated_at: Set(now),
+        ..Default::default()
+    }
+    .update(db)
+    .await?;
+    Ok(())
+}
+
+async fn find_live_by_reference<C: ConnectionTrait>(
+    db: &C,
+    req: &CreateRequest<'_>,
+    reference: &str,
+) -> Result<Option<Account>, DbErr> {
+    virtual_account::Entity::find()
+        .filter(virtual_account::Column::BusinessId.eq(req.business_id))
+        .filter(virtual_account::Column::Mode.eq(req.mode.as_str()))
+        .filter(virtual_account::Column::CustomerReference.eq(reference))
+        .filter(virtual_account::Column::Status.is_in([
+            AccountStatus::Pending.as_str(),
+            AccountStatus::Active.as_str(),
+        ]))
+        .one(db)
+        .await
+}
+
+/// How many accounts were written in the window, and the limit state that follows.
+async fn limit_state<C: ConnectionTrait>(
+    db: &C,
+    req: &CreateRequest<'_>,
+    now: DateTime<Utc>,
+) -> Result<(u64, LimitState), DbErr> {
+    let since = now - LIMIT_WINDOW;
+    let in_window = || {
+        virtual_account::Entity::find()
+            .filter(virtual_account::Column::BusinessId.eq(req.business_id))
+            .filter(virtual_account::Column::Mode.eq(req.mode.as_str()))
+            .filter(virtual_account::Column::CreatedAt.gt(since))
+    };
+    let count = in_window().count(db).await?;
+    let oldest = if count == 0 {
+        None
+    } else {
+        in_window()
+            .order_by_asc(virtual_account::Column::CreatedAt)
+            .one(db)
+            .await?
+            .map(|a| a.created_at)
+    };
+    let reset_secs = oldest
+        .map(|t| ((t + LIMIT_WINDOW - now).num_milliseconds().max(0) as u64).div_ceil(1000))
+        .unwrap_or(0);
+    let limit = req.limit_per_hour;
+    Ok((
+        count,
+        LimitState {
+            limit,
+            remaining: limit.saturating_sub(count.min(u64::from(u32::MAX)) as u32),
+            reset_secs,
+        },
+    ))
+}
+
+fn identity_context(account_id: &str) -> String {
+    format!("{account_id}:identity")
+}
+
+async fn insert_account(
+    txn: &DatabaseTransaction,
+    cipher: &Cipher,
+    req: &CreateRequest<'_>,
+    now: DateTime<Utc>,
+) -> Result<Account, DbErr> {
+    let a = req.account;
+    let id = new_id("va");
+    let immediate = a.preferred_bank == Bank::TestBank;
+    let base = virtual_account::ActiveModel {
+        id: Set(id.clone()),
+        business_id: Set(req.business_id.to_owned()),
+        mode: Set(req.mode.as_str().to_owned()),
+        status: Set(if immediate { AccountStatus::Active } else { AccountStatus::Pending }
+            .as_str()
+            .to_owned()),
+        bank: Set(a.preferred_bank.slug().to_owned()),
+        account_number: Set(None),
+        account_name: Set(format!("{}/{}", req.business_name, a.customer_name)),
+        customer_name: Set(a.customer_name.clone()),
+        customer_email: Set(a.customer_email.clone()),
+        customer_phone: Set(a.customer_phone.clone()),
+        customer_reference: Set(a.customer_reference.clone()),
+        identity_type: Set(a.identity_type.as_str().to_owned()),
+        identity_enc: Set(cipher.encrypt(a.identity_number.expose(), &identity_context(&id))),
+        failure_reason: Set(None),
+        deactivation_reason: Set(None),
+        created_at: Set(now),
+        activated_at: Set(immediate.then_some(now)),
+        deactivated_at: Set(None),
+        updated_at: Set(now),
+    };
+    if !immediate {
+        return base.insert(txn).await;
+    }
+    // The test bank numbers at once. A random serial rarely collides; a savepoint lets a
+    // collision be retried without losing the transaction.
+    for _ in 0..8 {
+        let mut row = base.clone();
+        let serial = rand::rng().random_range(0..1_000_000_000u32);
+        row.account_number = Set(nuban::account_number(Bank::TestBank.cbn_code(), serial));
+        let savepoint = txn.begin().await?;
+        match row.insert(&savepoint).await {
+            Ok(account) => {
+                savepoint.commit().await?;
+                return Ok(account);
+            }
+            Err(e) if super::is_unique_violation(&e) => savepoint.rollback().await?,
+            Err(e) => return Err(e),
+        }
+    }
+    Err(DbErr::Custom("no free test-bank account number after 8 tries".into()))
+}
+
+/// The plain BVN/NIN of an account, for the provider call only.
+pub fn reveal_identity(cipher: &Cipher, account: &Account) -> Result<String, crate::crypto::CryptoError> {
+    cipher.decrypt(&account.identity_enc, &identity_context(&account.id))
+}
+
+/// One business's account in one mode, or None (another business's or mode's is None too).
+pub async fn find<C: ConnectionTrait>(
+    db: &C,
+    business_id: &str,
+    mode: Mode,
+    id: &str,
+) -> Result<Option<Account>, DbErr> {
+    virtual_account::Entity::find_by_id(id.to_owned())
+        .filter(virtual_account::Column::BusinessId.eq(business_id))
+        .filter(virtual_account::Column::Mode.eq(mode.as_str()))
+        .one(db)
+        .await
+}
+
+pub struct ListQuery<'a> {
+    pub page: u64,
+    pub page_size: u64,
+    pub q: Option<&'a str>,
+    pub status: Option<AccountStatus>,
+}
+
+pub async fn list<C: ConnectionTrait>(
+    db: &C,
+    business_id: &str,
+    mode: Mode,
+    query: &ListQuery<'_>,
+) -> Result<(Vec<Account>, u64), DbErr> {
+    use sea_orm::sea_query::ExprTrait;
+    use virtual_account::Column as C_;
+    let mut select = virtual_account::Entity::find()
+        .filter(C_::BusinessId.eq(business_id))
+        .filter(C_::Mode.eq(mode.as_str()));
+    if let Some(status) = query.status {
+        select = select.filter(C_::Status.eq(status.as_str()));
+    }
+    if let Some(q) = query.q.filter(|q| !q.is_empty()) {
+        // Case-insensitive substring, with LIKE's wildcards in the search text taken literally.
+        let escaped = q
+            .to_lowercase()
+            .replace('\\', "\\\\")
+            .replace('%', "\\%")
+            .replace('_', "\\_");
+        let pattern = format!("%{escaped}%");
+        let mut any = Condition::any();
+        for col in [
+            C_::CustomerName,
+            C_::CustomerEmail,
+            C_::CustomerReference,
+            C_::CustomerPhone,
+            C_::AccountNumber,
+        ] {
+            any = any.add(
+                Expr::expr(Func::lower(Expr::col(col)))
+                    .like(LikeExpr::new(pattern.clone()).escape('\\')),
+            );
+        }
+        select = select.filter(any);
+    }
+    let total = select.clone().count(db).await?;
+    let rows = select
+        .order_by_desc(C_::CreatedAt)
+        .order_by_desc(C_::Id)
+        .offset((query.page - 1) * query.page_size)
+        .limit(query.page_size)
+        .all(db)
+        .await?;
+    Ok((rows, total))
+}
+
+#[derive(Debug)]
+pub enum DeactivateOutcome {
+    Deactivated(Account),
+    AlreadyDeactivated(Account),
+    InvalidState(Account),
+    NotFound,
+}
+
+/// Deactivates an account and queues its closing at the provider, in one transaction.
+pub async fn deactivate(
+    db: &DatabaseConnection,
+    business_id: &str,
+    mode: Mode,
+    id: &str,
+    reason: Option<String>,
+    now: DateTime<Utc>,
+) -> Result<DeactivateOutcome, DbErr> {
+    let txn = db.begin().await?;
+    let Some(account) = virtual_account::Entity::find_by_id(id.to_owned())
+        .filter(virtual_account::Column::BusinessId.eq(business_id))
+        .filter(virtual_account::Column::Mode.eq(mode.as_str()))
+        .lock_exclusive()
+        .one(&txn)
+        .await?
+    else {
+        return Ok(DeactivateOutcome::NotFound);
+    };
+    let status = AccountStatus::parse(&account.status)
+        .ok_or_else(|| DbErr::Custom(format!("account {id} has an unknown status")))?;
+    if status == AccountStatus::Deactivated {
+        return Ok(DeactivateOutcome::AlreadyDeactivated(account));
+    }
+    if !status.can_become(AccountStatus::Deactivated) {
+        return Ok(DeactivateOutcome::InvalidState(account));
+    }
+    let mut active: virtual_account::ActiveModel = account.into();
+    active.status = Set(AccountStatus::Deactivated.as_str().to_owned());
+    active.deactivated_at = Set(Some(now));
+    active.deactivation_reason = Set(reason);
+    active.updated_at = Set(now);
+    let account = active.update(&txn).await?;
+    enqueue(
+        &txn,
+        &Job::Close {
+            account_id: account.id.clone(),
+        },
+        now,
+        now,
+    )
+    .await?;
+    txn.commit().await?;
+    Ok(DeactivateOutcome::Deactivated(account))
+}
+
+/// Forgets idempotency keys older than `keep` (at least 24 hours by contract).
+pub async fn purge_idempotency_keys<C: ConnectionTrait>(
+    db: &C,
+    older_than: DateTime<Utc>,
+) -> Result<u64, DbErr> {
+    Ok(idempotency_key::Entity::delete_many()
+        .filter(idempotency_key::Column::CreatedAt.lt(older_than))
+        .exec(db)
+        .await?
+        .rows_affected)
+}

@@ -1,0 +1,193 @@
+use chrono::Duration;
+use sea_orm::{
+    ActiveModelTrait, ActiveValue::Set, ColumnTrait, ConnectionTrait, DatabaseConnection, DbErr, EntityTrait,
+    QueryFilter, TransactionTrait,
+};
+use serde::Serialize;
+
+use super::entities::{business, business_mode};
+use crate::crypto::Cipher;
+use crate::domain::keys::{generate_secret_key, generate_webhook_secret, hash_secret_key};
+use crate::domain::{KybStatus, Mode};
+use crate::ids::new_id;
+use crate::time::now;
+
+/// What `api admin business create` prints: the only time the secrets are shown.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct IssuedBusiness {
+    pub id: String,
+    pub name: String,
+    pub kyb_status: &'static str,
+    pub test: IssuedKeys,
+    pub live: IssuedKeys,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct IssuedKeys {
+    pub secret_key: String,
+    pub webhook_secret: String,
+}
+
+impl std::fmt::Debug for IssuedKeys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("IssuedKeys(<redacted>)")
+    }
+}
+
+/// The context a webhook secret is encrypted under: its business and mode.
+pub fn webhook_secret_context(business_id: &str, mode: Mode) -> String {
+    format!("{business_id}:{mode}:webhook_secret")
+}
+
+pub async fn create(
+    db: &DatabaseConnection,
+    cipher: &Cipher,
+    name: &str,
+    kyb: KybStatus,
+) -> Result<IssuedBusiness, DbErr> {
+    let id = new_id("biz");
+    let at = now();
+    let txn = db.begin().await?;
+    business::ActiveModel {
+        id: Set(id.clone()),
+        name: Set(name.to_owned()),
+        kyb_status: Set(kyb.as_str().to_owned()),
+        created_at: Set(at),
+        updated_at: Set(at),
+    }
+    .insert(&txn)
+    .await?;
+    let mut issued = Vec::new();
+    for mode in Mode::ALL {
+        let secret_key = generate_secret_key(mode);
+        let webhook_secret = generate_webhook_secret();
+        business_mode::ActiveModel {
+            business_id: Set(id.clone()),
+            mode: Set(mode.as_str().to_owned()),
+            secret_key_hash: Set(hash_secret_key(&secret_key)),
+            key_revoked_at: Set(None),
+            webhook_url: Set(None),
+            webhook_secret_enc: Set(
+                cipher.encrypt(&webhook_secret, &webhook_secret_context(&id, mode))
+            ),
+            previous_webhook_secret_enc: Set(None),
+            previous_secret_expires_at: Set(None),
+            created_at: Set(at),
+            updated_at: Set(at),
+        }
+        .insert(&txn)
+        .await?;
+        issued.push(IssuedKeys {
+            secret_key,
+            webhook_secret,
+        });
+    }
+    txn.commit().await?;
+    let live = issued.pop().expect("two modes");
+    let test = issued.pop().expect("two modes");
+    Ok(IssuedBusiness {
+        id,
+        name: name.to_owned(),
+        kyb_status: kyb.as_str(),
+        test,
+        live,
+    })
+}
+
+pub async fn find<C: ConnectionTrait>(db: &C, id: &str) -> Result<Option<business::Model>, DbErr> {
+    business::Entity::find_by_id(id.to_owned()).one(db).await
+}
+
+/// Sets the KYB status; false when there is no such business.
+pub async fn set_kyb<C: ConnectionTrait>(db: &C, id: &str, kyb: KybStatus) -> Result<bool, DbErr> {
+    let res = business::Entity::update_many()
+        .col_expr(business::Column::KybStatus, kyb.as_str().into())
+        .col_expr(business::Column::UpdatedAt, now().into())
+        .filter(business::Column::Id.eq(id))
+        .exec(db)
+        .await?;
+    Ok(res.rows_affected == 1)
+}
+
+/// Sets the webhook URL of one mode; false when there is no such business.
+pub async fn set_webhook_url<C: ConnectionTrait>(
+    db: &C,
+    id: &str,
+    mode: Mode,
+    url: &str,
+) -> Result<bool, DbErr> {
+    let res = business_mode::Entity::update_many()
+        .col_expr(business_mode::Column::WebhookUrl, url.into())
+        .col_expr(business_mode::Column::UpdatedAt, now().into())
+        .filter(business_mode::Column::BusinessId.eq(id))
+        .filter(business_mode::Column::Mode.eq(mode.as_str()))
+        .exec(db)
+        .await?;
+    Ok(res.rows_affected == 1)
+}
+
+/// Issues a new webhook secret; the old one keeps signing beside it for `overlap`.
+pub async fn rotate_webhook_secret(
+    db: &DatabaseConnection,
+    cipher: &Cipher,
+    id: &str,
+    mode: Mode,
+    overlap: Duration,
+) -> Result<Option<String>, DbErr> {
+    let txn = db.begin().await?;
+    let Some(row) = business_mode::Entity::find_by_id((id.to_owned(), mode.as_str().to_owned()))
+        .one(&txn)
+        .await?
+    else {
+        return Ok(None);
+    };
+    let secret = generate_webhook_secret();
+    let at = now();
+    let mut active: business_mode::ActiveModel = row.clone().into();
+    active.previous_webhook_secret_enc = Set(Some(row.webhook_secret_enc));
+    active.previous_secret_expires_at = Set(Some(at + overlap));
+    active.webhook_secret_enc = Set(cipher.encrypt(&secret, &webhook_secret_context(id, mode)));
+    active.updated_at = Set(at);
+    active.update(&txn).await?;
+    txn.commit().await?;
+    Ok(Some(secret))
+}
+
+/// Who a presented key belongs to, for authentication.
+#[derive(Debug, Clone)]
+pub struct KeyOwner {
+    pub business_id: String,
+    pub business_name: String,
+    pub mode: Mode,
+    pub kyb_status: KybStatus,
+}
+
+/// Looks a key up by its hash; revoked keys and unknown ones are both None.
+pub async fn find_key_owner<C: ConnectionTrait>(
+    db: &C,
+    key_hash: &str,
+) -> Result<Option<KeyOwner>, DbErr> {
+    let Some(row) = business_mode::Entity::find()
+        .filter(business_mode::Column::SecretKeyHash.eq(key_hash))
+        .filter(business_mode::Column::KeyRevokedAt.is_null())
+        .one(db)
+        .await?
+    else {
+        return Ok(None);
+    };
+    let Some(biz) = find(db, &row.business_id).await? else {
+        return Ok(None);
+    };
+    let (Some(mode), Some(kyb_status)) = (Mode::parse(&row.mode), KybStatus::parse(&biz.kyb_status))
+    else {
+        return Err(DbErr::Custom(format!("corrupt business row {}", biz.id)));
+    };
+    Ok(Some(KeyOwner {
+        business_id: biz.id,
+        business_name: biz.name,
+        mode,
+        kyb_status,
+    }))
+}

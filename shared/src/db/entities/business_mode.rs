@@ -1,0 +1,30 @@
+//! A business's credentials and settings in one mode. Its row is also the lock that makes the
+//! hourly account limit exact: creations in one business and mode serialise on it.
+
+use sea_orm::entity::prelude::*;
+
+#[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+#[sea_orm(table_name = "business_modes")]
+pub struct Model {
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub business_id: String,
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub mode: String,
+    /// SHA-256 of the secret key; the key itself is never stored.
+    #[sea_orm(unique)]
+    pub secret_key_hash: String,
+    pub key_revoked_at: Option<DateTimeUtc>,
+    pub webhook_url: Option<String>,
+    /// Encrypted `whsec_…`.
+    pub webhook_secret_enc: String,
+    /// The secret before the last rotation, still signing until `previous_secret_expires_at`.
+    pub previous_webhook_secret_enc: Option<String>,
+    pub previous_secret_expires_at: Option<DateTimeUtc>,
+    pub created_at: DateTimeUtc,
+    pub updated_at: DateTimeUtc,
+}
+
+#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+pub enum Relation {}
+
+impl ActiveModelBehavior for ActiveModel {}

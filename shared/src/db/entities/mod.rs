@@ -1,0 +1,7 @@
+//! sea-orm entities, one per table. Enumerations are stored as their lowercase names.
+
+pub mod business;
+pub mod business_mode;
+pub mod idempotency_key;
+pub mod outbox;
+pub mod virtual_account;

@@ -1,0 +1,32 @@
+use sea_orm::entity::prelude::*;
+
+#[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+#[sea_orm(table_name = "virtual_accounts")]
+pub struct Model {
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub id: String,
+    pub business_id: String,
+    pub mode: String,
+    pub status: String,
+    pub bank: String,
+    pub account_number: Option<String>,
+    pub account_name: String,
+    pub customer_name: String,
+    pub customer_email: String,
+    pub customer_phone: String,
+    pub customer_reference: Option<String>,
+    pub identity_type: String,
+    /// Encrypted BVN/NIN, bound to this row's id.
+    pub identity_enc: String,
+    pub failure_reason: Option<String>,
+    pub deactivation_reason: Option<String>,
+    pub created_at: DateTimeUtc,
+    pub activated_at: Option<DateTimeUtc>,
+    pub deactivated_at: Option<DateTimeUtc>,
+    pub updated_at: DateTimeUtc,
+}
+
+#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+pub enum Relation {}
+
+impl ActiveModelBehavior for ActiveModel {}

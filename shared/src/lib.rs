@@ -1,0 +1,10 @@
+//! The library every process shares: configuration, domain, crypto, storage, telemetry.
+
+pub mod config;
+pub mod crypto;
+pub mod db;
+pub mod domain;
+pub mod ids;
+pub mod telemetry;
+pub mod time;
+pub mod views;
