@@ -1,1 +1,45 @@
+//! The HTTP API and the `api` command's subcommands (serve, migrate, dev, admin).
 
+pub mod cli;
+pub mod error;
+pub mod extract;
+pub mod request_id;
+pub mod routes;
+pub mod runtime;
+pub mod state;
+
+use axum::Router;
+use axum::extract::Request;
+use axum::http::header;
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+
+pub use state::AppState;
+
+use crate::error::ApiError;
+
+/// Every route, served at `/…` and at `/v1/…`.
+pub fn router(state: AppState) -> Router {
+    let api = Router::new()
+        .merge(routes::accounts::routes())
+        .route("/problems/{code}", get(routes::problems::describe))
+        .route("/healthz", get(routes::health::healthz))
+        .route("/readyz", get(routes::health::readyz));
+    Router::new()
+        .merge(api.clone())
+        .nest("/v1", api)
+        .fallback(|| async { ApiError::NotFound })
+        .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
+        .layer(middleware::from_fn(refuse_browsers))
+        .layer(middleware::from_fn(request_id::middleware))
+        .with_state(state)
+}
+
+/// Secret keys belong on servers: a request with an `Origin` header came from a browser.
+async fn refuse_browsers(request: Request, next: Next) -> Response {
+    if request.headers().contains_key(header::ORIGIN) {
+        return ApiError::BrowserRequestRefused.into_response();
+    }
+    next.run(request).await
+}

@@ -1,1 +1,4 @@
-fn main() {}
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
+    api::cli::main().await
+}

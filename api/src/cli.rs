@@ -1,0 +1,224 @@
+//! The `api` command: `serve`, `migrate`, `dev`, `admin …`.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand, ValueEnum};
+use shared::config::Config;
+use shared::db::businesses;
+use shared::domain::business::validate_business_name;
+use shared::domain::{KybStatus, Mode};
+
+use crate::AppState;
+use crate::runtime;
+
+#[derive(Debug, Parser)]
+#[command(name = "api", version, about = "Virtual Account Service: the HTTP API and operator commands")]
+pub struct Cli {
+    /// A TOML configuration file (else VAS_CONFIG; VAS_… variables override it).
+    #[arg(long, global = true)]
+    pub config: Option<PathBuf>,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Serve the API (needs VAS_DATABASE__URL, VAS_AMQP__URL and VAS_CRYPTO__KEY).
+    Serve,
+    /// Apply database migrations and exit.
+    Migrate,
+    /// Everything in one process on SQLite under the dev data folder: no outside service needed.
+    Dev,
+    /// Operator commands against the configured database (else the dev data folder).
+    Admin {
+        #[command(subcommand)]
+        command: AdminCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AdminCommand {
+    /// Businesses and their KYB status.
+    Business {
+        #[command(subcommand)]
+        command: BusinessCommand,
+    },
+    /// Webhook endpoints and secrets.
+    Webhook {
+        #[command(subcommand)]
+        command: WebhookCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum BusinessCommand {
+    /// Create a business; prints its keys and webhook secrets (shown this once).
+    Create {
+        #[arg(long)]
+        name: String,
+        #[arg(long, value_enum, default_value = "pending")]
+        kyb: KybArg,
+    },
+    /// Approve a business's KYB, so its live key works.
+    ApproveKyb { id: String },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum WebhookCommand {
+    /// Set the URL that receives a mode's events.
+    Set {
+        id: String,
+        #[arg(long, value_enum)]
+        mode: ModeArg,
+        #[arg(long)]
+        url: String,
+    },
+    /// Issue a new webhook secret; the old one keeps signing beside it for 24 hours.
+    RotateSecret {
+        id: String,
+        #[arg(long, value_enum)]
+        mode: ModeArg,
+    },
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum KybArg {
+    Pending,
+    Approved,
+    Rejected,
+}
+
+impl From<KybArg> for KybStatus {
+    fn from(k: KybArg) -> Self {
+        match k {
+            KybArg::Pending => KybStatus::Pending,
+            KybArg::Approved => KybStatus::Approved,
+            KybArg::Rejected => KybStatus::Rejected,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum ModeArg {
+    Test,
+    Live,
+}
+
+impl From<ModeArg> for Mode {
+    fn from(m: ModeArg) -> Self {
+        match m {
+            ModeArg::Test => Mode::Test,
+            ModeArg::Live => Mode::Live,
+        }
+    }
+}
+
+/// Parses the command line and runs it; errors are printed without secrets and exit 1.
+pub async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let config = match Config::load(cli.config.as_deref()) {
+        Ok(config) => config,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    shared::telemetry::init(&config.log);
+    match run(cli.command, config).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+pub async fn run(command: Command, config: Config) -> anyhow::Result<()> {
+    match command {
+        Command::Serve => serve(config).await,
+        Command::Migrate => {
+            let url = config
+                .database
+                .url
+                .clone()
+                .context("VAS_DATABASE__URL is not set")?;
+            let db = runtime::connect(&url, &config).await?;
+            runtime::migrate(&db).await?;
+            println!("migrations applied to {}", runtime::redact_url(&url));
+            Ok(())
+        }
+        Command::Dev => crate::runtime::dev::run(config).await,
+        Command::Admin { command } => admin(command, config).await,
+    }
+}
+
+async fn serve(config: Config) -> anyhow::Result<()> {
+    config.require_production()?;
+    let url = config.database.url.clone().expect("checked above");
+    let db = runtime::connect(&url, &config).await?;
+    let cipher = runtime::configured_cipher(&config)?;
+    let listener = runtime::bind(config.http.bind).await?;
+    tracing::info!(address = %listener.local_addr()?, "api listening");
+    runtime::serve(AppState::new(db, cipher, config), listener).await
+}
+
+async fn admin(command: AdminCommand, config: Config) -> anyhow::Result<()> {
+    let url = runtime::database_url_or_dev(&config)?;
+    let db = runtime::connect(&url, &config).await?;
+    // The dev folder is migrated on the fly so admin commands work before the first `api dev`.
+    if config.database.url.is_none() {
+        runtime::migrate(&db).await?;
+    }
+    match command {
+        AdminCommand::Business { command } => match command {
+            BusinessCommand::Create { name, kyb } => {
+                let name = validate_business_name(&name).map_err(anyhow::Error::msg)?;
+                let cipher = runtime::cipher_or_dev(&config)?;
+                let issued = businesses::create(&db, &cipher, &name, kyb.into()).await?;
+                println!("{}", serde_json::to_string_pretty(&issued)?);
+            }
+            BusinessCommand::ApproveKyb { id } => {
+                anyhow::ensure!(
+                    businesses::set_kyb(&db, &id, KybStatus::Approved).await?,
+                    "no business {id}"
+                );
+                println!("KYB approved for {id}");
+            }
+        },
+        AdminCommand::Webhook { command } => match command {
+            WebhookCommand::Set { id, mode, url } => {
+                let mode = Mode::from(mode);
+                let parsed = url::Url::parse(&url).context("the URL is not valid")?;
+                anyhow::ensure!(
+                    matches!(parsed.scheme(), "http" | "https"),
+                    "the URL must be http or https"
+                );
+                anyhow::ensure!(
+                    mode == Mode::Test || parsed.scheme() == "https",
+                    "live webhook URLs must be https"
+                );
+                anyhow::ensure!(
+                    businesses::set_webhook_url(&db, &id, mode, parsed.as_str()).await?,
+                    "no business {id}"
+                );
+                println!("{mode} webhook URL of {id} set to {parsed}");
+            }
+            WebhookCommand::RotateSecret { id, mode } => {
+                let cipher = runtime::cipher_or_dev(&config)?;
+                let secret = businesses::rotate_webhook_secret(
+                    &db,
+                    &cipher,
+                    &id,
+                    mode.into(),
+                    chrono::Duration::hours(24),
+                )
+                .await?
+                .with_context(|| format!("no business {id}"))?;
+                println!("{secret}");
+            }
+        },
+    }
+    Ok(())
+}

@@ -1,0 +1,214 @@
+//! Extractors: the authenticated caller, the JSON body, the idempotency key, query strings.
+
+use std::collections::HashMap;
+
+use axum::body::Bytes;
+use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::http::header;
+use axum::http::request::Parts;
+use serde_json::{Map, Value};
+use shared::db::businesses::{KeyOwner, find_key_owner};
+use shared::domain::keys::{hash_secret_key, secret_key_mode};
+use shared::domain::{KybStatus, Mode};
+
+use crate::error::ApiError;
+use crate::state::AppState;
+
+pub const MAX_BODY_BYTES: usize = 64 * 1024;
+
+/// The business and mode a request acts for, from its secret key.
+#[derive(Debug, Clone)]
+pub struct Caller(pub KeyOwner);
+
+impl Caller {
+    pub fn business_id(&self) -> &str {
+        &self.0.business_id
+    }
+
+    pub fn mode(&self) -> Mode {
+        self.0.mode
+    }
+}
+
+impl FromRequestParts<AppState> for Caller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let key = parts
+            .headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .map(str::trim)
+            .ok_or(ApiError::Unauthorized)?;
+        // A key that is not even shaped like ours costs no lookup.
+        secret_key_mode(key).ok_or(ApiError::Unauthorized)?;
+        let hash = hash_secret_key(key);
+        let owner = match state.auth_cache.get(&hash) {
+            Some(owner) => owner,
+            None => {
+                let owner = find_key_owner(&state.db, &hash).await?;
+                state.auth_cache.put(hash, owner.clone());
+                owner
+            }
+        };
+        let owner = owner.ok_or(ApiError::Unauthorized)?;
+        if owner.mode == Mode::Live && owner.kyb_status != KybStatus::Approved {
+            return Err(ApiError::KybNotApproved);
+        }
+        Ok(Caller(owner))
+    }
+}
+
+/// A JSON object body: 415 unless `application/json`, 413 over 64 KiB, 400 unless an object.
+#[derive(Debug)]
+pub struct JsonObject(pub Map<String, Value>);
+
+impl<S: Send + Sync> FromRequest<S> for JsonObject {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
+        let bytes = body_bytes(req, state).await?;
+        parse_object(&bytes).map(JsonObject)
+    }
+}
+
+/// Like `JsonObject`, but an empty body (with or without a Content-Type) is an empty object, for
+/// endpoints whose body is optional.
+#[derive(Debug)]
+pub struct OptionalJsonObject(pub Map<String, Value>);
+
+impl<S: Send + Sync> FromRequest<S> for OptionalJsonObject {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
+        let has_length = req
+            .headers()
+            .get(header::CONTENT_LENGTH)
+            .is_some_and(|v| v != "0");
+        let has_type = req.headers().contains_key(header::CONTENT_TYPE);
+        if !has_length && !has_type {
+            let bytes = read_limited(req, state).await?;
+            if bytes.is_empty() {
+                return Ok(OptionalJsonObject(Map::new()));
+            }
+            return Err(ApiError::UnsupportedMediaType);
+        }
+        let bytes = body_bytes(req, state).await?;
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            return Ok(OptionalJsonObject(Map::new()));
+        }
+        parse_object(&bytes).map(OptionalJsonObject)
+    }
+}
+
+fn is_json(req: &Request) -> bool {
+    req.headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .map(|v| v.trim().to_ascii_lowercase())
+        .is_some_and(|mime| mime == "application/json" || mime.ends_with("+json"))
+}
+
+async fn body_bytes<S: Send + Sync>(req: Request, state: &S) -> Result<Bytes, ApiError> {
+    if !is_json(&req) {
+        return Err(ApiError::UnsupportedMediaType);
+    }
+    read_limited(req, state).await
+}
+
+async fn read_limited<S: Send + Sync>(req: Request, _state: &S) -> Result<Bytes, ApiError> {
+    let declared = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok());
+    if declared.is_some_and(|n| n > MAX_BODY_BYTES) {
+        return Err(ApiError::PayloadTooLarge);
+    }
+    axum::body::to_bytes(req.into_body(), MAX_BODY_BYTES)
+        .await
+        .map_err(|_| ApiError::PayloadTooLarge)
+}
+
+fn parse_object(bytes: &[u8]) -> Result<Map<String, Value>, ApiError> {
+    match serde_json::from_slice::<Value>(bytes) {
+        Ok(Value::Object(map)) => Ok(map),
+        Ok(_) => Err(ApiError::InvalidJson("the body must be a JSON object".into())),
+        Err(e) => Err(ApiError::InvalidJson(format!(
+            "the body is not valid JSON (line {}, column {})",
+            e.line(),
+            e.column()
+        ))),
+    }
+}
+
+/// The `Idempotency-Key` header: required, 1–200 characters.
+#[derive(Debug)]
+pub struct IdempotencyKey(pub String);
+
+impl<S: Send + Sync> FromRequestParts<S> for IdempotencyKey {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, ApiError> {
+        let value = parts
+            .headers
+            .get("idempotency-key")
+            .ok_or(ApiError::IdempotencyKeyMissing)?;
+        let key = value
+            .to_str()
+            .map_err(|_| ApiError::IdempotencyKeyInvalid)?;
+        if key.is_empty() || key.chars().count() > 200 {
+            return Err(ApiError::IdempotencyKeyInvalid);
+        }
+        Ok(IdempotencyKey(key.to_owned()))
+    }
+}
+
+/// The raw query pairs (the last value of a repeated name wins); handlers validate each one so a
+/// bad value is a 422 naming the field.
+#[derive(Debug, Default)]
+pub struct QueryPairs(pub HashMap<String, String>);
+
+impl<S: Send + Sync> FromRequestParts<S> for QueryPairs {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, ApiError> {
+        let pairs = url::form_urlencoded::parse(parts.uri.query().unwrap_or("").as_bytes())
+            .into_owned()
+            .collect();
+        Ok(QueryPairs(pairs))
+    }
+}
+
+impl QueryPairs {
+    /// An integer in `min..=max`, or the default when absent.
+    pub fn int(
+        &self,
+        name: &str,
+        default: u64,
+        min: u64,
+        max: u64,
+        errors: &mut Vec<shared::domain::FieldError>,
+    ) -> u64 {
+        let Some(raw) = self.0.get(name) else {
+            return default;
+        };
+        match raw.parse::<u64>() {
+            Ok(n) if (min..=max).contains(&n) => n,
+            _ => {
+                errors.push(shared::domain::FieldError::new(
+                    name,
+                    "out_of_range",
+                    format!("{name} must be an integer from {min} to {max}"),
+                ));
+                default
+            }
+        }
+    }
+
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.0.get(name).map(String::as_str)
+    }
+}

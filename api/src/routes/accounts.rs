@@ -1,0 +1,214 @@
+//! `/virtual-accounts`: create, list, get, deactivate.
+
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+use shared::db::accounts::{
+    self, CreateOutcome, CreateRequest, DeactivateOutcome, LimitState, ListQuery,
+};
+use shared::domain::validation::{FieldError, bounded_text, optional_string, reject_unknown};
+use shared::domain::{AccountStatus, NewAccount};
+use shared::views::{AccountView, Page};
+
+use crate::error::{ApiError, ApiResult};
+use crate::extract::{Caller, IdempotencyKey, JsonObject, OptionalJsonObject, QueryPairs};
+use crate::state::AppState;
+
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/virtual-accounts", post(create).get(list))
+        .route("/virtual-accounts/{id}", get(read))
+        .route("/virtual-accounts/{id}/deactivate", post(deactivate))
+}
+
+async fn create(
+    State(state): State<AppState>,
+    caller: Caller,
+    IdempotencyKey(key): IdempotencyKey,
+    JsonObject(body): JsonObject,
+) -> ApiResult<Response> {
+    let account = NewAccount::parse(&body, caller.mode()).map_err(ApiError::Validation)?;
+    let request_hash = hex_sha256(&canonical_json(&Value::Object(body)));
+    let request = CreateRequest {
+        business_id: caller.business_id(),
+        business_name: &caller.0.business_name,
+        mode: caller.mode(),
+        idempotency_key: &key,
+        request_hash: &request_hash,
+        account: &account,
+        limit_per_hour: state.config.limits.accounts_per_hour,
+    };
+    let (outcome, limit) =
+        accounts::create(&state.db, &state.cipher, &request, shared::time::now()).await?;
+    let mut headers = rate_limit_headers(&limit);
+    let (status, account) = match outcome {
+        CreateOutcome::Created { account, status } => {
+            tracing::info!(account_id = %account.id, status, "account created");
+            (status, account)
+        }
+        CreateOutcome::Replayed { account, status } => {
+            headers.insert("idempotent-replayed", HeaderValue::from_static("true"));
+            (status, account)
+        }
+        CreateOutcome::ReferenceHit { account } => (200, account),
+        CreateOutcome::KeyReused => return Err(ApiError::IdempotencyKeyReused),
+        CreateOutcome::KeyInFlight => return Err(ApiError::IdempotencyKeyInUse),
+        CreateOutcome::RateLimited { retry_after_secs } => {
+            let mut response = ApiError::RateLimited { retry_after_secs }.into_response();
+            response.headers_mut().extend(headers);
+            return Ok(response);
+        }
+    };
+    let status = StatusCode::from_u16(status).map_err(|e| ApiError::Internal(e.into()))?;
+    Ok((status, headers, Json(AccountView::from(&account))).into_response())
+}
+
+fn rate_limit_headers(limit: &LimitState) -> HeaderMap {
+    let mut headers = HeaderMap::new();
+    let policy = format!("\"accounts\";q={};w=3600", limit.limit);
+    let now = format!(
+        "\"accounts\";r={};t={}",
+        limit.remaining, limit.reset_secs
+    );
+    for (name, value) in [("ratelimit-policy", policy), ("ratelimit", now)] {
+        if let Ok(value) = HeaderValue::from_str(&value) {
+            headers.insert(name, value);
+        }
+    }
+    headers
+}
+
+/// JSON with object keys sorted at every level, so the same request hashes the same whatever
+/// order its fields were sent in.
+fn canonical_json(value: &Value) -> String {
+    fn sorted(value: &Value) -> Value {
+        match value {
+            Value::Object(map) => {
+                let mut keys: Vec<_> = map.keys().collect();
+                keys.sort();
+                let mut out = Map::new();
+                for k in keys {
+                    out.insert(k.clone(), sorted(&map[k]));
+                }
+                Value::Object(out)
+            }
+            Value::Array(items) => Value::Array(items.iter().map(sorted).collect()),
+            other => other.clone(),
+        }
+    }
+    sorted(value).to_string()
+}
+
+fn hex_sha256(s: &str) -> String {
+    Sha256::digest(s.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+async fn list(
+    State(state): State<AppState>,
+    caller: Caller,
+    query: QueryPairs,
+) -> ApiResult<Json<Page<AccountView>>> {
+    let mut errors = Vec::new();
+    let page = query.int("page", 1, 1, 1_000_000, &mut errors);
+    let page_size = query.int("pageSize", 20, 1, 100, &mut errors);
+    let status = query.get("status").and_then(|s| {
+        let parsed = AccountStatus::parse(s);
+        if parsed.is_none() {
+            errors.push(FieldError::new(
+                "status",
+                "invalid_value",
+                "status must be one of pending, active, deactivated, failed",
+            ));
+        }
+        parsed
+    });
+    let q = query.get("q");
+    if q.is_some_and(|q| q.chars().count() > 200) {
+        errors.push(FieldError::new("q", "too_long", "q must be at most 200 characters"));
+    }
+    if !errors.is_empty() {
+        return Err(ApiError::Validation(errors));
+    }
+    let (rows, total) = accounts::list(
+        &state.db,
+        caller.business_id(),
+        caller.mode(),
+        &ListQuery {
+            page,
+            page_size,
+            q,
+            status,
+        },
+    )
+    .await?;
+    let data = rows.iter().map(AccountView::from).collect();
+    Ok(Json(Page::new(data, page, page_size, total)))
+}
+
+async fn read(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> ApiResult<Json<AccountView>> {
+    let account = accounts::find(&state.db, caller.business_id(), caller.mode(), &id)
+        .await?
+        .ok_or(ApiError::NotFound)?;
+    Ok(Json(AccountView::from(&account)))
+}
+
+async fn deactivate(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    OptionalJsonObject(body): OptionalJsonObject,
+) -> ApiResult<Json<AccountView>> {
+    let mut errors = Vec::new();
+    reject_unknown(&body, &["reason"], &mut errors);
+    let reason = optional_string(&body, "reason", &mut errors)
+        .and_then(|r| bounded_text("reason", r, 1, 200, true, &mut errors));
+    if !errors.is_empty() {
+        return Err(ApiError::Validation(errors));
+    }
+    let outcome = accounts::deactivate(
+        &state.db,
+        caller.business_id(),
+        caller.mode(),
+        &id,
+        reason,
+        shared::time::now(),
+    )
+    .await?;
+    match outcome {
+        DeactivateOutcome::Deactivated(account) => {
+            tracing::info!(account_id = %account.id, "account deactivated");
+            Ok(Json(AccountView::from(&account)))
+        }
+        DeactivateOutcome::AlreadyDeactivated(account) => Ok(Json(AccountView::from(&account))),
+        DeactivateOutcome::InvalidState(account) => Err(ApiError::InvalidState(format!(
+            "a {} account cannot be deactivated",
+            account.status
+        ))),
+        DeactivateOutcome::NotFound => Err(ApiError::NotFound),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn canonical_json_ignores_key_order() {
+        let a: Value = serde_json::from_str(r#"{"b":1,"a":{"d":2,"c":[{"f":1,"e":2}]}}"#).unwrap();
+        let b: Value = serde_json::from_str(r#"{"a":{"c":[{"e":2,"f":1}],"d":2},"b":1}"#).unwrap();
+        assert_eq!(canonical_json(&a), canonical_json(&b));
+        let c: Value = serde_json::from_str(r#"{"a":{"c":[{"e":2,"f":1}],"d":3},"b":1}"#).unwrap();
+        assert_ne!(canonical_json(&a), canonical_json(&c));
+    }
+}

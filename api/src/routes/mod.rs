@@ -1,0 +1,3 @@
+pub mod accounts;
+pub mod health;
+pub mod problems;
