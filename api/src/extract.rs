@@ -15,6 +15,7 @@ use crate::error::ApiError;
 use crate::state::AppState;
 
 pub const MAX_BODY_BYTES: usize = 64 * 1024;
+const DRAIN_BYTES: usize = 1024 * 1024;
 
 /// The business and mode a request acts for, from its secret key.
 #[derive(Debug, Clone)]
@@ -119,17 +120,23 @@ async fn body_bytes<S: Send + Sync>(req: Request, state: &S) -> Result<Bytes, Ap
 }
 
 async fn read_limited<S: Send + Sync>(req: Request, _state: &S) -> Result<Bytes, ApiError> {
+    // Bodies up to DRAIN_BYTES are read in full even when too large, so the client is still
+    // reading when the 413 arrives instead of meeting a reset connection.
     let declared = req
         .headers()
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<usize>().ok());
-    if declared.is_some_and(|n| n > MAX_BODY_BYTES) {
+    if declared.is_some_and(|n| n > DRAIN_BYTES) {
         return Err(ApiError::PayloadTooLarge);
     }
-    axum::body::to_bytes(req.into_body(), MAX_BODY_BYTES)
+    let bytes = axum::body::to_bytes(req.into_body(), DRAIN_BYTES)
         .await
-        .map_err(|_| ApiError::PayloadTooLarge)
+        .map_err(|_| ApiError::PayloadTooLarge)?;
+    if bytes.len() > MAX_BODY_BYTES {
+        return Err(ApiError::PayloadTooLarge);
+    }
+    Ok(bytes)
 }
 
 fn parse_object(bytes: &[u8]) -> Result<Map<String, Value>, ApiError> {
