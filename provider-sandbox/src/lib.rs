@@ -1,1 +1,117 @@
+//! The provider sandbox: the four test-mode banks (wema-bank, access-bank, titan-trust-bank,
+//! test-bank) speaking the provider protocol of SPEC §5, each under `/{bank-slug}`, plus a control
+//! call that sends money to an account with or without notifying the service.
+//!
+//! Runs as its own binary (`provider-sandbox`) or in-process (`api dev`, tests) through [`spawn`].
 
+mod error;
+mod notify;
+mod routes;
+mod state;
+mod store;
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use anyhow::Context;
+use shared::config::SandboxConfig;
+
+pub use notify::sign;
+pub use routes::router;
+
+use crate::state::Ledger;
+use crate::store::Store;
+
+/// The sandbox's configuration and state; clones share both.
+#[derive(Clone)]
+pub struct Sandbox {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    config: SandboxConfig,
+    ledger: Mutex<Books>,
+    store: Option<Store>,
+    http: reqwest::Client,
+}
+
+/// The ledger plus the number of its last change, which orders snapshots for the store.
+struct Books {
+    ledger: Ledger,
+    seq: u64,
+}
+
+impl Sandbox {
+    /// A sandbox with the state found in `config.state_file`, if set and present.
+    pub fn new(config: SandboxConfig) -> anyhow::Result<Sandbox> {
+        let ledger = match &config.state_file {
+            Some(path) => {
+                if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+                    std::fs::create_dir_all(dir)
+                        .with_context(|| format!("creating {}", dir.display()))?;
+                }
+                store::load(path)?
+            }
+            None => Ledger::default(),
+        };
+        let store = config.state_file.clone().map(Store::new);
+        Ok(Sandbox {
+            inner: Arc::new(Inner {
+                ledger: Mutex::new(Books { ledger, seq: 0 }),
+                store,
+                http: notify::client()?,
+                config,
+            }),
+        })
+    }
+
+    pub fn config(&self) -> &SandboxConfig {
+        &self.inner.config
+    }
+
+    fn http(&self) -> &reqwest::Client {
+        &self.inner.http
+    }
+
+    /// Runs `f` on the ledger, then, if it changed anything and there is a state file, writes the
+    /// file before returning: a caller that saw an answer can rely on it surviving a restart.
+    async fn update<T>(&self, f: impl FnOnce(&mut Ledger) -> T) -> anyhow::Result<T> {
+        let (value, snapshot) = {
+            // A panic while holding the lock cannot leave the ledger half-changed in a way that
+            // matters more than refusing every later request would.
+            let mut books = self
+                .inner
+                .ledger
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            let value = f(&mut books.ledger);
+            let snapshot = if books.ledger.take_dirty() && self.inner.store.is_some() {
+                books.seq += 1;
+                Some((books.seq, serde_json::to_vec(&books.ledger)?))
+            } else {
+                None
+            };
+            (value, snapshot)
+        };
+        if let (Some(store), Some((seq, bytes))) = (&self.inner.store, snapshot) {
+            store.write(seq, bytes).await?;
+        }
+        Ok(value)
+    }
+}
+
+/// Serves a new sandbox on `listener` in a background task; returns the address it listens on.
+pub async fn spawn(
+    config: SandboxConfig,
+    listener: tokio::net::TcpListener,
+) -> anyhow::Result<SocketAddr> {
+    let sandbox = Sandbox::new(config)?;
+    let address = listener.local_addr()?;
+    let app = router(sandbox);
+    tokio::spawn(async move {
+        if let Err(e) = axum::serve(listener, app).await {
+            tracing::error!(error = %e, "provider sandbox stopped serving");
+        }
+    });
+    Ok(address)
+}

@@ -1,0 +1,129 @@
+//! Deposit notifications to the service, signed as a provider bank signs them.
+
+use std::time::Duration;
+
+use hmac::{Hmac, Mac};
+use serde::Serialize;
+use sha2::Sha512;
+use shared::domain::Bank;
+
+use crate::state::Transaction;
+
+/// Pauses before each retry: 8 tries over about a minute, long enough to ride out an api
+/// restart, short enough that a test or demo sees the outcome.
+const RETRY_DELAYS_SECS: [u64; 7] = [1, 2, 4, 8, 15, 15, 15];
+
+/// How long one attempt may take before it counts as failed.
+const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Lowercase hex HMAC-SHA512 of `body` under `secret`: the `X-Provider-Signature` header.
+pub fn sign(secret: &str, body: &[u8]) -> String {
+    // HMAC accepts keys of any length, so this cannot fail.
+    let mut mac = Hmac::<Sha512>::new_from_slice(secret.as_bytes())
+        .expect("HMAC-SHA512 accepts keys of any length");
+    mac.update(body);
+    hex::encode(mac.finalize().into_bytes())
+}
+
+#[derive(Serialize)]
+struct Notification<'a> {
+    event: &'static str,
+    data: &'a Transaction,
+}
+
+/// Builds the client notifications go out with.
+pub fn client() -> anyhow::Result<reqwest::Client> {
+    Ok(reqwest::Client::builder()
+        .timeout(ATTEMPT_TIMEOUT)
+        .build()?)
+}
+
+/// Sends the notification in the background, retrying until a 2xx or the tries run out. The
+/// deposit is already recorded, so a lost notification is exactly what a recheck must find.
+pub fn spawn_delivery(
+    client: reqwest::Client,
+    notify_url: Option<&str>,
+    secret: &str,
+    bank: Bank,
+    transaction: &Transaction,
+) {
+    let Some(base) = notify_url else {
+        tracing::warn!(
+            provider_reference = %transaction.reference,
+            "no notify_url configured; deposit notification skipped"
+        );
+        return;
+    };
+    let url = format!(
+        "{}/providers/{}/notifications",
+        base.trim_end_matches('/'),
+        bank.slug()
+    );
+    let body = match serde_json::to_vec(&Notification {
+        event: "transfer.received",
+        data: transaction,
+    }) {
+        Ok(body) => body,
+        Err(e) => {
+            tracing::error!(error = %e, "could not encode a deposit notification");
+            return;
+        }
+    };
+    let signature = sign(secret, &body);
+    let reference = transaction.reference.clone();
+    tokio::spawn(async move {
+        deliver(&client, &url, body, &signature, &reference).await;
+    });
+}
+
+async fn deliver(
+    client: &reqwest::Client,
+    url: &str,
+    body: Vec<u8>,
+    signature: &str,
+    reference: &str,
+) {
+    let attempts = RETRY_DELAYS_SECS.len() + 1;
+    for attempt in 1..=attempts {
+        let outcome = client
+            .post(url)
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .header("X-Provider-Signature", signature)
+            .body(body.clone())
+            .send()
+            .await;
+        match outcome {
+            Ok(response) if response.status().is_success() => {
+                tracing::info!(provider_reference = %reference, attempt, "deposit notification delivered");
+                return;
+            }
+            Ok(response) => tracing::warn!(
+                provider_reference = %reference, attempt, status = response.status().as_u16(),
+                "deposit notification refused"
+            ),
+            Err(e) => tracing::warn!(
+                provider_reference = %reference, attempt, error = %e,
+                "deposit notification failed"
+            ),
+        }
+        if let Some(delay) = RETRY_DELAYS_SECS.get(attempt - 1) {
+            tokio::time::sleep(Duration::from_secs(*delay)).await;
+        }
+    }
+    tracing::error!(provider_reference = %reference, attempts, "deposit notification given up");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn signature_is_lowercase_hex_hmac_sha512() {
+        // RFC 4231 test case 2.
+        let sig = sign("Jefe", b"what do ya want for nothing?");
+        assert_eq!(
+            sig,
+            "164b7a7bfcf819e2e395fbe73b56e0a387bd64222e831fd610270cd7ea2505549758bf75c05a994a6d034f65f8f0e6fdcaeab1a34d4a6b4b636e070a38bce737"
+        );
+    }
+}

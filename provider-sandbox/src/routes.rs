@@ -1,0 +1,312 @@
+//! The HTTP surface: the provider protocol per bank (SPEC §5) under `/{bank}`, the control call
+//! that sends money, and `/healthz`.
+
+use axum::body::Bytes;
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Path, Query, Request, State};
+use axum::http::{StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use chrono::{DateTime, SubsecRound, Utc};
+use rand::Rng;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use shared::domain::Bank;
+use subtle::ConstantTimeEq;
+
+use crate::Sandbox;
+use crate::error::ApiError;
+use crate::notify;
+use crate::state::{Account, NewAccount, Status, Transaction};
+
+pub fn router(sandbox: Sandbox) -> Router {
+    // Latency and failures apply to the bank protocol only: the control call is the test
+    // harness's own lever and must not flake.
+    let banks = Router::new()
+        .route("/{bank}/accounts", post(create_account))
+        .route("/{bank}/accounts/{reference}", get(get_account))
+        .route("/{bank}/accounts/{reference}/close", post(close_account))
+        .route(
+            "/{bank}/accounts/{reference}/transactions",
+            get(list_transactions),
+        )
+        .route_layer(middleware::from_fn_with_state(sandbox.clone(), chaos));
+    let authenticated = banks
+        .route("/control/deposits", post(control_deposit))
+        .fallback(|| async { ApiError::not_found("no such path") })
+        .layer(middleware::from_fn_with_state(
+            sandbox.clone(),
+            authenticate,
+        ));
+    Router::new()
+        .route("/healthz", get(|| async { Json(json!({"status": "ok"})) }))
+        .merge(authenticated)
+        .with_state(sandbox)
+}
+
+async fn authenticate(State(sandbox): State<Sandbox>, request: Request, next: Next) -> Response {
+    let expected = sandbox.config().key.as_bytes();
+    let presented = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "));
+    match presented {
+        // Constant time, as a real bank would compare keys.
+        Some(key) if bool::from(key.as_bytes().ct_eq(expected)) => next.run(request).await,
+        _ => ApiError::unauthorized().into_response(),
+    }
+}
+
+/// Makes the banks as slow and unreliable as configured, so callers exercise timeouts and retries.
+/// A simulated failure does no work, like a bank that is down.
+async fn chaos(State(sandbox): State<Sandbox>, request: Request, next: Next) -> Response {
+    let config = sandbox.config();
+    if config.latency_ms > 0 {
+        tokio::time::sleep(std::time::Duration::from_millis(config.latency_ms)).await;
+    }
+    // `random` is in [0, 1): a rate of 0 (or NaN) never fails, a rate of 1 always does.
+    if rand::rng().random::<f64>() < config.failure_rate {
+        return ApiError::unavailable().into_response();
+    }
+    next.run(request).await
+}
+
+fn parse_bank(slug: &str) -> Result<Bank, ApiError> {
+    Bank::parse(slug).ok_or_else(|| ApiError::not_found(format!("unknown bank '{slug}'")))
+}
+
+/// The body as JSON of the expected shape, or 400 with serde's reason.
+fn parse_body<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
+    serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("invalid body: {e}")))
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct CreateAccountBody {
+    reference: String,
+    account_name: String,
+    customer_name: String,
+    customer_email: String,
+    customer_phone: String,
+    bvn: Option<String>,
+    nin: Option<String>,
+}
+
+/// The creation answer: `accountNumber` only once there is one (202 carries none).
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct CreatedView<'a> {
+    reference: &'a str,
+    status: Status,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    account_number: Option<&'a str>,
+}
+
+/// The account as `GET` and `close` show it.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct AccountView<'a> {
+    reference: &'a str,
+    status: Status,
+    account_number: Option<&'a str>,
+    failure_reason: Option<&'a str>,
+}
+
+impl<'a> From<&'a Account> for AccountView<'a> {
+    fn from(a: &'a Account) -> Self {
+        Self {
+            reference: &a.reference,
+            status: a.status,
+            account_number: a.account_number.as_deref(),
+            failure_reason: a.failure_reason.as_deref(),
+        }
+    }
+}
+
+async fn create_account(
+    State(sandbox): State<Sandbox>,
+    Path(bank): Path<String>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let bank = parse_bank(&bank)?;
+    let body: CreateAccountBody = parse_body(&body)?;
+    if body.reference.trim().is_empty() {
+        return Err(ApiError::bad_request("reference must not be empty"));
+    }
+    let identity_number = match (body.bvn, body.nin) {
+        (Some(bvn), None) => bvn,
+        (None, Some(nin)) => nin,
+        _ => return Err(ApiError::bad_request("exactly one of bvn, nin is required")),
+    };
+    let new = NewAccount {
+        reference: body.reference,
+        account_name: body.account_name,
+        customer_name: body.customer_name,
+        customer_email: body.customer_email,
+        customer_phone: body.customer_phone,
+        identity_number,
+    };
+    let delay = sandbox.config().activation_delay_secs;
+    let account = sandbox
+        .update(|ledger| ledger.create(bank, new, shared::time::now(), delay))
+        .await?;
+    let status = match account.status {
+        Status::Active => StatusCode::CREATED,
+        Status::Pending => StatusCode::ACCEPTED,
+        Status::Failed => {
+            let reason = account.failure_reason.unwrap_or_default();
+            return Err(ApiError::unprocessable("identity_rejected", reason));
+        }
+        // Not a creation outcome: a repeat of a reference that was opened and since closed.
+        Status::Closed => StatusCode::OK,
+    };
+    let view = CreatedView {
+        reference: &account.reference,
+        status: account.status,
+        account_number: account.account_number.as_deref(),
+    };
+    Ok((status, Json(view)).into_response())
+}
+
+async fn get_account(
+    State(sandbox): State<Sandbox>,
+    Path((bank, reference)): Path<(String, String)>,
+) -> Result<Response, ApiError> {
+    let bank = parse_bank(&bank)?;
+    let account = sandbox
+        .update(|ledger| ledger.get(bank, &reference, shared::time::now()))
+        .await?
+        .ok_or_else(|| unknown_account(&reference))?;
+    Ok(Json(AccountView::from(&account)).into_response())
+}
+
+async fn close_account(
+    State(sandbox): State<Sandbox>,
+    Path((bank, reference)): Path<(String, String)>,
+) -> Result<Response, ApiError> {
+    let bank = parse_bank(&bank)?;
+    let account = sandbox
+        .update(|ledger| ledger.close(bank, &reference, shared::time::now()))
+        .await?
+        .ok_or_else(|| unknown_account(&reference))?;
+    Ok(Json(AccountView::from(&account)).into_response())
+}
+
+#[derive(Deserialize)]
+struct Range {
+    from: Option<String>,
+    to: Option<String>,
+}
+
+async fn list_transactions(
+    State(sandbox): State<Sandbox>,
+    Path((bank, reference)): Path<(String, String)>,
+    query: Result<Query<Range>, QueryRejection>,
+) -> Result<Response, ApiError> {
+    let bank = parse_bank(&bank)?;
+    let Query(range) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
+    let from = parse_time("from", range.from.as_deref())?;
+    let to = parse_time("to", range.to.as_deref())?;
+    let data = sandbox
+        .update(|ledger| ledger.transactions(bank, &reference, from, to, shared::time::now()))
+        .await?
+        .ok_or_else(|| unknown_account(&reference))?;
+    Ok(Json(json!({ "data": data })).into_response())
+}
+
+/// An optional RFC 3339 bound; an empty value counts as absent.
+fn parse_time(name: &str, value: Option<&str>) -> Result<Option<DateTime<Utc>>, ApiError> {
+    match value.filter(|v| !v.is_empty()) {
+        None => Ok(None),
+        Some(v) => DateTime::parse_from_rfc3339(v)
+            .map(|t| Some(t.with_timezone(&Utc)))
+            .map_err(|e| ApiError::bad_request(format!("{name} is not an RFC 3339 time: {e}"))),
+    }
+}
+
+fn unknown_account(reference: &str) -> ApiError {
+    ApiError::not_found(format!("no account with reference '{reference}'"))
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct DepositBody {
+    bank: String,
+    account_number: String,
+    /// Kept loose so that a missing, fractional or negative amount is a 422 about the amount
+    /// rather than a 400 about the body.
+    amount: Option<Value>,
+    sender_name: Option<String>,
+    sender_account_number: Option<String>,
+    sender_bank_name: Option<String>,
+    narration: Option<String>,
+    #[serde(default = "notify_by_default")]
+    notify: bool,
+}
+
+fn notify_by_default() -> bool {
+    true
+}
+
+async fn control_deposit(
+    State(sandbox): State<Sandbox>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let body: DepositBody = parse_body(&body)?;
+    let amount = body
+        .amount
+        .as_ref()
+        .and_then(Value::as_i64)
+        .filter(|amount| *amount > 0)
+        .ok_or_else(|| {
+            ApiError::unprocessable(
+                "invalid_amount",
+                "amount must be an integer number of kobo > 0",
+            )
+        })?;
+    let bank = parse_bank(&body.bank)?;
+    let account_number = body.account_number;
+    // Whole milliseconds, as paidAt is shown: a caller filtering with a shown paidAt as `to`
+    // must find that very transaction.
+    let paid_at = Utc::now().trunc_subsecs(3);
+    let make = || Transaction {
+        reference: shared::ids::new_id("txn"),
+        account_number: account_number.clone(),
+        amount,
+        currency: "NGN".into(),
+        sender_name: body.sender_name.unwrap_or_else(|| "Sandbox Sender".into()),
+        sender_account_number: body
+            .sender_account_number
+            .unwrap_or_else(|| "0123456789".into()),
+        sender_bank_name: body
+            .sender_bank_name
+            .unwrap_or_else(|| "Sandbox Bank".into()),
+        narration: body.narration.unwrap_or_else(|| "Sandbox transfer".into()),
+        paid_at,
+    };
+    let transaction = sandbox
+        .update(|ledger| ledger.deposit(bank, &account_number, make))
+        .await?
+        .ok_or_else(|| {
+            ApiError::not_found(format!(
+                "{} has no account numbered '{account_number}'",
+                bank.slug()
+            ))
+        })?;
+    if body.notify {
+        let config = sandbox.config();
+        notify::spawn_delivery(
+            sandbox.http().clone(),
+            config.notify_url.as_deref(),
+            &config.secret,
+            bank,
+            &transaction,
+        );
+    }
+    let answer = json!({ "providerReference": transaction.reference });
+    Ok((StatusCode::ACCEPTED, Json(answer)).into_response())
+}
