@@ -10,11 +10,14 @@ use shared::db::businesses;
 use shared::domain::business::validate_business_name;
 use shared::domain::{KybStatus, Mode};
 
-use crate::AppState;
 use crate::runtime;
 
 #[derive(Debug, Parser)]
-#[command(name = "api", version, about = "Virtual Account Service: the HTTP API and operator commands")]
+#[command(
+    name = "api",
+    version,
+    about = "Virtual Account Service: the HTTP API and operator commands"
+)]
 pub struct Cli {
     /// A TOML configuration file (else VAS_CONFIG; VAS_… variables override it).
     #[arg(long, global = true)]
@@ -137,7 +140,7 @@ pub async fn main() -> ExitCode {
 
 pub async fn run(command: Command, config: Config) -> anyhow::Result<()> {
     match command {
-        Command::Serve => serve(config).await,
+        Command::Serve => runtime::serve_production(config).await,
         Command::Migrate => {
             let url = config
                 .database
@@ -146,22 +149,12 @@ pub async fn run(command: Command, config: Config) -> anyhow::Result<()> {
                 .context("VAS_DATABASE__URL is not set")?;
             let db = runtime::connect(&url, &config).await?;
             runtime::migrate(&db).await?;
-            println!("migrations applied to {}", runtime::redact_url(&url));
+            println!("migrations applied to {}", runtime::redact(&url));
             Ok(())
         }
         Command::Dev => crate::runtime::dev::run(config).await,
         Command::Admin { command } => admin(command, config).await,
     }
-}
-
-async fn serve(config: Config) -> anyhow::Result<()> {
-    config.require_production()?;
-    let url = config.database.url.clone().expect("checked above");
-    let db = runtime::connect(&url, &config).await?;
-    let cipher = runtime::configured_cipher(&config)?;
-    let listener = runtime::bind(config.http.bind).await?;
-    tracing::info!(address = %listener.local_addr()?, "api listening");
-    runtime::serve(AppState::new(db, cipher, config), listener).await
 }
 
 async fn admin(command: AdminCommand, config: Config) -> anyhow::Result<()> {

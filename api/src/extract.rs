@@ -142,7 +142,9 @@ async fn read_limited<S: Send + Sync>(req: Request, _state: &S) -> Result<Bytes,
 fn parse_object(bytes: &[u8]) -> Result<Map<String, Value>, ApiError> {
     match serde_json::from_slice::<Value>(bytes) {
         Ok(Value::Object(map)) => Ok(map),
-        Ok(_) => Err(ApiError::InvalidJson("the body must be a JSON object".into())),
+        Ok(_) => Err(ApiError::InvalidJson(
+            "the body must be a JSON object".into(),
+        )),
         Err(e) => Err(ApiError::InvalidJson(format!(
             "the body is not valid JSON (line {}, column {})",
             e.line(),

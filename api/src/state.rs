@@ -6,6 +6,8 @@ use sea_orm::DatabaseConnection;
 use shared::config::Config;
 use shared::crypto::Cipher;
 use shared::db::businesses::KeyOwner;
+use shared::providers::Providers;
+use shared::relay::Relay;
 
 /// What every handler shares.
 #[derive(Clone)]
@@ -14,26 +16,34 @@ pub struct AppState {
     pub cipher: Arc<Cipher>,
     pub config: Arc<Config>,
     pub auth_cache: AuthCache,
+    pub providers: Providers,
+    /// Woken after a commit that wrote a job due now.
+    pub relay: Relay,
 }
 
 impl AppState {
-    pub fn new(db: DatabaseConnection, cipher: Cipher, config: Config) -> Self {
+    pub fn new(db: DatabaseConnection, cipher: Arc<Cipher>, config: Config, relay: Relay) -> Self {
         let ttl = Duration::from_secs(config.http.auth_cache_secs);
         Self {
             db,
-            cipher: Arc::new(cipher),
+            cipher,
+            providers: Providers::from_config(&config),
             config: Arc::new(config),
             auth_cache: AuthCache::new(ttl),
+            relay,
         }
     }
 }
 
 /// Key hash → owner, for a few seconds: authentication costs no query on a hot path, and a KYB
 /// approval or revocation made by another process is seen within the TTL.
+/// When a key was looked up, and whose it was (None: nobody's).
+type CachedOwner = (Instant, Option<KeyOwner>);
+
 #[derive(Clone)]
 pub struct AuthCache {
     ttl: Duration,
-    entries: Arc<Mutex<HashMap<String, (Instant, Option<KeyOwner>)>>>,
+    entries: Arc<Mutex<HashMap<String, CachedOwner>>>,
 }
 
 impl AuthCache {

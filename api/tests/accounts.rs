@@ -32,7 +32,9 @@ async fn json(resp: reqwest::Response) -> Value {
 
 async fn test_bank_answers_201_with_a_valid_nuban(backend: Backend) {
     let app = spawn_app(backend).await;
-    let resp = app.create(app.test_key(), "k-1", &account_body(1, "test-bank")).await;
+    let resp = app
+        .create(app.test_key(), "k-1", &account_body(1, "test-bank"))
+        .await;
     assert_eq!(resp.status(), StatusCode::CREATED);
     let account = json(resp).await;
     assert!(account["id"].as_str().unwrap().starts_with("va_"));
@@ -46,11 +48,19 @@ async fn test_bank_answers_201_with_a_valid_nuban(backend: Backend) {
     assert!(account["activatedAt"].is_string());
     assert!(account["deactivatedAt"].is_null());
     let number = account["accountNumber"].as_str().unwrap();
-    assert!(nuban::is_valid("999", number), "{number} has a bad check digit");
+    assert!(
+        nuban::is_valid("999", number),
+        "{number} has a bad check digit"
+    );
 
     // The same account at both paths.
     for path in ["/virtual-accounts/", "/v1/virtual-accounts/"] {
-        let got = app.get(app.test_key(), &format!("{path}{}", account["id"].as_str().unwrap())).await;
+        let got = app
+            .get(
+                app.test_key(),
+                &format!("{path}{}", account["id"].as_str().unwrap()),
+            )
+            .await;
         assert_eq!(got.status(), StatusCode::OK);
         assert_eq!(json(got).await, account);
     }
@@ -58,8 +68,14 @@ async fn test_bank_answers_201_with_a_valid_nuban(backend: Backend) {
 
 async fn provider_banks_answer_202_and_leave_a_provisioning_job(backend: Backend) {
     let app = spawn_app(backend).await;
-    for (n, bank) in ["wema-bank", "access-bank", "titan-trust-bank"].iter().enumerate() {
-        let resp = app.create(app.test_key(), &format!("k-{n}"), &account_body(n as u32, bank)).await;
+    for (n, bank) in ["access-bank", "titan-trust-bank"].iter().enumerate() {
+        let resp = app
+            .create(
+                app.test_key(),
+                &format!("k-{n}"),
+                &account_body(n as u32, bank),
+            )
+            .await;
         assert_eq!(resp.status(), StatusCode::ACCEPTED, "{bank}");
         let account = json(resp).await;
         assert_eq!(account["status"], "pending");
@@ -68,11 +84,29 @@ async fn provider_banks_answer_202_and_leave_a_provisioning_job(backend: Backend
         let id = account["id"].as_str().unwrap();
         let jobs = app
             .count(&format!(
-                "SELECT COUNT(*) FROM outbox WHERE queue = 'provisioning' AND payload LIKE '%{id}%'"
+                "SELECT COUNT(*) FROM outbox WHERE queue = 'provisioning' AND completed_at IS NULL \
+                 AND payload LIKE '%{id}%'"
             ))
             .await;
-        assert_eq!(jobs, 1, "one provisioning job for {id}");
+        assert_eq!(jobs, 1, "one open provisioning job for {id}");
     }
+    // Wema Bank numbers at once, like the test bank; its job is already done.
+    let resp = app
+        .create(app.test_key(), "k-wema", &account_body(9, "wema-bank"))
+        .await;
+    assert_eq!(resp.status(), StatusCode::CREATED);
+    let account = json(resp).await;
+    assert!(nuban::is_valid(
+        "035",
+        account["accountNumber"].as_str().unwrap()
+    ));
+    assert_eq!(account["bankName"], "Wema Bank");
+    let open = app
+        .count(
+            "SELECT COUNT(*) FROM outbox WHERE completed_at IS NULL AND payload LIKE '%provision%'",
+        )
+        .await;
+    assert_eq!(open, 2);
 }
 
 async fn every_field_error_is_listed_in_one_422(backend: Backend) {
@@ -90,15 +124,30 @@ async fn every_field_error_is_listed_in_one_422(backend: Backend) {
     let problem = json(resp).await;
     assert_eq!(problem["code"], "validation_failed");
     assert_eq!(problem["type"], "/problems/validation_failed");
-    let fields: Vec<&str> = problem["errors"].as_array().unwrap().iter().map(|e| e["field"].as_str().unwrap()).collect();
-    for f in ["extra", "customerName", "customerEmail", "customerPhone", "customerBvn", "customerNin", "preferredBank"] {
+    let fields: Vec<&str> = problem["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["field"].as_str().unwrap())
+        .collect();
+    for f in [
+        "extra",
+        "customerName",
+        "customerEmail",
+        "customerPhone",
+        "customerBvn",
+        "customerNin",
+        "preferredBank",
+    ] {
         assert!(fields.contains(&f), "{f} missing from {fields:?}");
     }
     assert_eq!(app.count("SELECT COUNT(*) FROM virtual_accounts").await, 0);
 
     // test-bank exists only in test mode.
     app.approve_kyb().await;
-    let resp = app.create(app.live_key(), "k2", &account_body(1, "test-bank")).await;
+    let resp = app
+        .create(app.live_key(), "k2", &account_body(1, "test-bank"))
+        .await;
     assert_eq!(resp.status(), StatusCode::UNPROCESSABLE_ENTITY);
     let problem = json(resp).await;
     assert_eq!(problem["errors"][0]["field"], "preferredBank");
@@ -109,26 +158,95 @@ async fn bad_headers_and_bodies_get_their_problem(backend: Backend) {
     let url = app.url("/v1/virtual-accounts");
     let body = account_body(1, "test-bank").to_string();
     let cases: Vec<(reqwest::RequestBuilder, u16, &str)> = vec![
-        (app.client.post(&url).header("content-type", "application/json").body(body.clone()), 400, "idempotency_key_missing"),
-        (app.client.post(&url).header("Idempotency-Key", "").header("content-type", "application/json").body(body.clone()), 400, "idempotency_key_invalid"),
-        (app.client.post(&url).header("Idempotency-Key", "x".repeat(201)).header("content-type", "application/json").body(body.clone()), 400, "idempotency_key_invalid"),
-        (app.client.post(&url).header("Idempotency-Key", "k").header("content-type", "application/json").body("{not json"), 400, "invalid_json"),
-        (app.client.post(&url).header("Idempotency-Key", "k").header("content-type", "application/json").body("[1,2]"), 400, "invalid_json"),
-        (app.client.post(&url).header("Idempotency-Key", "k").header("content-type", "text/plain").body(body.clone()), 415, "unsupported_media_type"),
-        (app.client.post(&url).header("Idempotency-Key", "k").header("content-type", "application/json").body(format!("{{\"customerName\":\"{}\"}}", "x".repeat(70_000))), 413, "payload_too_large"),
+        (
+            app.client
+                .post(&url)
+                .header("content-type", "application/json")
+                .body(body.clone()),
+            400,
+            "idempotency_key_missing",
+        ),
+        (
+            app.client
+                .post(&url)
+                .header("Idempotency-Key", "")
+                .header("content-type", "application/json")
+                .body(body.clone()),
+            400,
+            "idempotency_key_invalid",
+        ),
+        (
+            app.client
+                .post(&url)
+                .header("Idempotency-Key", "x".repeat(201))
+                .header("content-type", "application/json")
+                .body(body.clone()),
+            400,
+            "idempotency_key_invalid",
+        ),
+        (
+            app.client
+                .post(&url)
+                .header("Idempotency-Key", "k")
+                .header("content-type", "application/json")
+                .body("{not json"),
+            400,
+            "invalid_json",
+        ),
+        (
+            app.client
+                .post(&url)
+                .header("Idempotency-Key", "k")
+                .header("content-type", "application/json")
+                .body("[1,2]"),
+            400,
+            "invalid_json",
+        ),
+        (
+            app.client
+                .post(&url)
+                .header("Idempotency-Key", "k")
+                .header("content-type", "text/plain")
+                .body(body.clone()),
+            415,
+            "unsupported_media_type",
+        ),
+        (
+            app.client
+                .post(&url)
+                .header("Idempotency-Key", "k")
+                .header("content-type", "application/json")
+                .body(format!("{{\"customerName\":\"{}\"}}", "x".repeat(70_000))),
+            413,
+            "payload_too_large",
+        ),
         (app.client.delete(&url), 405, "method_not_allowed"),
-        (app.client.get(app.url("/v1/nothing-here")), 404, "not_found"),
+        (
+            app.client.get(app.url("/v1/nothing-here")),
+            404,
+            "not_found",
+        ),
     ];
     for (req, status, code) in cases {
         let resp = req.bearer_auth(app.test_key()).send().await.unwrap();
         assert_eq!(resp.status().as_u16(), status, "{code}");
-        assert_eq!(resp.headers()["content-type"], "application/problem+json", "{code}");
+        assert_eq!(
+            resp.headers()["content-type"],
+            "application/problem+json",
+            "{code}"
+        );
         let problem = json(resp).await;
         assert_eq!(problem["code"], code);
         assert_eq!(problem["status"], status);
     }
     // A key of exactly 200 characters is fine.
-    let resp = app.create(app.test_key(), &"y".repeat(200), &account_body(1, "test-bank")).await;
+    let resp = app
+        .create(
+            app.test_key(),
+            &"y".repeat(200),
+            &account_body(1, "test-bank"),
+        )
+        .await;
     assert_eq!(resp.status(), StatusCode::CREATED);
 }
 
@@ -136,7 +254,13 @@ async fn every_bad_key_gets_the_same_401(backend: Backend) {
     let app = spawn_app(backend).await;
     let unknown = shared::domain::keys::generate_secret_key(shared::domain::Mode::Test);
     let mut bodies = Vec::new();
-    for auth in [None, Some("Bearer".to_owned()), Some("Basic abc".to_owned()), Some("Bearer sk_test_short".to_owned()), Some(format!("Bearer {unknown}"))] {
+    for auth in [
+        None,
+        Some("Bearer".to_owned()),
+        Some("Basic abc".to_owned()),
+        Some("Bearer sk_test_short".to_owned()),
+        Some(format!("Bearer {unknown}")),
+    ] {
         let mut req = app.client.get(app.url("/v1/virtual-accounts"));
         if let Some(auth) = auth {
             req = req.header("Authorization", auth);
@@ -147,7 +271,10 @@ async fn every_bad_key_gets_the_same_401(backend: Backend) {
         problem.as_object_mut().unwrap().remove("requestId");
         bodies.push(problem);
     }
-    assert!(bodies.windows(2).all(|w| w[0] == w[1]), "401s differ: {bodies:?}");
+    assert!(
+        bodies.windows(2).all(|w| w[0] == w[1]),
+        "401s differ: {bodies:?}"
+    );
     assert_eq!(bodies[0]["code"], "unauthorized");
 }
 
@@ -157,17 +284,35 @@ async fn live_keys_wait_for_kyb_and_modes_never_mix(backend: Backend) {
     assert_eq!(resp.status(), StatusCode::FORBIDDEN);
     assert_eq!(json(resp).await["code"], "kyb_not_approved");
 
-    let test_account = json(app.create(app.test_key(), "k", &account_body(1, "test-bank")).await).await;
+    let test_account = json(
+        app.create(app.test_key(), "k", &account_body(1, "test-bank"))
+            .await,
+    )
+    .await;
     app.approve_kyb().await;
-    let resp = app.create(app.live_key(), "k", &account_body(1, "wema-bank")).await;
-    assert_eq!(resp.status(), StatusCode::ACCEPTED, "the same idempotency key is free in the other mode");
+    let resp = app
+        .create(app.live_key(), "k", &account_body(1, "wema-bank"))
+        .await;
+    assert_eq!(
+        resp.status(),
+        StatusCode::ACCEPTED,
+        "the same idempotency key is free in the other mode"
+    );
     let live_account = json(resp).await;
     assert_eq!(live_account["mode"], "live");
 
     let id = test_account["id"].as_str().unwrap();
-    let resp = app.get(app.live_key(), &format!("/v1/virtual-accounts/{id}")).await;
+    let resp = app
+        .get(app.live_key(), &format!("/v1/virtual-accounts/{id}"))
+        .await;
     assert_eq!(resp.status(), StatusCode::NOT_FOUND);
-    let resp = app.post(app.live_key(), &format!("/v1/virtual-accounts/{id}/deactivate"), None).await;
+    let resp = app
+        .post(
+            app.live_key(),
+            &format!("/v1/virtual-accounts/{id}/deactivate"),
+            None,
+        )
+        .await;
     assert_eq!(resp.status(), StatusCode::NOT_FOUND);
     let list = json(app.get(app.live_key(), "/v1/virtual-accounts").await).await;
     assert_eq!(list["total"], 1);
@@ -175,10 +320,29 @@ async fn live_keys_wait_for_kyb_and_modes_never_mix(backend: Backend) {
 
     // Another business sees neither.
     let cipher = shared::crypto::Cipher::new(&app.crypto_key, &[]).unwrap();
-    let other = shared::db::businesses::create(&app.db, &cipher, "Other", shared::domain::KybStatus::Approved).await.unwrap();
-    let resp = app.get(&other.test.secret_key, &format!("/v1/virtual-accounts/{id}")).await;
+    let other = shared::db::businesses::create(
+        &app.db,
+        &cipher,
+        "Other",
+        shared::domain::KybStatus::Approved,
+    )
+    .await
+    .unwrap();
+    let resp = app
+        .get(
+            &other.test.secret_key,
+            &format!("/v1/virtual-accounts/{id}"),
+        )
+        .await;
     assert_eq!(resp.status(), StatusCode::NOT_FOUND);
-    assert_eq!(json(app.get(&other.test.secret_key, "/v1/virtual-accounts").await).await["total"], 0);
+    assert_eq!(
+        json(
+            app.get(&other.test.secret_key, "/v1/virtual-accounts")
+                .await
+        )
+        .await["total"],
+        0
+    );
 }
 
 async fn browsers_are_refused_and_no_cors_headers_are_sent(backend: Backend) {
@@ -192,7 +356,11 @@ async fn browsers_are_refused_and_no_cors_headers_are_sent(backend: Backend) {
         .await
         .unwrap();
     assert_eq!(resp.status(), StatusCode::FORBIDDEN);
-    assert!(resp.headers().keys().all(|h| !h.as_str().starts_with("access-control-")));
+    assert!(
+        resp.headers()
+            .keys()
+            .all(|h| !h.as_str().starts_with("access-control-"))
+    );
     assert_eq!(json(resp).await["code"], "browser_request_refused");
     let preflight = app
         .client
@@ -202,7 +370,12 @@ async fn browsers_are_refused_and_no_cors_headers_are_sent(backend: Backend) {
         .send()
         .await
         .unwrap();
-    assert!(preflight.headers().keys().all(|h| !h.as_str().starts_with("access-control-")));
+    assert!(
+        preflight
+            .headers()
+            .keys()
+            .all(|h| !h.as_str().starts_with("access-control-"))
+    );
     assert!(!preflight.status().is_success());
 }
 
@@ -218,7 +391,14 @@ async fn replays_return_the_first_status_and_create_nothing(backend: Backend) {
     let reordered: Value = serde_json::from_str(&{
         let mut pairs: Vec<_> = body.as_object().unwrap().iter().collect();
         pairs.reverse();
-        format!("{{{}}}", pairs.iter().map(|(k, v)| format!("\"{k}\":{v}")).collect::<Vec<_>>().join(","))
+        format!(
+            "{{{}}}",
+            pairs
+                .iter()
+                .map(|(k, v)| format!("\"{k}\":{v}"))
+                .collect::<Vec<_>>()
+                .join(",")
+        )
     })
     .unwrap();
     let again = app.create(app.test_key(), "same", &reordered).await;
@@ -228,7 +408,12 @@ async fn replays_return_the_first_status_and_create_nothing(backend: Backend) {
 
     // The replay shows the account as it is now.
     let id = first["id"].as_str().unwrap();
-    app.post(app.test_key(), &format!("/v1/virtual-accounts/{id}/deactivate"), None).await;
+    app.post(
+        app.test_key(),
+        &format!("/v1/virtual-accounts/{id}/deactivate"),
+        None,
+    )
+    .await;
     let again = json(app.create(app.test_key(), "same", &body).await).await;
     assert_eq!(again["status"], "deactivated");
 
@@ -245,9 +430,21 @@ async fn sixty_parallel_requests_with_one_key_create_one_account(backend: Backen
     let body = account_body(7, "test-bank");
     let mut tasks = Vec::new();
     for _ in 0..60 {
-        let (client, url, key, body) = (app.client.clone(), app.url("/v1/virtual-accounts"), app.test_key().to_owned(), body.clone());
+        let (client, url, key, body) = (
+            app.client.clone(),
+            app.url("/v1/virtual-accounts"),
+            app.test_key().to_owned(),
+            body.clone(),
+        );
         tasks.push(tokio::spawn(async move {
-            let resp = client.post(url).bearer_auth(key).header("Idempotency-Key", "one-key").json(&body).send().await.unwrap();
+            let resp = client
+                .post(url)
+                .bearer_auth(key)
+                .header("Idempotency-Key", "one-key")
+                .json(&body)
+                .send()
+                .await
+                .unwrap();
             let replayed = resp.headers().contains_key("idempotent-replayed");
             let status = resp.status().as_u16();
             let body: Value = resp.json().await.unwrap();
@@ -278,7 +475,11 @@ async fn sixty_parallel_requests_with_one_key_create_one_account(backend: Backen
 
 async fn customer_reference_returns_the_live_account(backend: Backend) {
     let app = spawn_app(backend).await;
-    let first = json(app.create(app.test_key(), "a", &account_body(1, "test-bank")).await).await;
+    let first = json(
+        app.create(app.test_key(), "a", &account_body(1, "test-bank"))
+            .await,
+    )
+    .await;
     let mut same_ref = account_body(2, "wema-bank");
     same_ref["customerReference"] = first["customerReference"].clone();
     let resp = app.create(app.test_key(), "b", &same_ref).await;
@@ -291,9 +492,18 @@ async fn customer_reference_returns_the_live_account(backend: Backend) {
     assert_eq!(app.count("SELECT COUNT(*) FROM virtual_accounts").await, 1);
 
     let id = first["id"].as_str().unwrap();
-    app.post(app.test_key(), &format!("/v1/virtual-accounts/{id}/deactivate"), None).await;
+    app.post(
+        app.test_key(),
+        &format!("/v1/virtual-accounts/{id}/deactivate"),
+        None,
+    )
+    .await;
     let resp = app.create(app.test_key(), "c", &same_ref).await;
-    assert_eq!(resp.status(), StatusCode::ACCEPTED, "a deactivated account frees its reference");
+    assert_eq!(
+        resp.status(),
+        StatusCode::CREATED,
+        "a deactivated account frees its reference"
+    );
     assert_ne!(json(resp).await["id"], first["id"]);
 }
 
@@ -307,12 +517,16 @@ async fn the_hourly_limit_is_exact_under_concurrency(backend: Backend) {
     let app = spawn_app_with(backend, |c| c.limits.accounts_per_hour = limit).await;
     let mut bases = vec![app.base.clone()];
     for _ in 1..instances {
-        bases.push(format!("http://{}", start_instance(&app.db, &app.config).await.0));
+        bases.push(format!("http://{}", start_instance(&app).await));
     }
     let semaphore = std::sync::Arc::new(tokio::sync::Semaphore::new(64));
     let mut tasks = Vec::new();
     for n in 0..requests {
-        let (client, base, key) = (app.client.clone(), bases[n as usize % bases.len()].clone(), app.test_key().to_owned());
+        let (client, base, key) = (
+            app.client.clone(),
+            bases[n as usize % bases.len()].clone(),
+            app.test_key().to_owned(),
+        );
         let semaphore = semaphore.clone();
         tasks.push(tokio::spawn(async move {
             let _permit = semaphore.acquire().await.unwrap();
@@ -324,9 +538,18 @@ async fn the_hourly_limit_is_exact_under_concurrency(backend: Backend) {
                 .send()
                 .await
                 .unwrap();
-            let retry_after = resp.headers().get("retry-after").map(|v| v.to_str().unwrap().parse::<u64>().unwrap());
-            let has_policy = resp.headers().get("ratelimit-policy").is_some_and(|v| v == &format!("\"accounts\";q={limit};w=3600"));
-            let has_state = resp.headers().get("ratelimit").is_some_and(|v| v.to_str().unwrap().starts_with("\"accounts\";r="));
+            let retry_after = resp
+                .headers()
+                .get("retry-after")
+                .map(|v| v.to_str().unwrap().parse::<u64>().unwrap());
+            let has_policy = resp
+                .headers()
+                .get("ratelimit-policy")
+                .is_some_and(|v| v == &format!("\"accounts\";q={limit};w=3600"));
+            let has_state = resp
+                .headers()
+                .get("ratelimit")
+                .is_some_and(|v| v.to_str().unwrap().starts_with("\"accounts\";r="));
             (resp.status().as_u16(), retry_after, has_policy && has_state)
         }));
     }
@@ -346,22 +569,44 @@ async fn the_hourly_limit_is_exact_under_concurrency(backend: Backend) {
     }
     assert_eq!(created, limit);
     assert_eq!(limited, requests - limit);
-    assert_eq!(app.count("SELECT COUNT(*) FROM virtual_accounts").await, i64::from(limit));
+    assert_eq!(
+        app.count("SELECT COUNT(*) FROM virtual_accounts").await,
+        i64::from(limit)
+    );
 
     // A reference hit is not a creation: it is answered even at the limit.
-    let resp = app.create(app.test_key(), "again", &account_body(0, "test-bank")).await;
+    let resp = app
+        .create(app.test_key(), "again", &account_body(0, "test-bank"))
+        .await;
     assert_eq!(resp.status(), StatusCode::OK);
-    let resp = app.create(app.test_key(), "new", &account_body(99_999, "test-bank")).await;
+    let resp = app
+        .create(app.test_key(), "new", &account_body(99_999, "test-bank"))
+        .await;
     assert_eq!(resp.status(), StatusCode::TOO_MANY_REQUESTS);
-    assert_eq!(resp.headers()["ratelimit"].to_str().unwrap().split(';').nth(1), Some("r=0"));
+    assert_eq!(
+        resp.headers()["ratelimit"]
+            .to_str()
+            .unwrap()
+            .split(';')
+            .nth(1),
+        Some("r=0")
+    );
 }
 
 async fn listing_pages_searches_and_filters(backend: Backend) {
     let app = spawn_app(backend).await;
     let mut ids = Vec::new();
     for n in 0..25 {
-        let bank = if n % 5 == 0 { "access-bank" } else { "test-bank" };
-        let account = json(app.create(app.test_key(), &format!("k{n}"), &account_body(n, bank)).await).await;
+        let bank = if n % 5 == 0 {
+            "access-bank"
+        } else {
+            "test-bank"
+        };
+        let account = json(
+            app.create(app.test_key(), &format!("k{n}"), &account_body(n, bank))
+                .await,
+        )
+        .await;
         ids.push(account["id"].as_str().unwrap().to_owned());
     }
     let page1 = json(app.get(app.test_key(), "/v1/virtual-accounts").await).await;
@@ -371,31 +616,95 @@ async fn listing_pages_searches_and_filters(backend: Backend) {
     assert_eq!(page1["totalPages"], 2);
     assert_eq!(page1["data"].as_array().unwrap().len(), 20);
     assert_eq!(page1["data"][0]["id"], ids[24].as_str(), "newest first");
-    let page2 = json(app.get(app.test_key(), "/v1/virtual-accounts?page=2&pageSize=20").await).await;
+    let page2 = json(
+        app.get(app.test_key(), "/v1/virtual-accounts?page=2&pageSize=20")
+            .await,
+    )
+    .await;
     assert_eq!(page2["data"].as_array().unwrap().len(), 5);
     assert_eq!(page2["data"][4]["id"], ids[0].as_str());
 
-    let pending = json(app.get(app.test_key(), "/v1/virtual-accounts?status=pending&pageSize=100").await).await;
+    let pending = json(
+        app.get(
+            app.test_key(),
+            "/v1/virtual-accounts?status=pending&pageSize=100",
+        )
+        .await,
+    )
+    .await;
     assert_eq!(pending["total"], 5);
-    assert!(pending["data"].as_array().unwrap().iter().all(|a| a["status"] == "pending"));
+    assert!(
+        pending["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|a| a["status"] == "pending")
+    );
 
     // q: case-insensitive substring of name, email, reference, phone or number.
-    let by_name = json(app.get(app.test_key(), "/v1/virtual-accounts?q=ADA%20OBI%2012").await).await;
+    let by_name = json(
+        app.get(app.test_key(), "/v1/virtual-accounts?q=ADA%20OBI%2012")
+            .await,
+    )
+    .await;
     assert_eq!(by_name["total"], 1);
-    let by_email = json(app.get(app.test_key(), "/v1/virtual-accounts?q=ADA13@").await).await;
+    let by_email = json(
+        app.get(app.test_key(), "/v1/virtual-accounts?q=ADA13@")
+            .await,
+    )
+    .await;
     assert_eq!(by_email["data"][0]["customerReference"], "user-13");
-    let by_ref = json(app.get(app.test_key(), "/v1/virtual-accounts?q=user-2").await).await;
+    let by_ref = json(
+        app.get(app.test_key(), "/v1/virtual-accounts?q=user-2")
+            .await,
+    )
+    .await;
     assert_eq!(by_ref["total"], 6, "user-2 and user-20..24");
-    let by_phone = json(app.get(app.test_key(), "/v1/virtual-accounts?q=%2B234803").await).await;
+    let by_phone = json(
+        app.get(app.test_key(), "/v1/virtual-accounts?q=%2B234803")
+            .await,
+    )
+    .await;
     assert_eq!(by_phone["total"], 25);
-    let number = page1["data"][0]["accountNumber"].as_str().map(str::to_owned).unwrap_or_else(|| page1["data"][1]["accountNumber"].as_str().unwrap().to_owned());
-    let by_number = json(app.get(app.test_key(), &format!("/v1/virtual-accounts?q={}", &number[2..8])).await).await;
-    assert!(by_number["data"].as_array().unwrap().iter().any(|a| a["accountNumber"] == number.as_str()));
+    let number = page1["data"][0]["accountNumber"]
+        .as_str()
+        .map(str::to_owned)
+        .unwrap_or_else(|| {
+            page1["data"][1]["accountNumber"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        });
+    let by_number = json(
+        app.get(
+            app.test_key(),
+            &format!("/v1/virtual-accounts?q={}", &number[2..8]),
+        )
+        .await,
+    )
+    .await;
+    assert!(
+        by_number["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a["accountNumber"] == number.as_str())
+    );
     let wildcard = json(app.get(app.test_key(), "/v1/virtual-accounts?q=%25").await).await;
     assert_eq!(wildcard["total"], 0, "% is taken literally");
 
-    for bad in ["page=0", "page=x", "pageSize=0", "pageSize=101", "pageSize=1.5", "status=open", "page=-1"] {
-        let resp = app.get(app.test_key(), &format!("/v1/virtual-accounts?{bad}")).await;
+    for bad in [
+        "page=0",
+        "page=x",
+        "pageSize=0",
+        "pageSize=101",
+        "pageSize=1.5",
+        "status=open",
+        "page=-1",
+    ] {
+        let resp = app
+            .get(app.test_key(), &format!("/v1/virtual-accounts?{bad}"))
+            .await;
         assert_eq!(resp.status(), StatusCode::UNPROCESSABLE_ENTITY, "{bad}");
         assert_eq!(json(resp).await["code"], "validation_failed");
     }
@@ -403,41 +712,100 @@ async fn listing_pages_searches_and_filters(backend: Backend) {
 
 async fn deactivation_is_idempotent_and_refuses_failed_accounts(backend: Backend) {
     let app = spawn_app(backend).await;
-    let account = json(app.create(app.test_key(), "k", &account_body(1, "test-bank")).await).await;
+    let account = json(
+        app.create(app.test_key(), "k", &account_body(1, "test-bank"))
+            .await,
+    )
+    .await;
     let id = account["id"].as_str().unwrap();
     let path = format!("/v1/virtual-accounts/{id}/deactivate");
-    let resp = app.post(app.test_key(), &path, Some(&json!({"reason": "customer left"}))).await;
+    let resp = app
+        .post(
+            app.test_key(),
+            &path,
+            Some(&json!({"reason": "customer left"})),
+        )
+        .await;
     assert_eq!(resp.status(), StatusCode::OK);
     let first = json(resp).await;
     assert_eq!(first["status"], "deactivated");
     assert!(first["deactivatedAt"].is_string());
     let again = json(app.post(app.test_key(), &path, None).await).await;
     assert_eq!(again, first, "a second deactivation changes nothing");
-    let close_jobs = app.count(&format!("SELECT COUNT(*) FROM outbox WHERE payload LIKE '%close%' AND payload LIKE '%{id}%'")).await;
+    let close_jobs = app
+        .count(&format!(
+            "SELECT COUNT(*) FROM outbox WHERE payload LIKE '%close%' AND payload LIKE '%{id}%'"
+        ))
+        .await;
     assert_eq!(close_jobs, 1);
 
-    let resp = app.post(app.test_key(), &path, Some(&json!({"reason": "x".repeat(201)}))).await;
+    let resp = app
+        .post(
+            app.test_key(),
+            &path,
+            Some(&json!({"reason": "x".repeat(201)})),
+        )
+        .await;
     assert_eq!(resp.status(), StatusCode::UNPROCESSABLE_ENTITY);
-    let resp = app.post(app.test_key(), &path, Some(&json!({"why": "x"}))).await;
+    let resp = app
+        .post(app.test_key(), &path, Some(&json!({"why": "x"})))
+        .await;
     assert_eq!(json(resp).await["errors"][0]["code"], "unknown_field");
 
-    let other = json(app.create(app.test_key(), "k2", &account_body(2, "access-bank")).await).await;
+    let other = json(
+        app.create(app.test_key(), "k2", &account_body(2, "access-bank"))
+            .await,
+    )
+    .await;
     let other_id = other["id"].as_str().unwrap();
-    app.count(&format!("SELECT COUNT(*) FROM virtual_accounts WHERE id = '{other_id}'")).await;
-    sea_orm::ConnectionTrait::execute_unprepared(&app.db, &format!("UPDATE virtual_accounts SET status = 'failed' WHERE id = '{other_id}'")).await.unwrap();
-    let resp = app.post(app.test_key(), &format!("/v1/virtual-accounts/{other_id}/deactivate"), None).await;
+    app.count(&format!(
+        "SELECT COUNT(*) FROM virtual_accounts WHERE id = '{other_id}'"
+    ))
+    .await;
+    sea_orm::ConnectionTrait::execute_unprepared(
+        &app.db,
+        &format!("UPDATE virtual_accounts SET status = 'failed' WHERE id = '{other_id}'"),
+    )
+    .await
+    .unwrap();
+    let resp = app
+        .post(
+            app.test_key(),
+            &format!("/v1/virtual-accounts/{other_id}/deactivate"),
+            None,
+        )
+        .await;
     assert_eq!(resp.status(), StatusCode::CONFLICT);
     assert_eq!(json(resp).await["code"], "invalid_state");
 
-    let resp = app.post(app.test_key(), "/v1/virtual-accounts/va_nope/deactivate", None).await;
+    let resp = app
+        .post(
+            app.test_key(),
+            "/v1/virtual-accounts/va_nope/deactivate",
+            None,
+        )
+        .await;
     assert_eq!(resp.status(), StatusCode::NOT_FOUND);
 }
 
 async fn request_ids_are_echoed_or_generated(backend: Backend) {
     let app = spawn_app(backend).await;
-    let resp = app.client.get(app.url("/v1/virtual-accounts")).bearer_auth(app.test_key()).header("X-Request-Id", "trace-abc-123").send().await.unwrap();
+    let resp = app
+        .client
+        .get(app.url("/v1/virtual-accounts"))
+        .bearer_auth(app.test_key())
+        .header("X-Request-Id", "trace-abc-123")
+        .send()
+        .await
+        .unwrap();
     assert_eq!(resp.headers()["x-request-id"], "trace-abc-123");
-    let resp = app.client.get(app.url("/v1/virtual-accounts/va_missing")).bearer_auth(app.test_key()).send().await.unwrap();
+    let resp = app
+        .client
+        .get(app.url("/v1/virtual-accounts/va_missing"))
+        .bearer_auth(app.test_key())
+        .send()
+        .await
+        .unwrap();
     let id = resp.headers()["x-request-id"].to_str().unwrap().to_owned();
     assert!(id.starts_with("req_"));
     assert_eq!(json(resp).await["requestId"], id.as_str());
@@ -445,14 +813,29 @@ async fn request_ids_are_echoed_or_generated(backend: Backend) {
 
 async fn problems_are_documented(backend: Backend) {
     let app = spawn_app(backend).await;
-    for code in ["validation_failed", "rate_limited", "idempotency_key_in_use", "unauthorized"] {
-        let resp = app.client.get(app.url(&format!("/problems/{code}"))).send().await.unwrap();
+    for code in [
+        "validation_failed",
+        "rate_limited",
+        "idempotency_key_in_use",
+        "unauthorized",
+    ] {
+        let resp = app
+            .client
+            .get(app.url(&format!("/problems/{code}")))
+            .send()
+            .await
+            .unwrap();
         assert_eq!(resp.status(), StatusCode::OK);
         let doc = json(resp).await;
         assert_eq!(doc["code"], code);
         assert!(doc["description"].as_str().unwrap().len() > 20);
     }
-    let resp = app.client.get(app.url("/v1/problems/nonsense")).send().await.unwrap();
+    let resp = app
+        .client
+        .get(app.url("/v1/problems/nonsense"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(resp.status(), StatusCode::NOT_FOUND);
 }
 
@@ -472,18 +855,38 @@ async fn secrets_never_leave_in_plain_text(backend: Backend) {
         seen.push_str(&format!("{:?}", resp.headers()));
         seen.push_str(&resp.text().await.unwrap());
     }
-    seen.push_str(&app.get(app.test_key(), "/v1/virtual-accounts").await.text().await.unwrap());
+    seen.push_str(
+        &app.get(app.test_key(), "/v1/virtual-accounts")
+            .await
+            .text()
+            .await
+            .unwrap(),
+    );
     let mut bad = body.clone();
     bad["customerEmail"] = json!("nope");
-    seen.push_str(&app.create(app.test_key(), "k3", &bad).await.text().await.unwrap());
+    seen.push_str(
+        &app.create(app.test_key(), "k3", &bad)
+            .await
+            .text()
+            .await
+            .unwrap(),
+    );
     assert!(seen.contains("va_"), "responses were read");
     for secret in [&bvn, &nin] {
-        assert!(!seen.contains(secret.as_str()), "an identity number reached a response");
+        assert!(
+            !seen.contains(secret.as_str()),
+            "an identity number reached a response"
+        );
     }
 
     let logs = common::captured_logs();
     assert!(logs.contains("account created"), "logs were captured");
-    for secret in [&bvn, &nin, &app.business.test.secret_key, &app.business.test.webhook_secret] {
+    for secret in [
+        &bvn,
+        &nin,
+        &app.business.test.secret_key,
+        &app.business.test.webhook_secret,
+    ] {
         assert!(!logs.contains(secret.as_str()), "a secret reached the logs");
     }
 
@@ -498,12 +901,23 @@ async fn secrets_never_leave_in_plain_text(backend: Backend) {
         &app.business.test.webhook_secret,
         &app.business.live.webhook_secret,
     ] {
-        assert!(!raw.contains(secret.as_str()), "a secret is stored in plain text");
+        assert!(
+            !raw.contains(secret.as_str()),
+            "a secret is stored in plain text"
+        );
     }
-    let webhook_b64 = app.business.test.webhook_secret.trim_start_matches("whsec_");
+    let webhook_b64 = app
+        .business
+        .test
+        .webhook_secret
+        .trim_start_matches("whsec_");
     assert!(!raw.contains(webhook_b64));
 }
 
 fn rand_u16() -> u16 {
-    (std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos() % 60_000) as u16
+    (std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos()
+        % 60_000) as u16
 }

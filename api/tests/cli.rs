@@ -39,26 +39,69 @@ fn admin_commands_work_on_the_dev_data_folder() {
     assert_eq!(issued["name"], "Acme Ltd");
     assert_eq!(issued["kybStatus"], "pending");
     for mode in ["test", "live"] {
-        assert!(issued[mode]["secretKey"].as_str().unwrap().starts_with(&format!("sk_{mode}_")));
-        assert!(issued[mode]["webhookSecret"].as_str().unwrap().starts_with("whsec_"));
+        assert!(
+            issued[mode]["secretKey"]
+                .as_str()
+                .unwrap()
+                .starts_with(&format!("sk_{mode}_"))
+        );
+        assert!(
+            issued[mode]["webhookSecret"]
+                .as_str()
+                .unwrap()
+                .starts_with("whsec_")
+        );
     }
     assert!(dir.path().join(".vas-dev/vas.sqlite").exists());
     assert!(dir.path().join(".vas-dev/crypto.key").exists());
 
     run_ok(api(dir.path()).args(["admin", "business", "approve-kyb", id]));
-    run_ok(api(dir.path()).args(["admin", "webhook", "set", id, "--mode", "test", "--url", "http://localhost:4000/hooks"]));
-    let rotated = run_ok(api(dir.path()).args(["admin", "webhook", "rotate-secret", id, "--mode", "test"]));
+    run_ok(api(dir.path()).args([
+        "admin",
+        "webhook",
+        "set",
+        id,
+        "--mode",
+        "test",
+        "--url",
+        "http://localhost:4000/hooks",
+    ]));
+    let rotated =
+        run_ok(api(dir.path()).args(["admin", "webhook", "rotate-secret", id, "--mode", "test"]));
     assert!(rotated.trim().starts_with("whsec_"));
-    assert_ne!(rotated.trim(), issued["test"]["webhookSecret"].as_str().unwrap());
+    assert_ne!(
+        rotated.trim(),
+        issued["test"]["webhookSecret"].as_str().unwrap()
+    );
 
-    let out = api(dir.path()).args(["admin", "business", "approve-kyb", "biz_nope"]).output().unwrap();
+    let out = api(dir.path())
+        .args(["admin", "business", "approve-kyb", "biz_nope"])
+        .output()
+        .unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("no business biz_nope"));
-    let out = api(dir.path()).args(["admin", "webhook", "set", id, "--mode", "live", "--url", "http://x.example"]).output().unwrap();
+    let out = api(dir.path())
+        .args([
+            "admin",
+            "webhook",
+            "set",
+            id,
+            "--mode",
+            "live",
+            "--url",
+            "http://x.example",
+        ])
+        .output()
+        .unwrap();
     assert!(!out.status.success(), "live URLs must be https");
 
-    let approved = run_ok(api(dir.path()).args(["admin", "business", "create", "--name", "Beta", "--kyb", "approved"]));
-    assert_eq!(serde_json::from_str::<Value>(&approved).unwrap()["kybStatus"], "approved");
+    let approved = run_ok(api(dir.path()).args([
+        "admin", "business", "create", "--name", "Beta", "--kyb", "approved",
+    ]));
+    assert_eq!(
+        serde_json::from_str::<Value>(&approved).unwrap()["kybStatus"],
+        "approved"
+    );
 }
 
 #[test]
@@ -66,11 +109,24 @@ fn serve_names_the_configuration_it_is_missing() {
     let dir = tempfile::tempdir().unwrap();
     let steps: [(&[(&str, &str)], &str); 3] = [
         (&[], "VAS_DATABASE__URL"),
-        (&[("VAS_DATABASE__URL", "postgres://127.0.0.1/none")], "VAS_AMQP__URL"),
-        (&[("VAS_DATABASE__URL", "postgres://127.0.0.1/none"), ("VAS_AMQP__URL", "amqp://127.0.0.1")], "VAS_CRYPTO__KEY"),
+        (
+            &[("VAS_DATABASE__URL", "postgres://127.0.0.1/none")],
+            "VAS_AMQP__URL",
+        ),
+        (
+            &[
+                ("VAS_DATABASE__URL", "postgres://127.0.0.1/none"),
+                ("VAS_AMQP__URL", "amqp://127.0.0.1"),
+            ],
+            "VAS_CRYPTO__KEY",
+        ),
     ];
     for (env, missing) in steps {
-        let out = api(dir.path()).arg("serve").envs(env.iter().copied()).output().unwrap();
+        let out = api(dir.path())
+            .arg("serve")
+            .envs(env.iter().copied())
+            .output()
+            .unwrap();
         assert!(!out.status.success());
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(stderr.contains(missing), "expected {missing} in: {stderr}");
@@ -79,19 +135,32 @@ fn serve_names_the_configuration_it_is_missing() {
 
 #[test]
 fn migrate_and_admin_work_against_postgres() {
-    let Some(backend) = common::Backend::postgres() else { return };
+    let Some(backend) = common::Backend::postgres() else {
+        return;
+    };
     let rt = tokio::runtime::Runtime::new().unwrap();
     let test_db = rt.block_on(common::TestDb::new(&backend));
     let dir = tempfile::tempdir().unwrap();
     let key = shared::crypto::Cipher::generate_key();
-    let env = [("VAS_DATABASE__URL", test_db.url.as_str()), ("VAS_CRYPTO__KEY", key.as_str())];
+    let env = [
+        ("VAS_DATABASE__URL", test_db.url.as_str()),
+        ("VAS_CRYPTO__KEY", key.as_str()),
+    ];
     let out = run_ok(api(dir.path()).arg("migrate").envs(env));
     assert!(out.contains("migrations applied"));
     // Twice is fine: migrations are recorded.
     run_ok(api(dir.path()).arg("migrate").envs(env));
-    let issued: Value = serde_json::from_str(&run_ok(api(dir.path()).args(["admin", "business", "create", "--name", "Pg Co"]).envs(env))).unwrap();
+    let issued: Value = serde_json::from_str(&run_ok(
+        api(dir.path())
+            .args(["admin", "business", "create", "--name", "Pg Co"])
+            .envs(env),
+    ))
+    .unwrap();
     assert!(issued["id"].as_str().unwrap().starts_with("biz_"));
-    assert!(!dir.path().join(".vas-dev").exists(), "a configured database leaves the dev folder alone");
+    assert!(
+        !dir.path().join(".vas-dev").exists(),
+        "a configured database leaves the dev folder alone"
+    );
     drop(test_db);
 }
 
@@ -126,7 +195,10 @@ impl Dev {
     fn read_until(&self, marker: &str) -> Vec<String> {
         let mut seen = Vec::new();
         loop {
-            let line = self.lines.recv_timeout(Duration::from_secs(60)).unwrap_or_else(|_| panic!("no {marker:?} in {seen:?}"));
+            let line = self
+                .lines
+                .recv_timeout(Duration::from_secs(60))
+                .unwrap_or_else(|_| panic!("no {marker:?} in {seen:?}"));
             let done = line.contains(marker);
             seen.push(line);
             if done {
@@ -136,7 +208,10 @@ impl Dev {
     }
 
     fn terminate(mut self) -> std::process::ExitStatus {
-        let _ = Command::new("kill").arg("-TERM").arg(self.child.id().to_string()).status();
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(self.child.id().to_string())
+            .status();
         self.child.wait().unwrap()
     }
 }
@@ -174,15 +249,24 @@ async fn dev_prints_a_demo_key_and_keeps_data_across_restarts() {
 
     let dev = Dev::start(dir.path());
     let lines = dev.read_until("business(es) exist");
-    assert!(!lines.iter().any(|l| l.contains("sk_test_")), "keys are shown once only");
+    assert!(
+        !lines.iter().any(|l| l.contains("sk_test_")),
+        "keys are shown once only"
+    );
     let base = field_after(&lines, "(dev) at ");
     let resp = client
-        .get(format!("{base}/v1/virtual-accounts/{}", account["id"].as_str().unwrap()))
+        .get(format!(
+            "{base}/v1/virtual-accounts/{}",
+            account["id"].as_str().unwrap()
+        ))
         .bearer_auth(&key)
         .send()
         .await
         .unwrap();
     assert_eq!(resp.status(), 200);
-    assert_eq!(resp.json::<Value>().await.unwrap()["accountNumber"], account["accountNumber"]);
+    assert_eq!(
+        resp.json::<Value>().await.unwrap()["accountNumber"],
+        account["accountNumber"]
+    );
     assert!(dev.terminate().success());
 }

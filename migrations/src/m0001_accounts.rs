@@ -150,12 +150,7 @@ impl MigrationTrait for Migration {
                     .col(text_null("account_id"))
                     .col(ts("created_at"))
                     .col(ts("updated_at"))
-                    .primary_key(
-                        Index::create()
-                            .col("business_id")
-                            .col("mode")
-                            .col("key"),
-                    )
+                    .primary_key(Index::create().col("business_id").col("mode").col("key"))
                     .to_owned(),
             )
             .await?;
@@ -169,6 +164,8 @@ impl MigrationTrait for Migration {
             )
             .await?;
 
+        // The outbox is also the job table: a row is a unit of work with a due time. A relay
+        // publishes due rows (the queue carries the id); a consumer completes or reschedules it.
         manager
             .create_table(
                 Table::create()
@@ -178,14 +175,50 @@ impl MigrationTrait for Migration {
                     .col(text("payload"))
                     .col(ts("run_at"))
                     .col(ts_null("published_at"))
+                    .col(ColumnDef::new("attempts").integer().not_null().default(0))
+                    .col(ts_null("completed_at"))
+                    .col(ts_null("dead_at"))
+                    .col(text_null("last_error"))
                     .col(ts("created_at"))
+                    .col(ts("updated_at"))
                     .to_owned(),
             )
             .await?;
         db.execute_unprepared(
-            "CREATE INDEX outbox_unpublished ON outbox (run_at) WHERE published_at IS NULL",
+            "CREATE INDEX outbox_due ON outbox (run_at) \
+             WHERE completed_at IS NULL AND dead_at IS NULL",
         )
         .await?;
+
+        manager
+            .create_table(
+                Table::create()
+                    .table("events")
+                    .col(id("id").primary_key())
+                    .col(id("business_id"))
+                    .col(id("mode"))
+                    .col(id("type"))
+                    .col(text("data"))
+                    .col(ts("created_at"))
+                    .foreign_key(
+                        ForeignKey::create()
+                            .from("events", "business_id")
+                            .to("businesses", "id"),
+                    )
+                    .to_owned(),
+            )
+            .await?;
+        manager
+            .create_index(
+                Index::create()
+                    .name("events_business_mode_created")
+                    .table("events")
+                    .col("business_id")
+                    .col("mode")
+                    .col("created_at")
+                    .to_owned(),
+            )
+            .await?;
         Ok(())
     }
 }

@@ -269,7 +269,9 @@ impl Config {
             figment = figment.merge(Toml::file_exact(path));
         }
         figment = figment.merge(Env::prefixed("VAS_").ignore(&["CONFIG"]).split("__"));
-        figment.extract().map_err(|e| ConfigError::Invalid(Box::new(e)))
+        figment
+            .extract()
+            .map_err(|e| ConfigError::Invalid(Box::new(e)))
     }
 
     /// What a production process (`api serve`, the workers) cannot start without.
@@ -304,6 +306,8 @@ impl Config {
 }
 
 #[cfg(test)]
+// figment's Jail returns its large error type by design.
+#[allow(clippy::result_large_err)]
 mod tests {
     use super::*;
 

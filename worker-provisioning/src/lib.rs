@@ -1,1 +1,288 @@
+//! worker-provisioning: for each `provision` job, asks the account's provider bank for its
+//! number (creating the account there if it never was), polling with exponential backoff until
+//! it arrives, is refused, or the wait is given up; for each `close` job, closes the account at
+//! its bank. Every step re-reads the account first, so a repeated job changes nothing.
 
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use backoff::backoff::Backoff;
+use sea_orm::{DatabaseConnection, EntityTrait, TransactionTrait};
+use shared::config::{Config, ProvisioningConfig};
+use shared::crypto::Cipher;
+use shared::db::accounts::{self, Account, Settlement};
+use shared::db::entities::virtual_account;
+use shared::db::outbox::{self, Job, JobOutcome, JobRow};
+use shared::domain::{AccountStatus, Bank, IdentityType, Mode};
+use shared::providers::{OpenAccount, ProviderError, Providers, RemoteStatus};
+use shared::queue::Broker;
+use shared::relay::Relay;
+use shared::worker::{Consumer, JobHandler};
+use tokio_util::sync::CancellationToken;
+
+pub const QUEUE: &str = "provisioning";
+
+pub struct Provisioner {
+    pub db: DatabaseConnection,
+    pub cipher: Arc<Cipher>,
+    pub providers: Providers,
+    pub config: ProvisioningConfig,
+}
+
+/// The delay before poll number `attempt + 1`: doubling from the initial delay up to the
+/// maximum, with ±20 % jitter so many pending accounts do not poll in step.
+pub fn poll_delay(config: &ProvisioningConfig, attempt: i32) -> Duration {
+    let mut policy = backoff::ExponentialBackoffBuilder::new()
+        .with_initial_interval(Duration::from_secs(config.initial_poll_secs.max(1)))
+        .with_multiplier(2.0)
+        .with_randomization_factor(0.2)
+        .with_max_interval(Duration::from_secs(config.max_poll_secs.max(1)))
+        .with_max_elapsed_time(None)
+        .build();
+    let mut delay = Duration::ZERO;
+    for _ in 0..=attempt.clamp(0, 64) {
+        delay = policy
+            .next_backoff()
+            .unwrap_or(Duration::from_secs(config.max_poll_secs));
+    }
+    delay
+}
+
+#[async_trait]
+impl JobHandler for Provisioner {
+    async fn handle(&self, row: &JobRow, job: Job) -> JobOutcome {
+        let result = match job {
+            Job::Provision { account_id } => self.provision(row, &account_id).await,
+            Job::Close { account_id } => self.close(row, &account_id).await,
+        };
+        result.unwrap_or_else(|error| JobOutcome::Retry {
+            after: poll_delay(&self.config, row.attempts),
+            error,
+        })
+    }
+}
+
+impl Provisioner {
+    async fn load(&self, account_id: &str) -> Result<Option<(Account, Bank, Mode)>, String> {
+        let account = virtual_account::Entity::find_by_id(account_id.to_owned())
+            .one(&self.db)
+            .await
+            .map_err(|e| e.to_string())?;
+        let Some(account) = account else {
+            return Ok(None);
+        };
+        let bank = Bank::parse(&account.bank).ok_or("account has an unknown bank")?;
+        let mode = Mode::parse(&account.mode).ok_or("account has an unknown mode")?;
+        Ok(Some((account, bank, mode)))
+    }
+
+    async fn provision(&self, row: &JobRow, account_id: &str) -> Result<JobOutcome, String> {
+        let Some((account, bank, mode)) = self.load(account_id).await? else {
+            return Ok(JobOutcome::Done);
+        };
+        if account.status != AccountStatus::Pending.as_str() {
+            return Ok(JobOutcome::Done); // settled already, or deactivated while waiting
+        }
+        let remote = match self.providers.account(bank, mode, &account.id).await {
+            Ok(Some(remote)) => Ok(remote),
+            // The bank never heard of it (the API's call never reached it): open it now.
+            Ok(None) => self.open(&account, bank, mode).await,
+            Err(e) => Err(e),
+        };
+        let settlement = match remote {
+            Ok(remote) => match (remote.status, remote.account_number) {
+                (RemoteStatus::Active, Some(number)) => Settlement::Active {
+                    account_number: number,
+                },
+                (RemoteStatus::Failed, _) => Settlement::Rejected {
+                    reason: remote
+                        .failure_reason
+                        .unwrap_or_else(|| "the provider bank refused the account".into()),
+                },
+                (RemoteStatus::Closed, _) => Settlement::Rejected {
+                    reason: "the provider bank closed the account before it was active".into(),
+                },
+                _ => Settlement::Pending,
+            },
+            Err(ProviderError::Rejected(reason)) => Settlement::Rejected { reason },
+            Err(e @ ProviderError::NotConfigured(..)) => {
+                tracing::error!(account_id, error = %e, "no provider configured; will keep trying");
+                Settlement::Pending
+            }
+            Err(e) => {
+                tracing::info!(account_id, error = %e, "provider call failed; will retry");
+                Settlement::Pending
+            }
+        };
+        let now = shared::time::now();
+        if settlement == Settlement::Pending {
+            let waited = (now - account.created_at).num_seconds().max(0) as u64;
+            if waited < self.config.give_up_after_secs {
+                return Ok(JobOutcome::Retry {
+                    after: poll_delay(&self.config, row.attempts),
+                    error: "no account number yet".into(),
+                });
+            }
+            let hours = self.config.give_up_after_secs as f64 / 3600.0;
+            let reason = format!("the provider bank gave no account number within {hours} hours");
+            return self.give_up(&account, reason).await;
+        }
+        let txn = self.db.begin().await.map_err(|e| e.to_string())?;
+        let changed = accounts::settle(&txn, &account.id, &settlement, true, now)
+            .await
+            .map_err(|e| e.to_string())?;
+        txn.commit().await.map_err(|e| e.to_string())?;
+        if let Some(account) = changed {
+            tracing::info!(account_id = %account.id, status = %account.status, "account settled by the provider");
+        }
+        Ok(JobOutcome::Done)
+    }
+
+    /// Opens the account at the bank with the customer's identity (decrypted for this call only).
+    async fn open(
+        &self,
+        account: &Account,
+        bank: Bank,
+        mode: Mode,
+    ) -> Result<shared::providers::RemoteAccount, ProviderError> {
+        let identity = accounts::reveal_identity(&self.cipher, account)
+            .map_err(|e| ProviderError::Refused(format!("cannot decrypt the identity: {e}")))?;
+        let kind = IdentityType::parse(&account.identity_type).unwrap_or(IdentityType::Bvn);
+        let request = OpenAccount {
+            reference: account.id.clone(),
+            account_name: account.account_name.clone(),
+            customer_name: account.customer_name.clone(),
+            customer_email: account.customer_email.clone(),
+            customer_phone: account.customer_phone.clone(),
+            bvn: None,
+            nin: None,
+        }
+        .identity(kind, identity);
+        self.providers
+            .open_account(bank, mode, &request, Duration::from_secs(10))
+            .await
+    }
+
+    /// Fails an account that waited too long, and closes it at the bank in case a number comes.
+    async fn give_up(&self, account: &Account, reason: String) -> Result<JobOutcome, String> {
+        let now = shared::time::now();
+        let txn = self.db.begin().await.map_err(|e| e.to_string())?;
+        let changed = accounts::settle(
+            &txn,
+            &account.id,
+            &Settlement::Rejected { reason },
+            true,
+            now,
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+        if changed.is_some() {
+            outbox::enqueue(
+                &txn,
+                &Job::Close {
+                    account_id: account.id.clone(),
+                },
+                now,
+                now,
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+        }
+        txn.commit().await.map_err(|e| e.to_string())?;
+        tracing::warn!(account_id = %account.id, "gave up waiting for an account number");
+        Ok(JobOutcome::Done)
+    }
+
+    async fn close(&self, row: &JobRow, account_id: &str) -> Result<JobOutcome, String> {
+        let Some((account, bank, mode)) = self.load(account_id).await? else {
+            return Ok(JobOutcome::Done);
+        };
+        match self.providers.close_account(bank, mode, &account.id).await {
+            Ok(()) => {
+                tracing::info!(account_id, "account closed at the provider");
+                Ok(JobOutcome::Done)
+            }
+            Err(e) => Ok(JobOutcome::Retry {
+                after: poll_delay(&self.config, row.attempts),
+                error: e.to_string(),
+            }),
+        }
+    }
+}
+
+/// The consumer, on any broker (RabbitMQ, or the in-process one of `api dev`). Returns when
+/// `shutdown` is cancelled and in-flight jobs have finished.
+pub async fn run_with(
+    config: &Config,
+    db: DatabaseConnection,
+    cipher: Arc<Cipher>,
+    broker: Arc<dyn Broker>,
+    relay: Relay,
+    shutdown: CancellationToken,
+) {
+    let consumer = Consumer {
+        db: db.clone(),
+        broker,
+        relay,
+        queue: QUEUE,
+        prefetch: 32,
+        handler: Arc::new(Provisioner {
+            db,
+            cipher,
+            providers: Providers::from_config(config),
+            config: config.provisioning.clone(),
+        }),
+        grace: Duration::from_secs(20),
+    };
+    consumer.run(shutdown).await;
+}
+
+/// The `worker-provisioning` process.
+pub async fn run(config: Config) -> anyhow::Result<()> {
+    config.require_production()?;
+    let url = config.database.url.clone().expect("checked");
+    let db = shared::ops::connect_database(&url, &config).await?;
+    let cipher = Arc::new(shared::ops::configured_cipher(&config)?);
+    let broker = shared::ops::connect_broker(&config).await?;
+    let shutdown = CancellationToken::new();
+    shared::ops::cancel_on_signal(shutdown.clone());
+    let ops = shared::ops::serve_ops(
+        config.ops.bind,
+        db.clone(),
+        broker.clone(),
+        shutdown.clone(),
+    )
+    .await?;
+    tracing::info!(address = %ops, "worker-provisioning ops listening");
+    let relay = Relay::new(db.clone(), broker.clone());
+    let relay_task = tokio::spawn(relay.clone().run(shutdown.clone()));
+    run_with(&config, db, cipher, broker, relay, shutdown).await;
+    let _ = relay_task.await;
+    tracing::info!("worker-provisioning stopped");
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn polls_back_off_exponentially_up_to_the_maximum() {
+        let config = ProvisioningConfig {
+            initial_poll_secs: 2,
+            max_poll_secs: 60,
+            give_up_after_secs: 3600,
+        };
+        let delays: Vec<f64> = (0..10)
+            .map(|a| poll_delay(&config, a).as_secs_f64())
+            .collect();
+        assert!((1.6..=2.4).contains(&delays[0]), "{delays:?}");
+        assert!((3.2..=4.8).contains(&delays[1]), "{delays:?}");
+        assert!((6.4..=9.6).contains(&delays[2]), "{delays:?}");
+        assert!(
+            delays[9] <= 60.0 * 1.2 && delays[9] >= 60.0 * 0.8,
+            "{delays:?}"
+        );
+    }
+}

@@ -7,11 +7,14 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
+use std::time::Duration;
+
 use shared::db::accounts::{
-    self, CreateOutcome, CreateRequest, DeactivateOutcome, LimitState, ListQuery,
+    self, CreateOutcome, CreateRequest, DeactivateOutcome, LimitState, ListQuery, Settlement,
 };
 use shared::domain::validation::{FieldError, bounded_text, optional_string, reject_unknown};
-use shared::domain::{AccountStatus, NewAccount};
+use shared::domain::{AccountStatus, Mode, NewAccount};
+use shared::providers::{OpenAccount, ProviderError, RemoteStatus};
 use shared::views::{AccountView, Page};
 
 use crate::error::{ApiError, ApiResult};
@@ -33,6 +36,7 @@ async fn create(
 ) -> ApiResult<Response> {
     let account = NewAccount::parse(&body, caller.mode()).map_err(ApiError::Validation)?;
     let request_hash = hex_sha256(&canonical_json(&Value::Object(body)));
+    let provider_timeout = Duration::from_millis(state.config.http.provider_timeout_ms);
     let request = CreateRequest {
         business_id: caller.business_id(),
         business_name: &caller.0.business_name,
@@ -41,14 +45,32 @@ async fn create(
         request_hash: &request_hash,
         account: &account,
         limit_per_hour: state.config.limits.accounts_per_hour,
+        provider_grace: chrono::Duration::from_std(provider_timeout).unwrap_or_default()
+            + chrono::Duration::seconds(5),
     };
     let (outcome, limit) =
         accounts::create(&state.db, &state.cipher, &request, shared::time::now()).await?;
     let mut headers = rate_limit_headers(&limit);
     let (status, account) = match outcome {
-        CreateOutcome::Created { account, status } => {
-            tracing::info!(account_id = %account.id, status, "account created");
-            (status, account)
+        CreateOutcome::Started {
+            account: created,
+            job_id,
+        } => {
+            let settlement = open_at_provider(&state, &created, &account, provider_timeout).await;
+            let (settled, status) = accounts::settle_creation(
+                &state.db,
+                &request,
+                &created.id,
+                &job_id,
+                settlement,
+                shared::time::now(),
+            )
+            .await?;
+            if status == 202 {
+                state.relay.kick();
+            }
+            tracing::info!(account_id = %settled.id, status, "account created");
+            (status, settled)
         }
         CreateOutcome::Replayed { account, status } => {
             headers.insert("idempotent-replayed", HeaderValue::from_static("true"));
@@ -63,17 +85,72 @@ async fn create(
             return Ok(response);
         }
     };
+    if status == 422 {
+        // Refused by the bank: the account is kept as failed; the answer is a problem.
+        let reason = account
+            .failure_reason
+            .clone()
+            .unwrap_or_else(|| "the provider bank rejected the identity".into());
+        let mut response = ApiError::IdentityRejected(reason).into_response();
+        response.headers_mut().extend(headers);
+        return Ok(response);
+    }
     let status = StatusCode::from_u16(status).map_err(|e| ApiError::Internal(e.into()))?;
     Ok((status, headers, Json(AccountView::from(&account))).into_response())
+}
+
+/// Asks the bank for the account within `timeout`. Anything but a clear answer (timeout, outage,
+/// an unconfigured bank) is `Pending`: the account waits and the provisioning job takes over, so
+/// a provider outage never fails a creation.
+async fn open_at_provider(
+    state: &AppState,
+    created: &accounts::Account,
+    request: &NewAccount,
+    timeout: Duration,
+) -> Settlement {
+    let open = OpenAccount {
+        reference: created.id.clone(),
+        account_name: created.account_name.clone(),
+        customer_name: created.customer_name.clone(),
+        customer_email: created.customer_email.clone(),
+        customer_phone: created.customer_phone.clone(),
+        bvn: None,
+        nin: None,
+    }
+    .identity(
+        request.identity_type,
+        request.identity_number.expose().to_owned(),
+    );
+    let bank = request.preferred_bank;
+    let mode = Mode::parse(&created.mode).unwrap_or(Mode::Test);
+    match state
+        .providers
+        .open_account(bank, mode, &open, timeout)
+        .await
+    {
+        Ok(remote) => match (remote.status, remote.account_number) {
+            (RemoteStatus::Active, Some(number)) => Settlement::Active {
+                account_number: number,
+            },
+            (RemoteStatus::Failed, _) => Settlement::Rejected {
+                reason: remote
+                    .failure_reason
+                    .unwrap_or_else(|| "the provider bank refused the account".into()),
+            },
+            _ => Settlement::Pending,
+        },
+        Err(ProviderError::Rejected(reason)) => Settlement::Rejected { reason },
+        Err(e) => {
+            tracing::warn!(account_id = %created.id, bank = bank.slug(), error = %e, "provider did not settle the creation; the worker takes over");
+            Settlement::Pending
+        }
+    }
 }
 
 fn rate_limit_headers(limit: &LimitState) -> HeaderMap {
     let mut headers = HeaderMap::new();
     let policy = format!("\"accounts\";q={};w=3600", limit.limit);
-    let now = format!(
-        "\"accounts\";r={};t={}",
-        limit.remaining, limit.reset_secs
-    );
+    let now = format!("\"accounts\";r={};t={}", limit.remaining, limit.reset_secs);
     for (name, value) in [("ratelimit-policy", policy), ("ratelimit", now)] {
         if let Ok(value) = HeaderValue::from_str(&value) {
             headers.insert(name, value);
@@ -131,7 +208,11 @@ async fn list(
     });
     let q = query.get("q");
     if q.is_some_and(|q| q.chars().count() > 200) {
-        errors.push(FieldError::new("q", "too_long", "q must be at most 200 characters"));
+        errors.push(FieldError::new(
+            "q",
+            "too_long",
+            "q must be at most 200 characters",
+        ));
     }
     if !errors.is_empty() {
         return Err(ApiError::Validation(errors));
@@ -187,6 +268,7 @@ async fn deactivate(
     .await?;
     match outcome {
         DeactivateOutcome::Deactivated(account) => {
+            state.relay.kick();
             tracing::info!(account_id = %account.id, "account deactivated");
             Ok(Json(AccountView::from(&account)))
         }

@@ -13,7 +13,10 @@ pub async fn healthz() -> Json<Value> {
 /// Ready: the database answers.
 pub async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<Value>) {
     match state.db.ping().await {
-        Ok(()) => (StatusCode::OK, Json(json!({"status": "ok", "database": "ok"}))),
+        Ok(()) => (
+            StatusCode::OK,
+            Json(json!({"status": "ok", "database": "ok"})),
+        ),
         Err(e) => {
             tracing::warn!(error = %e, "database not reachable");
             (

@@ -1,30 +1,92 @@
-//! `api dev`: the whole service in one process on SQLite under the dev data folder.
+//! `api dev`: the whole service in one process on SQLite under the dev data folder, with the
+//! in-process queue, the provider sandbox and the workers running beside the API.
+
+use std::sync::Arc;
 
 use anyhow::Context;
 use sea_orm::{EntityTrait, PaginatorTrait};
 use shared::config::Config;
 use shared::db::{businesses, entities::business};
 use shared::domain::KybStatus;
+use shared::queue::{Broker, MemoryBroker};
+use shared::relay::Relay;
+use tokio_util::sync::CancellationToken;
 
 use crate::AppState;
 
-pub async fn run(config: Config) -> anyhow::Result<()> {
+pub async fn run(mut config: Config) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        config.amqp.url.is_none(),
+        "api dev runs its own in-process queue: unset VAS_AMQP__URL"
+    );
     let url = super::database_url_or_dev(&config)?;
     let db = super::connect(&url, &config).await?;
     super::migrate(&db).await?;
-    let cipher = super::cipher_or_dev(&config)?;
+    let cipher = Arc::new(super::cipher_or_dev(&config)?);
 
     let listener = super::bind(config.http.bind).await?;
     let address = listener.local_addr().context("reading the bound address")?;
-    tracing::info!(address = %address, "api listening");
 
-    let existing = business::Entity::find().count(&db).await?;
+    // The sandbox serves every test-mode bank, keeps its state beside the database, and sends
+    // deposit notifications back to this process.
+    if config.sandbox.url.is_none() {
+        let mut sandbox = config.sandbox.clone();
+        sandbox
+            .state_file
+            .get_or_insert_with(|| config.dev.data_dir.join("sandbox.json"));
+        sandbox
+            .notify_url
+            .get_or_insert_with(|| format!("http://{address}"));
+        let sandbox_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let sandbox_address = provider_sandbox::spawn(sandbox, sandbox_listener).await?;
+        config.sandbox.url = Some(format!("http://{sandbox_address}"));
+    }
+
+    let shutdown = CancellationToken::new();
+    shared::ops::cancel_on_signal(shutdown.clone());
+    let broker: Arc<dyn Broker> = Arc::new(MemoryBroker::new());
+    broker.declare().await?;
+    let relay = Relay::new(db.clone(), broker.clone());
+    let mut background = vec![tokio::spawn(relay.clone().run(shutdown.clone()))];
+    {
+        let (config, db, cipher, broker, relay, shutdown) = (
+            config.clone(),
+            db.clone(),
+            cipher.clone(),
+            broker.clone(),
+            relay.clone(),
+            shutdown.clone(),
+        );
+        background.push(tokio::spawn(async move {
+            worker_provisioning::run_with(&config, db, cipher, broker, relay, shutdown).await
+        }));
+    }
+
+    tracing::info!(address = %address, "api listening");
+    print_banner(&db, &cipher, &url, address).await?;
+    super::serve(AppState::new(db, cipher, config, relay), listener, shutdown).await?;
+    for task in background {
+        let _ = task.await;
+    }
+    Ok(())
+}
+
+async fn print_banner(
+    db: &sea_orm::DatabaseConnection,
+    cipher: &shared::crypto::Cipher,
+    url: &str,
+    address: std::net::SocketAddr,
+) -> anyhow::Result<()> {
+    let existing = business::Entity::find().count(db).await?;
     println!();
     println!("  Virtual Account Service (dev) at http://{address}");
-    println!("  data: {}", super::redact_url(&url));
+    println!("  data: {}", super::redact(url));
     if existing == 0 {
-        let demo = businesses::create(&db, &cipher, "Demo Business", KybStatus::Pending).await?;
-        println!("  demo business {} created; these are shown only now:", demo.id);
+        let demo = businesses::create(db, cipher, "Demo Business", KybStatus::Pending).await?;
+        println!(
+            "  demo business {} created; these are shown only now:",
+            demo.id
+        );
         println!("    test secret key:     {}", demo.test.secret_key);
         println!("    test webhook secret: {}", demo.test.webhook_secret);
     } else {
@@ -34,6 +96,5 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         );
     }
     println!();
-
-    super::serve(AppState::new(db, cipher, config), listener).await
+    Ok(())
 }

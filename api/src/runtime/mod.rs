@@ -1,14 +1,16 @@
-//! Opening what a command needs: configuration, database, encryption key, and serving HTTP
-//! until SIGTERM.
+//! Opening what a command needs (database, key, broker) and serving HTTP until shutdown.
 
 use std::path::Path;
+use std::sync::Arc;
 
 use anyhow::Context;
 use sea_orm::DatabaseConnection;
 use sea_orm_migration::MigratorTrait;
 use shared::config::Config;
 use shared::crypto::Cipher;
+use shared::ops::redact_url;
 use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
 
 use crate::AppState;
 
@@ -20,7 +22,10 @@ pub fn database_url_or_dev(config: &Config) -> anyhow::Result<String> {
         Some(url) => Ok(url.clone()),
         None => {
             std::fs::create_dir_all(&config.dev.data_dir).with_context(|| {
-                format!("creating the dev data folder {}", config.dev.data_dir.display())
+                format!(
+                    "creating the dev data folder {}",
+                    config.dev.data_dir.display()
+                )
             })?;
             Ok(config.dev_database_url())
         }
@@ -34,15 +39,6 @@ pub fn cipher_or_dev(config: &Config) -> anyhow::Result<Cipher> {
         None => dev_key(&config.dev.data_dir)?,
     };
     Cipher::new(&key, &config.crypto.previous_keys).context("VAS_CRYPTO__KEY")
-}
-
-pub fn configured_cipher(config: &Config) -> anyhow::Result<Cipher> {
-    let key = config
-        .crypto
-        .key
-        .as_deref()
-        .context("VAS_CRYPTO__KEY is not set")?;
-    Cipher::new(key, &config.crypto.previous_keys).context("VAS_CRYPTO__KEY")
 }
 
 fn dev_key(dir: &Path) -> anyhow::Result<String> {
@@ -71,9 +67,7 @@ fn write_private(path: &Path, contents: &str) -> std::io::Result<()> {
 }
 
 pub async fn connect(url: &str, config: &Config) -> anyhow::Result<DatabaseConnection> {
-    shared::db::connect(url, config.database.max_connections)
-        .await
-        .with_context(|| format!("connecting to the database ({})", redact_url(url)))
+    shared::ops::connect_database(url, config).await
 }
 
 pub async fn migrate(db: &DatabaseConnection) -> anyhow::Result<()> {
@@ -82,65 +76,70 @@ pub async fn migrate(db: &DatabaseConnection) -> anyhow::Result<()> {
         .context("running migrations")
 }
 
-/// A database URL without its password, for messages.
-pub fn redact_url(url: &str) -> String {
-    match url::Url::parse(url) {
-        Ok(mut parsed) if parsed.password().is_some() => {
-            let _ = parsed.set_password(Some("***"));
-            parsed.to_string()
-        }
-        _ => url.to_owned(),
-    }
-}
-
-/// Serves the API until SIGTERM or Ctrl-C, letting in-flight requests finish.
-pub async fn serve(state: AppState, listener: TcpListener) -> anyhow::Result<()> {
-    let purge = tokio::spawn(purge_idempotency_keys(state.db.clone()));
-    axum::serve(listener, crate::router(state))
-        .with_graceful_shutdown(shutdown_signal())
-        .await
-        .context("serving HTTP")?;
-    purge.abort();
+/// `api serve`: PostgreSQL, RabbitMQ, the relay, and HTTP until SIGTERM.
+pub async fn serve_production(config: Config) -> anyhow::Result<()> {
+    config.require_production()?;
+    let url = config.database.url.clone().expect("checked above");
+    let db = connect(&url, &config).await?;
+    let cipher = Arc::new(shared::ops::configured_cipher(&config)?);
+    let broker = shared::ops::connect_broker(&config).await?;
+    let shutdown = CancellationToken::new();
+    shared::ops::cancel_on_signal(shutdown.clone());
+    let relay = shared::relay::Relay::new(db.clone(), broker);
+    let relay_task = tokio::spawn(relay.clone().run(shutdown.clone()));
+    let listener = bind(config.http.bind).await?;
+    tracing::info!(address = %listener.local_addr()?, "api listening");
+    serve(AppState::new(db, cipher, config, relay), listener, shutdown).await?;
+    let _ = relay_task.await;
     Ok(())
 }
 
-/// Idempotency keys are kept 48 hours (the contract promises at least 24).
-async fn purge_idempotency_keys(db: DatabaseConnection) {
-    let mut tick = tokio::time::interval(std::time::Duration::from_secs(600));
-    loop {
-        tick.tick().await;
-        let cutoff = shared::time::now() - chrono::Duration::hours(48);
-        if let Err(e) = shared::db::accounts::purge_idempotency_keys(&db, cutoff).await {
-            tracing::warn!(error = %e, "purging old idempotency keys failed");
-        }
-    }
+/// Serves the API until `shutdown`, letting in-flight requests finish.
+pub async fn serve(
+    state: AppState,
+    listener: TcpListener,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
+    let maintenance = tokio::spawn(maintenance(state.db.clone(), shutdown.clone()));
+    axum::serve(listener, crate::router(state))
+        .with_graceful_shutdown(shutdown.clone().cancelled_owned())
+        .await
+        .context("serving HTTP")?;
+    shutdown.cancel();
+    let _ = maintenance.await;
+    Ok(())
 }
 
-pub async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
+/// Forgets idempotency keys after 48 hours (the contract promises at least 24) and finished
+/// jobs after 7 days.
+async fn maintenance(db: DatabaseConnection, shutdown: CancellationToken) {
+    let mut tick = tokio::time::interval(std::time::Duration::from_secs(600));
+    loop {
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            _ = tick.tick() => {}
         }
-    };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => {},
-        () = term => {},
+        let now = shared::time::now();
+        if let Err(e) =
+            shared::db::accounts::purge_idempotency_keys(&db, now - chrono::Duration::hours(48))
+                .await
+        {
+            tracing::warn!(error = %e, "purging old idempotency keys failed");
+        }
+        if let Err(e) =
+            shared::db::outbox::purge_finished(&db, now - chrono::Duration::days(7)).await
+        {
+            tracing::warn!(error = %e, "purging finished jobs failed");
+        }
     }
-    tracing::info!("shutting down: finishing in-flight requests");
 }
 
 pub async fn bind(addr: std::net::SocketAddr) -> anyhow::Result<TcpListener> {
-    let listener = TcpListener::bind(addr)
+    TcpListener::bind(addr)
         .await
-        .with_context(|| format!("binding {addr}"))?;
-    Ok(listener)
+        .with_context(|| format!("binding {addr}"))
+}
+
+pub fn redact(url: &str) -> String {
+    redact_url(url)
 }

@@ -15,6 +15,9 @@ use shared::config::Config;
 use shared::crypto::Cipher;
 use shared::db::businesses::{self, IssuedBusiness};
 use shared::domain::KybStatus;
+use shared::queue::{Broker, MemoryBroker};
+use shared::relay::Relay;
+use tokio_util::sync::CancellationToken;
 
 #[derive(Clone, Debug)]
 pub enum Backend {
@@ -72,12 +75,22 @@ impl TestDb {
         match backend {
             Backend::Sqlite => {
                 let dir = tempfile::tempdir().expect("temp dir");
-                let url = format!("sqlite://{}?mode=rwc", dir.path().join("vas.sqlite").display());
-                TestDb { url, backend: backend.clone(), _dir: Some(dir), pg_name: None }
+                let url = format!(
+                    "sqlite://{}?mode=rwc",
+                    dir.path().join("vas.sqlite").display()
+                );
+                TestDb {
+                    url,
+                    backend: backend.clone(),
+                    _dir: Some(dir),
+                    pg_name: None,
+                }
             }
             Backend::Postgres(admin_url) => {
                 let name = format!("vas_test_{}", ulid::Ulid::new().to_string().to_lowercase());
-                let admin = sea_orm::Database::connect(admin_url.as_str()).await.expect("connect to TEST_DATABASE_URL");
+                let admin = sea_orm::Database::connect(admin_url.as_str())
+                    .await
+                    .expect("connect to TEST_DATABASE_URL");
                 admin
                     .execute_unprepared(&format!("CREATE DATABASE {name}"))
                     .await
@@ -111,7 +124,11 @@ impl TestDb {
                     .arg(&self.url)
                     .output()
                     .expect("pg_dump runs");
-                assert!(out.status.success(), "pg_dump failed: {}", String::from_utf8_lossy(&out.stderr));
+                assert!(
+                    out.status.success(),
+                    "pg_dump failed: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
                 out.stdout
             }
         }
@@ -123,11 +140,16 @@ impl Drop for TestDb {
         if let Some((admin_url, name)) = self.pg_name.take() {
             // Drop runs outside async: a short-lived runtime on its own thread drops the database.
             let _ = std::thread::spawn(move || {
-                let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .expect("runtime");
                 rt.block_on(async {
                     if let Ok(admin) = sea_orm::Database::connect(admin_url.as_str()).await {
                         let _ = admin
-                            .execute_unprepared(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+                            .execute_unprepared(&format!(
+                                "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
+                            ))
                             .await;
                         admin.close().await.ok();
                     }
@@ -146,7 +168,18 @@ pub struct TestApp {
     pub config: Config,
     pub crypto_key: String,
     pub business: IssuedBusiness,
+    pub broker: Arc<dyn Broker>,
+    pub relay: Relay,
+    pub sandbox_url: String,
+    /// Cancelled when the app is dropped: stops the relay and any worker.
+    pub shutdown: CancellationToken,
     pub test_db: Arc<TestDb>,
+}
+
+impl Drop for TestApp {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+    }
 }
 
 pub fn test_config(url: &str, crypto_key: &str) -> Config {
@@ -169,12 +202,41 @@ pub async fn spawn_app_with(backend: Backend, tweak: impl FnOnce(&mut Config)) -
     let test_db = Arc::new(TestDb::new(&backend).await);
     let crypto_key = Cipher::generate_key();
     let mut config = test_config(&test_db.url, &crypto_key);
+    config.sandbox.activation_delay_secs = 1;
+    config.provisioning.initial_poll_secs = 1;
+    config.provisioning.max_poll_secs = 2;
     tweak(&mut config);
-    let db = shared::db::connect(&test_db.url, config.database.max_connections).await.expect("connect");
+    let db = shared::db::connect(&test_db.url, config.database.max_connections)
+        .await
+        .expect("connect");
     api::runtime::migrate(&db).await.expect("migrate");
     let cipher = Cipher::new(&crypto_key, &[]).unwrap();
-    let business = businesses::create(&db, &cipher, "Acme Ltd", KybStatus::Pending).await.expect("business");
-    let (addr, _) = start_instance(&db, &config).await;
+    let business = businesses::create(&db, &cipher, "Acme Ltd", KybStatus::Pending)
+        .await
+        .expect("business");
+
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let sandbox_url = match &config.sandbox.url {
+        Some(url) => url.clone(),
+        None => {
+            let mut sandbox = config.sandbox.clone();
+            sandbox.notify_url = Some(format!("http://{addr}"));
+            let sandbox_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let sandbox_addr = provider_sandbox::spawn(sandbox, sandbox_listener)
+                .await
+                .unwrap();
+            format!("http://{sandbox_addr}")
+        }
+    };
+    config.sandbox.url = Some(sandbox_url.clone());
+
+    let broker: Arc<dyn Broker> = Arc::new(MemoryBroker::new());
+    broker.declare().await.unwrap();
+    let shutdown = CancellationToken::new();
+    let relay = Relay::new(db.clone(), broker.clone());
+    tokio::spawn(relay.clone().run(shutdown.clone()));
+    serve_on(listener, &db, &config, relay.clone());
     TestApp {
         base: format!("http://{addr}"),
         addr,
@@ -183,20 +245,50 @@ pub async fn spawn_app_with(backend: Backend, tweak: impl FnOnce(&mut Config)) -
         config,
         crypto_key,
         business,
+        broker,
+        relay,
+        sandbox_url,
+        shutdown,
         test_db,
     }
 }
 
-/// Starts one more API instance on the same database (as another `api serve` process would be).
-pub async fn start_instance(db: &DatabaseConnection, config: &Config) -> (SocketAddr, tokio::task::JoinHandle<()>) {
-    let cipher = Cipher::new(config.crypto.key.as_deref().unwrap(), &[]).unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let state = AppState::new(db.clone(), cipher, config.clone());
-    let handle = tokio::spawn(async move {
+fn serve_on(
+    listener: tokio::net::TcpListener,
+    db: &DatabaseConnection,
+    config: &Config,
+    relay: Relay,
+) {
+    let cipher = Arc::new(Cipher::new(config.crypto.key.as_deref().unwrap(), &[]).unwrap());
+    let state = AppState::new(db.clone(), cipher, config.clone(), relay);
+    tokio::spawn(async move {
         axum::serve(listener, api::router(state)).await.unwrap();
     });
-    (addr, handle)
+}
+
+/// Starts one more API instance on the same database (as another `api serve` process would be).
+pub async fn start_instance(app: &TestApp) -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    serve_on(listener, &app.db, &app.config, app.relay.clone());
+    addr
+}
+
+/// Runs a worker-provisioning consumer in this process until the app is dropped (or `stop`).
+pub fn start_provisioning_worker(
+    app: &TestApp,
+    stop: CancellationToken,
+) -> tokio::task::JoinHandle<()> {
+    let cipher = Arc::new(Cipher::new(&app.crypto_key, &[]).unwrap());
+    let (config, db, broker, relay) = (
+        app.config.clone(),
+        app.db.clone(),
+        app.broker.clone(),
+        app.relay.clone(),
+    );
+    tokio::spawn(async move {
+        worker_provisioning::run_with(&config, db, cipher, broker, relay, stop).await
+    })
 }
 
 impl TestApp {
@@ -213,11 +305,22 @@ impl TestApp {
     }
 
     /// POST /v1/virtual-accounts with the test key.
-    pub async fn create(&self, key: &str, idempotency_key: &str, body: &Value) -> reqwest::Response {
+    pub async fn create(
+        &self,
+        key: &str,
+        idempotency_key: &str,
+        body: &Value,
+    ) -> reqwest::Response {
         self.create_at(&self.base, key, idempotency_key, body).await
     }
 
-    pub async fn create_at(&self, base: &str, key: &str, idempotency_key: &str, body: &Value) -> reqwest::Response {
+    pub async fn create_at(
+        &self,
+        base: &str,
+        key: &str,
+        idempotency_key: &str,
+        body: &Value,
+    ) -> reqwest::Response {
         self.client
             .post(format!("{base}/v1/virtual-accounts"))
             .bearer_auth(key)
@@ -229,7 +332,12 @@ impl TestApp {
     }
 
     pub async fn get(&self, key: &str, path: &str) -> reqwest::Response {
-        self.client.get(self.url(path)).bearer_auth(key).send().await.expect("request sent")
+        self.client
+            .get(self.url(path))
+            .bearer_auth(key)
+            .send()
+            .await
+            .expect("request sent")
     }
 
     pub async fn post(&self, key: &str, path: &str, body: Option<&Value>) -> reqwest::Response {
@@ -241,7 +349,9 @@ impl TestApp {
     }
 
     pub async fn approve_kyb(&self) {
-        businesses::set_kyb(&self.db, &self.business.id, KybStatus::Approved).await.unwrap();
+        businesses::set_kyb(&self.db, &self.business.id, KybStatus::Approved)
+            .await
+            .unwrap();
     }
 
     /// Runs a scalar SQL query (a COUNT) on the test database.

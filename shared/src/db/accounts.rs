@@ -2,19 +2,18 @@
 //! listing, reading and deactivation.
 
 use chrono::{DateTime, Duration, Utc};
-use rand::Rng;
 use sea_orm::sea_query::{Expr, Func, LikeExpr, OnConflict};
 use sea_orm::{
-    ActiveModelTrait, ActiveValue::Set, ColumnTrait, Condition, ConnectionTrait, DatabaseConnection,
-    DatabaseTransaction, DbBackend, DbErr, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder, QuerySelect,
-    Statement, TransactionTrait,
+    ActiveModelTrait, ActiveValue::Set, ColumnTrait, Condition, ConnectionTrait,
+    DatabaseConnection, DatabaseTransaction, DbBackend, DbErr, EntityTrait, PaginatorTrait,
+    QueryFilter, QueryOrder, QuerySelect, Statement, TransactionTrait,
 };
 use sha2::{Digest, Sha256};
 
 use super::entities::{business_mode, idempotency_key, virtual_account};
 use super::outbox::{Job, enqueue};
 use crate::crypto::Cipher;
-use crate::domain::{AccountStatus, Bank, Mode, NewAccount, nuban};
+use crate::domain::{AccountStatus, Mode, NewAccount};
 use crate::ids::new_id;
 
 pub use virtual_account::Model as Account;
@@ -32,6 +31,8 @@ pub struct CreateRequest<'a> {
     pub request_hash: &'a str,
     pub account: &'a NewAccount,
     pub limit_per_hour: u32,
+    /// How long the caller may spend asking the provider before the job takes over.
+    pub provider_grace: Duration,
 }
 
 /// Where the caller stands against the hourly limit after this request.
@@ -45,17 +46,28 @@ pub struct LimitState {
 
 #[derive(Debug)]
 pub enum CreateOutcome {
-    /// A new account: 201 when it has its number, 202 while it waits for it.
-    Created { account: Account, status: u16 },
+    /// A new pending account, its key still in flight: the caller asks the provider, then calls
+    /// `settle_creation`. If the caller dies first, the job (due shortly) finishes the work.
+    Started {
+        account: Account,
+        job_id: String,
+    },
     /// The key was seen before with this body: the first answer's status, the account as it is now.
-    Replayed { account: Account, status: u16 },
+    Replayed {
+        account: Account,
+        status: u16,
+    },
     /// The customerReference already has a pending or active account.
-    ReferenceHit { account: Account },
+    ReferenceHit {
+        account: Account,
+    },
     /// The key was seen before with another body.
     KeyReused,
     /// The key's first request has not finished.
     KeyInFlight,
-    RateLimited { retry_after_secs: u64 },
+    RateLimited {
+        retry_after_secs: u64,
+    },
 }
 
 const IN_FLIGHT: &str = "in_flight";
@@ -72,7 +84,7 @@ pub async fn create(
 ) -> Result<(CreateOutcome, LimitState), DbErr> {
     // Fast path without a write transaction: most repeats are replays of finished requests.
     if let Some(existing) = find_key(db, req).await?
-        && existing.state == COMPLETED
+        && is_settled(&existing, req, now)
     {
         let outcome = replay(db, req, existing).await?;
         let limit = limit_state(db, req, now).await?.1;
@@ -113,7 +125,7 @@ pub async fn create(
         let existing = find_key(&txn, req)
             .await?
             .ok_or_else(|| DbErr::Custom("idempotency key vanished".into()))?;
-        let outcome = if existing.state == COMPLETED {
+        let outcome = if is_settled(&existing, req, now) {
             replay(&txn, req, existing).await?
         } else if existing.request_hash != req.request_hash {
             CreateOutcome::KeyReused
@@ -147,33 +159,174 @@ pub async fn create(
     }
 
     let account = insert_account(&txn, cipher, req, now).await?;
-    let status = if account.status == AccountStatus::Active.as_str() {
-        201
-    } else {
-        enqueue(
-            &txn,
-            &Job::Provision {
-                account_id: account.id.clone(),
-            },
-            now,
-            now,
-        )
-        .await?;
-        202
-    };
-    complete_key(&txn, req, status, &account.id, now).await?;
+    let job_id = enqueue(
+        &txn,
+        &Job::Provision {
+            account_id: account.id.clone(),
+        },
+        now + req.provider_grace,
+        now,
+    )
+    .await?;
+    key_names_account(&txn, req, &account.id, now).await?;
     txn.commit().await?;
     let limit = LimitState {
         remaining: limit.remaining.saturating_sub(1),
-        reset_secs: if count == 0 { LIMIT_WINDOW.num_seconds() as u64 } else { limit.reset_secs },
+        reset_secs: if count == 0 {
+            LIMIT_WINDOW.num_seconds() as u64
+        } else {
+            limit.reset_secs
+        },
         ..limit
     };
-    Ok((CreateOutcome::Created { account, status }, limit))
+    Ok((CreateOutcome::Started { account, job_id }, limit))
+}
+
+/// What the provider said when the account was opened.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Settlement {
+    Active {
+        account_number: String,
+    },
+    Rejected {
+        reason: String,
+    },
+    /// No number yet (or no answer): the job keeps asking.
+    Pending,
+}
+
+/// Records the provider's answer to a creation and the key's final status, in one transaction.
+/// The answer only applies to a still-pending account: if the job got there first, its result
+/// stands and the status reflects it.
+pub async fn settle_creation(
+    db: &DatabaseConnection,
+    req: &CreateRequest<'_>,
+    account_id: &str,
+    job_id: &str,
+    settlement: Settlement,
+    now: DateTime<Utc>,
+) -> Result<(Account, u16), DbErr> {
+    let txn = db.begin().await?;
+    if settlement == Settlement::Pending {
+        super::outbox::make_due(&txn, job_id, now).await?;
+    } else {
+        // Active from creation is answered by the 201 itself: no `virtualaccount.active` event.
+        settle(&txn, account_id, &settlement, false, now).await?;
+        super::outbox::complete(&txn, job_id, now).await?;
+    }
+    let account = virtual_account::Entity::find_by_id(account_id.to_owned())
+        .one(&txn)
+        .await?
+        .ok_or_else(|| DbErr::RecordNotFound(account_id.to_owned()))?;
+    let status = status_for(&account);
+    complete_key(&txn, req, status, account_id, now).await?;
+    txn.commit().await?;
+    Ok((account, status))
+}
+
+/// The creation status an account's state stands for (201 numbered, 202 waiting, 422 rejected).
+fn status_for(account: &Account) -> u16 {
+    match AccountStatus::parse(&account.status) {
+        Some(AccountStatus::Active) => 201,
+        Some(AccountStatus::Failed) => 422,
+        Some(AccountStatus::Deactivated) if account.activated_at.is_some() => 201,
+        _ => 202,
+    }
+}
+
+/// Applies a provider answer to a pending account (only a pending one: a deactivated account is
+/// never revived) and records its event. Returns the account if it changed.
+pub async fn settle<C: ConnectionTrait>(
+    db: &C,
+    account_id: &str,
+    settlement: &Settlement,
+    announce_active: bool,
+    now: DateTime<Utc>,
+) -> Result<Option<Account>, DbErr> {
+    use virtual_account::Column as Col;
+    let update = virtual_account::Entity::update_many()
+        .col_expr(Col::UpdatedAt, now.into())
+        .filter(Col::Id.eq(account_id))
+        .filter(Col::Status.eq(AccountStatus::Pending.as_str()));
+    let (update, event) = match settlement {
+        Settlement::Pending => return Ok(None),
+        Settlement::Active { account_number } => (
+            update
+                .col_expr(Col::Status, AccountStatus::Active.as_str().into())
+                .col_expr(Col::AccountNumber, Some(account_number.clone()).into())
+                .col_expr(Col::ActivatedAt, Some(now).into()),
+            announce_active.then_some(super::events::ACCOUNT_ACTIVE),
+        ),
+        Settlement::Rejected { reason } => (
+            update
+                .col_expr(Col::Status, AccountStatus::Failed.as_str().into())
+                .col_expr(Col::FailureReason, Some(reason.clone()).into()),
+            Some(super::events::ACCOUNT_FAILED),
+        ),
+    };
+    if update.exec(db).await?.rows_affected == 0 {
+        return Ok(None);
+    }
+    let account = virtual_account::Entity::find_by_id(account_id.to_owned())
+        .one(db)
+        .await?
+        .ok_or_else(|| DbErr::RecordNotFound(account_id.to_owned()))?;
+    if let Some(event_type) = event {
+        record_account_event(db, &account, event_type, now).await?;
+    }
+    Ok(Some(account))
+}
+
+async fn record_account_event<C: ConnectionTrait>(
+    db: &C,
+    account: &Account,
+    event_type: &str,
+    now: DateTime<Utc>,
+) -> Result<(), DbErr> {
+    let mode = Mode::parse(&account.mode)
+        .ok_or_else(|| DbErr::Custom(format!("account {} has a bad mode", account.id)))?;
+    super::events::record(
+        db,
+        &account.business_id,
+        mode,
+        event_type,
+        &crate::views::AccountView::from(account),
+        now,
+    )
+    .await?;
+    Ok(())
+}
+
+/// A key whose first request finished, or was abandoned so long ago (its process died between
+/// the two transactions) that the account's own state now answers for it.
+fn is_settled(key: &idempotency_key::Model, req: &CreateRequest<'_>, now: DateTime<Utc>) -> bool {
+    let abandoned_after = req.provider_grace + Duration::seconds(30);
+    key.state == COMPLETED || (key.account_id.is_some() && key.updated_at < now - abandoned_after)
+}
+
+/// Stores the account id on the in-flight key, so an abandoned key can still be answered.
+async fn key_names_account<C: ConnectionTrait>(
+    db: &C,
+    req: &CreateRequest<'_>,
+    account_id: &str,
+    now: DateTime<Utc>,
+) -> Result<(), DbErr> {
+    idempotency_key::ActiveModel {
+        business_id: Set(req.business_id.to_owned()),
+        mode: Set(req.mode.as_str().to_owned()),
+        key: Set(req.idempotency_key.to_owned()),
+        account_id: Set(Some(account_id.to_owned())),
+        updated_at: Set(now),
+        ..Default::default()
+    }
+    .update(db)
+    .await?;
+    Ok(())
 }
 
 /// On PostgreSQL, a transaction-scoped advisory lock on the key: a second request with the same
-/// key while the first is running is told so (409) at once instead of queueing behind it. SQLite
-/// runs one transaction at a time, so the second simply sees the first's result.
+/// key while the first is in its transaction is told so (409) at once instead of queueing.
+/// SQLite runs one transaction at a time, so the second simply sees the first's result.
 async fn try_claim_key(txn: &DatabaseTransaction, req: &CreateRequest<'_>) -> Result<bool, DbErr> {
     if txn.get_database_backend() != DbBackend::Postgres {
         return Ok(true);
@@ -193,7 +346,11 @@ async fn try_claim_key(txn: &DatabaseTransaction, req: &CreateRequest<'_>) -> Re
     row.try_get::<bool>("", "claimed")
 }
 
-async fn lock_business_mode(txn: &DatabaseTransaction, business_id: &str, mode: Mode) -> Result<(), DbErr> {
+async fn lock_business_mode(
+    txn: &DatabaseTransaction,
+    business_id: &str,
+    mode: Mode,
+) -> Result<(), DbErr> {
     // FOR UPDATE on PostgreSQL; SQLite has one writer at a time already.
     business_mode::Entity::find_by_id((business_id.to_owned(), mode.as_str().to_owned()))
         .lock_exclusive()
@@ -231,10 +388,11 @@ async fn replay<C: ConnectionTrait>(
         .one(db)
         .await?
         .ok_or_else(|| DbErr::Custom("idempotency key names a missing account".into()))?;
-    Ok(CreateOutcome::Replayed {
-        account,
-        status: key.response_status.unwrap_or(200) as u16,
-    })
+    let status = match key.response_status {
+        Some(status) if key.state == COMPLETED => status as u16,
+        _ => status_for(&account),
+    };
+    Ok(CreateOutcome::Replayed { account, status })
 }
 
 async fn complete_key<C: ConnectionTrait>(
@@ -325,14 +483,11 @@ async fn insert_account(
 ) -> Result<Account, DbErr> {
     let a = req.account;
     let id = new_id("va");
-    let immediate = a.preferred_bank == Bank::TestBank;
-    let base = virtual_account::ActiveModel {
+    virtual_account::ActiveModel {
         id: Set(id.clone()),
         business_id: Set(req.business_id.to_owned()),
         mode: Set(req.mode.as_str().to_owned()),
-        status: Set(if immediate { AccountStatus::Active } else { AccountStatus::Pending }
-            .as_str()
-            .to_owned()),
+        status: Set(AccountStatus::Pending.as_str().to_owned()),
         bank: Set(a.preferred_bank.slug().to_owned()),
         account_number: Set(None),
         account_name: Set(format!("{}/{}", req.business_name, a.customer_name)),
@@ -345,34 +500,19 @@ async fn insert_account(
         failure_reason: Set(None),
         deactivation_reason: Set(None),
         created_at: Set(now),
-        activated_at: Set(immediate.then_some(now)),
+        activated_at: Set(None),
         deactivated_at: Set(None),
         updated_at: Set(now),
-    };
-    if !immediate {
-        return base.insert(txn).await;
     }
-    // The test bank numbers at once. A random serial rarely collides; a savepoint lets a
-    // collision be retried without losing the transaction.
-    for _ in 0..8 {
-        let mut row = base.clone();
-        let serial = rand::rng().random_range(0..1_000_000_000u32);
-        row.account_number = Set(nuban::account_number(Bank::TestBank.cbn_code(), serial));
-        let savepoint = txn.begin().await?;
-        match row.insert(&savepoint).await {
-            Ok(account) => {
-                savepoint.commit().await?;
-                return Ok(account);
-            }
-            Err(e) if super::is_unique_violation(&e) => savepoint.rollback().await?,
-            Err(e) => return Err(e),
-        }
-    }
-    Err(DbErr::Custom("no free test-bank account number after 8 tries".into()))
+    .insert(txn)
+    .await
 }
 
 /// The plain BVN/NIN of an account, for the provider call only.
-pub fn reveal_identity(cipher: &Cipher, account: &Account) -> Result<String, crate::crypto::CryptoError> {
+pub fn reveal_identity(
+    cipher: &Cipher,
+    account: &Account,
+) -> Result<String, crate::crypto::CryptoError> {
     cipher.decrypt(&account.identity_enc, &identity_context(&account.id))
 }
 
@@ -486,6 +626,7 @@ pub async fn deactivate(
     active.deactivation_reason = Set(reason);
     active.updated_at = Set(now);
     let account = active.update(&txn).await?;
+    record_account_event(&txn, &account, super::events::ACCOUNT_DEACTIVATED, now).await?;
     enqueue(
         &txn,
         &Job::Close {

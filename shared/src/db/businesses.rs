@@ -1,7 +1,7 @@
 use chrono::Duration;
 use sea_orm::{
-    ActiveModelTrait, ActiveValue::Set, ColumnTrait, ConnectionTrait, DatabaseConnection, DbErr, EntityTrait,
-    QueryFilter, TransactionTrait,
+    ActiveModelTrait, ActiveValue::Set, ColumnTrait, ConnectionTrait, DatabaseConnection, DbErr,
+    EntityTrait, QueryFilter, TransactionTrait,
 };
 use serde::Serialize;
 
@@ -180,7 +180,8 @@ pub async fn find_key_owner<C: ConnectionTrait>(
     let Some(biz) = find(db, &row.business_id).await? else {
         return Ok(None);
     };
-    let (Some(mode), Some(kyb_status)) = (Mode::parse(&row.mode), KybStatus::parse(&biz.kyb_status))
+    let (Some(mode), Some(kyb_status)) =
+        (Mode::parse(&row.mode), KybStatus::parse(&biz.kyb_status))
     else {
         return Err(DbErr::Custom(format!("corrupt business row {}", biz.id)));
     };

@@ -3,6 +3,7 @@
 pub mod accounts;
 pub mod businesses;
 pub mod entities;
+pub mod events;
 pub mod outbox;
 
 use std::time::Duration;
@@ -22,8 +23,10 @@ pub async fn connect(url: &str, max_connections: u32) -> Result<DatabaseConnecti
     let db = Database::connect(options).await?;
     if db.get_database_backend() == DbBackend::Sqlite {
         use sea_orm::ConnectionTrait;
-        db.execute_unprepared("PRAGMA foreign_keys = ON; PRAGMA journal_mode = WAL; PRAGMA busy_timeout = 5000;")
-            .await?;
+        db.execute_unprepared(
+            "PRAGMA foreign_keys = ON; PRAGMA journal_mode = WAL; PRAGMA busy_timeout = 5000;",
+        )
+        .await?;
     }
     Ok(db)
 }

@@ -235,7 +235,11 @@ pub fn parse_email(value: &str) -> Result<String, FieldError> {
     if !domain.contains('.') || domain.starts_with('[') || domain.ends_with('.') {
         return Err(invalid());
     }
-    Ok(format!("{}@{}", address.local_part(), domain.to_lowercase()))
+    Ok(format!(
+        "{}@{}",
+        address.local_part(),
+        domain.to_lowercase()
+    ))
 }
 
 /// `0XXXXXXXXXX`, `234XXXXXXXXXX` or `+234XXXXXXXXXX`, a Nigerian mobile number by
@@ -329,7 +333,10 @@ mod tests {
             ("customerBvn", "invalid_format"),
             ("preferredBank", "invalid_value"),
         ] {
-            assert!(fields.contains(&expected), "{expected:?} missing from {fields:?}");
+            assert!(
+                fields.contains(&expected),
+                "{expected:?} missing from {fields:?}"
+            );
         }
     }
 
@@ -351,7 +358,12 @@ mod tests {
         let account = NewAccount::parse(&body(nin), Mode::Test).unwrap();
         assert_eq!(account.identity_type, IdentityType::Nin);
 
-        for bad in ["1234567890", "123456789012", "1234567890a", "１２３４５６７８９０１"] {
+        for bad in [
+            "1234567890",
+            "123456789012",
+            "1234567890a",
+            "１２３４５６７８９０１",
+        ] {
             assert!(IdentityNumber::parse(bad).is_none(), "{bad}");
         }
     }
@@ -375,13 +387,29 @@ mod tests {
 
     #[test]
     fn nigerian_mobile_numbers_normalise_to_e164() {
-        for input in ["08031234567", "2348031234567", "+2348031234567", " 09061234567 "] {
+        for input in [
+            "08031234567",
+            "2348031234567",
+            "+2348031234567",
+            " 09061234567 ",
+        ] {
             let out = normalise_phone(input).unwrap();
-            assert!(out.starts_with("+234") && out.len() == 14, "{input} → {out}");
+            assert!(
+                out.starts_with("+234") && out.len() == 14,
+                "{input} → {out}"
+            );
         }
         assert_eq!(normalise_phone("2348031234567").unwrap(), "+2348031234567");
         // Wrong shapes, a landline range, a foreign number, letters.
-        for input in ["8031234567", "+4478031234567", "0803123456", "080312345678", "0803123456a", "+234 803 123 4567", "01234567890"] {
+        for input in [
+            "8031234567",
+            "+4478031234567",
+            "0803123456",
+            "080312345678",
+            "0803123456a",
+            "+234 803 123 4567",
+            "01234567890",
+        ] {
             assert!(normalise_phone(input).is_err(), "{input} should be refused");
         }
     }
@@ -389,7 +417,14 @@ mod tests {
     #[test]
     fn emails_are_checked() {
         assert!(parse_email("ada@example.com").is_ok());
-        for bad in ["", "ada", "ada@", "@example.com", "ada@example", "a b@example.com"] {
+        for bad in [
+            "",
+            "ada",
+            "ada@",
+            "@example.com",
+            "ada@example",
+            "a b@example.com",
+        ] {
             assert!(parse_email(bad).is_err(), "{bad}");
         }
     }
@@ -401,7 +436,13 @@ mod tests {
         assert!(Pending.can_become(Failed));
         assert!(Pending.can_become(Deactivated));
         assert!(Active.can_become(Deactivated));
-        for (from, to) in [(Active, Pending), (Deactivated, Active), (Failed, Active), (Failed, Deactivated), (Active, Failed)] {
+        for (from, to) in [
+            (Active, Pending),
+            (Deactivated, Active),
+            (Failed, Active),
+            (Failed, Deactivated),
+            (Active, Failed),
+        ] {
             assert!(!from.can_become(to), "{from:?} → {to:?}");
         }
     }

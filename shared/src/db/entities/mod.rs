@@ -2,6 +2,7 @@
 
 pub mod business;
 pub mod business_mode;
+pub mod event;
 pub mod idempotency_key;
 pub mod outbox;
 pub mod virtual_account;

@@ -1,4 +1,5 @@
-//! Jobs written in the same transaction as the change that causes them; a relay publishes them.
+//! The outbox, which is also the job table: written in the same transaction as the change that
+//! causes the work; a relay publishes due rows; a consumer completes or reschedules them.
 
 use sea_orm::entity::prelude::*;
 
@@ -9,12 +10,19 @@ pub struct Model {
     pub id: String,
     /// The queue the job goes to, e.g. `provisioning`.
     pub queue: String,
-    /// JSON: ids only, never personal data.
+    /// JSON of a `Job`: ids only, never personal data.
     pub payload: String,
-    /// Not before this time (delays live in the database).
+    /// Not before this time: delays live here, not in the broker.
     pub run_at: DateTimeUtc,
+    /// When the relay last handed it to the broker (None: not yet, or rescheduled since).
     pub published_at: Option<DateTimeUtc>,
+    /// Runs so far that ended in a retry.
+    pub attempts: i32,
+    pub completed_at: Option<DateTimeUtc>,
+    pub dead_at: Option<DateTimeUtc>,
+    pub last_error: Option<String>,
     pub created_at: DateTimeUtc,
+    pub updated_at: DateTimeUtc,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -1,0 +1,290 @@
+//! Provisioning as a caller sees it: 202 becomes active through the worker, rejections, outages,
+//! deactivation while pending, giving up, lost messages and competing workers.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{
+    Backend, TestApp, account_body, spawn_app, spawn_app_with, start_provisioning_worker,
+};
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+on_both_databases!(
+    pending_accounts_become_active_through_the_worker,
+    identity_rejection_is_a_422_and_a_failed_account,
+    a_provider_outage_never_fails_a_creation,
+    a_deactivated_pending_account_is_closed_and_never_revived,
+    a_pending_account_is_given_up_after_the_configured_wait,
+    a_lost_message_is_published_again,
+    competing_workers_do_each_job_once,
+);
+
+async fn json(resp: reqwest::Response) -> Value {
+    resp.json().await.expect("JSON body")
+}
+
+/// Polls the account until `status`, or panics after `within`.
+async fn wait_for_status(app: &TestApp, id: &str, status: &str, within: Duration) -> Value {
+    let started = Instant::now();
+    loop {
+        let account = json(
+            app.get(app.test_key(), &format!("/v1/virtual-accounts/{id}"))
+                .await,
+        )
+        .await;
+        if account["status"] == status {
+            return account;
+        }
+        assert!(
+            started.elapsed() < within,
+            "{id} still {} after {within:?}",
+            account["status"]
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn events_of(app: &TestApp, event_type: &str, account_id: &str) -> i64 {
+    app.count(&format!(
+        "SELECT COUNT(*) FROM events WHERE type = '{event_type}' AND data LIKE '%{account_id}%'"
+    ))
+    .await
+}
+
+async fn sandbox_account(app: &TestApp, bank: &str, reference: &str) -> Value {
+    let resp = app
+        .client
+        .get(format!("{}/{bank}/accounts/{reference}", app.sandbox_url))
+        .bearer_auth(&app.config.sandbox.key)
+        .send()
+        .await
+        .unwrap();
+    json(resp).await
+}
+
+async fn pending_accounts_become_active_through_the_worker(backend: Backend) {
+    let app = spawn_app(backend).await;
+    let _worker = start_provisioning_worker(&app, app.shutdown.clone());
+    let resp = app
+        .create(app.test_key(), "k", &account_body(1, "access-bank"))
+        .await;
+    assert_eq!(resp.status(), StatusCode::ACCEPTED);
+    let id = json(resp).await["id"].as_str().unwrap().to_owned();
+    let account = wait_for_status(&app, &id, "active", Duration::from_secs(15)).await;
+    let number = account["accountNumber"].as_str().unwrap();
+    assert!(shared::domain::nuban::is_valid("044", number), "{number}");
+    assert!(account["activatedAt"].is_string());
+    assert_eq!(events_of(&app, "virtualaccount.active", &id).await, 1);
+    // The number is the one the bank holds.
+    assert_eq!(
+        sandbox_account(&app, "access-bank", &id).await["accountNumber"],
+        number
+    );
+    // A replay shows the account as it is now, with the first status.
+    let replay = app
+        .create(app.test_key(), "k", &account_body(1, "access-bank"))
+        .await;
+    assert_eq!(replay.status(), StatusCode::ACCEPTED);
+    assert_eq!(json(replay).await["status"], "active");
+}
+
+async fn identity_rejection_is_a_422_and_a_failed_account(backend: Backend) {
+    let app = spawn_app(backend).await;
+    let mut body = account_body(1, "wema-bank");
+    body["customerBvn"] = json!("99999123456");
+    let resp = app.create(app.test_key(), "k", &body).await;
+    assert_eq!(resp.status(), StatusCode::UNPROCESSABLE_ENTITY);
+    let problem = json(resp).await;
+    assert_eq!(problem["code"], "identity_rejected");
+    assert!(!problem["detail"].as_str().unwrap().is_empty());
+    assert!(!problem.to_string().contains("99999123456"));
+
+    let list = json(
+        app.get(app.test_key(), "/v1/virtual-accounts?status=failed")
+            .await,
+    )
+    .await;
+    assert_eq!(list["total"], 1, "kept as failed for the record");
+    let account = &list["data"][0];
+    assert!(account["failureReason"].is_string());
+    let id = account["id"].as_str().unwrap();
+    assert_eq!(events_of(&app, "virtualaccount.failed", id).await, 1);
+
+    let replay = app.create(app.test_key(), "k", &body).await;
+    assert_eq!(replay.status(), StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(replay.headers()["idempotent-replayed"], "true");
+    // A failed account frees its reference.
+    let mut fresh = account_body(1, "wema-bank");
+    fresh["customerReference"] = account["customerReference"].clone();
+    assert_eq!(
+        app.create(app.test_key(), "k2", &fresh).await.status(),
+        StatusCode::CREATED
+    );
+}
+
+async fn a_provider_outage_never_fails_a_creation(backend: Backend) {
+    // The sandbox answers slower than the API waits: creation answers 202 and the worker, which
+    // waits longer, gets the number.
+    let app = spawn_app_with(backend, |c| {
+        c.sandbox.latency_ms = 700;
+        c.http.provider_timeout_ms = 200;
+    })
+    .await;
+    let started = Instant::now();
+    let resp = app
+        .create(app.test_key(), "k", &account_body(1, "test-bank"))
+        .await;
+    assert_eq!(
+        resp.status(),
+        StatusCode::ACCEPTED,
+        "a timeout is not a failure"
+    );
+    assert!(
+        started.elapsed() < Duration::from_millis(690),
+        "the API did not wait for the bank"
+    );
+    let id = json(resp).await["id"].as_str().unwrap().to_owned();
+    let _worker = start_provisioning_worker(&app, app.shutdown.clone());
+    wait_for_status(&app, &id, "active", Duration::from_secs(20)).await;
+
+    // No bank at all (connection refused): still 202.
+    let app = spawn_app_with(Backend::Sqlite, |c| {
+        c.sandbox.url = Some("http://127.0.0.1:9".into())
+    })
+    .await;
+    let resp = app
+        .create(app.test_key(), "k", &account_body(2, "test-bank"))
+        .await;
+    assert_eq!(resp.status(), StatusCode::ACCEPTED);
+}
+
+async fn a_deactivated_pending_account_is_closed_and_never_revived(backend: Backend) {
+    let app = spawn_app_with(backend, |c| c.sandbox.activation_delay_secs = 2).await;
+    let resp = app
+        .create(app.test_key(), "k", &account_body(1, "titan-trust-bank"))
+        .await;
+    let id = json(resp).await["id"].as_str().unwrap().to_owned();
+    let resp = app
+        .post(
+            app.test_key(),
+            &format!("/v1/virtual-accounts/{id}/deactivate"),
+            None,
+        )
+        .await;
+    assert_eq!(json(resp).await["status"], "deactivated");
+    let _worker = start_provisioning_worker(&app, app.shutdown.clone());
+    let started = Instant::now();
+    loop {
+        if sandbox_account(&app, "titan-trust-bank", &id).await["status"] == "closed" {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(15),
+            "never closed at the bank"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Past the bank's activation delay, the account stays deactivated and was never announced.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let account = json(
+        app.get(app.test_key(), &format!("/v1/virtual-accounts/{id}"))
+            .await,
+    )
+    .await;
+    assert_eq!(account["status"], "deactivated");
+    assert!(account["accountNumber"].is_null());
+    assert_eq!(events_of(&app, "virtualaccount.active", &id).await, 0);
+    assert_eq!(events_of(&app, "virtualaccount.deactivated", &id).await, 1);
+}
+
+async fn a_pending_account_is_given_up_after_the_configured_wait(backend: Backend) {
+    let app = spawn_app_with(backend, |c| {
+        c.sandbox.activation_delay_secs = 3600;
+        c.provisioning.give_up_after_secs = 2;
+    })
+    .await;
+    let _worker = start_provisioning_worker(&app, app.shutdown.clone());
+    let resp = app
+        .create(app.test_key(), "k", &account_body(1, "access-bank"))
+        .await;
+    let id = json(resp).await["id"].as_str().unwrap().to_owned();
+    let account = wait_for_status(&app, &id, "failed", Duration::from_secs(20)).await;
+    assert!(
+        account["failureReason"]
+            .as_str()
+            .unwrap()
+            .contains("no account number")
+    );
+    assert_eq!(events_of(&app, "virtualaccount.failed", &id).await, 1);
+}
+
+async fn a_lost_message_is_published_again(backend: Backend) {
+    let app = spawn_app(backend).await;
+    let resp = app
+        .create(app.test_key(), "k", &account_body(1, "access-bank"))
+        .await;
+    let id = json(resp).await["id"].as_str().unwrap().to_owned();
+    // A worker takes the message and dies holding it (never acks, never returns it).
+    let mut stream = app.broker.consume("provisioning", 1).await.unwrap();
+    let held = tokio::time::timeout(
+        Duration::from_secs(10),
+        futures::StreamExt::next(&mut stream),
+    )
+    .await
+    .expect("the job was published")
+    .unwrap()
+    .unwrap();
+    std::mem::forget(held);
+    // The job row still says unfinished: a relay republishes it once it is overdue.
+    let overdue = match sea_orm::ConnectionTrait::get_database_backend(&app.db) {
+        sea_orm::DbBackend::Postgres => {
+            "UPDATE outbox SET published_at = published_at - interval '1 hour' WHERE completed_at IS NULL"
+        }
+        _ => {
+            "UPDATE outbox SET published_at = '2000-01-01T00:00:00+00:00' WHERE completed_at IS NULL"
+        }
+    };
+    sea_orm::ConnectionTrait::execute_unprepared(&app.db, overdue)
+        .await
+        .unwrap();
+    let _worker = start_provisioning_worker(&app, app.shutdown.clone());
+    wait_for_status(&app, &id, "active", Duration::from_secs(20)).await;
+    assert_eq!(events_of(&app, "virtualaccount.active", &id).await, 1);
+}
+
+async fn competing_workers_do_each_job_once(backend: Backend) {
+    let app = spawn_app(backend).await;
+    let stops: Vec<CancellationToken> = (0..3).map(|_| app.shutdown.child_token()).collect();
+    for stop in &stops {
+        start_provisioning_worker(&app, stop.clone());
+    }
+    let mut ids = Vec::new();
+    for n in 0..15 {
+        let bank = if n % 2 == 0 {
+            "access-bank"
+        } else {
+            "titan-trust-bank"
+        };
+        let resp = app
+            .create(app.test_key(), &format!("k{n}"), &account_body(n, bank))
+            .await;
+        assert_eq!(resp.status(), StatusCode::ACCEPTED);
+        ids.push(json(resp).await["id"].as_str().unwrap().to_owned());
+    }
+    for id in &ids {
+        wait_for_status(&app, id, "active", Duration::from_secs(30)).await;
+    }
+    assert_eq!(
+        app.count("SELECT COUNT(*) FROM events WHERE type = 'virtualaccount.active'")
+            .await,
+        15
+    );
+    assert_eq!(
+        app.count("SELECT COUNT(*) FROM outbox WHERE completed_at IS NULL")
+            .await,
+        0
+    );
+}

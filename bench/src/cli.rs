@@ -1,0 +1,211 @@
+//! The command line: `bench create …` and `bench replay …`.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::load::{self, Settings, Stop, Workload};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "bench",
+    version,
+    about = "Load generator for POST /v1/virtual-accounts: throughput and latency percentiles"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Create accounts: a fresh Idempotency-Key and a fresh customer on every request.
+    Create(Common),
+    /// Replay one creation: the same Idempotency-Key and body on every request.
+    Replay(Common),
+}
+
+#[derive(Debug, Args)]
+pub struct Common {
+    /// The service's base URL (without /v1).
+    #[arg(long, default_value = "http://127.0.0.1:8080", env = "BENCH_BASE")]
+    pub base: String,
+    /// A secret key (sk_test_… for the test banks).
+    #[arg(long, env = "BENCH_KEY", hide_env_values = true)]
+    pub key: String,
+    /// How many requests are in flight at once (one task each).
+    #[arg(long, short = 'c', default_value_t = 32)]
+    pub concurrency: usize,
+    /// How long to measure, after the warm-up: 20s, 500ms, 2m (a bare number is seconds).
+    #[arg(long, short = 'd', value_parser = parse_duration, conflicts_with = "requests")]
+    pub duration: Option<Duration>,
+    /// Measure this many requests instead of a duration.
+    #[arg(long, short = 'n', value_parser = clap::value_parser!(u64).range(1..))]
+    pub requests: Option<u64>,
+    /// preferredBank of the accounts created.
+    #[arg(long, default_value = "test-bank")]
+    pub bank: String,
+    /// Load sent before measuring, not counted (it does create accounts in `create`).
+    #[arg(long, value_parser = parse_duration, default_value = "2s")]
+    pub warmup: Duration,
+    /// Per-request timeout; a request that takes longer counts as a transport error.
+    #[arg(long, value_parser = parse_duration, default_value = "30s")]
+    pub timeout: Duration,
+    /// Print the report as one JSON object.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `20s`, `500ms`, `2m`, `1h`, `1.5s`, or a bare number of seconds.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("`{text}` is not a duration (e.g. 20s, 500ms, 2m)"))?;
+    let seconds = match unit.trim() {
+        "" | "s" => value,
+        "ms" => value / 1000.0,
+        "m" | "min" => value * 60.0,
+        "h" => value * 3600.0,
+        other => return Err(format!("unknown unit `{other}` (use ms, s, m or h)")),
+    };
+    Duration::try_from_secs_f64(seconds).map_err(|e| e.to_string())
+}
+
+pub async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli).await {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    let (replay, args) = match cli.command {
+        Command::Create(args) => (false, args),
+        Command::Replay(args) => (true, args),
+    };
+    anyhow::ensure!(args.concurrency >= 1, "--concurrency must be at least 1");
+    let stop = match (args.duration, args.requests) {
+        (_, Some(n)) => Stop::Requests(n),
+        (Some(d), None) => Stop::After(d),
+        (None, None) => Stop::After(Duration::from_secs(20)),
+    };
+    let settings = Settings {
+        base: args.base,
+        api_key: args.key,
+        concurrency: args.concurrency,
+        stop,
+        warmup: args.warmup,
+        timeout: args.timeout,
+    };
+    let client = load::client(&settings)?;
+    let workload = if replay {
+        let (key, body) = load::prepare_replay(&client, &settings, &args.bank).await?;
+        Workload::Replay { key, body }
+    } else {
+        Workload::Create { bank: args.bank }
+    };
+
+    let cancelled = Arc::new(AtomicBool::new(false));
+    {
+        let cancelled = cancelled.clone();
+        tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                eprintln!("stopping after the requests in flight…");
+                cancelled.store(true, Ordering::Relaxed);
+            }
+        });
+    }
+    let what = match stop {
+        Stop::After(d) => format!("{:.1} s", d.as_secs_f64()),
+        Stop::Requests(n) => format!("{n} requests"),
+    };
+    eprintln!(
+        "bench {}: {} workers against {}; warm-up {:.1} s, then measuring {what}…",
+        if replay { "replay" } else { "create" },
+        settings.concurrency,
+        settings.endpoint(),
+        settings.warmup.as_secs_f64()
+    );
+
+    let report = load::run(client, settings, workload, cancelled).await?;
+    if args.json {
+        println!("{}", report.to_json());
+        for warning in report.warnings() {
+            eprintln!("warning: {warning}");
+        }
+    } else {
+        print!("{}", report.to_text());
+    }
+    // A run with no successful response at all (wrong key, service down) is a failure for scripts.
+    Ok(if report.successes() > 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("20s"), Ok(Duration::from_secs(20)));
+        assert_eq!(parse_duration("20"), Ok(Duration::from_secs(20)));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
+        assert_eq!(parse_duration("0s"), Ok(Duration::ZERO));
+        assert!(parse_duration("fast").is_err());
+        assert!(parse_duration("3 weeks").is_err());
+        assert!(parse_duration("").is_err());
+    }
+
+    #[test]
+    fn command_line() {
+        let cli = Cli::try_parse_from([
+            "bench",
+            "create",
+            "--key",
+            "sk_test_x",
+            "-c",
+            "8",
+            "--duration",
+            "5s",
+        ])
+        .unwrap();
+        let Command::Create(args) = cli.command else {
+            panic!("not create")
+        };
+        assert_eq!(args.concurrency, 8);
+        assert_eq!(args.duration, Some(Duration::from_secs(5)));
+        assert_eq!(args.bank, "test-bank");
+        assert_eq!(args.warmup, Duration::from_secs(2));
+        assert!(
+            Cli::try_parse_from([
+                "bench",
+                "replay",
+                "--key",
+                "k",
+                "--duration",
+                "5s",
+                "--requests",
+                "10"
+            ])
+            .is_err()
+        );
+        assert!(Cli::try_parse_from(["bench", "create", "--key", "k", "--requests", "0"]).is_err());
+    }
+}

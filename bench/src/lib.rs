@@ -1,0 +1,7 @@
+//! `bench`: a load generator for `POST /v1/virtual-accounts` that prints throughput and latency
+//! percentiles. See README.md beside Cargo.toml.
+
+pub mod cli;
+pub mod load;
+pub mod payload;
+pub mod stats;

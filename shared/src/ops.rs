@@ -1,0 +1,137 @@
+//! What every process shares to be run: opening the database, the key and the broker from the
+//! configuration, the shutdown signal, and a worker's ops endpoints (`/healthz`, `/readyz`).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use anyhow::Context;
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::routing::get;
+use sea_orm::DatabaseConnection;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use crate::config::Config;
+use crate::crypto::Cipher;
+use crate::queue::{Broker, RabbitBroker};
+
+pub async fn connect_database(url: &str, config: &Config) -> anyhow::Result<DatabaseConnection> {
+    crate::db::connect(url, config.database.max_connections)
+        .await
+        .with_context(|| format!("connecting to the database ({})", redact_url(url)))
+}
+
+pub fn configured_cipher(config: &Config) -> anyhow::Result<Cipher> {
+    let key = config
+        .crypto
+        .key
+        .as_deref()
+        .context("VAS_CRYPTO__KEY is not set")?;
+    Cipher::new(key, &config.crypto.previous_keys).context("VAS_CRYPTO__KEY")
+}
+
+/// RabbitMQ from `VAS_AMQP__URL`, its topology declared.
+pub async fn connect_broker(config: &Config) -> anyhow::Result<Arc<dyn Broker>> {
+    let url = config
+        .amqp
+        .url
+        .as_deref()
+        .context("VAS_AMQP__URL is not set")?;
+    let broker = RabbitBroker::connect(url, &config.amqp.prefix)
+        .await
+        .with_context(|| format!("connecting to RabbitMQ ({})", redact_url(url)))?;
+    broker
+        .declare()
+        .await
+        .context("declaring the RabbitMQ topology")?;
+    Ok(Arc::new(broker))
+}
+
+/// A URL without its password, for messages and logs.
+pub fn redact_url(url: &str) -> String {
+    match url::Url::parse(url) {
+        Ok(mut parsed) if parsed.password().is_some() => {
+            let _ = parsed.set_password(Some("***"));
+            parsed.to_string()
+        }
+        _ => url.to_owned(),
+    }
+}
+
+/// Cancels `token` on SIGTERM or Ctrl-C.
+pub fn cancel_on_signal(token: CancellationToken) {
+    tokio::spawn(async move {
+        shutdown_signal().await;
+        token.cancel();
+    });
+}
+
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {},
+        () = term => {},
+    }
+    tracing::info!("shutdown requested: finishing in-flight work");
+}
+
+#[derive(Clone)]
+struct OpsState {
+    db: DatabaseConnection,
+    broker: Arc<dyn Broker>,
+}
+
+/// Serves a worker's `/healthz` and `/readyz` until `shutdown`; returns the bound address.
+pub async fn serve_ops(
+    bind: SocketAddr,
+    db: DatabaseConnection,
+    broker: Arc<dyn Broker>,
+    shutdown: CancellationToken,
+) -> anyhow::Result<SocketAddr> {
+    let listener = tokio::net::TcpListener::bind(bind)
+        .await
+        .with_context(|| format!("binding the ops port {bind}"))?;
+    let address = listener.local_addr()?;
+    let app = axum::Router::new()
+        .route("/healthz", get(|| async { Json(json!({"status": "ok"})) }))
+        .route("/readyz", get(readyz))
+        .with_state(OpsState { db, broker });
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app)
+            .with_graceful_shutdown(shutdown.cancelled_owned())
+            .await;
+    });
+    Ok(address)
+}
+
+async fn readyz(State(state): State<OpsState>) -> (StatusCode, Json<Value>) {
+    let database = state.db.ping().await.is_ok();
+    let broker = state.broker.is_ready().await;
+    let status = if database && broker {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    let word = |ok: bool| if ok { "ok" } else { "unreachable" };
+    (
+        status,
+        Json(
+            json!({"status": word(database && broker), "database": word(database), "broker": word(broker)}),
+        ),
+    )
+}

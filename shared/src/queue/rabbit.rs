@@ -1,0 +1,635 @@
+//! RabbitMQ through lapin: durable quorum queues behind a direct exchange, a dead-letter
+//! exchange with a dead queue per work queue, publisher confirms, `mandatory` publishes,
+//! manual acks and a per-consumer prefetch.
+//!
+//! One connection per broker value (and its clones), with one confirm-mode channel shared by
+//! every publish and a fresh channel per consumer. The connection is re-established lazily: the
+//! first call that finds it closed reconnects, and failed attempts back off with
+//! [`reconnect_delay`]. Publishing fails fast while the broker is unreachable (the outbox keeps the
+//! message); `consume` and `declare` wait out the backoff before their attempt, so a worker's
+//! "consume again" loop does not spin.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use futures::StreamExt;
+use futures::stream::BoxStream;
+use lapin::options::{
+    BasicAckOptions, BasicConsumeOptions, BasicNackOptions, BasicPublishOptions, BasicQosOptions,
+    ConfirmSelectOptions, ExchangeDeclareOptions, QueueBindOptions, QueueDeclareOptions,
+};
+use lapin::protocol::{AMQPErrorKind, AMQPSoftError};
+use lapin::types::{AMQPValue, FieldTable, ShortString};
+use lapin::{
+    BasicProperties, Channel, Confirmation, Connection, ConnectionProperties, ErrorKind,
+    ExchangeKind,
+};
+use tokio::sync::{Mutex, MutexGuard};
+use tokio::time::{Instant, timeout};
+
+use super::{Acker, Broker, Delivery, QUEUES, QueueError, reconnect_delay};
+
+/// How long opening a connection (TCP and the AMQP handshake) may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long one broker round trip (a publish and its confirm, a declare, …) may take.
+const OPERATION_TIMEOUT: Duration = Duration::from_secs(15);
+/// AMQP names are short strings.
+const MAX_NAME: usize = 255;
+/// Persistent, in AMQP's `delivery_mode`.
+const PERSISTENT: u8 = 2;
+
+/// The RabbitMQ broker. Clones share one connection.
+#[derive(Clone)]
+pub struct RabbitBroker {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    url: String,
+    prefix: String,
+    /// The connection name operators see in the management UI; consumer tags start with it.
+    name: String,
+    consumers: AtomicU64,
+    session: Mutex<Session>,
+}
+
+#[derive(Default)]
+struct Session {
+    live: Option<Live>,
+    /// Failed connection attempts in a row.
+    failures: u32,
+    /// No attempt before this instant.
+    retry_at: Option<Instant>,
+}
+
+struct Live {
+    connection: Connection,
+    /// In confirm mode; cloned by every publish.
+    publisher: Channel,
+}
+
+enum Unavailable {
+    /// Backing off after a failed attempt: the next one is due then.
+    Until(Instant),
+    Failed(QueueError),
+}
+
+impl std::fmt::Debug for RabbitBroker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Not the URL: it carries the password.
+        f.debug_struct("RabbitBroker")
+            .field("prefix", &self.inner.prefix)
+            .field("connection_name", &self.inner.name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RabbitBroker {
+    /// Connects to `url` (`amqp://user:pass@host:5672/%2f`); every exchange and queue name
+    /// starts with `prefix`. Fails when the broker cannot be reached now.
+    pub async fn connect(url: &str, prefix: &str) -> Result<RabbitBroker, QueueError> {
+        let longest = QUEUES.iter().map(|q| q.len()).max().unwrap_or(0) + ".dead".len() + 1;
+        if prefix.is_empty()
+            || prefix.len() + longest > MAX_NAME
+            || !prefix
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | ':'))
+        {
+            return Err(QueueError::Other(format!(
+                "invalid queue prefix {prefix:?}: use 1 to {} letters, digits, '.', '-', '_' or ':'",
+                MAX_NAME - longest
+            )));
+        }
+        let program = std::env::current_exe()
+            .ok()
+            .and_then(|exe| exe.file_stem().map(|s| s.to_string_lossy().into_owned()));
+        let pid = std::process::id();
+        let name = match program {
+            Some(program) => format!("vas-{program}-{pid}"),
+            None => format!("vas-{pid}"),
+        };
+        let broker = RabbitBroker {
+            inner: Arc::new(Inner {
+                url: url.to_owned(),
+                prefix: prefix.to_owned(),
+                name,
+                consumers: AtomicU64::new(0),
+                session: Mutex::new(Session::default()),
+            }),
+        };
+        drop(broker.inner.session(false).await?);
+        Ok(broker)
+    }
+
+    /// Closes the connection under the broker's feet, as a broker restart would. Test-only.
+    #[doc(hidden)]
+    pub async fn drop_connection_for_test(&self) {
+        let session = self.inner.session.lock().await;
+        if let Some(live) = &session.live {
+            let _ = live
+                .connection
+                .close(200, "closed by drop_connection_for_test".into())
+                .await;
+        }
+    }
+}
+
+impl Inner {
+    fn queue_name(&self, queue: &str, dead_letter: bool) -> String {
+        if dead_letter {
+            format!("{}.{queue}.dead", self.prefix)
+        } else {
+            format!("{}.{queue}", self.prefix)
+        }
+    }
+
+    fn dead_letter_exchange(&self) -> String {
+        format!("{}.dlx", self.prefix)
+    }
+
+    /// The session with a live connection and publishing channel, reconnecting if need be.
+    /// With `wait`, a call during the backoff sleeps until the next attempt is due instead of
+    /// failing at once.
+    async fn session(&self, wait: bool) -> Result<MutexGuard<'_, Session>, QueueError> {
+        loop {
+            let mut session = self.session.lock().await;
+            match session.ensure(self).await {
+                Ok(()) => return Ok(session),
+                Err(Unavailable::Until(at)) if wait => {
+                    drop(session);
+                    tokio::time::sleep_until(at).await;
+                }
+                Err(Unavailable::Until(at)) => {
+                    let ms = at.saturating_duration_since(Instant::now()).as_millis();
+                    return Err(QueueError::Unreachable(format!(
+                        "RabbitMQ is unreachable; the next connection attempt is in {ms} ms"
+                    )));
+                }
+                Err(Unavailable::Failed(error)) => return Err(error),
+            }
+        }
+    }
+
+    /// A new channel on the live connection, for a consumer or a one-off declare.
+    async fn channel(&self, wait: bool) -> Result<Channel, QueueError> {
+        let session = self.session(wait).await?;
+        let live = session.live.as_ref().expect("a live session");
+        within("opening a channel", live.connection.create_channel()).await
+    }
+
+    async fn publisher(&self) -> Result<Channel, QueueError> {
+        let session = self.session(false).await?;
+        Ok(session
+            .live
+            .as_ref()
+            .expect("a live session")
+            .publisher
+            .clone())
+    }
+}
+
+impl Session {
+    async fn ensure(&mut self, inner: &Inner) -> Result<(), Unavailable> {
+        if let Some(live) = &mut self.live {
+            if live.connection.status().connected() {
+                if live.publisher.status().connected() {
+                    return Ok(());
+                }
+                // A channel error (a publish to a missing exchange, say) closed the publishing
+                // channel but not the connection.
+                match timeout(OPERATION_TIMEOUT, open_publisher(&live.connection)).await {
+                    Ok(Ok(publisher)) => {
+                        live.publisher = publisher;
+                        return Ok(());
+                    }
+                    Ok(Err(error)) if live.connection.status().connected() => {
+                        return Err(Unavailable::Failed(lapin_error(
+                            "opening the publishing channel",
+                            &error,
+                        )));
+                    }
+                    _ => {}
+                }
+            }
+            tracing::warn!(connection = %inner.name, "RabbitMQ connection lost; reconnecting");
+            self.live = None;
+        }
+        if let Some(at) = self.retry_at
+            && Instant::now() < at
+        {
+            return Err(Unavailable::Until(at));
+        }
+        let error = match timeout(CONNECT_TIMEOUT, Live::open(inner)).await {
+            Ok(Ok(live)) => {
+                if self.failures > 0 {
+                    tracing::info!(connection = %inner.name, failures = self.failures, "reconnected to RabbitMQ");
+                } else {
+                    tracing::info!(connection = %inner.name, "connected to RabbitMQ");
+                }
+                self.live = Some(live);
+                self.failures = 0;
+                self.retry_at = None;
+                return Ok(());
+            }
+            Ok(Err(error)) => QueueError::Unreachable(format!("connecting to RabbitMQ: {error}")),
+            Err(_) => QueueError::Unreachable(format!(
+                "connecting to RabbitMQ: no answer within {CONNECT_TIMEOUT:?}"
+            )),
+        };
+        let delay = reconnect_delay(self.failures);
+        self.failures = self.failures.saturating_add(1);
+        self.retry_at = Some(Instant::now() + delay);
+        tracing::warn!(
+            connection = %inner.name,
+            failures = self.failures,
+            retry_in_ms = delay.as_millis() as u64,
+            %error,
+            "cannot connect to RabbitMQ"
+        );
+        Err(Unavailable::Failed(error))
+    }
+}
+
+impl Live {
+    async fn open(inner: &Inner) -> lapin::Result<Live> {
+        let properties =
+            ConnectionProperties::default().with_connection_name(inner.name.clone().into());
+        let connection = Connection::connect(&inner.url, properties).await?;
+        let publisher = open_publisher(&connection).await?;
+        Ok(Live {
+            connection,
+            publisher,
+        })
+    }
+}
+
+async fn open_publisher(connection: &Connection) -> lapin::Result<Channel> {
+    let channel = connection.create_channel().await?;
+    channel
+        .confirm_select(ConfirmSelectOptions::default())
+        .await?;
+    Ok(channel)
+}
+
+fn known(queue: &str) -> Result<&'static str, QueueError> {
+    QUEUES
+        .iter()
+        .copied()
+        .find(|q| *q == queue)
+        .ok_or_else(|| QueueError::Unroutable(queue.to_owned()))
+}
+
+/// Maps a lapin error: a missing exchange or queue is unroutable, another channel-level
+/// refusal is the broker's answer, and the rest means the connection is gone.
+fn lapin_error(context: &str, error: &lapin::Error) -> QueueError {
+    match error.kind() {
+        ErrorKind::ProtocolError(amqp)
+            if *amqp.kind() == AMQPErrorKind::Soft(AMQPSoftError::NOTFOUND) =>
+        {
+            QueueError::Unroutable(format!("{context}: {error}"))
+        }
+        ErrorKind::ProtocolError(amqp) if matches!(amqp.kind(), AMQPErrorKind::Soft(_)) => {
+            QueueError::Other(format!("{context}: {error}"))
+        }
+        ErrorKind::ChannelsLimitReached
+        | ErrorKind::SerialisationError(_)
+        | ErrorKind::FutureCompleted
+        | ErrorKind::NoDefaultRuntime => QueueError::Other(format!("{context}: {error}")),
+        _ => QueueError::Unreachable(format!("{context}: {error}")),
+    }
+}
+
+/// Runs one broker round trip with [`OPERATION_TIMEOUT`].
+async fn within<T>(
+    context: &str,
+    operation: impl Future<Output = lapin::Result<T>>,
+) -> Result<T, QueueError> {
+    match timeout(OPERATION_TIMEOUT, operation).await {
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err(error)) => Err(lapin_error(context, &error)),
+        Err(_) => Err(QueueError::Unreachable(format!(
+            "{context}: no answer within {OPERATION_TIMEOUT:?}"
+        ))),
+    }
+}
+
+/// Publishes and waits for the confirm. The outer error is lapin's (the channel or connection
+/// failed); the inner one is the broker's verdict on the message.
+async fn publish_confirmed(
+    channel: &Channel,
+    exchange: &str,
+    routing_key: &str,
+    body: &[u8],
+) -> lapin::Result<Result<(), QueueError>> {
+    let properties = BasicProperties::default()
+        .with_delivery_mode(PERSISTENT)
+        .with_content_type("application/json".into());
+    let options = BasicPublishOptions {
+        mandatory: true,
+        immediate: false,
+    };
+    let confirmation = channel
+        .basic_publish(
+            ShortString::from(exchange),
+            ShortString::from(routing_key),
+            options,
+            body,
+            properties,
+        )
+        .await?
+        .await?;
+    Ok(match confirmation {
+        Confirmation::Ack(None) => Ok(()),
+        Confirmation::Ack(Some(returned)) => Err(QueueError::Unroutable(format!(
+            "{exchange} / {routing_key}: returned by the broker: {} {}",
+            returned.reply_code, returned.reply_text
+        ))),
+        Confirmation::Nack(_) => Err(QueueError::NotConfirmed(format!(
+            "the broker nacked the message to {exchange} / {routing_key}"
+        ))),
+        Confirmation::NotRequested => Err(QueueError::NotConfirmed(
+            "the publishing channel is not in confirm mode".into(),
+        )),
+    })
+}
+
+#[async_trait]
+impl Broker for RabbitBroker {
+    async fn declare(&self) -> Result<(), QueueError> {
+        let inner = &self.inner;
+        let channel = inner.channel(true).await?;
+        let exchange = inner.prefix.as_str();
+        let dlx = inner.dead_letter_exchange();
+        let durable_exchange = ExchangeDeclareOptions {
+            durable: true,
+            ..ExchangeDeclareOptions::default()
+        };
+        let durable_queue = QueueDeclareOptions {
+            durable: true,
+            ..QueueDeclareOptions::default()
+        };
+        let quorum = || {
+            let mut arguments = FieldTable::default();
+            arguments.insert(
+                "x-queue-type".into(),
+                AMQPValue::LongString("quorum".into()),
+            );
+            arguments
+        };
+        for name in [exchange, dlx.as_str()] {
+            within(
+                &format!("declaring exchange {name}"),
+                channel.exchange_declare(
+                    name.into(),
+                    ExchangeKind::Direct,
+                    durable_exchange,
+                    FieldTable::default(),
+                ),
+            )
+            .await?;
+        }
+        for q in QUEUES {
+            let work = inner.queue_name(q, false);
+            let mut arguments = quorum();
+            arguments.insert(
+                "x-dead-letter-exchange".into(),
+                AMQPValue::LongString(dlx.as_str().into()),
+            );
+            arguments.insert(
+                "x-dead-letter-routing-key".into(),
+                AMQPValue::LongString(q.into()),
+            );
+            let dead = inner.queue_name(q, true);
+            for (queue, arguments, exchange) in
+                [(work, arguments, exchange), (dead, quorum(), dlx.as_str())]
+            {
+                within(
+                    &format!("declaring queue {queue}"),
+                    channel.queue_declare(queue.as_str().into(), durable_queue, arguments),
+                )
+                .await?;
+                within(
+                    &format!("binding queue {queue} to {exchange}"),
+                    channel.queue_bind(
+                        queue.as_str().into(),
+                        exchange.into(),
+                        q.into(),
+                        QueueBindOptions::default(),
+                        FieldTable::default(),
+                    ),
+                )
+                .await?;
+            }
+        }
+        let _ = channel.close(200, "declared".into()).await;
+        Ok(())
+    }
+
+    async fn publish(&self, queue: &str, body: &[u8], dead_letter: bool) -> Result<(), QueueError> {
+        let q = known(queue)?;
+        let exchange = if dead_letter {
+            self.inner.dead_letter_exchange()
+        } else {
+            self.inner.prefix.clone()
+        };
+        let mut retried = false;
+        loop {
+            let channel = self.inner.publisher().await?;
+            let error = match timeout(
+                OPERATION_TIMEOUT,
+                publish_confirmed(&channel, &exchange, q, body),
+            )
+            .await
+            {
+                Ok(Ok(verdict)) => return verdict,
+                Ok(Err(error)) => error,
+                Err(_) => {
+                    return Err(QueueError::NotConfirmed(format!(
+                        "no confirm within {OPERATION_TIMEOUT:?}"
+                    )));
+                }
+            };
+            // The channel or connection died under this publish (a broker restart, or another
+            // publish's channel error): once more on a fresh one. A duplicate is harmless;
+            // consumers are idempotent.
+            if !retried && !channel.status().connected() {
+                tracing::debug!(%error, "publish failed with its channel; retrying once");
+                retried = true;
+                continue;
+            }
+            return Err(lapin_error(
+                &format!("publishing to {exchange} / {q}"),
+                &error,
+            ));
+        }
+    }
+
+    async fn consume(
+        &self,
+        queue: &str,
+        prefetch: u16,
+    ) -> Result<BoxStream<'static, Result<Delivery, QueueError>>, QueueError> {
+        let q = known(queue)?;
+        let name = self.inner.queue_name(q, false);
+        let n = self.inner.consumers.fetch_add(1, Ordering::Relaxed);
+        let tag = format!("{}-{q}-{n}", self.inner.name);
+        let channel = self.inner.channel(true).await?;
+        within(
+            "setting the prefetch",
+            channel.basic_qos(prefetch, BasicQosOptions { global: false }),
+        )
+        .await?;
+        let consumer = within(
+            &format!("consuming {name}"),
+            channel.basic_consume(
+                name.as_str().into(),
+                tag.as_str().into(),
+                BasicConsumeOptions::default(),
+                FieldTable::default(),
+            ),
+        )
+        .await?;
+        tracing::debug!(consumer = %tag, queue = %name, prefetch, "consuming");
+        // The stream holds the channel (and each delivery holds it too), so the channel lives as
+        // long as either does and closes, returning whatever is unacked, when both are gone.
+        let stream = consumer.map(move |delivery| match delivery {
+            Ok(delivery) => Ok(Delivery {
+                body: delivery.data,
+                redelivered: delivery.redelivered,
+                acker: Box::new(RabbitAcker {
+                    acker: Some(delivery.acker),
+                    channel: channel.clone(),
+                }),
+            }),
+            Err(error) => {
+                tracing::warn!(consumer = %tag, %error, "consumer failed");
+                Err(lapin_error(&format!("consuming {name}"), &error))
+            }
+        });
+        Ok(stream.boxed())
+    }
+
+    async fn depth(&self, queue: &str, dead_letter: bool) -> Result<u64, QueueError> {
+        let name = self.inner.queue_name(known(queue)?, dead_letter);
+        // Its own channel: a passive declare of a missing queue closes the channel.
+        let channel = self.inner.channel(false).await?;
+        let passive = QueueDeclareOptions {
+            passive: true,
+            ..QueueDeclareOptions::default()
+        };
+        let declared = within(
+            &format!("inspecting {name}"),
+            channel.queue_declare(name.as_str().into(), passive, FieldTable::default()),
+        )
+        .await?;
+        Ok(u64::from(declared.message_count()))
+    }
+
+    async fn is_ready(&self) -> bool {
+        self.inner.session(false).await.is_ok()
+    }
+}
+
+struct RabbitAcker {
+    /// `None` once used.
+    acker: Option<lapin::Acker>,
+    /// Keeps the delivery's channel open until it is settled.
+    channel: Channel,
+}
+
+impl RabbitAcker {
+    async fn settle(&mut self, requeue: Option<bool>) -> Result<(), QueueError> {
+        let Some(acker) = self.acker.take() else {
+            return Ok(());
+        };
+        let (what, sent) = match requeue {
+            None => ("ack", acker.ack(BasicAckOptions::default()).await),
+            Some(requeue) => (
+                "nack",
+                acker
+                    .nack(BasicNackOptions {
+                        multiple: false,
+                        requeue,
+                    })
+                    .await,
+            ),
+        };
+        match sent {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(QueueError::Unreachable(format!(
+                "cannot {what}: the delivery's channel closed, so the broker will deliver it again"
+            ))),
+            Err(error) => Err(lapin_error(what, &error)),
+        }
+    }
+}
+
+#[async_trait]
+impl Acker for RabbitAcker {
+    async fn ack(mut self: Box<Self>) -> Result<(), QueueError> {
+        self.settle(None).await
+    }
+
+    async fn nack(mut self: Box<Self>, requeue: bool) -> Result<(), QueueError> {
+        self.settle(Some(requeue)).await
+    }
+}
+
+impl Drop for RabbitAcker {
+    /// Neither acked nor nacked: requeue it now rather than when the channel closes, so it does
+    /// not hold a prefetch slot meanwhile (as the memory broker does).
+    fn drop(&mut self) {
+        if let Some(acker) = self.acker.take()
+            && acker.usable()
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            let channel = self.channel.clone();
+            runtime.spawn(async move {
+                let requeue = BasicNackOptions {
+                    multiple: false,
+                    requeue: true,
+                };
+                if let Err(error) = acker.nack(requeue).await {
+                    tracing::debug!(%error, "requeueing a dropped delivery");
+                }
+                drop(channel);
+            });
+        }
+    }
+}
+
+/// Deletes every queue and exchange under `prefix` (tests clean up with it; operators can retire
+/// a prefix with it). Errors are ignored: what is not there is already deleted.
+pub async fn delete_topology(url: &str, prefix: &str) {
+    let Ok(connection) =
+        lapin::Connection::connect(url, lapin::ConnectionProperties::default()).await
+    else {
+        return;
+    };
+    // A channel per delete: a failed delete closes its channel.
+    for q in QUEUES {
+        for queue in [format!("{prefix}.{q}"), format!("{prefix}.{q}.dead")] {
+            if let Ok(channel) = connection.create_channel().await {
+                let _ = channel
+                    .queue_delete(
+                        queue.as_str().into(),
+                        lapin::options::QueueDeleteOptions::default(),
+                    )
+                    .await;
+            }
+        }
+    }
+    for exchange in [prefix.to_owned(), format!("{prefix}.dlx")] {
+        if let Ok(channel) = connection.create_channel().await {
+            let _ = channel
+                .exchange_delete(
+                    exchange.as_str().into(),
+                    lapin::options::ExchangeDeleteOptions::default(),
+                )
+                .await;
+        }
+    }
+    let _ = connection.close(200, "topology deleted".into()).await;
+}
