@@ -23,6 +23,8 @@ use crate::error::ApiError;
 pub fn router(state: AppState) -> Router {
     let api = Router::new()
         .merge(routes::accounts::routes())
+        .merge(routes::deposits::routes())
+        .merge(routes::events::routes())
         .route("/problems/{code}", get(routes::problems::describe))
         .route("/healthz", get(routes::health::healthz))
         .route("/readyz", get(routes::health::readyz));

@@ -19,6 +19,7 @@ pub struct Config {
     pub limits: LimitsConfig,
     pub webhooks: WebhooksConfig,
     pub provisioning: ProvisioningConfig,
+    pub recheck: RecheckConfig,
     pub sandbox: SandboxConfig,
     pub providers: ProvidersConfig,
     pub log: LogConfig,
@@ -78,6 +79,12 @@ pub struct LimitsConfig {
 pub struct WebhooksConfig {
     /// Delays in seconds before each retry; a delivery is tried once plus once per entry.
     pub retry_schedule: Vec<u64>,
+    /// Deliveries one worker runs at once.
+    pub concurrency: u16,
+    /// A delivery succeeds on a 2xx within this many seconds.
+    pub timeout_secs: u64,
+    /// The longest `Retry-After` from a receiver that is honoured, in seconds.
+    pub max_retry_after_secs: u64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -88,6 +95,23 @@ pub struct ProvisioningConfig {
     pub max_poll_secs: u64,
     /// A pending account is given up as `failed` after this long.
     pub give_up_after_secs: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RecheckConfig {
+    /// Provider errors are retried with backoff this many times before the recheck fails.
+    pub max_attempts: u32,
+    pub initial_retry_secs: u64,
+}
+
+impl Default for RecheckConfig {
+    fn default() -> Self {
+        Self {
+            max_attempts: 5,
+            initial_retry_secs: 2,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -158,6 +182,7 @@ impl Default for Config {
             limits: LimitsConfig::default(),
             webhooks: WebhooksConfig::default(),
             provisioning: ProvisioningConfig::default(),
+            recheck: RecheckConfig::default(),
             sandbox: SandboxConfig::default(),
             providers: ProvidersConfig::default(),
             log: LogConfig::default(),
@@ -205,6 +230,9 @@ impl Default for WebhooksConfig {
     fn default() -> Self {
         Self {
             retry_schedule: vec![5, 300, 1800, 7200, 18000, 36000, 36000],
+            concurrency: 64,
+            timeout_secs: 10,
+            max_retry_after_secs: 36000,
         }
     }
 }

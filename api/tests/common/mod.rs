@@ -15,7 +15,7 @@ use shared::config::Config;
 use shared::crypto::Cipher;
 use shared::db::businesses::{self, IssuedBusiness};
 use shared::domain::KybStatus;
-use shared::queue::{Broker, MemoryBroker};
+use shared::queue::{Broker, MemoryBroker, RabbitBroker};
 use shared::relay::Relay;
 use tokio_util::sync::CancellationToken;
 
@@ -173,12 +173,21 @@ pub struct TestApp {
     pub sandbox_url: String,
     /// Cancelled when the app is dropped: stops the relay and any worker.
     pub shutdown: CancellationToken,
+    /// The RabbitMQ URL and prefix to delete when the test ends.
+    pub rabbit: Option<(String, String)>,
     pub test_db: Arc<TestDb>,
 }
 
 impl Drop for TestApp {
     fn drop(&mut self) {
         self.shutdown.cancel();
+        if let Some((url, prefix)) = self.rabbit.take() {
+            let _ = std::thread::spawn(move || {
+                let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+                rt.block_on(shared::queue::delete_topology(&url, &prefix));
+            })
+            .join();
+        }
     }
 }
 
@@ -231,8 +240,7 @@ pub async fn spawn_app_with(backend: Backend, tweak: impl FnOnce(&mut Config)) -
     };
     config.sandbox.url = Some(sandbox_url.clone());
 
-    let broker: Arc<dyn Broker> = Arc::new(MemoryBroker::new());
-    broker.declare().await.unwrap();
+    let (broker, rabbit) = test_broker(&backend).await;
     let shutdown = CancellationToken::new();
     let relay = Relay::new(db.clone(), broker.clone());
     tokio::spawn(relay.clone().run(shutdown.clone()));
@@ -249,8 +257,31 @@ pub async fn spawn_app_with(backend: Backend, tweak: impl FnOnce(&mut Config)) -
         relay,
         sandbox_url,
         shutdown,
+        rabbit,
         test_db,
     }
+}
+
+/// On PostgreSQL with TEST_AMQP_URL set: RabbitMQ under a prefix of its own (deleted when the
+/// test ends). Otherwise the in-process broker.
+async fn test_broker(backend: &Backend) -> (Arc<dyn Broker>, Option<(String, String)>) {
+    if let Backend::Postgres(_) = backend {
+        match std::env::var("TEST_AMQP_URL") {
+            Ok(url) if !url.is_empty() => {
+                let prefix = format!("t{}", ulid::Ulid::new().to_string().to_lowercase());
+                let broker = RabbitBroker::connect(&url, &prefix).await.expect("connect to TEST_AMQP_URL");
+                broker.declare().await.expect("declare topology");
+                return (Arc::new(broker), Some((url, prefix)));
+            }
+            _ if std::env::var_os("CI").is_some() => {
+                panic!("CI is set but TEST_AMQP_URL is not: RabbitMQ tests must run in CI")
+            }
+            _ => eprintln!("TEST_AMQP_URL is not set: the PostgreSQL variant uses the in-process queue"),
+        }
+    }
+    let broker = MemoryBroker::new();
+    broker.declare().await.unwrap();
+    (Arc::new(broker), None)
 }
 
 fn serve_on(

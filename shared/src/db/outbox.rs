@@ -25,12 +25,18 @@ pub enum Job {
     Provision { account_id: String },
     /// Close a deactivated account at its provider.
     Close { account_id: String },
+    /// Deliver one event to one endpoint (one attempt; retries reschedule the job).
+    Deliver { delivery_id: String },
+    /// Ask the provider for an account's transactions in a window and record what is missing.
+    Recheck { recheck_id: String },
 }
 
 impl Job {
     pub fn queue(&self) -> &'static str {
         match self {
             Job::Provision { .. } | Job::Close { .. } => "provisioning",
+            Job::Deliver { .. } => "webhooks",
+            Job::Recheck { .. } => "recheck",
         }
     }
 }
