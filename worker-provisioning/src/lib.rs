@@ -55,6 +55,10 @@ impl JobHandler for Provisioner {
         let result = match job {
             Job::Provision { account_id } => self.provision(row, &account_id).await,
             Job::Close { account_id } => self.close(row, &account_id).await,
+            // Another queue's job: not ours to run, and never published here.
+            other => Ok(JobOutcome::Dead {
+                error: format!("{other:?} is not a provisioning job"),
+            }),
         };
         result.unwrap_or_else(|error| JobOutcome::Retry {
             after: poll_delay(&self.config, row.attempts),
