@@ -192,6 +192,13 @@ async fn admin(command: AdminCommand, config: Config) -> anyhow::Result<()> {
                     mode == Mode::Test || parsed.scheme() == "https",
                     "live webhook URLs must be https"
                 );
+                // Live events go to public addresses only (checked again at every delivery,
+                // after DNS); test mode may deliver to this machine.
+                if mode == Mode::Live {
+                    shared::ssrf::check_url(&parsed)
+                        .await
+                        .map_err(|e| anyhow::anyhow!("refused: {e}"))?;
+                }
                 anyhow::ensure!(
                     businesses::set_webhook_url(&db, &id, mode, parsed.as_str()).await?,
                     "no business {id}"

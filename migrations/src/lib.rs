@@ -4,12 +4,18 @@
 pub use sea_orm_migration::prelude::*;
 
 mod m0001_accounts;
+mod m0002_webhooks;
+mod m0003_deposits;
 
 pub struct Migrator;
 
 #[async_trait::async_trait]
 impl MigratorTrait for Migrator {
     fn migrations() -> Vec<Box<dyn MigrationTrait>> {
-        vec![Box::new(m0001_accounts::Migration)]
+        vec![
+            Box::new(m0001_accounts::Migration),
+            Box::new(m0002_webhooks::Migration),
+            Box::new(m0003_deposits::Migration),
+        ]
     }
 }

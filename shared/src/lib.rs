@@ -9,6 +9,8 @@ pub mod ops;
 pub mod providers;
 pub mod queue;
 pub mod relay;
+pub mod signing;
+pub mod ssrf;
 pub mod telemetry;
 pub mod time;
 pub mod views;

@@ -106,6 +106,20 @@ pub struct RemoteTransaction {
     pub paid_at: DateTime<Utc>,
 }
 
+/// The sandbox's control call that sends money to an account.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SimulatedDeposit {
+    pub bank: String,
+    pub account_number: String,
+    pub amount: i64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sender_name: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub narration: Option<String>,
+    pub notify: bool,
+}
+
 #[derive(Debug, Deserialize)]
 struct TransactionList {
     data: Vec<RemoteTransaction>,
@@ -302,6 +316,33 @@ impl Providers {
             Ok(list.data)
         })
         .await
+    }
+
+    /// Test mode only: asks the sandbox to send money to an account number, notifying the service
+    /// like a bank would (or losing the notification, so that a recheck can find it).
+    pub async fn simulate_deposit(&self, request: &SimulatedDeposit) -> Result<String, ProviderError> {
+        let sandbox = self.sandbox.as_ref().ok_or(ProviderError::NotConfigured("sandbox", Mode::Test))?;
+        let response = self
+            .http
+            .post(format!("{}/control/deposits", sandbox.base))
+            .bearer_auth(&sandbox.key)
+            .json(request)
+            .send()
+            .await
+            .map_err(transport)?;
+        if !response.status().is_success() {
+            return Err(classify(response).await);
+        }
+        #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Accepted {
+            provider_reference: String,
+        }
+        let accepted: Accepted = response
+            .json()
+            .await
+            .map_err(|e| ProviderError::Transient(format!("unreadable sandbox answer: {e}")))?;
+        Ok(accepted.provider_reference)
     }
 
     /// Retries transient failures with exponential backoff for a short while; others at once.

@@ -74,3 +74,80 @@ impl<T> Page<T> {
         }
     }
 }
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DepositView {
+    pub id: String,
+    pub object: &'static str,
+    pub account_id: String,
+    pub status: String,
+    pub amount: i64,
+    pub currency: String,
+    pub provider_reference: String,
+    pub sender_name: Option<String>,
+    pub sender_account_number: Option<String>,
+    pub sender_bank_name: Option<String>,
+    pub narration: Option<String>,
+    pub source: String,
+    pub received_at: String,
+    pub created_at: String,
+    /// Present in events (`deposit.received`, `deposit.flagged`), absent in listings.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub account: Option<AccountView>,
+}
+
+impl From<&crate::db::deposits::Deposit> for DepositView {
+    fn from(d: &crate::db::deposits::Deposit) -> Self {
+        Self {
+            id: d.id.clone(),
+            object: "deposit",
+            account_id: d.account_id.clone(),
+            status: d.status.clone(),
+            amount: d.amount,
+            currency: d.currency.clone(),
+            provider_reference: d.provider_reference.clone(),
+            sender_name: d.sender_name.clone(),
+            sender_account_number: d.sender_account_number.clone(),
+            sender_bank_name: d.sender_bank_name.clone(),
+            narration: d.narration.clone(),
+            source: d.source.clone(),
+            received_at: rfc3339(&d.received_at),
+            created_at: rfc3339(&d.created_at),
+            account: None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RecheckView {
+    pub id: String,
+    pub object: &'static str,
+    pub account_id: String,
+    pub status: String,
+    pub from: String,
+    pub to: String,
+    pub deposits_found: Option<i32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failure_reason: Option<String>,
+    pub created_at: String,
+    pub completed_at: Option<String>,
+}
+
+impl From<&crate::db::rechecks::Recheck> for RecheckView {
+    fn from(r: &crate::db::rechecks::Recheck) -> Self {
+        Self {
+            id: r.id.clone(),
+            object: "recheck",
+            account_id: r.account_id.clone(),
+            status: r.status.clone(),
+            from: rfc3339(&r.window_from),
+            to: rfc3339(&r.window_to),
+            deposits_found: r.deposits_found,
+            failure_reason: r.failure_reason.clone(),
+            created_at: rfc3339(&r.created_at),
+            completed_at: r.completed_at.as_ref().map(rfc3339),
+        }
+    }
+}

@@ -1,1 +1,173 @@
+//! worker-recheck: for each `recheck` job, pulls the provider's transactions for the account and
+//! window, records the missing ones exactly once (the same path as notifications, so the same
+//! events), and completes the recheck with the number it found. Provider errors are retried with
+//! backoff, then the recheck fails with the reason.
 
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use backoff::backoff::Backoff;
+use sea_orm::DatabaseConnection;
+use shared::config::{Config, RecheckConfig};
+use shared::db::deposits::{self, Recorded, Source};
+use shared::db::outbox::{Job, JobOutcome, JobRow};
+use shared::db::{accounts, rechecks};
+use shared::domain::{Bank, Mode};
+use shared::providers::Providers;
+use shared::queue::Broker;
+use shared::relay::Relay;
+use shared::worker::{Consumer, JobHandler};
+use tokio_util::sync::CancellationToken;
+
+pub const QUEUE: &str = "recheck";
+
+pub struct Rechecker {
+    pub db: DatabaseConnection,
+    pub providers: Providers,
+    pub config: RecheckConfig,
+    pub relay: Relay,
+}
+
+/// Doubling from the initial delay, ±20 % jitter.
+pub fn retry_delay(config: &RecheckConfig, attempt: i32) -> Duration {
+    let mut policy = backoff::ExponentialBackoffBuilder::new()
+        .with_initial_interval(Duration::from_secs(config.initial_retry_secs.max(1)))
+        .with_randomization_factor(0.2)
+        .with_multiplier(2.0)
+        .with_max_interval(Duration::from_secs(600))
+        .with_max_elapsed_time(None)
+        .build();
+    let mut delay = Duration::ZERO;
+    for _ in 0..=attempt.clamp(0, 32) {
+        delay = policy.next_backoff().unwrap_or(Duration::from_secs(600));
+    }
+    delay
+}
+
+#[async_trait]
+impl JobHandler for Rechecker {
+    async fn handle(&self, row: &JobRow, job: Job) -> JobOutcome {
+        let Job::Recheck { recheck_id } = job else {
+            return JobOutcome::Dead {
+                error: format!("{job:?} is not a recheck job"),
+            };
+        };
+        match self.run(row, &recheck_id).await {
+            Ok(outcome) => outcome,
+            Err(error) => JobOutcome::Retry {
+                after: retry_delay(&self.config, row.attempts),
+                error,
+            },
+        }
+    }
+}
+
+impl Rechecker {
+    async fn run(&self, row: &JobRow, recheck_id: &str) -> Result<JobOutcome, String> {
+        let db_err = |e: sea_orm::DbErr| e.to_string();
+        let Some(recheck) = rechecks::find_by_id(&self.db, recheck_id).await.map_err(db_err)? else {
+            return Ok(JobOutcome::Done);
+        };
+        if recheck.status == rechecks::COMPLETED || recheck.status == rechecks::FAILED {
+            return Ok(JobOutcome::Done); // a repeat of a finished job
+        }
+        let now = shared::time::now();
+        rechecks::set_status(&self.db, recheck_id, rechecks::RUNNING, None, None, now)
+            .await
+            .map_err(db_err)?;
+        let mode = Mode::parse(&recheck.mode).ok_or("recheck has an unknown mode")?;
+        let Some(account) = accounts::find(&self.db, &recheck.business_id, mode, &recheck.account_id)
+            .await
+            .map_err(db_err)?
+        else {
+            return Ok(JobOutcome::Dead { error: "the account is gone".into() });
+        };
+        let bank = Bank::parse(&account.bank).ok_or("account has an unknown bank")?;
+        let transactions = match self
+            .providers
+            .transactions(bank, mode, &account.id, recheck.window_from, recheck.window_to)
+            .await
+        {
+            Ok(list) => list,
+            Err(e) => {
+                let attempts = row.attempts as u32 + 1;
+                if attempts >= self.config.max_attempts {
+                    let reason = format!("the provider bank could not be asked after {attempts} tries: {e}");
+                    rechecks::set_status(&self.db, recheck_id, rechecks::FAILED, None, Some(reason), shared::time::now())
+                        .await
+                        .map_err(db_err)?;
+                    tracing::warn!(recheck_id, error = %e, "recheck failed");
+                    return Ok(JobOutcome::Done);
+                }
+                return Ok(JobOutcome::Retry {
+                    after: retry_delay(&self.config, row.attempts),
+                    error: e.to_string(),
+                });
+            }
+        };
+        let mut new = 0;
+        for tx in transactions.iter().filter(|t| account.account_number.as_deref() == Some(t.account_number.as_str())) {
+            let recorded = deposits::record(&self.db, mode, bank, tx, Source::Recheck(recheck_id.to_owned()), shared::time::now())
+                .await
+                .map_err(db_err)?;
+            if let Recorded::New(deposit) = recorded {
+                new += 1;
+                tracing::info!(recheck_id, deposit_id = %deposit.id, "recheck recorded a missed deposit");
+            }
+        }
+        if new > 0 {
+            self.relay.kick(); // their events' deliveries are due now
+        }
+        // Counted from the table, so a run that died half-way still counts what it recorded.
+        let found = deposits::found_by_recheck(&self.db, recheck_id).await.map_err(db_err)?;
+        rechecks::set_status(&self.db, recheck_id, rechecks::COMPLETED, Some(found as i32), None, shared::time::now())
+            .await
+            .map_err(db_err)?;
+        tracing::info!(recheck_id, found, "recheck completed");
+        Ok(JobOutcome::Done)
+    }
+}
+
+/// The consumer, on any broker. Returns when `shutdown` is cancelled and in-flight jobs finished.
+pub async fn run_with(
+    config: &Config,
+    db: DatabaseConnection,
+    broker: Arc<dyn Broker>,
+    relay: Relay,
+    shutdown: CancellationToken,
+) {
+    let consumer = Consumer {
+        db: db.clone(),
+        broker,
+        relay: relay.clone(),
+        queue: QUEUE,
+        prefetch: 8,
+        handler: Arc::new(Rechecker {
+            db,
+            providers: Providers::from_config(config),
+            config: config.recheck.clone(),
+            relay,
+        }),
+        grace: Duration::from_secs(30),
+    };
+    consumer.run(shutdown).await;
+}
+
+/// The `worker-recheck` process.
+pub async fn run(config: Config) -> anyhow::Result<()> {
+    config.require_production()?;
+    let url = config.database.url.clone().expect("checked");
+    let db = shared::ops::connect_database(&url, &config).await?;
+    let broker = shared::ops::connect_broker(&config).await?;
+    let shutdown = CancellationToken::new();
+    shared::ops::cancel_on_signal(shutdown.clone());
+    let ops = shared::ops::serve_ops(config.ops.bind, db.clone(), broker.clone(), shutdown.clone()).await?;
+    tracing::info!(address = %ops, "worker-recheck ops listening");
+    let relay = Relay::new(db.clone(), broker.clone());
+    let relay_task = tokio::spawn(relay.clone().run(shutdown.clone()));
+    run_with(&config, db, broker, relay, shutdown).await;
+    let _ = relay_task.await;
+    tracing::info!("worker-recheck stopped");
+    Ok(())
+}

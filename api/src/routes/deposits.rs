@@ -1,9 +1,275 @@
 //! Deposits, rechecks, simulated deposits, and provider notifications.
 
-use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use chrono::{DateTime, Utc};
+use serde_json::{Map, Value, json};
+use shared::db::accounts::{self, Account};
+use shared::db::deposits::{self, Recorded};
+use shared::db::rechecks;
+use shared::domain::validation::{FieldError, bounded_text, optional_string, reject_unknown};
+use shared::domain::{AccountStatus, Bank, Mode};
+use shared::providers::{RemoteTransaction, SimulatedDeposit};
+use shared::views::{DepositView, Page, RecheckView};
 
+use crate::error::{ApiError, ApiResult};
+use crate::extract::{Caller, JsonObject, MAX_BODY_BYTES, OptionalJsonObject, QueryPairs};
 use crate::state::AppState;
+
+/// The longest window a recheck may cover.
+const MAX_RECHECK_WINDOW: chrono::Duration = chrono::Duration::days(31);
 
 pub fn routes() -> Router<AppState> {
     Router::new()
+        .route("/virtual-accounts/{id}/deposits", get(list_deposits))
+        .route("/virtual-accounts/{id}/simulate-deposit", post(simulate_deposit))
+        .route("/virtual-accounts/{id}/recheck", post(request_recheck))
+        .route("/virtual-accounts/{id}/rechecks/{rid}", get(read_recheck))
+        .route("/providers/{bank}/notifications", post(notification))
+}
+
+async fn caller_account(state: &AppState, caller: &Caller, id: &str) -> ApiResult<Account> {
+    accounts::find(&state.db, caller.business_id(), caller.mode(), id)
+        .await?
+        .ok_or(ApiError::NotFound)
+}
+
+async fn list_deposits(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    query: QueryPairs,
+) -> ApiResult<Json<Page<DepositView>>> {
+    let mut errors = Vec::new();
+    let page = query.int("page", 1, 1, 1_000_000, &mut errors);
+    let page_size = query.int("pageSize", 20, 1, 100, &mut errors);
+    if !errors.is_empty() {
+        return Err(ApiError::Validation(errors));
+    }
+    let account = caller_account(&state, &caller, &id).await?;
+    let (rows, total) = deposits::list(&state.db, &account.id, page, page_size).await?;
+    let data = rows.iter().map(DepositView::from).collect();
+    Ok(Json(Page::new(data, page, page_size, total)))
+}
+
+async fn simulate_deposit(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    JsonObject(body): JsonObject,
+) -> ApiResult<(StatusCode, Json<Value>)> {
+    if caller.mode() != Mode::Test {
+        return Err(ApiError::TestModeOnly);
+    }
+    let mut errors = Vec::new();
+    reject_unknown(&body, &["amount", "senderName", "narration", "notify"], &mut errors);
+    let amount = parse_amount(&body, &mut errors);
+    let sender_name = optional_string(&body, "senderName", &mut errors)
+        .and_then(|v| bounded_text("senderName", v, 1, 100, true, &mut errors));
+    let narration = optional_string(&body, "narration", &mut errors)
+        .and_then(|v| bounded_text("narration", v, 1, 200, true, &mut errors));
+    let notify = match body.get("notify") {
+        None | Some(Value::Null) => true,
+        Some(Value::Bool(b)) => *b,
+        Some(_) => {
+            errors.push(FieldError::new("notify", "invalid_type", "notify must be true or false"));
+            true
+        }
+    };
+    if !errors.is_empty() {
+        return Err(ApiError::Validation(errors));
+    }
+    let account = caller_account(&state, &caller, &id).await?;
+    let Some(account_number) = account.account_number.clone() else {
+        return Err(ApiError::InvalidState(format!(
+            "a {} account has no number to send money to",
+            account.status
+        )));
+    };
+    let request = SimulatedDeposit {
+        bank: account.bank.clone(),
+        account_number,
+        amount: amount.expect("validated"),
+        sender_name,
+        narration,
+        notify,
+    };
+    let reference = state
+        .providers
+        .simulate_deposit(&request)
+        .await
+        .map_err(|e| ApiError::Internal(anyhow::anyhow!("the provider sandbox refused: {e}")))?;
+    Ok((StatusCode::ACCEPTED, Json(json!({"providerReference": reference}))))
+}
+
+/// A positive whole number of kobo.
+fn parse_amount(body: &Map<String, Value>, errors: &mut Vec<FieldError>) -> Option<i64> {
+    let bad = |errors: &mut Vec<FieldError>, code: &'static str, message: &str| {
+        errors.push(FieldError::new("amount", code, message));
+        None
+    };
+    match body.get("amount") {
+        None | Some(Value::Null) => bad(errors, "required", "amount is required"),
+        Some(Value::Number(n)) => match n.as_i64() {
+            Some(a) if a > 0 && a <= 1_000_000_000_000 => Some(a),
+            Some(_) => bad(errors, "out_of_range", "amount must be a positive number of kobo, at most 1000000000000"),
+            None => bad(errors, "invalid_type", "amount must be a whole number of kobo"),
+        },
+        Some(_) => bad(errors, "invalid_type", "amount must be a whole number of kobo"),
+    }
+}
+
+async fn request_recheck(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    OptionalJsonObject(body): OptionalJsonObject,
+) -> ApiResult<(StatusCode, Json<RecheckView>)> {
+    let now = shared::time::now();
+    let mut errors = Vec::new();
+    reject_unknown(&body, &["from", "to"], &mut errors);
+    let to = parse_time(&body, "to", &mut errors).unwrap_or(now);
+    let from = parse_time(&body, "from", &mut errors).unwrap_or(to - chrono::Duration::hours(24));
+    if errors.is_empty() {
+        if from >= to {
+            errors.push(FieldError::new("from", "out_of_range", "from must be before to"));
+        } else if to - from > MAX_RECHECK_WINDOW {
+            errors.push(FieldError::new("from", "out_of_range", "a recheck covers at most 31 days"));
+        }
+        if to > now + chrono::Duration::minutes(5) {
+            errors.push(FieldError::new("to", "out_of_range", "to must not be in the future"));
+        }
+    }
+    if !errors.is_empty() {
+        return Err(ApiError::Validation(errors));
+    }
+    let account = caller_account(&state, &caller, &id).await?;
+    let status = AccountStatus::parse(&account.status);
+    if !matches!(status, Some(AccountStatus::Active | AccountStatus::Deactivated)) {
+        return Err(ApiError::InvalidState(format!(
+            "a {} account cannot be rechecked",
+            account.status
+        )));
+    }
+    let (recheck, queued) = rechecks::request(&state.db, &account, from, to, now).await?;
+    if queued {
+        state.relay.kick();
+        tracing::info!(recheck_id = %recheck.id, account_id = %account.id, "recheck queued");
+    }
+    Ok((StatusCode::ACCEPTED, Json(RecheckView::from(&recheck))))
+}
+
+fn parse_time(body: &Map<String, Value>, field: &str, errors: &mut Vec<FieldError>) -> Option<DateTime<Utc>> {
+    let raw = optional_string(body, field, errors)?;
+    match DateTime::parse_from_rfc3339(raw) {
+        Ok(t) => Some(t.with_timezone(&Utc)),
+        Err(_) => {
+            errors.push(FieldError::new(field, "invalid_format", format!("{field} must be an RFC 3339 time")));
+            None
+        }
+    }
+}
+
+async fn read_recheck(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path((id, rid)): Path<(String, String)>,
+) -> ApiResult<Json<RecheckView>> {
+    let account = caller_account(&state, &caller, &id).await?;
+    let recheck = rechecks::find(&state.db, &account.id, &rid)
+        .await?
+        .ok_or(ApiError::NotFound)?;
+    Ok(Json(RecheckView::from(&recheck)))
+}
+
+/// `POST /providers/{bank}/notifications`: a bank tells us money arrived. The signature decides
+/// the mode (the sandbox's secret: test; the bank's own: live); a bad one is 401 and nothing is
+/// stored. Once stored, the bank gets 200, whatever became of the transaction.
+async fn notification(
+    State(state): State<AppState>,
+    Path(bank): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> ApiResult<Json<Value>> {
+    let bank = Bank::parse(&bank).ok_or(ApiError::NotFound)?;
+    if body.len() > MAX_BODY_BYTES {
+        return Err(ApiError::PayloadTooLarge);
+    }
+    let signature = headers
+        .get("x-provider-signature")
+        .and_then(|v| v.to_str().ok())
+        .ok_or(ApiError::Unauthorized)?;
+    let mode = notification_mode(&state, bank, &body, signature).ok_or_else(|| {
+        tracing::warn!(bank = bank.slug(), "notification with a bad signature refused");
+        ApiError::Unauthorized
+    })?;
+    let text = std::str::from_utf8(&body)
+        .map_err(|_| ApiError::InvalidJson("the body is not UTF-8 JSON".into()))?;
+    let envelope: Value = serde_json::from_str(text)
+        .map_err(|_| ApiError::InvalidJson("the body is not valid JSON".into()))?;
+    let transaction = match envelope.get("event").and_then(Value::as_str) {
+        Some("transfer.received") => Some(parse_transaction(envelope.get("data"))?),
+        _ => None, // an event we do not act on: kept, acknowledged
+    };
+    let (id, recorded) = deposits::accept_notification(
+        &state.db,
+        mode,
+        bank,
+        text,
+        transaction.as_ref(),
+        shared::time::now(),
+    )
+    .await?;
+    let outcome = match &recorded {
+        Recorded::New(deposit) => {
+            state.relay.kick();
+            tracing::info!(deposit_id = %deposit.id, account_id = %deposit.account_id, status = %deposit.status, "deposit recorded");
+            "recorded"
+        }
+        Recorded::Duplicate if transaction.is_some() => "duplicate",
+        Recorded::Duplicate => "ignored",
+        Recorded::Unmatched => {
+            tracing::warn!(notification_id = %id, bank = bank.slug(), "notification for an unknown account number kept as unmatched");
+            "unmatched"
+        }
+    };
+    Ok(Json(json!({"received": true, "id": id, "outcome": outcome})))
+}
+
+fn notification_mode(state: &AppState, bank: Bank, body: &[u8], signature: &str) -> Option<Mode> {
+    use shared::crypto::verify_provider_signature as verify;
+    let p = &state.config.providers;
+    let live_secret = match bank {
+        Bank::WemaBank => p.wema_bank.secret.as_deref(),
+        Bank::AccessBank => p.access_bank.secret.as_deref(),
+        Bank::TitanTrustBank => p.titan_trust_bank.secret.as_deref(),
+        Bank::TestBank => None,
+    };
+    if live_secret.is_some_and(|secret| verify(secret, body, signature)) {
+        return Some(Mode::Live);
+    }
+    verify(&state.config.sandbox.secret, body, signature).then_some(Mode::Test)
+}
+
+fn parse_transaction(data: Option<&Value>) -> ApiResult<RemoteTransaction> {
+    let data = data.ok_or_else(|| ApiError::validation("data", "required", "data is required"))?;
+    let tx: RemoteTransaction = serde_json::from_value(data.clone())
+        .map_err(|e| ApiError::validation("data", "invalid_format", format!("data is not a transaction: {e}")))?;
+    let mut errors = Vec::new();
+    if tx.amount <= 0 {
+        errors.push(FieldError::new("data.amount", "out_of_range", "amount must be positive"));
+    }
+    if tx.currency != "NGN" {
+        errors.push(FieldError::new("data.currency", "invalid_value", "currency must be NGN"));
+    }
+    if tx.reference.is_empty() || tx.reference.len() > 200 {
+        errors.push(FieldError::new("data.reference", "invalid_format", "reference must be 1–200 characters"));
+    }
+    if !errors.is_empty() {
+        return Err(ApiError::Validation(errors));
+    }
+    Ok(tx)
 }

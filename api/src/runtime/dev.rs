@@ -61,6 +61,13 @@ pub async fn run(mut config: Config) -> anyhow::Result<()> {
             worker_provisioning::run_with(&config, db, cipher, broker, relay, shutdown).await
         }));
     }
+    {
+        let (config, db, broker, relay, shutdown) =
+            (config.clone(), db.clone(), broker.clone(), relay.clone(), shutdown.clone());
+        background.push(tokio::spawn(async move {
+            worker_recheck::run_with(&config, db, broker, relay, shutdown).await
+        }));
+    }
 
     tracing::info!(address = %address, "api listening");
     print_banner(&db, &cipher, &url, address).await?;

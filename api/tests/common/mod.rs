@@ -305,6 +305,12 @@ pub async fn start_instance(app: &TestApp) -> SocketAddr {
     addr
 }
 
+/// Runs a worker-recheck consumer in this process until `stop`.
+pub fn start_recheck_worker(app: &TestApp, stop: CancellationToken) -> tokio::task::JoinHandle<()> {
+    let (config, db, broker, relay) = (app.config.clone(), app.db.clone(), app.broker.clone(), app.relay.clone());
+    tokio::spawn(async move { worker_recheck::run_with(&config, db, broker, relay, stop).await })
+}
+
 /// Runs a worker-provisioning consumer in this process until the app is dropped (or `stop`).
 pub fn start_provisioning_worker(
     app: &TestApp,

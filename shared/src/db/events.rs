@@ -1,10 +1,14 @@
-//! Events: written in the same transaction as the state change they announce.
+//! Events: written in the same transaction as the state change they announce, together with a
+//! delivery (and its job) when the business has a webhook URL for the event's mode.
 
 use chrono::{DateTime, Utc};
-use sea_orm::{ActiveValue::Set, ConnectionTrait, DbErr, EntityTrait};
+use sea_orm::{
+    ActiveValue::Set, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, PaginatorTrait,
+    QueryFilter, QueryOrder, QuerySelect,
+};
 use serde::Serialize;
 
-use super::entities::event;
+use super::entities::{business_mode, event};
 use crate::domain::Mode;
 use crate::ids::new_id;
 
@@ -13,7 +17,22 @@ pub use event::Model as Event;
 pub const ACCOUNT_ACTIVE: &str = "virtualaccount.active";
 pub const ACCOUNT_FAILED: &str = "virtualaccount.failed";
 pub const ACCOUNT_DEACTIVATED: &str = "virtualaccount.deactivated";
+pub const DEPOSIT_RECEIVED: &str = "deposit.received";
+pub const DEPOSIT_FLAGGED: &str = "deposit.flagged";
 
+/// Every event type of SPEC §4.
+pub const TYPES: [&str; 5] = [
+    ACCOUNT_ACTIVE,
+    ACCOUNT_FAILED,
+    ACCOUNT_DEACTIVATED,
+    DEPOSIT_RECEIVED,
+    DEPOSIT_FLAGGED,
+];
+
+/// Records an event in the caller's transaction. When the business has a webhook URL for the
+/// mode, a delivery to it and the job that drives it are written in the same transaction: the
+/// event and its delivery commit together or not at all. Without a URL the event is recorded and
+/// nothing is delivered.
 pub async fn record<C: ConnectionTrait>(
     db: &C,
     business_id: &str,
@@ -40,5 +59,107 @@ pub async fn record<C: ConnectionTrait>(
     })
     .exec_without_returning(db)
     .await?;
+    if let Some(url) = webhook_url(db, business_id, mode).await? {
+        super::deliveries::create(db, &row, &url, now).await?;
+    }
     Ok(row)
+}
+
+/// The webhook URL configured for a business's mode, if any.
+pub async fn webhook_url<C: ConnectionTrait>(
+    db: &C,
+    business_id: &str,
+    mode: Mode,
+) -> Result<Option<String>, DbErr> {
+    Ok(business_mode::Entity::find()
+        .select_only()
+        .column(business_mode::Column::WebhookUrl)
+        .filter(business_mode::Column::BusinessId.eq(business_id))
+        .filter(business_mode::Column::Mode.eq(mode.as_str()))
+        .into_tuple::<Option<String>>()
+        .one(db)
+        .await?
+        .flatten()
+        .filter(|url| !url.is_empty()))
+}
+
+/// The webhook body of an event, SPEC §4: `{"id","type","mode","createdAt","data"}`. Built from
+/// the stored row alone, so every attempt (and every replay) sends the same bytes.
+pub fn envelope(event: &Event) -> String {
+    let string = |s: &str| serde_json::to_string(s).expect("strings serialise");
+    format!(
+        r#"{{"id":{},"type":{},"mode":{},"createdAt":{},"data":{}}}"#,
+        string(&event.id),
+        string(&event.event_type),
+        string(&event.mode),
+        string(&crate::time::rfc3339(&event.created_at)),
+        event.data,
+    )
+}
+
+/// An event of a business and mode (None for another business's or mode's: no existence leak).
+pub async fn find<C: ConnectionTrait>(
+    db: &C,
+    business_id: &str,
+    mode: Mode,
+    id: &str,
+) -> Result<Option<Event>, DbErr> {
+    event::Entity::find_by_id(id.to_owned())
+        .filter(event::Column::BusinessId.eq(business_id))
+        .filter(event::Column::Mode.eq(mode.as_str()))
+        .one(db)
+        .await
+}
+
+/// A page of a business's events in one mode, newest first, and the total.
+pub async fn list<C: ConnectionTrait>(
+    db: &C,
+    business_id: &str,
+    mode: Mode,
+    event_type: Option<&str>,
+    page: u64,
+    page_size: u64,
+) -> Result<(Vec<Event>, u64), DbErr> {
+    let mut select = event::Entity::find()
+        .filter(event::Column::BusinessId.eq(business_id))
+        .filter(event::Column::Mode.eq(mode.as_str()));
+    if let Some(event_type) = event_type {
+        select = select.filter(event::Column::EventType.eq(event_type));
+    }
+    let total = select.clone().count(db).await?;
+    let rows = select
+        .order_by_desc(event::Column::CreatedAt)
+        .order_by_desc(event::Column::Id)
+        .offset((page.max(1) - 1) * page_size)
+        .limit(page_size)
+        .all(db)
+        .await?;
+    Ok((rows, total))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_envelope_is_the_stored_event_in_spec_order() {
+        let event = Event {
+            id: "evt_1".into(),
+            business_id: "biz_1".into(),
+            mode: "test".into(),
+            event_type: ACCOUNT_ACTIVE.into(),
+            data: r#"{"id":"va_1","status":"active"}"#.into(),
+            created_at: DateTime::parse_from_rfc3339("2025-01-02T03:04:05.678Z")
+                .unwrap()
+                .with_timezone(&Utc),
+        };
+        let body = envelope(&event);
+        assert_eq!(
+            body,
+            r#"{"id":"evt_1","type":"virtualaccount.active","mode":"test","createdAt":"2025-01-02T03:04:05.678Z","data":{"id":"va_1","status":"active"}}"#
+        );
+        let parsed: serde_json::Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(parsed["data"]["status"], "active");
+        assert_eq!(envelope(&event), body, "the same bytes every time");
+    }
 }

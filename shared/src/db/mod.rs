@@ -2,9 +2,12 @@
 
 pub mod accounts;
 pub mod businesses;
+pub mod deliveries;
+pub mod deposits;
 pub mod entities;
 pub mod events;
 pub mod outbox;
+pub mod rechecks;
 
 use std::time::Duration;
 

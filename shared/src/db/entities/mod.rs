@@ -2,7 +2,12 @@
 
 pub mod business;
 pub mod business_mode;
+pub mod delivery;
+pub mod delivery_attempt;
+pub mod deposit;
 pub mod event;
 pub mod idempotency_key;
 pub mod outbox;
+pub mod provider_notification;
+pub mod recheck;
 pub mod virtual_account;

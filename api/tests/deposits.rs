@@ -1,0 +1,314 @@
+//! Deposits as a caller sees them: simulated deposits through the sandbox, signed provider
+//! notifications recorded exactly once, flagged deposits, rechecks and worker-recheck.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{Backend, TestApp, account_body, spawn_app, start_recheck_worker};
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+on_both_databases!(
+    a_simulated_deposit_is_credited_and_announced,
+    money_to_a_deactivated_account_is_flagged,
+    notifications_need_a_valid_signature,
+    twelve_copies_of_a_notification_make_one_deposit,
+    unknown_account_numbers_are_kept_as_unmatched,
+    simulate_deposit_is_checked,
+    a_lost_notification_is_found_by_the_first_recheck_only,
+    rechecks_coalesce_and_check_their_window,
+    a_recheck_racing_a_notification_records_once,
+    a_recheck_fails_after_provider_errors,
+);
+
+async fn json(resp: reqwest::Response) -> Value {
+    resp.json().await.expect("JSON body")
+}
+
+async fn active_account(app: &TestApp, n: u32) -> Value {
+    let resp = app.create(app.test_key(), &format!("acct-{n}"), &account_body(n, "test-bank")).await;
+    assert_eq!(resp.status(), StatusCode::CREATED);
+    json(resp).await
+}
+
+async fn simulate(app: &TestApp, id: &str, body: Value) -> reqwest::Response {
+    app.post(app.test_key(), &format!("/v1/virtual-accounts/{id}/simulate-deposit"), Some(&body)).await
+}
+
+async fn deposits(app: &TestApp, id: &str) -> Value {
+    json(app.get(app.test_key(), &format!("/v1/virtual-accounts/{id}/deposits")).await).await
+}
+
+async fn wait_for_deposits(app: &TestApp, id: &str, count: u64) -> Value {
+    let started = Instant::now();
+    loop {
+        let list = deposits(app, id).await;
+        if list["total"] == count {
+            return list;
+        }
+        assert!(started.elapsed() < Duration::from_secs(15), "{id}: {list}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn id_of(v: &Value) -> String {
+    v["id"].as_str().unwrap().to_owned()
+}
+
+/// A notification body as a bank sends it, and its signature with the sandbox's secret.
+fn notification(app: &TestApp, account_number: &str, reference: &str, amount: i64) -> (String, String) {
+    let body = json!({"event": "transfer.received", "data": {
+        "reference": reference, "accountNumber": account_number, "amount": amount, "currency": "NGN",
+        "senderName": "Bola Ade", "senderAccountNumber": "0011223344", "senderBankName": "GTBank",
+        "narration": "invoice 7", "paidAt": "2026-11-25T10:00:00Z"}})
+    .to_string();
+    let signature = provider_sandbox::sign(&app.config.sandbox.secret, body.as_bytes());
+    (body, signature)
+}
+
+async fn notify(app: &TestApp, bank: &str, body: &str, signature: Option<&str>) -> reqwest::Response {
+    let mut req = app
+        .client
+        .post(app.url(&format!("/providers/{bank}/notifications")))
+        .header("content-type", "application/json")
+        .body(body.to_owned());
+    if let Some(signature) = signature {
+        req = req.header("X-Provider-Signature", signature);
+    }
+    req.send().await.unwrap()
+}
+
+async fn a_simulated_deposit_is_credited_and_announced(backend: Backend) {
+    let app = spawn_app(backend).await;
+    let account = active_account(&app, 1).await;
+    let id = id_of(&account);
+    let resp = simulate(&app, &id, json!({"amount": 150000, "senderName": "Bola Ade", "narration": "rent"})).await;
+    assert_eq!(resp.status(), StatusCode::ACCEPTED);
+    let reference = json(resp).await["providerReference"].as_str().unwrap().to_owned();
+    let list = wait_for_deposits(&app, &id, 1).await;
+    let deposit = &list["data"][0];
+    assert!(deposit["id"].as_str().unwrap().starts_with("dep_"));
+    assert_eq!(deposit["object"], "deposit");
+    assert_eq!(deposit["accountId"], id.as_str());
+    assert_eq!(deposit["status"], "credited");
+    assert_eq!(deposit["amount"], 150000);
+    assert_eq!(deposit["currency"], "NGN");
+    assert_eq!(deposit["providerReference"], reference.as_str());
+    assert_eq!(deposit["senderName"], "Bola Ade");
+    assert_eq!(deposit["narration"], "rent");
+    assert_eq!(deposit["source"], "notification");
+    assert!(deposit["receivedAt"].is_string());
+    let events = app
+        .count(&format!("SELECT COUNT(*) FROM events WHERE type = 'deposit.received' AND data LIKE '%{reference}%' AND data LIKE '%\"account\":{{%'"))
+        .await;
+    assert_eq!(events, 1, "deposit.received carries the deposit and its account");
+}
+
+async fn money_to_a_deactivated_account_is_flagged(backend: Backend) {
+    let app = spawn_app(backend).await;
+    let id = id_of(&active_account(&app, 1).await);
+    app.post(app.test_key(), &format!("/v1/virtual-accounts/{id}/deactivate"), None).await;
+    assert_eq!(simulate(&app, &id, json!({"amount": 5000})).await.status(), StatusCode::ACCEPTED);
+    let list = wait_for_deposits(&app, &id, 1).await;
+    assert_eq!(list["data"][0]["status"], "flagged");
+    assert_eq!(app.count("SELECT COUNT(*) FROM events WHERE type = 'deposit.flagged'").await, 1);
+    assert_eq!(app.count("SELECT COUNT(*) FROM events WHERE type = 'deposit.received'").await, 0);
+}
+
+async fn notifications_need_a_valid_signature(backend: Backend) {
+    let app = spawn_app(backend).await;
+    let account = active_account(&app, 1).await;
+    let (body, signature) = notification(&app, account["accountNumber"].as_str().unwrap(), "txn-sig", 100);
+    let forged = provider_sandbox::sign("not-the-secret", body.as_bytes());
+    for sig in [None, Some(forged.as_str()), Some("zz"), Some(&signature[..10])] {
+        let resp = notify(&app, "test-bank", &body, sig).await;
+        assert_eq!(resp.status(), StatusCode::UNAUTHORIZED);
+        assert_eq!(json(resp).await["code"], "unauthorized");
+    }
+    // A body changed after signing fails too.
+    let tampered = body.replace("\"amount\":100", "\"amount\":100000");
+    assert_eq!(notify(&app, "test-bank", &tampered, Some(&signature)).await.status(), StatusCode::UNAUTHORIZED);
+    assert_eq!(app.count("SELECT COUNT(*) FROM provider_notifications").await, 0);
+    assert_eq!(app.count("SELECT COUNT(*) FROM deposits").await, 0);
+    assert_eq!(notify(&app, "no-such-bank", &body, Some(&signature)).await.status(), StatusCode::NOT_FOUND);
+    let resp = notify(&app, "test-bank", &body, Some(&signature)).await;
+    assert_eq!(resp.status(), StatusCode::OK);
+    assert_eq!(app.count("SELECT COUNT(*) FROM deposits").await, 1);
+}
+
+async fn twelve_copies_of_a_notification_make_one_deposit(backend: Backend) {
+    let app = spawn_app(backend).await;
+    let account = active_account(&app, 1).await;
+    let (body, signature) = notification(&app, account["accountNumber"].as_str().unwrap(), "txn-dup", 2500);
+    let mut tasks = Vec::new();
+    for _ in 0..12 {
+        let (client, url, body, signature) = (
+            app.client.clone(),
+            app.url("/v1/providers/test-bank/notifications"),
+            body.clone(),
+            signature.clone(),
+        );
+        tasks.push(tokio::spawn(async move {
+            client
+                .post(url)
+                .header("content-type", "application/json")
+                .header("X-Provider-Signature", signature)
+                .body(body)
+                .send()
+                .await
+                .unwrap()
+                .status()
+        }));
+    }
+    for task in tasks {
+        assert_eq!(task.await.unwrap(), StatusCode::OK, "every copy is acknowledged");
+    }
+    assert_eq!(deposits(&app, &id_of(&account)).await["total"], 1);
+    assert_eq!(app.count("SELECT COUNT(*) FROM events WHERE type = 'deposit.received'").await, 1);
+    assert_eq!(app.count("SELECT COUNT(*) FROM provider_notifications").await, 12, "every copy is stored");
+    assert_eq!(app.count("SELECT COUNT(*) FROM provider_notifications WHERE outcome = 'recorded'").await, 1);
+}
+
+async fn unknown_account_numbers_are_kept_as_unmatched(backend: Backend) {
+    let app = spawn_app(backend).await;
+    let (body, signature) = notification(&app, "0000000000", "txn-nobody", 700);
+    let resp = notify(&app, "wema-bank", &body, Some(&signature)).await;
+    assert_eq!(resp.status(), StatusCode::OK);
+    assert_eq!(json(resp).await["outcome"], "unmatched");
+    assert_eq!(app.count("SELECT COUNT(*) FROM provider_notifications WHERE outcome = 'unmatched' AND provider_reference = 'txn-nobody'").await, 1);
+    assert_eq!(app.count("SELECT COUNT(*) FROM deposits").await, 0);
+}
+
+async fn simulate_deposit_is_checked(backend: Backend) {
+    let app = spawn_app(backend).await;
+    let id = id_of(&active_account(&app, 1).await);
+    for bad in [json!({}), json!({"amount": 0}), json!({"amount": -5}), json!({"amount": 1.5}), json!({"amount": "100"}), json!({"amount": 100, "colour": "red"}), json!({"amount": 100, "notify": "yes"})] {
+        let resp = simulate(&app, &id, bad.clone()).await;
+        assert_eq!(resp.status(), StatusCode::UNPROCESSABLE_ENTITY, "{bad}");
+        assert_eq!(json(resp).await["code"], "validation_failed");
+    }
+    let pending = json(app.create(app.test_key(), "p", &account_body(2, "access-bank")).await).await;
+    let resp = simulate(&app, &id_of(&pending), json!({"amount": 100})).await;
+    assert_eq!(resp.status(), StatusCode::CONFLICT);
+    assert_eq!(simulate(&app, "va_nope", json!({"amount": 100})).await.status(), StatusCode::NOT_FOUND);
+    app.approve_kyb().await;
+    let resp = app.post(app.live_key(), &format!("/v1/virtual-accounts/{id}/simulate-deposit"), Some(&json!({"amount": 100}))).await;
+    assert_eq!(resp.status(), StatusCode::FORBIDDEN);
+    assert_eq!(json(resp).await["code"], "test_mode_only");
+}
+
+async fn wait_recheck(app: &TestApp, account_id: &str, recheck_id: &str) -> Value {
+    let started = Instant::now();
+    loop {
+        let recheck = json(app.get(app.test_key(), &format!("/v1/virtual-accounts/{account_id}/rechecks/{recheck_id}")).await).await;
+        if recheck["status"] == "completed" || recheck["status"] == "failed" {
+            return recheck;
+        }
+        assert!(started.elapsed() < Duration::from_secs(30), "{recheck}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn recheck(app: &TestApp, id: &str, body: Option<Value>) -> reqwest::Response {
+    app.post(app.test_key(), &format!("/v1/virtual-accounts/{id}/recheck"), body.as_ref()).await
+}
+
+async fn a_lost_notification_is_found_by_the_first_recheck_only(backend: Backend) {
+    let app = spawn_app(backend).await;
+    let _worker = start_recheck_worker(&app, app.shutdown.clone());
+    let id = id_of(&active_account(&app, 1).await);
+    let resp = simulate(&app, &id, json!({"amount": 99000, "notify": false})).await;
+    let reference = json(resp).await["providerReference"].as_str().unwrap().to_owned();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(deposits(&app, &id).await["total"], 0, "the notification was lost");
+
+    let resp = recheck(&app, &id, None).await;
+    assert_eq!(resp.status(), StatusCode::ACCEPTED);
+    let first = json(resp).await;
+    assert!(first["id"].as_str().unwrap().starts_with("rck_"));
+    assert_eq!(first["object"], "recheck");
+    assert_eq!(first["accountId"], id.as_str());
+    assert!(first["depositsFound"].is_null());
+    let done = wait_recheck(&app, &id, first["id"].as_str().unwrap()).await;
+    assert_eq!(done["status"], "completed");
+    assert_eq!(done["depositsFound"], 1);
+    assert!(done["completedAt"].is_string());
+    let list = deposits(&app, &id).await;
+    assert_eq!(list["data"][0]["providerReference"], reference.as_str());
+    assert_eq!(list["data"][0]["source"], "recheck");
+    assert_eq!(app.count("SELECT COUNT(*) FROM events WHERE type = 'deposit.received'").await, 1);
+
+    let second = json(recheck(&app, &id, None).await).await;
+    assert_ne!(second["id"], first["id"]);
+    let done = wait_recheck(&app, &id, second["id"].as_str().unwrap()).await;
+    assert_eq!(done["depositsFound"], 0);
+    assert_eq!(deposits(&app, &id).await["total"], 1);
+}
+
+async fn rechecks_coalesce_and_check_their_window(backend: Backend) {
+    let app = spawn_app(backend).await;
+    let id = id_of(&active_account(&app, 1).await);
+    // No worker runs: the first stays queued and the second request is given it.
+    let first = json(recheck(&app, &id, None).await).await;
+    assert_eq!(first["status"], "queued");
+    let again = recheck(&app, &id, Some(json!({"from": "2026-11-01T00:00:00Z", "to": "2026-11-02T00:00:00Z"}))).await;
+    assert_eq!(again.status(), StatusCode::ACCEPTED);
+    assert_eq!(json(again).await["id"], first["id"]);
+    let to = first["to"].as_str().unwrap();
+    let from = chrono::DateTime::parse_from_rfc3339(to).unwrap() - chrono::Duration::hours(24);
+    assert_eq!(chrono::DateTime::parse_from_rfc3339(first["from"].as_str().unwrap()).unwrap(), from, "default window: 24 hours");
+
+    let other = id_of(&active_account(&app, 2).await);
+    for bad in [
+        json!({"from": "2026-11-02T00:00:00Z", "to": "2026-11-01T00:00:00Z"}),
+        json!({"from": "2026-09-01T00:00:00Z", "to": "2026-10-03T00:00:00Z"}),
+        json!({"from": "yesterday"}),
+        json!({"to": "2999-01-01T00:00:00Z"}),
+        json!({"since": "2026-11-01T00:00:00Z"}),
+    ] {
+        let resp = recheck(&app, &other, Some(bad.clone())).await;
+        assert_eq!(resp.status(), StatusCode::UNPROCESSABLE_ENTITY, "{bad}");
+    }
+    let ok = recheck(&app, &other, Some(json!({"from": "2026-10-01T00:00:00Z", "to": "2026-10-31T23:00:00Z"}))).await;
+    assert_eq!(ok.status(), StatusCode::ACCEPTED, "a 31-day window is fine");
+
+    let pending = json(app.create(app.test_key(), "p", &account_body(3, "access-bank")).await).await;
+    let resp = recheck(&app, &id_of(&pending), None).await;
+    assert_eq!(resp.status(), StatusCode::CONFLICT);
+    assert_eq!(json(resp).await["code"], "invalid_state");
+    let resp = app.get(app.test_key(), &format!("/v1/virtual-accounts/{id}/rechecks/rck_nope")).await;
+    assert_eq!(resp.status(), StatusCode::NOT_FOUND);
+    let resp = app.get(app.test_key(), &format!("/v1/virtual-accounts/{other}/rechecks/{}", first["id"].as_str().unwrap())).await;
+    assert_eq!(resp.status(), StatusCode::NOT_FOUND, "a recheck is read through its own account");
+}
+
+async fn a_recheck_racing_a_notification_records_once(backend: Backend) {
+    let app = spawn_app(backend).await;
+    let _worker = start_recheck_worker(&app, app.shutdown.clone());
+    let id = id_of(&active_account(&app, 1).await);
+    simulate(&app, &id, json!({"amount": 4200, "notify": true})).await;
+    let r = json(recheck(&app, &id, None).await).await;
+    wait_recheck(&app, &id, r["id"].as_str().unwrap()).await;
+    wait_for_deposits(&app, &id, 1).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(deposits(&app, &id).await["total"], 1);
+    assert_eq!(app.count("SELECT COUNT(*) FROM events WHERE type = 'deposit.received'").await, 1);
+}
+
+async fn a_recheck_fails_after_provider_errors(backend: Backend) {
+    let app = spawn_app(backend).await;
+    let id = id_of(&active_account(&app, 1).await);
+    // A worker whose bank is unreachable.
+    let mut config = app.config.clone();
+    config.sandbox.url = Some("http://127.0.0.1:9".into());
+    config.recheck.max_attempts = 2;
+    config.recheck.initial_retry_secs = 1;
+    let (db, broker, relay, stop) = (app.db.clone(), app.broker.clone(), app.relay.clone(), app.shutdown.clone());
+    tokio::spawn(async move { worker_recheck::run_with(&config, db, broker, relay, stop).await });
+    let r = json(recheck(&app, &id, None).await).await;
+    let done = wait_recheck(&app, &id, r["id"].as_str().unwrap()).await;
+    assert_eq!(done["status"], "failed");
+    assert!(done["failureReason"].as_str().unwrap().contains("2 tries"), "{done}");
+    assert!(done["depositsFound"].is_null());
+}

@@ -1,0 +1,321 @@
+//! Webhook deliveries: one per event and endpoint, driven by an outbox job (`Job::Deliver`), each
+//! HTTP attempt recorded. A replay or resend starts a fresh schedule on the same row (same event,
+//! so the same `webhook-id`) with a new job; the job it replaces does nothing if it still runs.
+
+use chrono::{DateTime, Utc};
+use sea_orm::{
+    ActiveValue::Set, ColumnTrait, ConnectionTrait, DatabaseConnection, DbErr, EntityTrait,
+    QueryFilter, QueryOrder, TransactionTrait,
+};
+
+use super::entities::{delivery, delivery_attempt};
+use super::events::Event;
+use super::outbox::{self, Job};
+use crate::ids::new_id;
+
+pub use delivery::Model as Delivery;
+pub use delivery_attempt::Model as Attempt;
+
+pub const PENDING: &str = "pending";
+pub const SUCCEEDED: &str = "succeeded";
+pub const DEAD: &str = "dead";
+
+/// Writes a delivery of `event` to `url` and the job that makes its first attempt now, in the
+/// caller's transaction.
+pub async fn create<C: ConnectionTrait>(
+    db: &C,
+    event: &Event,
+    url: &str,
+    now: DateTime<Utc>,
+) -> Result<Delivery, DbErr> {
+    let id = new_id("whd");
+    // The row first, then its job: even outside a transaction a job never finds no delivery.
+    delivery::Entity::insert(delivery::ActiveModel {
+        id: Set(id.clone()),
+        event_id: Set(event.id.clone()),
+        business_id: Set(event.business_id.clone()),
+        mode: Set(event.mode.clone()),
+        url: Set(url.to_owned()),
+        status: Set(PENDING.to_owned()),
+        attempts: Set(0),
+        next_attempt_at: Set(Some(now)),
+        last_status_code: Set(None),
+        last_error: Set(None),
+        job_id: Set(None),
+        created_at: Set(now),
+        updated_at: Set(now),
+        completed_at: Set(None),
+    })
+    .exec_without_returning(db)
+    .await?;
+    let job_id = outbox::enqueue(
+        db,
+        &Job::Deliver {
+            delivery_id: id.clone(),
+        },
+        now,
+        now,
+    )
+    .await?;
+    delivery::Entity::update_many()
+        .col_expr(delivery::Column::JobId, Some(job_id).into())
+        .filter(delivery::Column::Id.eq(id.as_str()))
+        .exec(db)
+        .await?;
+    find(db, &id)
+        .await?
+        .ok_or_else(|| DbErr::RecordNotFound(id.clone()))
+}
+
+pub async fn find<C: ConnectionTrait>(db: &C, id: &str) -> Result<Option<Delivery>, DbErr> {
+    delivery::Entity::find_by_id(id.to_owned()).one(db).await
+}
+
+/// An event's deliveries, oldest first, each with its attempts, oldest first.
+pub async fn for_event<C: ConnectionTrait>(
+    db: &C,
+    event_id: &str,
+) -> Result<Vec<(Delivery, Vec<Attempt>)>, DbErr> {
+    let deliveries = delivery::Entity::find()
+        .filter(delivery::Column::EventId.eq(event_id))
+        .order_by_asc(delivery::Column::CreatedAt)
+        .order_by_asc(delivery::Column::Id)
+        .all(db)
+        .await?;
+    let mut out = Vec::with_capacity(deliveries.len());
+    for d in deliveries {
+        let attempts = attempts(db, &d.id).await?;
+        out.push((d, attempts));
+    }
+    Ok(out)
+}
+
+pub async fn attempts<C: ConnectionTrait>(db: &C, delivery_id: &str) -> Result<Vec<Attempt>, DbErr> {
+    delivery_attempt::Entity::find()
+        .filter(delivery_attempt::Column::DeliveryId.eq(delivery_id))
+        .order_by_asc(delivery_attempt::Column::AttemptedAt)
+        .order_by_asc(delivery_attempt::Column::Id)
+        .all(db)
+        .await
+}
+
+/// Starts a fresh schedule: pending, no attempts yet, a new job due now. The job of the schedule
+/// it replaces (if still pending) is completed, and would do nothing anyway. Attempts already
+/// made stay on record.
+pub async fn restart<C: ConnectionTrait>(
+    db: &C,
+    delivery_id: &str,
+    now: DateTime<Utc>,
+) -> Result<Option<Delivery>, DbErr> {
+    let Some(current) = find(db, delivery_id).await? else {
+        return Ok(None);
+    };
+    let job_id = outbox::enqueue(
+        db,
+        &Job::Deliver {
+            delivery_id: delivery_id.to_owned(),
+        },
+        now,
+        now,
+    )
+    .await?;
+    delivery::Entity::update_many()
+        .col_expr(delivery::Column::Status, PENDING.into())
+        .col_expr(delivery::Column::Attempts, 0.into())
+        .col_expr(delivery::Column::NextAttemptAt, Some(now).into())
+        .col_expr(
+            delivery::Column::CompletedAt,
+            Option::<DateTime<Utc>>::None.into(),
+        )
+        .col_expr(delivery::Column::JobId, Some(job_id).into())
+        .col_expr(delivery::Column::UpdatedAt, now.into())
+        .filter(delivery::Column::Id.eq(delivery_id))
+        .exec(db)
+        .await?;
+    if current.status == PENDING
+        && let Some(old) = &current.job_id
+    {
+        outbox::complete(db, old, now).await?;
+    }
+    find(db, delivery_id).await
+}
+
+/// How asking for a delivery again went.
+#[derive(Debug)]
+pub enum Resend {
+    Started(Delivery),
+    /// The business has no webhook URL for the event's mode.
+    NoUrl,
+}
+
+/// `POST /events/{id}/resend`: a fresh schedule for the event to the mode's current URL, on the
+/// existing delivery to that URL or a new one.
+pub async fn resend(
+    db: &DatabaseConnection,
+    event: &Event,
+    now: DateTime<Utc>,
+) -> Result<Resend, DbErr> {
+    let mode = crate::domain::Mode::parse(&event.mode)
+        .ok_or_else(|| DbErr::Custom(format!("event {} has a bad mode", event.id)))?;
+    // Two tries: a concurrent resend may insert the delivery between our look and our insert.
+    for _ in 0..2 {
+        let txn = db.begin().await?;
+        let Some(url) = super::events::webhook_url(&txn, &event.business_id, mode).await? else {
+            return Ok(Resend::NoUrl);
+        };
+        let existing = delivery::Entity::find()
+            .filter(delivery::Column::EventId.eq(event.id.as_str()))
+            .filter(delivery::Column::Url.eq(url.as_str()))
+            .one(&txn)
+            .await?;
+        let result = match existing {
+            Some(d) => restart(&txn, &d.id, now)
+                .await?
+                .ok_or_else(|| DbErr::RecordNotFound(d.id.clone())),
+            None => create(&txn, event, &url, now).await,
+        };
+        match result {
+            Ok(d) => {
+                txn.commit().await?;
+                return Ok(Resend::Started(d));
+            }
+            Err(e) if super::is_unique_violation(&e) => {
+                txn.rollback().await?;
+                continue;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Err(DbErr::Custom(format!(
+        "resending {} kept colliding with another resend",
+        event.id
+    )))
+}
+
+/// One attempt as it happened.
+#[derive(Debug, Clone)]
+pub struct AttemptRecord {
+    pub attempted_at: DateTime<Utc>,
+    /// The HTTP status, 0 when no response came.
+    pub status_code: i32,
+    pub duration_ms: i64,
+    pub response_excerpt: Option<String>,
+    pub error: Option<String>,
+}
+
+/// Where a delivery goes after an attempt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Next {
+    Succeeded,
+    RetryAt(DateTime<Utc>),
+    Dead,
+}
+
+/// Records an attempt and moves the delivery on, if the attempt belongs to its current schedule
+/// (`job_id`, status and attempt count as they were read). Returns false when the delivery had
+/// moved on meanwhile (a replay, a resend, or a duplicate run of the same job): the attempt is
+/// still recorded, the delivery is left alone.
+pub async fn record_attempt(
+    db: &DatabaseConnection,
+    delivery: &Delivery,
+    job_id: &str,
+    attempt: &AttemptRecord,
+    next: &Next,
+    now: DateTime<Utc>,
+) -> Result<bool, DbErr> {
+    use delivery::Column as Col;
+    let txn = db.begin().await?;
+    delivery_attempt::Entity::insert(delivery_attempt::ActiveModel {
+        id: Set(new_id("wha")),
+        delivery_id: Set(delivery.id.clone()),
+        attempted_at: Set(attempt.attempted_at),
+        status_code: Set(attempt.status_code),
+        duration_ms: Set(attempt.duration_ms),
+        response_excerpt: Set(attempt.response_excerpt.clone()),
+        error: Set(attempt.error.clone()),
+    })
+    .exec_without_returning(&txn)
+    .await?;
+    let none = Option::<DateTime<Utc>>::None;
+    let mut update = delivery::Entity::update_many()
+        .col_expr(Col::Attempts, (delivery.attempts + 1).into())
+        .col_expr(Col::LastStatusCode, Some(attempt.status_code).into())
+        .col_expr(Col::LastError, attempt.error.clone().into())
+        .col_expr(Col::UpdatedAt, now.into())
+        .filter(Col::Id.eq(delivery.id.as_str()))
+        .filter(Col::Status.eq(PENDING))
+        .filter(Col::Attempts.eq(delivery.attempts))
+        .filter(
+            sea_orm::Condition::any()
+                .add(Col::JobId.eq(job_id))
+                .add(Col::JobId.is_null()),
+        );
+    update = match next {
+        Next::Succeeded => update
+            .col_expr(Col::Status, SUCCEEDED.into())
+            .col_expr(Col::NextAttemptAt, none.into())
+            .col_expr(Col::CompletedAt, Some(now).into()),
+        Next::RetryAt(at) => update.col_expr(Col::NextAttemptAt, Some(*at).into()),
+        Next::Dead => update
+            .col_expr(Col::Status, DEAD.into())
+            .col_expr(Col::NextAttemptAt, none.into())
+            .col_expr(Col::CompletedAt, Some(now).into()),
+    };
+    let moved = update.exec(&txn).await?.rows_affected == 1;
+    txn.commit().await?;
+    Ok(moved)
+}
+
+/// Dead deliveries, oldest death first; optionally of one business, and dead at or after `since`.
+pub async fn list_dead<C: ConnectionTrait>(
+    db: &C,
+    business_id: Option<&str>,
+    since: Option<DateTime<Utc>>,
+) -> Result<Vec<Delivery>, DbErr> {
+    let mut select = delivery::Entity::find().filter(delivery::Column::Status.eq(DEAD));
+    if let Some(business_id) = business_id {
+        select = select.filter(delivery::Column::BusinessId.eq(business_id));
+    }
+    if let Some(since) = since {
+        select = select.filter(delivery::Column::CompletedAt.gte(since));
+    }
+    select
+        .order_by_asc(delivery::Column::CompletedAt)
+        .order_by_asc(delivery::Column::Id)
+        .all(db)
+        .await
+}
+
+/// Replays one delivery (any status) with a fresh schedule; None when there is no such delivery.
+pub async fn replay(
+    db: &DatabaseConnection,
+    delivery_id: &str,
+    now: DateTime<Utc>,
+) -> Result<Option<Delivery>, DbErr> {
+    let txn = db.begin().await?;
+    let replayed = restart(&txn, delivery_id, now).await?;
+    txn.commit().await?;
+    Ok(replayed)
+}
+
+/// Replays every dead delivery (of one business, dead since `since`, when given).
+pub async fn replay_all_dead(
+    db: &DatabaseConnection,
+    business_id: Option<&str>,
+    since: Option<DateTime<Utc>>,
+    now: DateTime<Utc>,
+) -> Result<Vec<Delivery>, DbErr> {
+    let mut replayed = Vec::new();
+    for dead in list_dead(db, business_id, since).await? {
+        let txn = db.begin().await?;
+        // Only if it is still dead: another replay may have beaten us to it.
+        let still_dead = find(&txn, &dead.id)
+            .await?
+            .is_some_and(|d| d.status == DEAD);
+        if still_dead && let Some(d) = restart(&txn, &dead.id, now).await? {
+            replayed.push(d);
+        }
+        txn.commit().await?;
+    }
+    Ok(replayed)
+}

@@ -1,0 +1,34 @@
+use sea_orm::entity::prelude::*;
+
+#[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+#[sea_orm(table_name = "deposits")]
+pub struct Model {
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub id: String,
+    pub account_id: String,
+    pub business_id: String,
+    pub mode: String,
+    pub bank: String,
+    /// `credited` or `flagged` (money reached a deactivated account: recorded, never credited).
+    pub status: String,
+    /// Kobo.
+    pub amount: i64,
+    pub currency: String,
+    pub provider_reference: String,
+    pub sender_name: Option<String>,
+    pub sender_account_number: Option<String>,
+    pub sender_bank_name: Option<String>,
+    pub narration: Option<String>,
+    /// `notification` or `recheck`.
+    pub source: String,
+    /// The recheck that found it, when a recheck did.
+    pub recheck_id: Option<String>,
+    /// When the bank says the money was paid.
+    pub received_at: DateTimeUtc,
+    pub created_at: DateTimeUtc,
+}
+
+#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+pub enum Relation {}
+
+impl ActiveModelBehavior for ActiveModel {}

@@ -1,0 +1,22 @@
+use sea_orm::entity::prelude::*;
+
+#[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+#[sea_orm(table_name = "provider_notifications")]
+pub struct Model {
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub id: String,
+    pub bank: String,
+    pub mode: String,
+    /// The raw body as the bank sent it.
+    pub body: String,
+    pub provider_reference: Option<String>,
+    /// `recorded`, `duplicate`, `unmatched` or `ignored`.
+    pub outcome: String,
+    pub deposit_id: Option<String>,
+    pub received_at: DateTimeUtc,
+}
+
+#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+pub enum Relation {}
+
+impl ActiveModelBehavior for ActiveModel {}

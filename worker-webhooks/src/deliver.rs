@@ -1,0 +1,367 @@
+//! One attempt of one delivery: re-read the delivery, sign the event's envelope with the mode's
+//! webhook secret (and the previous one during a rotation), POST it, record what happened, and
+//! tell the consumer when to run again (or that the delivery is dead).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use async_trait::async_trait;
+use chrono::Utc;
+use reqwest::header::{CONTENT_TYPE, HeaderValue, RETRY_AFTER};
+use sea_orm::{DatabaseConnection, EntityTrait};
+use shared::config::WebhooksConfig;
+use shared::crypto::Cipher;
+use shared::db::businesses::webhook_secret_context;
+use shared::db::deliveries::{self, AttemptRecord, Delivery, Next};
+use shared::db::entities::{business_mode, event};
+use shared::db::events;
+use shared::db::outbox::{Job, JobOutcome, JobRow};
+use shared::domain::Mode;
+use shared::signing::{self, SigningKey};
+use shared::worker::JobHandler;
+
+/// The first this many bytes of a response are kept.
+pub const EXCERPT_BYTES: usize = 1024;
+/// How long to wait before trying again when the attempt could not even be prepared (the
+/// database or the key is unavailable). Such a wait costs the delivery none of its attempts.
+const NOT_ATTEMPTED_RETRY: Duration = Duration::from_secs(30);
+const USER_AGENT: &str = concat!("vas-webhooks/", env!("CARGO_PKG_VERSION"));
+
+pub struct Deliverer {
+    db: DatabaseConnection,
+    cipher: Arc<Cipher>,
+    config: WebhooksConfig,
+    /// Test mode: any target, localhost included.
+    test_client: reqwest::Client,
+    /// Live mode: resolves only to public addresses, and connects only to those it checked.
+    live_client: reqwest::Client,
+}
+
+/// What one HTTP attempt gave.
+#[derive(Debug)]
+struct Sent {
+    record: AttemptRecord,
+    retry_after: Option<Duration>,
+}
+
+impl Deliverer {
+    pub fn new(db: DatabaseConnection, cipher: Arc<Cipher>, config: WebhooksConfig) -> Self {
+        let timeout = Duration::from_secs(config.timeout_secs.max(1));
+        Self {
+            db,
+            cipher,
+            test_client: client(timeout, false),
+            live_client: client(timeout, true),
+            config,
+        }
+    }
+
+    async fn deliver(&self, row: &JobRow, delivery_id: &str) -> Result<JobOutcome, String> {
+        let Some(delivery) = deliveries::find(&self.db, delivery_id)
+            .await
+            .map_err(|e| e.to_string())?
+        else {
+            return Ok(JobOutcome::Done);
+        };
+        if delivery.status != deliveries::PENDING
+            || delivery.job_id.as_deref().is_some_and(|j| j != row.id)
+        {
+            // Finished, or superseded by a replay or resend whose own job carries it on.
+            return Ok(JobOutcome::Done);
+        }
+        let Some(event) = event::Entity::find_by_id(delivery.event_id.clone())
+            .one(&self.db)
+            .await
+            .map_err(|e| e.to_string())?
+        else {
+            return Ok(JobOutcome::Dead {
+                error: format!("event {} is missing", delivery.event_id),
+            });
+        };
+        let Some(mode) = Mode::parse(&delivery.mode) else {
+            return Ok(JobOutcome::Dead {
+                error: format!("delivery has an unknown mode {}", delivery.mode),
+            });
+        };
+        let keys = match self.signing_keys(&delivery.business_id, mode).await {
+            Ok(keys) => keys,
+            Err(error) => {
+                tracing::error!(delivery_id, error, "cannot sign; the delivery waits");
+                return Ok(JobOutcome::Retry {
+                    after: NOT_ATTEMPTED_RETRY,
+                    error,
+                });
+            }
+        };
+        let body = events::envelope(&event);
+        let sent = self
+            .send(&delivery.url, mode, &event.id, body, &keys)
+            .await;
+        self.settle(row, &delivery, sent).await
+    }
+
+    /// The mode's current key, and the previous one while its rotation overlap lasts.
+    async fn signing_keys(&self, business_id: &str, mode: Mode) -> Result<Vec<SigningKey>, String> {
+        let settings = business_mode::Entity::find_by_id((
+            business_id.to_owned(),
+            mode.as_str().to_owned(),
+        ))
+        .one(&self.db)
+        .await
+        .map_err(|e| e.to_string())?
+        .ok_or_else(|| format!("business {business_id} has no {mode} settings"))?;
+        let context = webhook_secret_context(business_id, mode);
+        let key = |sealed: &str| -> Result<SigningKey, String> {
+            let secret = self
+                .cipher
+                .decrypt(sealed, &context)
+                .map_err(|e| format!("the webhook secret does not decrypt: {e}"))?;
+            SigningKey::from_secret(&secret).map_err(|e| e.to_string())
+        };
+        let mut keys = vec![key(&settings.webhook_secret_enc)?];
+        if let (Some(previous), Some(expires)) = (
+            &settings.previous_webhook_secret_enc,
+            settings.previous_secret_expires_at,
+        ) && expires > shared::time::now()
+        {
+            keys.push(key(previous)?);
+        }
+        Ok(keys)
+    }
+
+    /// One POST. Never fails: what went wrong is the attempt's record (status 0).
+    async fn send(
+        &self,
+        url: &str,
+        mode: Mode,
+        event_id: &str,
+        body: String,
+        keys: &[SigningKey],
+    ) -> Sent {
+        let attempted_at = shared::time::now();
+        let started = Instant::now();
+        let refused = |error: String| Sent {
+            record: AttemptRecord {
+                attempted_at,
+                status_code: 0,
+                duration_ms: 0,
+                response_excerpt: None,
+                error: Some(error),
+            },
+            retry_after: None,
+        };
+        let target = match url::Url::parse(url) {
+            Ok(target) => target,
+            Err(e) => return refused(format!("the webhook URL is not valid: {e}")),
+        };
+        let client = match mode {
+            Mode::Live => {
+                // Addresses in the URL itself are judged here; names, by the client's resolver.
+                if let Err(e) = shared::ssrf::check_url_static(&target) {
+                    return refused(format!("refused: {e}"));
+                }
+                &self.live_client
+            }
+            Mode::Test => &self.test_client,
+        };
+        let timestamp = Utc::now().timestamp();
+        let signature = signing::signature_header(keys, event_id, timestamp, body.as_bytes());
+        let request = client
+            .post(target)
+            .timeout(Duration::from_secs(self.config.timeout_secs.max(1)))
+            .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
+            .header(signing::HEADER_ID, event_id)
+            .header(signing::HEADER_TIMESTAMP, timestamp.to_string())
+            .header(signing::HEADER_SIGNATURE, signature)
+            .body(body);
+        match request.send().await {
+            Ok(mut response) => {
+                let status = response.status();
+                let retry_after = response
+                    .headers()
+                    .get(RETRY_AFTER)
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(|v| crate::schedule::parse_retry_after(v, SystemTime::now()));
+                let excerpt = read_excerpt(&mut response).await;
+                Sent {
+                    record: AttemptRecord {
+                        attempted_at,
+                        status_code: i32::from(status.as_u16()),
+                        duration_ms: elapsed_ms(started),
+                        response_excerpt: excerpt,
+                        error: (!status.is_success()).then(|| format!("HTTP {status}")),
+                    },
+                    retry_after,
+                }
+            }
+            Err(e) => Sent {
+                record: AttemptRecord {
+                    attempted_at,
+                    status_code: 0,
+                    duration_ms: elapsed_ms(started),
+                    response_excerpt: None,
+                    error: Some(describe(&e)),
+                },
+                retry_after: None,
+            },
+        }
+    }
+
+    /// Records the attempt and decides what comes next.
+    async fn settle(
+        &self,
+        row: &JobRow,
+        delivery: &Delivery,
+        sent: Sent,
+    ) -> Result<JobOutcome, String> {
+        let now = shared::time::now();
+        let made = delivery.attempts + 1;
+        let record = &sent.record;
+        let succeeded = (200..300).contains(&record.status_code);
+        // The schedule bounds how many tries there are; a `Retry-After` says when the next is.
+        let delay = if succeeded {
+            None
+        } else {
+            crate::schedule::retry_delay(&self.config.retry_schedule, made).map(|scheduled| {
+                sent.retry_after.map_or(scheduled, |asked| {
+                    crate::schedule::clamp_retry_after(asked, self.config.max_retry_after_secs)
+                })
+            })
+        };
+        let next = match (succeeded, delay) {
+            (true, _) => Next::Succeeded,
+            (false, Some(delay)) => Next::RetryAt(now + to_chrono(delay)),
+            (false, None) => Next::Dead,
+        };
+        let moved = deliveries::record_attempt(&self.db, delivery, &row.id, record, &next, now)
+            .await
+            .map_err(|e| e.to_string())?;
+        let error = record.error.clone().unwrap_or_default();
+        tracing::info!(
+            delivery_id = %delivery.id,
+            event_id = %delivery.event_id,
+            attempt = made,
+            status_code = record.status_code,
+            duration_ms = record.duration_ms,
+            next = ?next,
+            "webhook attempt"
+        );
+        if !moved {
+            tracing::info!(delivery_id = %delivery.id, "delivery moved on meanwhile; this run ends");
+            return Ok(JobOutcome::Done);
+        }
+        Ok(match (next, delay) {
+            (Next::Succeeded, _) => JobOutcome::Done,
+            (Next::RetryAt(_), Some(after)) => JobOutcome::Retry { after, error },
+            _ => JobOutcome::Dead {
+                error: format!("gave up after {made} attempts: {error}"),
+            },
+        })
+    }
+}
+
+#[async_trait]
+impl JobHandler for Deliverer {
+    async fn handle(&self, row: &JobRow, job: Job) -> JobOutcome {
+        let result = match job {
+            Job::Deliver { delivery_id } => self.deliver(row, &delivery_id).await,
+            other => Ok(JobOutcome::Dead {
+                error: format!("{other:?} is not a webhooks job"),
+            }),
+        };
+        result.unwrap_or_else(|error| {
+            tracing::warn!(job_id = %row.id, error, "delivery could not run; will retry");
+            JobOutcome::Retry {
+                after: crate::schedule::jitter(Duration::from_secs(5)),
+                error,
+            }
+        })
+    }
+}
+
+fn client(timeout: Duration, live: bool) -> reqwest::Client {
+    let mut builder = reqwest::Client::builder()
+        .user_agent(USER_AGENT)
+        // 3xx is a failure (Standard Webhooks): the URL should be updated, not followed.
+        .redirect(reqwest::redirect::Policy::none())
+        // A proxy would resolve names itself, past the SSRF check.
+        .no_proxy()
+        .connect_timeout(timeout)
+        .pool_idle_timeout(Duration::from_secs(60));
+    if live {
+        builder = builder.dns_resolver(Arc::new(shared::ssrf::PublicOnlyResolver));
+    }
+    builder.build().expect("the HTTP client builds")
+}
+
+/// The first [`EXCERPT_BYTES`] of the body, as text; the rest is never downloaded.
+async fn read_excerpt(response: &mut reqwest::Response) -> Option<String> {
+    let mut bytes = Vec::new();
+    while bytes.len() < EXCERPT_BYTES {
+        match response.chunk().await {
+            Ok(Some(chunk)) => bytes.extend_from_slice(&chunk),
+            _ => break,
+        }
+    }
+    excerpt(&bytes)
+}
+
+/// Up to [`EXCERPT_BYTES`] of `bytes` as text: cut at a character boundary, invalid UTF-8
+/// replaced, NULs dropped (PostgreSQL text cannot hold them).
+pub fn excerpt(bytes: &[u8]) -> Option<String> {
+    let bytes = &bytes[..bytes.len().min(EXCERPT_BYTES)];
+    let text = match std::str::from_utf8(bytes) {
+        Ok(s) => s.to_owned(),
+        Err(e) if e.error_len().is_none() => {
+            String::from_utf8_lossy(&bytes[..e.valid_up_to()]).into_owned()
+        }
+        Err(_) => String::from_utf8_lossy(bytes).into_owned(),
+    };
+    let text = text.replace('\0', "");
+    (!text.is_empty()).then_some(text)
+}
+
+/// A reqwest error with its causes (the resolver's SSRF refusal is one of them).
+fn describe(error: &reqwest::Error) -> String {
+    let kind = if error.is_timeout() {
+        "timed out"
+    } else if error.is_connect() {
+        "could not connect"
+    } else {
+        "request failed"
+    };
+    let mut text = kind.to_owned();
+    let mut source = std::error::Error::source(error);
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+fn elapsed_ms(started: Instant) -> i64 {
+    i64::try_from(started.elapsed().as_millis()).unwrap_or(i64::MAX)
+}
+
+fn to_chrono(d: Duration) -> chrono::Duration {
+    chrono::Duration::from_std(d).unwrap_or(chrono::Duration::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn excerpts_keep_the_first_kibibyte_as_text() {
+        assert_eq!(excerpt(b""), None);
+        assert_eq!(excerpt(b"ok").as_deref(), Some("ok"));
+        let long = "é".repeat(1000); // 2000 bytes
+        let cut = excerpt(long.as_bytes()).unwrap();
+        assert_eq!(cut.len(), 1024);
+        assert!(cut.chars().all(|c| c == 'é'));
+        let odd = "a".repeat(1023) + "é";
+        assert_eq!(excerpt(odd.as_bytes()).unwrap(), "a".repeat(1023));
+        assert_eq!(excerpt(b"a\0b\xff").as_deref(), Some("ab\u{fffd}"));
+    }
+}
