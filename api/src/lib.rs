@@ -21,13 +21,15 @@ use crate::error::ApiError;
 
 /// Every route, served at `/…` and at `/v1/…`.
 pub fn router(state: AppState) -> Router {
+    shared::metrics::install();
     let api = Router::new()
         .merge(routes::accounts::routes())
         .merge(routes::deposits::routes())
         .merge(routes::events::routes())
         .route("/problems/{code}", get(routes::problems::describe))
         .route("/healthz", get(routes::health::healthz))
-        .route("/readyz", get(routes::health::readyz));
+        .route("/readyz", get(routes::health::readyz))
+        .route("/metrics", get(shared::metrics::endpoint));
     Router::new()
         .merge(api.clone())
         .nest("/v1", api)

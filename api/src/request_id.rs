@@ -1,7 +1,7 @@
 //! `X-Request-Id`: echoed when the caller sent a sensible one, generated otherwise, present on
 //! every response and in every log line of the request.
 
-use axum::extract::Request;
+use axum::extract::{MatchedPath, Request};
 use axum::http::HeaderValue;
 use axum::middleware::Next;
 use axum::response::Response;
@@ -9,13 +9,9 @@ use tracing::Instrument;
 
 pub const HEADER: &str = "x-request-id";
 
-tokio::task_local! {
-    static REQUEST_ID: String;
-}
-
 /// The id of the request being served, if any (error bodies carry it).
 pub fn current() -> Option<String> {
-    REQUEST_ID.try_with(Clone::clone).ok()
+    shared::telemetry::request_id()
 }
 
 fn acceptable(id: &str) -> bool {
@@ -42,14 +38,22 @@ pub async fn middleware(mut request: Request, next: Next) -> Response {
         method = %request.method(),
         path = %request.uri().path(),
     );
+    let route = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or_else(|| "unmatched".to_owned(), |p| p.as_str().to_owned());
+    let method = request.method().as_str().to_owned();
     let started = std::time::Instant::now();
-    let mut response = REQUEST_ID
-        .scope(id, next.run(request).instrument(span.clone()))
-        .await;
+    let mut response =
+        shared::telemetry::with_request_id(id, next.run(request).instrument(span.clone())).await;
+    let elapsed = started.elapsed();
+    let status = response.status().as_u16();
+    metrics::counter!("http_requests_total", "method" => method.clone(), "route" => route.clone(), "status" => status.to_string()).increment(1);
+    metrics::histogram!("http_request_duration_seconds", "method" => method, "route" => route).record(elapsed.as_secs_f64());
     span.in_scope(|| {
         tracing::info!(
-            status = response.status().as_u16(),
-            latency_ms = started.elapsed().as_millis() as u64,
+            status,
+            latency_ms = elapsed.as_millis() as u64,
             "served"
         )
     });

@@ -270,3 +270,61 @@ async fn dev_prints_a_demo_key_and_keeps_data_across_restarts() {
     );
     assert!(dev.terminate().success());
 }
+
+#[tokio::test]
+async fn json_logs_carry_request_ids_and_no_secrets() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = api(dir.path())
+        .arg("dev")
+        .env("VAS_HTTP__BIND", "127.0.0.1:0")
+        .env("VAS_LOG__FORMAT", "json")
+        .env("VAS_LOG__LEVEL", "debug")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, lines) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let mut banner = Vec::new();
+    while !banner.iter().any(|l: &String| l.contains("test webhook secret:")) {
+        banner.push(lines.recv_timeout(Duration::from_secs(60)).expect("banner"));
+    }
+    let base = field_after(&banner, "(dev) at ");
+    let key = field_after(&banner, "test secret key:");
+    let resp = reqwest::Client::new()
+        .post(format!("{base}/virtual-accounts"))
+        .bearer_auth(&key)
+        .header("Idempotency-Key", "json-logs")
+        .header("X-Request-Id", "req-json-logs-1")
+        .json(&json!({"customerName": "Ada Obi", "customerEmail": "ada@example.com", "customerPhone": "08031234567",
+                      "customerNin": "31415926535", "preferredBank": "access-bank"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 202);
+    tokio::time::sleep(Duration::from_secs(3)).await; // the in-process worker polls the sandbox
+    let _ = Command::new("kill").arg("-TERM").arg(child.id().to_string()).status();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    let records: Vec<Value> = stderr
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|_| panic!("not JSON: {l}")))
+        .collect();
+    assert!(records.len() > 3);
+    let carried = records.iter().filter(|r| r.to_string().contains("req-json-logs-1")).count();
+    assert!(carried >= 2, "the request id is in the request's log lines and its job's");
+    assert!(
+        records.iter().any(|r| r.to_string().contains("req-json-logs-1") && r.to_string().contains("\"job\"")),
+        "the provisioning job logs under the request's id"
+    );
+    for secret in ["31415926535", key.as_str()] {
+        assert!(!stderr.contains(secret), "a secret reached the logs");
+    }
+}

@@ -20,6 +20,7 @@ on_both_databases!(
     a_pending_account_is_given_up_after_the_configured_wait,
     a_lost_message_is_published_again,
     competing_workers_do_each_job_once,
+    metrics_count_requests_jobs_and_provider_calls,
 );
 
 async fn json(resp: reqwest::Response) -> Value {
@@ -287,4 +288,32 @@ async fn competing_workers_do_each_job_once(backend: Backend) {
             .await,
         0
     );
+}
+
+async fn metrics_count_requests_jobs_and_provider_calls(backend: Backend) {
+    let app = spawn_app(backend).await;
+    let _worker = start_provisioning_worker(&app, app.shutdown.clone());
+    let resp = app.create(app.test_key(), "k", &account_body(1, "access-bank")).await;
+    let id = json(resp).await["id"].as_str().unwrap().to_owned();
+    wait_for_status(&app, &id, "active", Duration::from_secs(15)).await;
+    let resp = app.client.get(app.url("/metrics")).send().await.unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    let text = resp.text().await.unwrap();
+    // One recorder per process: other tests' figures are here too, so look for shapes, not totals.
+    for needle in [
+        r#"http_requests_total{method="POST",route="/v1/virtual-accounts",status="202"}"#,
+        r#"http_request_duration_seconds_bucket{method="POST",route="/v1/virtual-accounts""#,
+        r#"provider_calls_total{bank="access-bank",operation="open",outcome="ok"}"#,
+        r#"provider_calls_total{bank="access-bank",operation="get",outcome="ok"}"#,
+        r#"jobs_published_total{queue="provisioning"}"#,
+        r#"jobs_consumed_total{queue="provisioning",outcome="done"}"#,
+        "job_duration_seconds_bucket",
+    ] {
+        assert!(text.contains(needle), "{needle} missing from /metrics");
+    }
+    // The job that activated the account carries the id of the request that created it.
+    let with_request = app
+        .count(&format!("SELECT COUNT(*) FROM outbox WHERE payload LIKE '%{id}%' AND request_id LIKE 'req_%'"))
+        .await;
+    assert_eq!(with_request, 1);
 }

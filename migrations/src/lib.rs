@@ -6,6 +6,7 @@ pub use sea_orm_migration::prelude::*;
 mod m0001_accounts;
 mod m0002_webhooks;
 mod m0003_deposits;
+mod m0004_job_request_ids;
 
 pub struct Migrator;
 
@@ -16,6 +17,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0001_accounts::Migration),
             Box::new(m0002_webhooks::Migration),
             Box::new(m0003_deposits::Migration),
+            Box::new(m0004_job_request_ids::Migration),
         ]
     }
 }

@@ -5,6 +5,7 @@ pub mod crypto;
 pub mod db;
 pub mod domain;
 pub mod ids;
+pub mod metrics;
 pub mod ops;
 pub mod providers;
 pub mod queue;

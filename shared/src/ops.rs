@@ -103,6 +103,7 @@ pub async fn serve_ops(
     broker: Arc<dyn Broker>,
     shutdown: CancellationToken,
 ) -> anyhow::Result<SocketAddr> {
+    crate::metrics::install();
     let listener = tokio::net::TcpListener::bind(bind)
         .await
         .with_context(|| format!("binding the ops port {bind}"))?;
@@ -110,6 +111,7 @@ pub async fn serve_ops(
     let app = axum::Router::new()
         .route("/healthz", get(|| async { Json(json!({"status": "ok"})) }))
         .route("/readyz", get(readyz))
+        .route("/metrics", get(crate::metrics::endpoint))
         .with_state(OpsState { db, broker });
     tokio::spawn(async move {
         let _ = axum::serve(listener, app)

@@ -206,7 +206,7 @@ impl Providers {
 
     /// Opens an account (the same reference again returns the same account). One attempt,
     /// bounded by `timeout`: the caller decides what a timeout means.
-    pub async fn open_account(
+    async fn open_account_call(
         &self,
         bank: Bank,
         mode: Mode,
@@ -227,7 +227,7 @@ impl Providers {
     }
 
     /// The account as the provider sees it now; None when it never heard of the reference.
-    pub async fn account(
+    async fn account_call(
         &self,
         bank: Bank,
         mode: Mode,
@@ -252,7 +252,7 @@ impl Providers {
     }
 
     /// Closes the account at the provider; an account it never had is closed already.
-    pub async fn close_account(
+    async fn close_account_call(
         &self,
         bank: Bank,
         mode: Mode,
@@ -277,7 +277,7 @@ impl Providers {
     }
 
     /// Money received by the account in `[from, to]`.
-    pub async fn transactions(
+    async fn transactions_call(
         &self,
         bank: Bank,
         mode: Mode,
@@ -316,6 +316,40 @@ impl Providers {
             Ok(list.data)
         })
         .await
+    }
+
+    /// Opens an account (the same reference again returns the same account). One attempt,
+    /// bounded by `timeout`: the caller decides what a timeout means.
+    pub async fn open_account(
+        &self,
+        bank: Bank,
+        mode: Mode,
+        request: &OpenAccount,
+        timeout: Duration,
+    ) -> Result<RemoteAccount, ProviderError> {
+        observed(bank, "open", self.open_account_call(bank, mode, request, timeout)).await
+    }
+
+    /// The account as the provider sees it now; None when it never heard of the reference.
+    pub async fn account(&self, bank: Bank, mode: Mode, reference: &str) -> Result<Option<RemoteAccount>, ProviderError> {
+        observed(bank, "get", self.account_call(bank, mode, reference)).await
+    }
+
+    /// Closes the account at the provider; an account it never had is closed already.
+    pub async fn close_account(&self, bank: Bank, mode: Mode, reference: &str) -> Result<(), ProviderError> {
+        observed(bank, "close", self.close_account_call(bank, mode, reference)).await
+    }
+
+    /// Money received by the account in `[from, to]`.
+    pub async fn transactions(
+        &self,
+        bank: Bank,
+        mode: Mode,
+        reference: &str,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+    ) -> Result<Vec<RemoteTransaction>, ProviderError> {
+        observed(bank, "transactions", self.transactions_call(bank, mode, reference, from, to)).await
     }
 
     /// Test mode only: asks the sandbox to send money to an account number, notifying the service
@@ -366,6 +400,28 @@ impl Providers {
         })
         .await
     }
+}
+
+/// Times a provider call and counts its outcome.
+async fn observed<T>(
+    bank: Bank,
+    operation: &'static str,
+    call: impl std::future::Future<Output = Result<T, ProviderError>>,
+) -> Result<T, ProviderError> {
+    let started = std::time::Instant::now();
+    let result = call.await;
+    let outcome = match &result {
+        Ok(_) => "ok",
+        Err(ProviderError::Rejected(_)) => "rejected",
+        Err(ProviderError::Transient(_)) => "unavailable",
+        Err(ProviderError::Refused(_)) => "refused",
+        Err(ProviderError::NotConfigured(..)) => "not_configured",
+    };
+    metrics::counter!("provider_calls_total", "bank" => bank.slug(), "operation" => operation, "outcome" => outcome)
+        .increment(1);
+    metrics::histogram!("provider_call_duration_seconds", "bank" => bank.slug(), "operation" => operation)
+        .record(started.elapsed().as_secs_f64());
+    result
 }
 
 fn transport(e: reqwest::Error) -> ProviderError {

@@ -55,7 +55,10 @@ impl Relay {
                         let body = serde_json::to_vec(&JobMessage { job_id: row.id.clone() })
                             .expect("messages serialise");
                         match broker.publish(&row.queue, &body, false).await {
-                            Ok(()) => true,
+                            Ok(()) => {
+                                metrics::counter!("jobs_published_total", "queue" => row.queue.clone()).increment(1);
+                                true
+                            }
                             Err(e) => {
                                 tracing::warn!(job_id = %row.id, queue = %row.queue, error = %e, "publish failed; will retry");
                                 false
@@ -74,10 +77,18 @@ impl Relay {
 
     /// Sweeps until cancelled.
     pub async fn run(self, shutdown: CancellationToken) {
+        let mut sweeps: u64 = 0;
         loop {
             if let Err(e) = self.sweep().await {
                 tracing::warn!(error = %e, "outbox sweep failed");
             }
+            // The backlog is a count over an index: every tenth sweep is often enough.
+            if sweeps % 10 == 0
+                && let Ok(backlog) = outbox::backlog(&self.db, crate::time::now()).await
+            {
+                metrics::gauge!("outbox_backlog").set(backlog as f64);
+            }
+            sweeps += 1;
             tokio::select! {
                 () = shutdown.cancelled() => return,
                 () = self.wake.notified() => {}

@@ -100,7 +100,7 @@ fn v6_kind(ip: Ipv6Addr) -> Option<&'static str> {
 }
 
 /// What can be said about a URL without asking DNS: its scheme, and its host when that is an
-/// address or a name that always means this machine.
+/// address.
 pub fn check_url_static(url: &url::Url) -> Result<(), SsrfError> {
     if !matches!(url.scheme(), "http" | "https") {
         return Err(SsrfError::Scheme);
@@ -109,16 +109,8 @@ pub fn check_url_static(url: &url::Url) -> Result<(), SsrfError> {
         None => Err(SsrfError::NoHost),
         Some(url::Host::Ipv4(ip)) => check_ip(&ip.to_string(), IpAddr::V4(ip)),
         Some(url::Host::Ipv6(ip)) => check_ip(&ip.to_string(), IpAddr::V6(ip)),
-        Some(url::Host::Domain(name)) => {
-            let name = name.trim_end_matches('.').to_ascii_lowercase();
-            if name == "localhost" || name.ends_with(".localhost") {
-                return Err(SsrfError::Private {
-                    host: name,
-                    kind: "loopback",
-                });
-            }
-            Ok(())
-        }
+        // Names are judged by what they resolve to, `localhost` included.
+        Some(url::Host::Domain(_)) => Ok(()),
     }
 }
 
@@ -253,8 +245,7 @@ mod tests {
         ));
         assert!(check("https://[::1]:8443/").is_err());
         assert!(check("https://[fd00::5]/").is_err());
-        assert!(check("https://localhost/").is_err());
-        assert!(check("https://api.localhost./").is_err());
+        assert!(check("https://localhost/").is_ok(), "names wait for DNS");
         assert!(check("http://169.254.169.254/latest/meta-data").is_err());
         assert_eq!(check("ftp://example.com/"), Err(SsrfError::Scheme));
         // Decimal and short forms are normalised by the URL parser, then refused.

@@ -110,13 +110,34 @@ impl<H: JobHandler> Consumer<H> {
             }
         };
         let Some((row, job)) = runnable else {
+            metrics::counter!("jobs_consumed_total", "queue" => self.queue, "outcome" => "skipped").increment(1);
             // Finished already, or rescheduled for later: this message is a repeat.
             let _ = delivery.ack().await;
             return;
         };
-        let span = tracing::info_span!("job", job_id = %row.id, queue = self.queue, attempt = row.attempts + 1);
-        let outcome =
-            tracing::Instrument::instrument(self.handler.handle(&row, job), span.clone()).await;
+        let request_id = row.request_id.clone().unwrap_or_default();
+        let span = tracing::info_span!(
+            "job",
+            job_id = %row.id,
+            queue = self.queue,
+            attempt = row.attempts + 1,
+            request_id = %request_id,
+        );
+        let started = std::time::Instant::now();
+        let outcome = crate::telemetry::with_request_id(
+            request_id,
+            tracing::Instrument::instrument(self.handler.handle(&row, job), span.clone()),
+        )
+        .await;
+        metrics::histogram!("job_duration_seconds", "queue" => self.queue)
+            .record(started.elapsed().as_secs_f64());
+        let label = match &outcome {
+            JobOutcome::Done => "done",
+            JobOutcome::Retry { .. } => "retry",
+            JobOutcome::Dead { .. } => "dead",
+        };
+        metrics::counter!("jobs_consumed_total", "queue" => self.queue, "outcome" => label)
+            .increment(1);
         let _enter = span.enter();
         match &outcome {
             JobOutcome::Done => tracing::debug!("job done"),

@@ -447,3 +447,17 @@ fn capture_logs() {
             .try_init();
     });
 }
+
+/// Runs a worker-webhooks consumer in this process until the app is dropped (or `stop`).
+pub fn start_webhooks_worker(app: &TestApp, stop: CancellationToken) -> tokio::task::JoinHandle<()> {
+    let cipher = Arc::new(Cipher::new(&app.crypto_key, &[]).unwrap());
+    let (config, db, broker, relay) = (
+        app.config.clone(),
+        app.db.clone(),
+        app.broker.clone(),
+        app.relay.clone(),
+    );
+    tokio::spawn(async move {
+        worker_webhooks::run_with(&config, db, cipher, broker, relay, stop).await
+    })
+}

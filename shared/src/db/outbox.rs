@@ -68,6 +68,7 @@ pub async fn enqueue<C: ConnectionTrait>(
         last_error: Set(None),
         created_at: Set(now),
         updated_at: Set(now),
+        request_id: Set(crate::telemetry::request_id()),
     })
     .exec_without_returning(db)
     .await?;

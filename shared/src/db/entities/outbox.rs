@@ -23,6 +23,8 @@ pub struct Model {
     pub last_error: Option<String>,
     pub created_at: DateTimeUtc,
     pub updated_at: DateTimeUtc,
+    /// The request that caused the job (its logs carry the same id).
+    pub request_id: Option<String>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -1,0 +1,744 @@
+//! Events and webhooks as a caller and a receiver see them: signed deliveries that verify with
+//! an independent Standard Webhooks implementation, retries honouring `Retry-After`, timeouts,
+//! dead letters and replays, resends, secret rotation, live-mode SSRF refusals, slow endpoints
+//! that delay nobody else, a worker killed mid-delivery, and the `/events` API.
+
+mod common;
+#[path = "../../worker-webhooks/tests/support/receiver.rs"]
+mod receiver;
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::{
+    Backend, TestApp, account_body, captured_logs, spawn_app, spawn_app_with,
+    start_webhooks_worker,
+};
+use receiver::{Received, Receiver, Reply};
+use reqwest::StatusCode;
+use sea_orm::{ConnectionTrait, TransactionTrait};
+use serde_json::{Value, json};
+use shared::crypto::Cipher;
+use shared::db::businesses::{self, IssuedBusiness};
+use shared::db::events;
+use shared::domain::{KybStatus, Mode};
+use tokio_util::sync::CancellationToken;
+use worker_webhooks::operator::{self, ReplayTarget};
+
+on_both_databases!(
+    events_are_delivered_signed_and_verifiable,
+    events_are_listed_paged_filtered_and_kept_to_their_owner,
+    failures_are_retried_on_schedule_honouring_retry_after,
+    a_timeout_is_a_failed_attempt_with_status_0,
+    an_exhausted_delivery_is_dead_lettered_and_one_replay_delivers_it,
+    resend_delivers_again_with_the_same_webhook_id,
+    during_a_rotation_both_secrets_sign,
+    live_mode_refuses_private_targets_at_delivery,
+    a_slow_endpoint_delays_no_other,
+    a_worker_killed_mid_delivery_loses_nothing,
+);
+
+const WITHIN: Duration = Duration::from_secs(20);
+
+async fn json(resp: reqwest::Response) -> Value {
+    resp.json().await.expect("JSON body")
+}
+
+async fn set_url(app: &TestApp, business_id: &str, mode: Mode, url: &str) {
+    assert!(
+        businesses::set_webhook_url(&app.db, business_id, mode, url)
+            .await
+            .unwrap()
+    );
+}
+
+/// An account created (active at once) and deactivated: one `virtualaccount.deactivated` event.
+async fn deactivated_account(app: &TestApp, key: &str, n: u32) -> String {
+    let resp = app
+        .create(key, &format!("k{n}"), &account_body(n, "test-bank"))
+        .await;
+    assert_eq!(resp.status(), StatusCode::CREATED);
+    let id = json(resp).await["id"].as_str().unwrap().to_owned();
+    let resp = app
+        .post(key, &format!("/v1/virtual-accounts/{id}/deactivate"), None)
+        .await;
+    assert_eq!(resp.status(), StatusCode::OK);
+    id
+}
+
+/// A creation the bank rejects: one `virtualaccount.failed` event.
+async fn rejected_account(app: &TestApp, key: &str, n: u32) {
+    let mut body = account_body(n, "test-bank");
+    body["customerBvn"] = json!(format!("99999{:06}", n));
+    let resp = app.create(key, &format!("r{n}"), &body).await;
+    assert_eq!(resp.status(), StatusCode::UNPROCESSABLE_ENTITY);
+}
+
+/// Records an event directly (as any state change does), in its own transaction.
+async fn record_event(app: &TestApp, business_id: &str, mode: Mode, data: Value) -> String {
+    let txn = app.db.begin().await.unwrap();
+    let event = events::record(
+        &txn,
+        business_id,
+        mode,
+        events::ACCOUNT_DEACTIVATED,
+        &data,
+        shared::time::now(),
+    )
+    .await
+    .unwrap();
+    txn.commit().await.unwrap();
+    app.relay.kick();
+    event.id
+}
+
+async fn other_business(app: &TestApp, name: &str) -> IssuedBusiness {
+    let cipher = Cipher::new(&app.crypto_key, &[]).unwrap();
+    businesses::create(&app.db, &cipher, name, KybStatus::Pending)
+        .await
+        .unwrap()
+}
+
+/// Verified by the `standardwebhooks` crate, not by our code.
+fn verifies(secret: &str, request: &Received) -> bool {
+    standardwebhooks::Webhook::new(secret)
+        .unwrap()
+        .verify(&request.body, &request.headers)
+        .is_ok()
+}
+
+async fn read_event(app: &TestApp, key: &str, id: &str) -> Value {
+    let resp = app.get(key, &format!("/v1/events/{id}")).await;
+    assert_eq!(resp.status(), StatusCode::OK);
+    json(resp).await
+}
+
+/// Polls the event until its first delivery has `status` (and `attempts` attempts, if given).
+async fn wait_for_delivery(
+    app: &TestApp,
+    key: &str,
+    event_id: &str,
+    status: &str,
+    attempts: Option<usize>,
+) -> Value {
+    let started = Instant::now();
+    loop {
+        let event = read_event(app, key, event_id).await;
+        let delivery = &event["deliveries"][0];
+        let count = delivery["attempts"].as_array().map_or(0, Vec::len);
+        if delivery["status"] == status && attempts.is_none_or(|n| n == count) {
+            return event;
+        }
+        assert!(
+            started.elapsed() < WITHIN,
+            "delivery of {event_id} is {} with {count} attempts, expected {status}",
+            delivery["status"]
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn status_codes(delivery: &Value) -> Vec<i64> {
+    delivery["attempts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["statusCode"].as_i64().unwrap())
+        .collect()
+}
+
+async fn events_are_delivered_signed_and_verifiable(backend: Backend) {
+    let app = spawn_app(backend).await;
+    let receiver = Receiver::start().await;
+    receiver.set_default(Reply::ok().body("thanks"));
+    set_url(&app, &app.business.id, Mode::Test, &receiver.url).await;
+    let _worker = start_webhooks_worker(&app, app.shutdown.clone());
+
+    rejected_account(&app, app.test_key(), 1).await;
+    let account = deactivated_account(&app, app.test_key(), 2).await;
+
+    let requests = receiver.wait_for(2, WITHIN).await;
+    let secret = &app.business.test.webhook_secret;
+    let mut types = Vec::new();
+    for r in &requests {
+        assert!(verifies(secret, r), "the standardwebhooks crate verifies it");
+        assert!(!verifies(&app.business.live.webhook_secret, r));
+        let body = r.json();
+        assert_eq!(r.webhook_id(), body["id"].as_str().unwrap());
+        assert!(r.webhook_id().starts_with("evt_"));
+        let mut keys: Vec<&str> = body.as_object().unwrap().keys().map(String::as_str).collect();
+        keys.sort_unstable();
+        assert_eq!(keys, ["createdAt", "data", "id", "mode", "type"]);
+        assert_eq!(body["mode"], "test");
+        assert_eq!(r.header("content-type"), "application/json");
+        let timestamp: i64 = r.header("webhook-timestamp").parse().unwrap();
+        assert!((chrono::Utc::now().timestamp() - timestamp).abs() < 60);
+        assert!(r.header("webhook-signature").starts_with("v1,"));
+        assert!(!String::from_utf8_lossy(&r.body).contains("99999000001"), "no BVN");
+        types.push(body["type"].as_str().unwrap().to_owned());
+    }
+    types.sort();
+    assert_eq!(types, ["virtualaccount.deactivated", "virtualaccount.failed"]);
+
+    // The delivered body is the event as the API shows it, and the attempt is on record.
+    let sent = requests
+        .iter()
+        .find(|r| r.json()["type"] == "virtualaccount.deactivated")
+        .unwrap();
+    let body = sent.json();
+    assert_eq!(body["data"]["id"], account.as_str());
+    assert_eq!(body["data"]["status"], "deactivated");
+    let event = wait_for_delivery(
+        &app,
+        app.test_key(),
+        &sent.webhook_id(),
+        "succeeded",
+        Some(1),
+    )
+    .await;
+    assert_eq!(event["object"], "event");
+    for field in ["id", "type", "mode", "createdAt", "data"] {
+        assert_eq!(event[field], body[field], "{field}");
+    }
+    let deliveries = event["deliveries"].as_array().unwrap();
+    assert_eq!(deliveries.len(), 1, "one delivery per event and endpoint");
+    let delivery = &deliveries[0];
+    assert!(delivery["id"].as_str().unwrap().starts_with("whd_"));
+    assert_eq!(delivery["url"], receiver.url.as_str());
+    let attempt = &delivery["attempts"][0];
+    assert_eq!(attempt["statusCode"], 200);
+    assert_eq!(attempt["responseBody"], "thanks");
+    assert!(attempt["durationMs"].as_i64().unwrap() >= 0);
+    assert!(attempt["at"].is_string());
+
+    // Exactly one request per event.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(receiver.count(), 2);
+
+    // Neither the secret, the signature nor the body reaches the logs.
+    let logs = captured_logs();
+    assert!(!logs.contains(secret.trim_start_matches("whsec_")));
+    let signature = sent.header("webhook-signature");
+    assert!(!logs.contains(signature.trim_start_matches("v1,")));
+    assert!(!logs.contains(String::from_utf8_lossy(&sent.body).as_ref()));
+}
+
+async fn events_are_listed_paged_filtered_and_kept_to_their_owner(backend: Backend) {
+    // No webhook URL: events are recorded all the same, and nothing is delivered.
+    let app = spawn_app(backend).await;
+    let _worker = start_webhooks_worker(&app, app.shutdown.clone());
+    rejected_account(&app, app.test_key(), 1).await;
+    deactivated_account(&app, app.test_key(), 2).await;
+    deactivated_account(&app, app.test_key(), 3).await;
+
+    let all = json(app.get(app.test_key(), "/events?pageSize=100").await).await;
+    assert_eq!(all["total"], 3);
+    let data = all["data"].as_array().unwrap();
+    let created: Vec<&str> = data
+        .iter()
+        .map(|e| e["createdAt"].as_str().unwrap())
+        .collect();
+    let mut newest_first = created.clone();
+    newest_first.sort_by(|a, b| b.cmp(a));
+    assert_eq!(created, newest_first);
+    assert_eq!(data[2]["type"], "virtualaccount.failed", "the oldest last");
+    assert!(data.iter().all(|e| e["object"] == "event" && e["mode"] == "test"));
+
+    let page = json(app.get(app.test_key(), "/v1/events?pageSize=2").await).await;
+    assert_eq!(
+        (
+            &page["page"],
+            &page["pageSize"],
+            &page["total"],
+            &page["totalPages"]
+        ),
+        (&json!(1), &json!(2), &json!(3), &json!(2))
+    );
+    assert_eq!(page["data"].as_array().unwrap().len(), 2);
+    let second = json(app.get(app.test_key(), "/v1/events?pageSize=2&page=2").await).await;
+    assert_eq!(second["data"].as_array().unwrap().len(), 1);
+    assert_eq!(second["data"][0]["id"], data[2]["id"]);
+
+    let failed = json(
+        app.get(app.test_key(), "/v1/events?type=virtualaccount.failed")
+            .await,
+    )
+    .await;
+    assert_eq!(failed["total"], 1);
+    assert_eq!(failed["data"][0]["type"], "virtualaccount.failed");
+    let none = json(app.get(app.test_key(), "/v1/events?type=deposit.received").await).await;
+    assert_eq!(none["total"], 0);
+
+    for (query, field) in [
+        ("type=account.created", "type"),
+        ("page=0", "page"),
+        ("pageSize=101", "pageSize"),
+        ("pageSize=ten", "pageSize"),
+    ] {
+        let resp = app.get(app.test_key(), &format!("/v1/events?{query}")).await;
+        assert_eq!(resp.status(), StatusCode::UNPROCESSABLE_ENTITY, "{query}");
+        let problem = json(resp).await;
+        assert_eq!(problem["code"], "validation_failed");
+        assert_eq!(problem["errors"][0]["field"], field, "{query}");
+    }
+
+    let id = data[0]["id"].as_str().unwrap();
+    let event = read_event(&app, app.test_key(), id).await;
+    assert_eq!(event["deliveries"], json!([]), "no URL, no delivery");
+    assert_eq!(app.count("SELECT COUNT(*) FROM deliveries").await, 0);
+    assert_eq!(app.count("SELECT COUNT(*) FROM events").await, 3);
+
+    // Resending needs a URL.
+    let resp = app
+        .post(app.test_key(), &format!("/v1/events/{id}/resend"), None)
+        .await;
+    assert_eq!(resp.status(), StatusCode::CONFLICT);
+    assert_eq!(json(resp).await["code"], "invalid_state");
+
+    // Another mode or business: nothing to see, and 404 rather than 403.
+    app.approve_kyb().await;
+    let live = json(app.get(app.live_key(), "/v1/events").await).await;
+    assert_eq!(live["total"], 0);
+    let other = other_business(&app, "Other Ltd").await;
+    let other_list = json(app.get(&other.test.secret_key, "/v1/events").await).await;
+    assert_eq!(other_list["total"], 0);
+    for key in [app.live_key(), other.test.secret_key.as_str()] {
+        let resp = app.get(key, &format!("/v1/events/{id}")).await;
+        assert_eq!(resp.status(), StatusCode::NOT_FOUND);
+        assert_eq!(json(resp).await["code"], "not_found");
+        let resp = app
+            .post(key, &format!("/v1/events/{id}/resend"), None)
+            .await;
+        assert_eq!(resp.status(), StatusCode::NOT_FOUND);
+    }
+    let resp = app.get(app.test_key(), "/v1/events/evt_nope").await;
+    assert_eq!(resp.status(), StatusCode::NOT_FOUND);
+    let resp = app.get("sk_test_nope", "/v1/events").await;
+    assert_eq!(resp.status(), StatusCode::UNAUTHORIZED);
+}
+
+async fn failures_are_retried_on_schedule_honouring_retry_after(backend: Backend) {
+    let app = spawn_app_with(backend, |c| {
+        c.webhooks.retry_schedule = vec![1, 60, 60];
+        c.webhooks.max_retry_after_secs = 2;
+    })
+    .await;
+    let receiver = Receiver::start().await;
+    receiver.script([
+        Reply::status(500).body("boom"),
+        // Sooner than the schedule's 60 s: honoured.
+        Reply::status(503).retry_after("1"),
+        // Later than the configured maximum: clamped to 2 s.
+        Reply::status(429).retry_after("3600"),
+        Reply::ok(),
+    ]);
+    set_url(&app, &app.business.id, Mode::Test, &receiver.url).await;
+    let _worker = start_webhooks_worker(&app, app.shutdown.clone());
+    deactivated_account(&app, app.test_key(), 1).await;
+
+    let requests = receiver.wait_for(4, WITHIN).await;
+    let gaps: Vec<f64> = requests
+        .windows(2)
+        .map(|w| (w[1].at - w[0].at).as_secs_f64())
+        .collect();
+    assert!((0.75..6.0).contains(&gaps[0]), "schedule's 1 s ± 20 %: {gaps:?}");
+    assert!((0.9..6.0).contains(&gaps[1]), "Retry-After: 1 honoured: {gaps:?}");
+    assert!((1.9..7.0).contains(&gaps[2]), "Retry-After clamped to 2 s: {gaps:?}");
+    // Same id and same bytes on every attempt; each freshly signed.
+    let first = &requests[0];
+    for r in &requests {
+        assert_eq!(r.webhook_id(), first.webhook_id());
+        assert_eq!(r.body, first.body);
+        assert!(verifies(&app.business.test.webhook_secret, r));
+    }
+
+    let event = wait_for_delivery(
+        &app,
+        app.test_key(),
+        &first.webhook_id(),
+        "succeeded",
+        Some(4),
+    )
+    .await;
+    let delivery = &event["deliveries"][0];
+    assert_eq!(status_codes(delivery), [500, 503, 429, 200]);
+    assert_eq!(delivery["attempts"][0]["responseBody"], "boom");
+    assert!(delivery["completedAt"].is_string());
+    assert!(delivery["nextAttemptAt"].is_null());
+}
+
+async fn a_timeout_is_a_failed_attempt_with_status_0(backend: Backend) {
+    let app = spawn_app_with(backend, |c| {
+        c.webhooks.retry_schedule = vec![0];
+        c.webhooks.timeout_secs = 1;
+    })
+    .await;
+    let receiver = Receiver::start().await;
+    receiver.set_default(Reply::ok().slow(Duration::from_secs(3)));
+    set_url(&app, &app.business.id, Mode::Test, &receiver.url).await;
+    let _worker = start_webhooks_worker(&app, app.shutdown.clone());
+    deactivated_account(&app, app.test_key(), 1).await;
+    let requests = receiver.wait_for(1, WITHIN).await;
+
+    let event = wait_for_delivery(
+        &app,
+        app.test_key(),
+        &requests[0].webhook_id(),
+        "dead",
+        Some(2),
+    )
+    .await;
+    let delivery = &event["deliveries"][0];
+    assert_eq!(status_codes(delivery), [0, 0], "a late 200 is no success");
+    for attempt in delivery["attempts"].as_array().unwrap() {
+        let ms = attempt["durationMs"].as_i64().unwrap();
+        assert!((900..2900).contains(&ms), "cut at the 1 s timeout: {ms}");
+        assert!(attempt["responseBody"].is_null());
+    }
+}
+
+async fn an_exhausted_delivery_is_dead_lettered_and_one_replay_delivers_it(backend: Backend) {
+    let app = spawn_app_with(backend, |c| c.webhooks.retry_schedule = vec![0, 0]).await;
+    let receiver = Receiver::start().await;
+    receiver.set_default(Reply::status(500));
+    set_url(&app, &app.business.id, Mode::Test, &receiver.url).await;
+    let _worker = start_webhooks_worker(&app, app.shutdown.clone());
+    deactivated_account(&app, app.test_key(), 1).await;
+
+    let requests = receiver.wait_for(3, WITHIN).await;
+    let event_id = requests[0].webhook_id();
+    let event = wait_for_delivery(&app, app.test_key(), &event_id, "dead", Some(3)).await;
+    let delivery_id = event["deliveries"][0]["id"].as_str().unwrap().to_owned();
+    assert_eq!(status_codes(&event["deliveries"][0]), [500, 500, 500]);
+    // Tried once plus once per schedule entry, and no more.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(receiver.count(), 3);
+    // The job is dead, and its message sits in the queue's dead-letter queue.
+    assert_eq!(
+        app.count("SELECT COUNT(*) FROM outbox WHERE dead_at IS NOT NULL")
+            .await,
+        1
+    );
+    let started = Instant::now();
+    while app.broker.depth("webhooks", true).await.unwrap() != 1 {
+        assert!(started.elapsed() < WITHIN, "nothing in webhooks.dead");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    // Operators see it…
+    let mut out = Vec::new();
+    let n = operator::dead_list(&app.db, Some(&app.business.id), &mut out)
+        .await
+        .unwrap();
+    assert_eq!(n, 1);
+    let line: Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!(line["id"], delivery_id.as_str());
+    assert_eq!(line["eventId"], event_id.as_str());
+    assert_eq!(line["eventType"], "virtualaccount.deactivated");
+    assert_eq!(line["attempts"], 3);
+    assert_eq!(line["lastStatusCode"], 500);
+    assert!(line["deadAt"].is_string());
+    let mut other = Vec::new();
+    assert_eq!(
+        operator::dead_list(&app.db, Some("biz_other"), &mut other)
+            .await
+            .unwrap(),
+        0
+    );
+
+    // …and replay it once the receiver is back: same event id, a fresh schedule.
+    receiver.set_default(Reply::ok());
+    let in_the_future = shared::time::now() + chrono::Duration::hours(1);
+    let target = |since| ReplayTarget::AllDead {
+        business_id: Some(app.business.id.clone()),
+        since: Some(since),
+    };
+    let mut out = Vec::new();
+    assert_eq!(
+        operator::replay(&app.db, &target(in_the_future), &mut out)
+            .await
+            .unwrap(),
+        0,
+        "none died after --since"
+    );
+    let an_hour_ago = shared::time::now() - chrono::Duration::hours(1);
+    assert_eq!(
+        operator::replay(&app.db, &target(an_hour_ago), &mut out)
+            .await
+            .unwrap(),
+        1
+    );
+    let requests = receiver.wait_for(4, WITHIN).await;
+    assert_eq!(requests[3].webhook_id(), event_id);
+    assert_eq!(requests[3].body, requests[0].body);
+    assert!(verifies(&app.business.test.webhook_secret, &requests[3]));
+    let event = wait_for_delivery(&app, app.test_key(), &event_id, "succeeded", Some(4)).await;
+    assert_eq!(event["deliveries"][0]["id"], delivery_id.as_str());
+    assert_eq!(status_codes(&event["deliveries"][0]), [500, 500, 500, 200]);
+    let mut out = Vec::new();
+    assert_eq!(
+        operator::dead_list(&app.db, None, &mut out).await.unwrap(),
+        0
+    );
+    let err = operator::replay(
+        &app.db,
+        &ReplayTarget::Ids(vec!["whd_nope".into()]),
+        &mut out,
+    )
+    .await
+    .unwrap_err();
+    assert!(err.to_string().contains("no such delivery: whd_nope"), "{err}");
+}
+
+async fn resend_delivers_again_with_the_same_webhook_id(backend: Backend) {
+    let app = spawn_app(backend).await;
+    let receiver = Receiver::start().await;
+    set_url(&app, &app.business.id, Mode::Test, &receiver.url).await;
+    let _worker = start_webhooks_worker(&app, app.shutdown.clone());
+    deactivated_account(&app, app.test_key(), 1).await;
+    let first = receiver.wait_for(1, WITHIN).await.remove(0);
+    let event_id = first.webhook_id();
+    wait_for_delivery(&app, app.test_key(), &event_id, "succeeded", Some(1)).await;
+
+    let resp = app
+        .post(app.test_key(), &format!("/events/{event_id}/resend"), None)
+        .await;
+    assert_eq!(resp.status(), StatusCode::ACCEPTED);
+    let accepted = json(resp).await;
+    assert_eq!(accepted["id"], event_id.as_str());
+    assert_eq!(accepted["deliveries"].as_array().unwrap().len(), 1);
+    let again = receiver.wait_for(2, WITHIN).await.remove(1);
+    assert_eq!(again.webhook_id(), event_id);
+    assert_eq!(again.body, first.body);
+    assert!(verifies(&app.business.test.webhook_secret, &again));
+    let event = wait_for_delivery(&app, app.test_key(), &event_id, "succeeded", Some(2)).await;
+    assert_eq!(status_codes(&event["deliveries"][0]), [200, 200]);
+
+    // To the current URL: a new endpoint gets a delivery of its own.
+    let moved = Receiver::start().await;
+    set_url(&app, &app.business.id, Mode::Test, &moved.url).await;
+    let resp = app
+        .post(app.test_key(), &format!("/v1/events/{event_id}/resend"), None)
+        .await;
+    assert_eq!(resp.status(), StatusCode::ACCEPTED);
+    let there = moved.wait_for(1, WITHIN).await.remove(0);
+    assert_eq!(there.webhook_id(), event_id);
+    assert_eq!(there.body, first.body);
+    let event = read_event(&app, app.test_key(), &event_id).await;
+    let urls: Vec<&str> = event["deliveries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["url"].as_str().unwrap())
+        .collect();
+    assert_eq!(urls, [receiver.url.as_str(), moved.url.as_str()]);
+    assert_eq!(receiver.count(), 2, "the old endpoint got nothing more");
+}
+
+async fn during_a_rotation_both_secrets_sign(backend: Backend) {
+    let app = spawn_app(backend).await;
+    let receiver = Receiver::start().await;
+    set_url(&app, &app.business.id, Mode::Test, &receiver.url).await;
+    let _worker = start_webhooks_worker(&app, app.shutdown.clone());
+    let old = app.business.test.webhook_secret.clone();
+    let cipher = Cipher::new(&app.crypto_key, &[]).unwrap();
+    let new = businesses::rotate_webhook_secret(
+        &app.db,
+        &cipher,
+        &app.business.id,
+        Mode::Test,
+        chrono::Duration::hours(24),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    let stranger = shared::domain::keys::generate_webhook_secret();
+
+    deactivated_account(&app, app.test_key(), 1).await;
+    let during = receiver.wait_for(1, WITHIN).await.remove(0);
+    let signatures: Vec<String> = during
+        .header("webhook-signature")
+        .split(' ')
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(signatures.len(), 2, "{signatures:?}");
+    assert!(signatures.iter().all(|s| s.starts_with("v1,")));
+    assert!(verifies(&new, &during), "the new secret verifies");
+    assert!(verifies(&old, &during), "the old secret still verifies");
+    assert!(!verifies(&stranger, &during));
+    // Each signature is one secret's: the first the new one's, the second the old one's.
+    let only = |i: usize| {
+        let mut r = during.clone();
+        r.headers
+            .insert("webhook-signature", signatures[i].parse().unwrap());
+        r
+    };
+    assert!(verifies(&new, &only(0)) && !verifies(&old, &only(0)));
+    assert!(verifies(&old, &only(1)) && !verifies(&new, &only(1)));
+
+    // Once the overlap is over, the old secret signs no more.
+    app.db
+        .execute_unprepared(
+            "UPDATE business_modes SET previous_secret_expires_at = '2000-01-01T00:00:00Z'",
+        )
+        .await
+        .unwrap();
+    deactivated_account(&app, app.test_key(), 2).await;
+    let after = receiver.wait_for(2, WITHIN).await.remove(1);
+    assert_eq!(after.header("webhook-signature").split(' ').count(), 1);
+    assert!(verifies(&new, &after));
+    assert!(!verifies(&old, &after));
+}
+
+async fn live_mode_refuses_private_targets_at_delivery(backend: Backend) {
+    let app = spawn_app_with(backend, |c| c.webhooks.retry_schedule = vec![0]).await;
+    app.approve_kyb().await;
+    let receiver = Receiver::start().await;
+    let _worker = start_webhooks_worker(&app, app.shutdown.clone());
+    // Written past the CLI's check (as if set before the rule, or by hand): delivery still
+    // refuses. A name that resolves to loopback, and a loopback address.
+    let biz = app.business.id.clone();
+    set_url(&app, &biz, Mode::Live, &receiver.localhost_url()).await;
+    let by_name = record_event(&app, &biz, Mode::Live, json!({"id": "va_1"})).await;
+    set_url(&app, &biz, Mode::Live, &receiver.url).await;
+    let by_address = record_event(&app, &biz, Mode::Live, json!({"id": "va_2"})).await;
+    for id in [&by_name, &by_address] {
+        let event = wait_for_delivery(&app, app.live_key(), id, "dead", Some(2)).await;
+        assert_eq!(status_codes(&event["deliveries"][0]), [0, 0]);
+    }
+    assert_eq!(receiver.count(), 0, "nothing reached the private target");
+    assert_eq!(
+        app.count(
+            "SELECT COUNT(*) FROM delivery_attempts WHERE error LIKE '%loopback%' \
+             AND error LIKE '%public addresses only%'"
+        )
+        .await,
+        4
+    );
+
+    // Test mode may deliver to this machine, by name too.
+    set_url(&app, &biz, Mode::Test, &receiver.localhost_url()).await;
+    let test = record_event(&app, &biz, Mode::Test, json!({"id": "va_3"})).await;
+    let received = receiver.wait_for(1, WITHIN).await;
+    assert_eq!(received[0].webhook_id(), test);
+}
+
+async fn a_slow_endpoint_delays_no_other(backend: Backend) {
+    let app = spawn_app(backend).await;
+    let slow = Receiver::start().await;
+    slow.set_default(Reply::ok().slow(Duration::from_secs(4)));
+    let fast = Receiver::start().await;
+    let other = other_business(&app, "Quick Ltd").await;
+    set_url(&app, &app.business.id, Mode::Test, &slow.url).await;
+    set_url(&app, &other.id, Mode::Test, &fast.localhost_url()).await;
+    let _worker = start_webhooks_worker(&app, app.shutdown.clone());
+
+    deactivated_account(&app, app.test_key(), 1).await;
+    let held = slow.wait_for(1, WITHIN).await.remove(0);
+    for n in 2..5 {
+        deactivated_account(&app, &other.test.secret_key, n).await;
+    }
+    let delivered = fast.wait_for(3, Duration::from_secs(4)).await;
+    let slow_answers_at = held.at + Duration::from_secs(4);
+    for r in &delivered {
+        assert!(
+            r.at < slow_answers_at,
+            "a fast delivery waited for the slow endpoint"
+        );
+        assert!(verifies(&other.test.webhook_secret, r));
+    }
+    let event = wait_for_delivery(
+        &app,
+        app.test_key(),
+        &held.webhook_id(),
+        "succeeded",
+        Some(1),
+    )
+    .await;
+    let ms = event["deliveries"][0]["attempts"][0]["durationMs"]
+        .as_i64()
+        .unwrap();
+    assert!(ms >= 3900, "{ms}");
+}
+
+async fn a_worker_killed_mid_delivery_loses_nothing(backend: Backend) {
+    let app = spawn_app(backend).await;
+    let receiver = Receiver::start().await;
+    // The first request is held until long after the worker is gone.
+    receiver.script([Reply::ok().slow(Duration::from_secs(60))]);
+    set_url(&app, &app.business.id, Mode::Test, &receiver.url).await;
+    let doomed = start_webhooks_worker(&app, CancellationToken::new());
+    deactivated_account(&app, app.test_key(), 1).await;
+    let first = receiver.wait_for(1, WITHIN).await.remove(0);
+
+    // Killed mid-delivery: nothing finishes, nothing is acknowledged.
+    doomed.abort();
+    assert!(doomed.await.unwrap_err().is_cancelled());
+    let _worker = start_webhooks_worker(&app, app.shutdown.clone());
+    let second = receiver.wait_for(2, WITHIN).await.remove(1);
+    assert_eq!(second.webhook_id(), first.webhook_id(), "a duplicate, same id");
+    assert_eq!(second.body, first.body);
+    let event = wait_for_delivery(
+        &app,
+        app.test_key(),
+        &first.webhook_id(),
+        "succeeded",
+        Some(1),
+    )
+    .await;
+    assert_eq!(status_codes(&event["deliveries"][0]), [200]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// `api admin webhook set`: the live-mode SSRF check when the URL is set.
+
+fn api(dir: &Path) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_api"));
+    cmd.env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .current_dir(dir);
+    cmd
+}
+
+#[test]
+fn setting_a_private_live_url_is_refused_with_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = api(dir.path())
+        .args(["admin", "business", "create", "--name", "Acme Ltd"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let issued: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let id = issued["id"].as_str().unwrap();
+    let set = |mode: &str, url: &str| {
+        api(dir.path())
+            .args(["admin", "webhook", "set", id, "--mode", mode, "--url", url])
+            .output()
+            .unwrap()
+    };
+    for (url, kind) in [
+        ("https://127.0.0.1/hook", "loopback"),
+        ("https://10.1.2.3/hook", "private"),
+        ("https://192.168.0.10/hook", "private"),
+        ("https://169.254.169.254/latest", "link-local"),
+        ("https://100.64.1.1/hook", "CGNAT"),
+        ("https://[::1]/hook", "loopback"),
+        ("https://[fd00::1]/hook", "unique-local"),
+        ("https://[fe80::1]/hook", "link-local"),
+        ("https://0.0.0.0/hook", "unspecified"),
+        ("https://localhost/hook", "loopback"),
+    ] {
+        let out = set("live", url);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{url} was accepted");
+        assert!(
+            stderr.contains("refused") && stderr.contains(kind),
+            "{url}: {stderr}"
+        );
+    }
+    // A public address is fine in live mode; test mode may point at this machine.
+    assert!(set("live", "https://93.184.216.34/hook").status.success());
+    assert!(set("test", "http://localhost:8999/hook").status.success());
+    assert!(set("test", "http://127.0.0.1:8999/hook").status.success());
+}

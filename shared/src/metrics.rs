@@ -1,0 +1,46 @@
+//! Prometheus metrics: one recorder per process, rendered at `/metrics`.
+//!
+//! Names: `http_requests_total{method,route,status}`, `http_request_duration_seconds{method,route}`,
+//! `jobs_published_total{queue}`, `jobs_consumed_total{queue,outcome}`,
+//! `job_duration_seconds{queue}`, `outbox_backlog`, `webhook_deliveries_total{outcome}`,
+//! `webhook_delivery_duration_seconds`, `webhook_dead_letters`,
+//! `provider_calls_total{bank,operation,outcome}`, `provider_call_duration_seconds{bank,operation}`.
+
+use std::sync::OnceLock;
+
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+
+static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
+
+const DURATION_BUCKETS: &[f64] = &[
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+];
+
+/// Installs the process-wide recorder (once; later calls return the same handle).
+pub fn install() -> &'static PrometheusHandle {
+    HANDLE.get_or_init(|| {
+        let recorder = PrometheusBuilder::new()
+            .set_buckets_for_metric(Matcher::Suffix("duration_seconds".into()), DURATION_BUCKETS)
+            .expect("buckets are not empty")
+            .build_recorder();
+        let handle = recorder.handle();
+        // Another recorder may be installed already (a test harness): ours still renders.
+        let _ = metrics::set_global_recorder(recorder);
+        handle
+    })
+}
+
+/// The Prometheus text exposition of everything recorded so far.
+pub fn render() -> String {
+    let handle = install();
+    handle.run_upkeep();
+    handle.render()
+}
+
+/// The axum handler for `GET /metrics`.
+pub async fn endpoint() -> ([(axum::http::HeaderName, &'static str); 1], String) {
+    (
+        [(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        render(),
+    )
+}
