@@ -3,6 +3,7 @@
 pub mod cli;
 pub mod error;
 pub mod extract;
+pub mod openapi;
 pub mod request_id;
 pub mod routes;
 pub mod runtime;
@@ -29,7 +30,9 @@ pub fn router(state: AppState) -> Router {
         .route("/problems/{code}", get(routes::problems::describe))
         .route("/healthz", get(routes::health::healthz))
         .route("/readyz", get(routes::health::readyz))
-        .route("/metrics", get(shared::metrics::endpoint));
+        .route("/metrics", get(shared::metrics::endpoint))
+        .route("/openapi.json", get(openapi::openapi_json))
+        .route("/docs", get(openapi::docs));
     Router::new()
         .merge(api.clone())
         .nest("/v1", api)

@@ -12,8 +12,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::{
-    Backend, TestApp, account_body, captured_logs, spawn_app, spawn_app_with,
-    start_webhooks_worker,
+    Backend, TestApp, account_body, captured_logs, spawn_app, spawn_app_with, start_webhooks_worker,
 };
 use receiver::{Received, Receiver, Reply};
 use reqwest::StatusCode;
@@ -33,6 +32,7 @@ on_both_databases!(
     a_timeout_is_a_failed_attempt_with_status_0,
     an_exhausted_delivery_is_dead_lettered_and_one_replay_delivers_it,
     resend_delivers_again_with_the_same_webhook_id,
+    a_resend_supersedes_an_attempt_in_flight,
     during_a_rotation_both_secrets_sign,
     live_mode_refuses_private_targets_at_delivery,
     a_slow_endpoint_delays_no_other,
@@ -162,12 +162,20 @@ async fn events_are_delivered_signed_and_verifiable(backend: Backend) {
     let secret = &app.business.test.webhook_secret;
     let mut types = Vec::new();
     for r in &requests {
-        assert!(verifies(secret, r), "the standardwebhooks crate verifies it");
+        assert!(
+            verifies(secret, r),
+            "the standardwebhooks crate verifies it"
+        );
         assert!(!verifies(&app.business.live.webhook_secret, r));
         let body = r.json();
         assert_eq!(r.webhook_id(), body["id"].as_str().unwrap());
         assert!(r.webhook_id().starts_with("evt_"));
-        let mut keys: Vec<&str> = body.as_object().unwrap().keys().map(String::as_str).collect();
+        let mut keys: Vec<&str> = body
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
         keys.sort_unstable();
         assert_eq!(keys, ["createdAt", "data", "id", "mode", "type"]);
         assert_eq!(body["mode"], "test");
@@ -175,11 +183,17 @@ async fn events_are_delivered_signed_and_verifiable(backend: Backend) {
         let timestamp: i64 = r.header("webhook-timestamp").parse().unwrap();
         assert!((chrono::Utc::now().timestamp() - timestamp).abs() < 60);
         assert!(r.header("webhook-signature").starts_with("v1,"));
-        assert!(!String::from_utf8_lossy(&r.body).contains("99999000001"), "no BVN");
+        assert!(
+            !String::from_utf8_lossy(&r.body).contains("99999000001"),
+            "no BVN"
+        );
         types.push(body["type"].as_str().unwrap().to_owned());
     }
     types.sort();
-    assert_eq!(types, ["virtualaccount.deactivated", "virtualaccount.failed"]);
+    assert_eq!(
+        types,
+        ["virtualaccount.deactivated", "virtualaccount.failed"]
+    );
 
     // The delivered body is the event as the API shows it, and the attempt is on record.
     let sent = requests
@@ -243,7 +257,10 @@ async fn events_are_listed_paged_filtered_and_kept_to_their_owner(backend: Backe
     newest_first.sort_by(|a, b| b.cmp(a));
     assert_eq!(created, newest_first);
     assert_eq!(data[2]["type"], "virtualaccount.failed", "the oldest last");
-    assert!(data.iter().all(|e| e["object"] == "event" && e["mode"] == "test"));
+    assert!(
+        data.iter()
+            .all(|e| e["object"] == "event" && e["mode"] == "test")
+    );
 
     let page = json(app.get(app.test_key(), "/v1/events?pageSize=2").await).await;
     assert_eq!(
@@ -256,7 +273,11 @@ async fn events_are_listed_paged_filtered_and_kept_to_their_owner(backend: Backe
         (&json!(1), &json!(2), &json!(3), &json!(2))
     );
     assert_eq!(page["data"].as_array().unwrap().len(), 2);
-    let second = json(app.get(app.test_key(), "/v1/events?pageSize=2&page=2").await).await;
+    let second = json(
+        app.get(app.test_key(), "/v1/events?pageSize=2&page=2")
+            .await,
+    )
+    .await;
     assert_eq!(second["data"].as_array().unwrap().len(), 1);
     assert_eq!(second["data"][0]["id"], data[2]["id"]);
 
@@ -267,7 +288,11 @@ async fn events_are_listed_paged_filtered_and_kept_to_their_owner(backend: Backe
     .await;
     assert_eq!(failed["total"], 1);
     assert_eq!(failed["data"][0]["type"], "virtualaccount.failed");
-    let none = json(app.get(app.test_key(), "/v1/events?type=deposit.received").await).await;
+    let none = json(
+        app.get(app.test_key(), "/v1/events?type=deposit.received")
+            .await,
+    )
+    .await;
     assert_eq!(none["total"], 0);
 
     for (query, field) in [
@@ -276,7 +301,9 @@ async fn events_are_listed_paged_filtered_and_kept_to_their_owner(backend: Backe
         ("pageSize=101", "pageSize"),
         ("pageSize=ten", "pageSize"),
     ] {
-        let resp = app.get(app.test_key(), &format!("/v1/events?{query}")).await;
+        let resp = app
+            .get(app.test_key(), &format!("/v1/events?{query}"))
+            .await;
         assert_eq!(resp.status(), StatusCode::UNPROCESSABLE_ENTITY, "{query}");
         let problem = json(resp).await;
         assert_eq!(problem["code"], "validation_failed");
@@ -342,9 +369,18 @@ async fn failures_are_retried_on_schedule_honouring_retry_after(backend: Backend
         .windows(2)
         .map(|w| (w[1].at - w[0].at).as_secs_f64())
         .collect();
-    assert!((0.75..6.0).contains(&gaps[0]), "schedule's 1 s ± 20 %: {gaps:?}");
-    assert!((0.9..6.0).contains(&gaps[1]), "Retry-After: 1 honoured: {gaps:?}");
-    assert!((1.9..7.0).contains(&gaps[2]), "Retry-After clamped to 2 s: {gaps:?}");
+    assert!(
+        (0.75..6.0).contains(&gaps[0]),
+        "schedule's 1 s ± 20 %: {gaps:?}"
+    );
+    assert!(
+        (0.9..6.0).contains(&gaps[1]),
+        "Retry-After: 1 honoured: {gaps:?}"
+    );
+    assert!(
+        (1.9..7.0).contains(&gaps[2]),
+        "Retry-After clamped to 2 s: {gaps:?}"
+    );
     // Same id and same bytes on every attempt; each freshly signed.
     let first = &requests[0];
     for r in &requests {
@@ -488,7 +524,10 @@ async fn an_exhausted_delivery_is_dead_lettered_and_one_replay_delivers_it(backe
     )
     .await
     .unwrap_err();
-    assert!(err.to_string().contains("no such delivery: whd_nope"), "{err}");
+    assert!(
+        err.to_string().contains("no such delivery: whd_nope"),
+        "{err}"
+    );
 }
 
 async fn resend_delivers_again_with_the_same_webhook_id(backend: Backend) {
@@ -519,7 +558,11 @@ async fn resend_delivers_again_with_the_same_webhook_id(backend: Backend) {
     let moved = Receiver::start().await;
     set_url(&app, &app.business.id, Mode::Test, &moved.url).await;
     let resp = app
-        .post(app.test_key(), &format!("/v1/events/{event_id}/resend"), None)
+        .post(
+            app.test_key(),
+            &format!("/v1/events/{event_id}/resend"),
+            None,
+        )
         .await;
     assert_eq!(resp.status(), StatusCode::ACCEPTED);
     let there = moved.wait_for(1, WITHIN).await.remove(0);
@@ -534,6 +577,58 @@ async fn resend_delivers_again_with_the_same_webhook_id(backend: Backend) {
         .collect();
     assert_eq!(urls, [receiver.url.as_str(), moved.url.as_str()]);
     assert_eq!(receiver.count(), 2, "the old endpoint got nothing more");
+}
+
+async fn a_resend_supersedes_an_attempt_in_flight(backend: Backend) {
+    // Without the resend, the slow 500 would be retried at once (schedule [0]).
+    let app = spawn_app_with(backend, |c| c.webhooks.retry_schedule = vec![0]).await;
+    let receiver = Receiver::start().await;
+    receiver.script([Reply::status(500).slow(Duration::from_secs(3))]);
+    set_url(&app, &app.business.id, Mode::Test, &receiver.url).await;
+    let _worker = start_webhooks_worker(&app, app.shutdown.clone());
+    deactivated_account(&app, app.test_key(), 1).await;
+    let held = receiver.wait_for(1, WITHIN).await.remove(0);
+    let event_id = held.webhook_id();
+
+    let resp = app
+        .post(
+            app.test_key(),
+            &format!("/v1/events/{event_id}/resend"),
+            None,
+        )
+        .await;
+    assert_eq!(resp.status(), StatusCode::ACCEPTED);
+    let fresh = receiver.wait_for(2, WITHIN).await.remove(1);
+    assert_eq!(fresh.webhook_id(), event_id);
+    assert!(
+        fresh.at < held.at + Duration::from_secs(3),
+        "not queued behind the slow one"
+    );
+
+    // The old attempt's 500 lands after the fresh success: on record, but it changes nothing.
+    let started = Instant::now();
+    let event = loop {
+        let event = read_event(&app, app.test_key(), &event_id).await;
+        if event["deliveries"][0]["attempts"].as_array().unwrap().len() == 2 {
+            break event;
+        }
+        assert!(
+            started.elapsed() < WITHIN,
+            "the old attempt was never recorded"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let delivery = &event["deliveries"][0];
+    assert_eq!(delivery["status"], "succeeded");
+    let mut codes = status_codes(delivery);
+    codes.sort_unstable();
+    assert_eq!(codes, [200, 500]);
+    tokio::time::sleep(Duration::from_millis(2000)).await;
+    assert_eq!(receiver.count(), 2, "the superseded schedule did not retry");
+    assert_eq!(
+        read_event(&app, app.test_key(), &event_id).await["deliveries"][0]["status"],
+        "succeeded"
+    );
 }
 
 async fn during_a_rotation_both_secrets_sign(backend: Backend) {
@@ -677,7 +772,11 @@ async fn a_worker_killed_mid_delivery_loses_nothing(backend: Backend) {
     assert!(doomed.await.unwrap_err().is_cancelled());
     let _worker = start_webhooks_worker(&app, app.shutdown.clone());
     let second = receiver.wait_for(2, WITHIN).await.remove(1);
-    assert_eq!(second.webhook_id(), first.webhook_id(), "a duplicate, same id");
+    assert_eq!(
+        second.webhook_id(),
+        first.webhook_id(),
+        "a duplicate, same id"
+    );
     assert_eq!(second.body, first.body);
     let event = wait_for_delivery(
         &app,

@@ -34,6 +34,11 @@ impl Relay {
         }
     }
 
+    /// The broker it publishes to (for readiness checks).
+    pub fn broker(&self) -> &Arc<dyn Broker> {
+        &self.broker
+    }
+
     /// Asks for a sweep now (call after committing a job that is due at once).
     pub fn kick(&self) {
         self.wake.notify_one();

@@ -15,7 +15,9 @@ pub enum SsrfError {
     NoHost,
     #[error("{host} is a {kind} address; live webhooks go to public addresses only")]
     Private { host: String, kind: &'static str },
-    #[error("{host} resolves to {addr}, a {kind} address; live webhooks go to public addresses only")]
+    #[error(
+        "{host} resolves to {addr}, a {kind} address; live webhooks go to public addresses only"
+    )]
     ResolvesPrivate {
         host: String,
         addr: IpAddr,

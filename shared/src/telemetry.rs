@@ -10,7 +10,8 @@ pub fn init(config: &LogConfig) {
     // stderr: stdout carries command output (the JSON of `api admin …`).
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
     // try_init: a second call (tests, `api dev` re-entry) keeps the first subscriber.
     let _ = if config.format == "json" {
         builder.json().flatten_event(true).try_init()

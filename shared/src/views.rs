@@ -1,30 +1,56 @@
 //! The JSON shapes callers see (responses and event data), built from stored rows.
+//!
+//! Each view also describes itself for the OpenAPI document (`utoipa::ToSchema`). The rows keep
+//! statuses, modes and banks as strings; the `schema` module below names their allowed values.
 
 use serde::Serialize;
+use utoipa::ToSchema;
 
 use crate::db::accounts::Account;
 use crate::domain::Bank;
 use crate::time::rfc3339;
 
-#[derive(Debug, Clone, Serialize)]
+/// A virtual account. The BVN/NIN itself is never returned, not even masked.
+#[derive(Debug, Clone, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
+#[schema(as = VirtualAccount)]
 pub struct AccountView {
+    #[schema(pattern = "^va_", example = "va_01J9Z6W8Q3X4T5V6B7N8M9P0QR")]
     pub id: String,
+    #[schema(schema_with = schema::virtual_account_object)]
     pub object: &'static str,
+    #[schema(value_type = schema::Mode)]
     pub mode: String,
+    #[schema(value_type = schema::AccountStatus)]
     pub status: String,
+    /// The NUBAN; null until the account is active.
+    #[schema(required = true, pattern = "^[0-9]{10}$", example = "0123456789")]
     pub account_number: Option<String>,
+    /// `<business name>/<customerName>`.
+    #[schema(example = "Acme Ltd/Ada Obi")]
     pub account_name: String,
+    #[schema(example = "Test Bank")]
     pub bank_name: &'static str,
+    #[schema(value_type = schema::Bank)]
     pub preferred_bank: String,
     pub customer_name: String,
+    #[schema(format = Email)]
     pub customer_email: String,
+    /// E.164.
+    #[schema(pattern = "^\\+234[0-9]{10}$", example = "+2348031234567")]
     pub customer_phone: String,
+    #[schema(required = true)]
     pub customer_reference: Option<String>,
+    #[schema(value_type = schema::IdentityType)]
     pub identity_type: String,
+    #[schema(format = DateTime)]
     pub created_at: String,
+    #[schema(required = true, format = DateTime)]
     pub activated_at: Option<String>,
+    #[schema(required = true, format = DateTime)]
     pub deactivated_at: Option<String>,
+    /// Why the provider bank refused the account (`failed` accounts only).
+    #[schema(required = true)]
     pub failure_reason: Option<String>,
 }
 
@@ -52,12 +78,14 @@ impl From<&Account> for AccountView {
     }
 }
 
-/// A page of a list endpoint.
-#[derive(Debug, Serialize)]
+/// A page of a list endpoint, newest first.
+#[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Page<T> {
     pub data: Vec<T>,
+    #[schema(minimum = 1)]
     pub page: u64,
+    #[schema(minimum = 1, maximum = 100)]
     pub page_size: u64,
     pub total: u64,
     pub total_pages: u64,
@@ -75,22 +103,41 @@ impl<T> Page<T> {
     }
 }
 
-#[derive(Debug, Clone, Serialize)]
+/// Money that arrived at a virtual account. A provider transaction is one deposit, however it
+/// arrived and however many times.
+#[derive(Debug, Clone, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
+#[schema(as = Deposit)]
 pub struct DepositView {
+    #[schema(pattern = "^dep_")]
     pub id: String,
+    #[schema(schema_with = schema::deposit_object)]
     pub object: &'static str,
+    #[schema(pattern = "^va_")]
     pub account_id: String,
+    /// `flagged`: it reached a deactivated account, recorded but never credited.
+    #[schema(value_type = schema::DepositStatus)]
     pub status: String,
+    /// Integer kobo (150000 is NGN 1,500.00).
+    #[schema(minimum = 1, example = 150000)]
     pub amount: i64,
+    #[schema(schema_with = schema::currency)]
     pub currency: String,
+    /// The provider's transaction reference.
     pub provider_reference: String,
+    #[schema(required = true)]
     pub sender_name: Option<String>,
+    #[schema(required = true)]
     pub sender_account_number: Option<String>,
+    #[schema(required = true)]
     pub sender_bank_name: Option<String>,
+    #[schema(required = true)]
     pub narration: Option<String>,
+    #[schema(value_type = schema::DepositSource)]
     pub source: String,
+    #[schema(format = DateTime)]
     pub received_at: String,
+    #[schema(format = DateTime)]
     pub created_at: String,
     /// Present in events (`deposit.received`, `deposit.flagged`), absent in listings.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -119,19 +166,32 @@ impl From<&crate::db::deposits::Deposit> for DepositView {
     }
 }
 
-#[derive(Debug, Clone, Serialize)]
+/// A request to look again, at the provider, for deposits that were not recorded.
+#[derive(Debug, Clone, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
+#[schema(as = Recheck)]
 pub struct RecheckView {
+    #[schema(pattern = "^rck_")]
     pub id: String,
+    #[schema(schema_with = schema::recheck_object)]
     pub object: &'static str,
+    #[schema(pattern = "^va_")]
     pub account_id: String,
+    #[schema(value_type = schema::RecheckStatus)]
     pub status: String,
+    #[schema(format = DateTime)]
     pub from: String,
+    #[schema(format = DateTime)]
     pub to: String,
+    /// Deposits the recheck recorded; null until it completes.
+    #[schema(required = true, minimum = 0)]
     pub deposits_found: Option<i32>,
+    /// Present when the recheck failed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub failure_reason: Option<String>,
+    #[schema(format = DateTime)]
     pub created_at: String,
+    #[schema(required = true, format = DateTime)]
     pub completed_at: Option<String>,
 }
 
@@ -149,5 +209,96 @@ impl From<&crate::db::rechecks::Recheck> for RecheckView {
             created_at: rfc3339(&r.created_at),
             completed_at: r.completed_at.as_ref().map(rfc3339),
         }
+    }
+}
+
+/// Schema-only types for the OpenAPI document: the values that the views' string fields take.
+/// `api`'s OpenAPI test checks them against the domain (`AccountStatus::ALL`, `Bank::ALL`, …).
+pub mod schema {
+    use utoipa::ToSchema;
+    use utoipa::openapi::schema::{Object, ObjectBuilder, Type};
+
+    /// The mode of the key a request was made with; test and live data never mix.
+    #[derive(ToSchema)]
+    #[schema(rename_all = "lowercase")]
+    pub enum Mode {
+        Test,
+        Live,
+    }
+
+    /// `pending → active → deactivated`, `pending → failed`, `pending → deactivated`.
+    #[derive(ToSchema)]
+    #[schema(rename_all = "lowercase")]
+    pub enum AccountStatus {
+        Pending,
+        Active,
+        Deactivated,
+        Failed,
+    }
+
+    /// The provider bank (`test-bank` exists in test mode only).
+    #[derive(ToSchema)]
+    #[schema(rename_all = "kebab-case")]
+    pub enum Bank {
+        WemaBank,
+        AccessBank,
+        TitanTrustBank,
+        TestBank,
+    }
+
+    /// Which identity number the account was opened with (its value is never returned).
+    #[derive(ToSchema)]
+    #[schema(rename_all = "lowercase")]
+    pub enum IdentityType {
+        Bvn,
+        Nin,
+    }
+
+    #[derive(ToSchema)]
+    #[schema(rename_all = "lowercase")]
+    pub enum DepositStatus {
+        Credited,
+        Flagged,
+    }
+
+    /// How the deposit became known: the provider notified it, or a recheck found it.
+    #[derive(ToSchema)]
+    #[schema(rename_all = "lowercase")]
+    pub enum DepositSource {
+        Notification,
+        Recheck,
+    }
+
+    /// `queued → running → completed | failed`.
+    #[derive(ToSchema)]
+    #[schema(rename_all = "lowercase")]
+    pub enum RecheckStatus {
+        Queued,
+        Running,
+        Completed,
+        Failed,
+    }
+
+    fn constant(value: &str) -> Object {
+        ObjectBuilder::new()
+            .schema_type(Type::String)
+            .enum_values(Some([value]))
+            .build()
+    }
+
+    pub fn virtual_account_object() -> Object {
+        constant("virtual_account")
+    }
+
+    pub fn deposit_object() -> Object {
+        constant("deposit")
+    }
+
+    pub fn recheck_object() -> Object {
+        constant("recheck")
+    }
+
+    pub fn currency() -> Object {
+        constant("NGN")
     }
 }

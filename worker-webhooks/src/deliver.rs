@@ -94,22 +94,18 @@ impl Deliverer {
             }
         };
         let body = events::envelope(&event);
-        let sent = self
-            .send(&delivery.url, mode, &event.id, body, &keys)
-            .await;
+        let sent = self.send(&delivery.url, mode, &event.id, body, &keys).await;
         self.settle(row, &delivery, sent).await
     }
 
     /// The mode's current key, and the previous one while its rotation overlap lasts.
     async fn signing_keys(&self, business_id: &str, mode: Mode) -> Result<Vec<SigningKey>, String> {
-        let settings = business_mode::Entity::find_by_id((
-            business_id.to_owned(),
-            mode.as_str().to_owned(),
-        ))
-        .one(&self.db)
-        .await
-        .map_err(|e| e.to_string())?
-        .ok_or_else(|| format!("business {business_id} has no {mode} settings"))?;
+        let settings =
+            business_mode::Entity::find_by_id((business_id.to_owned(), mode.as_str().to_owned()))
+                .one(&self.db)
+                .await
+                .map_err(|e| e.to_string())?
+                .ok_or_else(|| format!("business {business_id} has no {mode} settings"))?;
         let context = webhook_secret_context(business_id, mode);
         let key = |sealed: &str| -> Result<SigningKey, String> {
             let secret = self
@@ -247,8 +243,7 @@ impl Deliverer {
             "webhook attempt"
         );
         if !moved {
-            tracing::info!(delivery_id = %delivery.id, "delivery moved on meanwhile; this run ends");
-            return Ok(JobOutcome::Done);
+            return self.moved_on(row, &delivery.id).await;
         }
         Ok(match (next, delay) {
             (Next::Succeeded, _) => JobOutcome::Done,
@@ -256,6 +251,30 @@ impl Deliverer {
             _ => JobOutcome::Dead {
                 error: format!("gave up after {made} attempts: {error}"),
             },
+        })
+    }
+
+    /// The delivery changed while this attempt ran. Superseded (replay, resend) or finished:
+    /// this job is done. Still pending on this very job (a duplicate run recorded first): keep
+    /// the schedule that run set, rather than completing the job under it.
+    async fn moved_on(&self, row: &JobRow, delivery_id: &str) -> Result<JobOutcome, String> {
+        let current = deliveries::find(&self.db, delivery_id)
+            .await
+            .map_err(|e| e.to_string())?;
+        tracing::info!(delivery_id, "delivery moved on while this attempt ran");
+        Ok(match current {
+            Some(d)
+                if d.status == deliveries::PENDING
+                    && d.job_id.as_deref().is_none_or(|j| j == row.id) =>
+            {
+                let now = shared::time::now();
+                let due = d.next_attempt_at.unwrap_or(now);
+                JobOutcome::Retry {
+                    after: (due - now).to_std().unwrap_or(Duration::ZERO),
+                    error: "another run of this job recorded its attempt first".into(),
+                }
+            }
+            _ => JobOutcome::Done,
         })
     }
 }

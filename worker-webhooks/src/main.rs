@@ -110,9 +110,7 @@ async fn operate(command: Command, config: &shared::config::Config) -> anyhow::R
                 ReplayTarget::Ids(ids)
             };
             let n = operator::replay(&db, &target, &mut out).await?;
-            eprintln!(
-                "{n} deliveries replayed; a running worker-webhooks (or api dev) sends them"
-            );
+            eprintln!("{n} deliveries replayed; a running worker-webhooks (or api dev) sends them");
         }
     }
     Ok(())

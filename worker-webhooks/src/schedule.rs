@@ -55,7 +55,11 @@ mod tests {
             let third = retry_delay(&schedule, 3).unwrap().as_secs_f64();
             assert!((1440.0..=2160.0).contains(&third), "{third}");
         }
-        assert_eq!(retry_delay(&schedule, 4), None, "tried once plus once per entry");
+        assert_eq!(
+            retry_delay(&schedule, 4),
+            None,
+            "tried once plus once per entry"
+        );
         assert_eq!(retry_delay(&[], 1), None);
         assert_eq!(retry_delay(&[0, 0], 2), Some(Duration::ZERO));
     }
@@ -77,10 +81,7 @@ mod tests {
             parse_retry_after("120", now),
             Some(Duration::from_secs(120))
         );
-        assert_eq!(
-            parse_retry_after(" 0 ", now),
-            Some(Duration::from_secs(0))
-        );
+        assert_eq!(parse_retry_after(" 0 ", now), Some(Duration::from_secs(0)));
         let later = httpdate::fmt_http_date(now + Duration::from_secs(90));
         assert_eq!(
             parse_retry_after(&later, now),

@@ -113,7 +113,10 @@ async fn exercise(setup: &Setup, cmd: impl Fn() -> Command) {
         .unwrap();
     assert_eq!(now.status, "pending");
     assert_eq!(now.attempts, 0, "a fresh schedule");
-    assert_eq!(now.event_id, old.event_id, "the same event: the same webhook-id");
+    assert_eq!(
+        now.event_id, old.event_id,
+        "the same event: the same webhook-id"
+    );
     let job = now.job_id.clone().unwrap();
     assert_ne!(Some(&job), old.job_id.as_ref());
     assert_eq!(

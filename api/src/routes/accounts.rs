@@ -19,6 +19,7 @@ use shared::views::{AccountView, Page};
 
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{Caller, IdempotencyKey, JsonObject, OptionalJsonObject, QueryPairs};
+use crate::openapi as doc;
 use crate::state::AppState;
 
 pub fn routes() -> Router<AppState> {
@@ -28,6 +29,54 @@ pub fn routes() -> Router<AppState> {
         .route("/virtual-accounts/{id}/deactivate", post(deactivate))
 }
 
+/// Create a virtual account
+///
+/// Opens a dedicated account number for one customer at the preferred bank. 201 when the bank
+/// answered at once (`active`, `accountNumber` set); 202 when it answers later or is slow or down
+/// (`pending`, `accountNumber` null; a `virtualaccount.active` or `virtualaccount.failed` event
+/// follows); 200 when `customerReference` already has a `pending` or `active` account (that
+/// account, nothing created). A repeated `Idempotency-Key` with the same body returns the first
+/// status and the account as it is now, with `Idempotent-Replayed: true`. A bank that rejects the
+/// identity at once is 422 `identity_rejected` (the account is kept as `failed`). At most 500 new
+/// accounts per business and mode in any rolling hour.
+#[utoipa::path(
+    post,
+    path = "/virtual-accounts",
+    operation_id = "createVirtualAccount",
+    tag = "Virtual accounts",
+    security(("bearerAuth" = [])),
+    params(
+        ("Idempotency-Key" = String, Header, min_length = 1, max_length = 200,
+            description = "Your key for this request, 1–200 characters, the same on every retry of it. Kept at least 24 hours, per business and mode."),
+    ),
+    request_body(content = doc::CreateAccountRequest, content_type = "application/json"),
+    responses(
+        (status = 200, description = "`customerReference` already has a pending or active account: that account; nothing was created.",
+            body = AccountView, headers(
+                ("RateLimit" = String, description = "The creation limit now: `\"accounts\";r=<remaining>;t=<seconds>`."),
+                ("RateLimit-Policy" = String, description = "`\"accounts\";q=500;w=3600`: 500 new accounts per business and mode in any rolling hour."),
+                ("Idempotent-Replayed" = String, description = "`true` when this answer replays an earlier request with the same Idempotency-Key."))),
+        (status = 201, description = "Created and active: the bank gave the number at once.",
+            body = AccountView, headers(
+                ("RateLimit" = String, description = "The creation limit now: `\"accounts\";r=<remaining>;t=<seconds>`."),
+                ("RateLimit-Policy" = String, description = "`\"accounts\";q=500;w=3600`: 500 new accounts per business and mode in any rolling hour."),
+                ("Idempotent-Replayed" = String, description = "`true` when this answer replays an earlier request with the same Idempotency-Key."))),
+        (status = 202, description = "Created and pending: the number follows, with a `virtualaccount.active` (or `virtualaccount.failed`) event.",
+            body = AccountView, headers(
+                ("RateLimit" = String, description = "The creation limit now: `\"accounts\";r=<remaining>;t=<seconds>`."),
+                ("RateLimit-Policy" = String, description = "`\"accounts\";q=500;w=3600`: 500 new accounts per business and mode in any rolling hour."),
+                ("Idempotent-Replayed" = String, description = "`true` when this answer replays an earlier request with the same Idempotency-Key."))),
+        (status = 400, response = doc::CreateBadRequest),
+        (status = 401, response = doc::Unauthorized),
+        (status = 403, response = doc::Forbidden),
+        (status = 409, response = doc::IdempotencyKeyInUse),
+        (status = 413, response = doc::PayloadTooLarge),
+        (status = 415, response = doc::UnsupportedMediaType),
+        (status = 422, response = doc::CreateUnprocessable),
+        (status = 429, response = doc::RateLimited),
+        (status = 500, response = doc::InternalError),
+    ),
+)]
 async fn create(
     State(state): State<AppState>,
     caller: Caller,
@@ -187,6 +236,30 @@ fn hex_sha256(s: &str) -> String {
         .collect()
 }
 
+/// List virtual accounts
+///
+/// The key's business and mode only, newest first. `q` matches, case-insensitively, a substring
+/// of customerName, customerEmail, customerReference, customerPhone or accountNumber.
+#[utoipa::path(
+    get,
+    path = "/virtual-accounts",
+    operation_id = "listVirtualAccounts",
+    tag = "Virtual accounts",
+    security(("bearerAuth" = [])),
+    params(
+        ("page" = Option<u64>, Query, minimum = 1, maximum = 1000000, description = "From 1 (default 1)."),
+        ("pageSize" = Option<u64>, Query, minimum = 1, maximum = 100, description = "1–100 (default 20)."),
+        ("q" = Option<String>, Query, max_length = 200, description = "Search text, at most 200 characters."),
+        ("status" = Option<shared::views::schema::AccountStatus>, Query, description = "Only accounts in this status."),
+    ),
+    responses(
+        (status = 200, description = "A page of accounts.", body = Page<AccountView>),
+        (status = 401, response = doc::Unauthorized),
+        (status = 403, response = doc::Forbidden),
+        (status = 422, response = doc::ValidationFailed),
+        (status = 500, response = doc::InternalError),
+    ),
+)]
 async fn list(
     State(state): State<AppState>,
     caller: Caller,
@@ -233,6 +306,22 @@ async fn list(
     Ok(Json(Page::new(data, page, page_size, total)))
 }
 
+/// Get a virtual account
+#[utoipa::path(
+    get,
+    path = "/virtual-accounts/{id}",
+    operation_id = "getVirtualAccount",
+    tag = "Virtual accounts",
+    security(("bearerAuth" = [])),
+    params(("id" = String, Path, description = "The account id, `va_…`.")),
+    responses(
+        (status = 200, description = "The account.", body = AccountView),
+        (status = 401, response = doc::Unauthorized),
+        (status = 403, response = doc::Forbidden),
+        (status = 404, response = doc::NotFound),
+        (status = 500, response = doc::InternalError),
+    ),
+)]
 async fn read(
     State(state): State<AppState>,
     caller: Caller,
@@ -244,6 +333,34 @@ async fn read(
     Ok(Json(AccountView::from(&account)))
 }
 
+/// Deactivate a virtual account
+///
+/// The account becomes `deactivated` and is closed at the provider in the background; a
+/// `virtualaccount.deactivated` event is sent. Deactivating a deactivated account changes nothing
+/// (200). A `failed` account is 409 `invalid_state`. Money that still reaches a deactivated
+/// account is recorded as a `flagged` deposit, never credited.
+#[utoipa::path(
+    post,
+    path = "/virtual-accounts/{id}/deactivate",
+    operation_id = "deactivateVirtualAccount",
+    tag = "Virtual accounts",
+    security(("bearerAuth" = [])),
+    params(("id" = String, Path, description = "The account id, `va_…`.")),
+    request_body(content = Option<doc::DeactivateRequest>, content_type = "application/json",
+        description = "Optional: send no body, or `{\"reason\": \"…\"}`."),
+    responses(
+        (status = 200, description = "The account, now deactivated.", body = AccountView),
+        (status = 400, response = doc::BadRequest),
+        (status = 401, response = doc::Unauthorized),
+        (status = 403, response = doc::Forbidden),
+        (status = 404, response = doc::NotFound),
+        (status = 409, response = doc::InvalidState),
+        (status = 413, response = doc::PayloadTooLarge),
+        (status = 415, response = doc::UnsupportedMediaType),
+        (status = 422, response = doc::ValidationFailed),
+        (status = 500, response = doc::InternalError),
+    ),
+)]
 async fn deactivate(
     State(state): State<AppState>,
     caller: Caller,

@@ -17,6 +17,7 @@ use shared::views::{DepositView, Page, RecheckView};
 
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{Caller, JsonObject, MAX_BODY_BYTES, OptionalJsonObject, QueryPairs};
+use crate::openapi as doc;
 use crate::state::AppState;
 
 /// The longest window a recheck may cover.
@@ -37,6 +38,30 @@ async fn caller_account(state: &AppState, caller: &Caller, id: &str) -> ApiResul
         .ok_or(ApiError::NotFound)
 }
 
+/// List an account's deposits
+///
+/// Newest first. `credited` deposits reached an active account; `flagged` ones reached a
+/// deactivated account and were recorded, never credited.
+#[utoipa::path(
+    get,
+    path = "/virtual-accounts/{id}/deposits",
+    operation_id = "listDeposits",
+    tag = "Deposits",
+    security(("bearerAuth" = [])),
+    params(
+        ("id" = String, Path, description = "The account id, `va_…`."),
+        ("page" = Option<u64>, Query, minimum = 1, maximum = 1000000, description = "From 1 (default 1)."),
+        ("pageSize" = Option<u64>, Query, minimum = 1, maximum = 100, description = "1–100 (default 20)."),
+    ),
+    responses(
+        (status = 200, description = "A page of deposits.", body = Page<DepositView>),
+        (status = 401, response = doc::Unauthorized),
+        (status = 403, response = doc::Forbidden),
+        (status = 404, response = doc::NotFound),
+        (status = 422, response = doc::ValidationFailed),
+        (status = 500, response = doc::InternalError),
+    ),
+)]
 async fn list_deposits(
     State(state): State<AppState>,
     caller: Caller,
@@ -55,6 +80,33 @@ async fn list_deposits(
     Ok(Json(Page::new(data, page, page_size, total)))
 }
 
+/// Simulate a deposit (test mode)
+///
+/// Asks the test provider to send money to the account. With `notify: true` (default) the
+/// provider notifies the service as a real bank would, and the deposit appears shortly; with
+/// `notify: false` the notification is lost, so that a recheck can find it. Live keys get 403
+/// `test_mode_only`; an account without a number (pending, failed) is 409 `invalid_state`.
+#[utoipa::path(
+    post,
+    path = "/virtual-accounts/{id}/simulate-deposit",
+    operation_id = "simulateDeposit",
+    tag = "Deposits",
+    security(("bearerAuth" = [])),
+    params(("id" = String, Path, description = "The account id, `va_…`.")),
+    request_body(content = doc::SimulateDepositRequest, content_type = "application/json"),
+    responses(
+        (status = 202, description = "The test provider accepted the transfer.", body = doc::SimulatedDeposit),
+        (status = 400, response = doc::BadRequest),
+        (status = 401, response = doc::Unauthorized),
+        (status = 403, response = doc::ForbiddenTestOnly),
+        (status = 404, response = doc::NotFound),
+        (status = 409, response = doc::InvalidState),
+        (status = 413, response = doc::PayloadTooLarge),
+        (status = 415, response = doc::UnsupportedMediaType),
+        (status = 422, response = doc::ValidationFailed),
+        (status = 500, response = doc::InternalError),
+    ),
+)]
 async fn simulate_deposit(
     State(state): State<AppState>,
     caller: Caller,
@@ -122,6 +174,35 @@ fn parse_amount(body: &Map<String, Value>, errors: &mut Vec<FieldError>) -> Opti
     }
 }
 
+/// Recheck an account for missed deposits
+///
+/// Asks the service to look again, at the provider, for deposits that were not recorded in a
+/// window (default: the last 24 hours; at most 31 days). Deposits found are recorded exactly once
+/// and emit the same events as notified ones. While a recheck of the account is queued or
+/// running, that one is returned instead of queueing another. Only `active` and `deactivated`
+/// accounts can be rechecked (else 409 `invalid_state`).
+#[utoipa::path(
+    post,
+    path = "/virtual-accounts/{id}/recheck",
+    operation_id = "requestRecheck",
+    tag = "Rechecks",
+    security(("bearerAuth" = [])),
+    params(("id" = String, Path, description = "The account id, `va_…`.")),
+    request_body(content = Option<doc::RecheckRequest>, content_type = "application/json",
+        description = "Optional: send no body for the last 24 hours."),
+    responses(
+        (status = 202, description = "The recheck, queued (or the one already queued or running).", body = RecheckView),
+        (status = 400, response = doc::BadRequest),
+        (status = 401, response = doc::Unauthorized),
+        (status = 403, response = doc::Forbidden),
+        (status = 404, response = doc::NotFound),
+        (status = 409, response = doc::InvalidState),
+        (status = 413, response = doc::PayloadTooLarge),
+        (status = 415, response = doc::UnsupportedMediaType),
+        (status = 422, response = doc::ValidationFailed),
+        (status = 500, response = doc::InternalError),
+    ),
+)]
 async fn request_recheck(
     State(state): State<AppState>,
     caller: Caller,
@@ -173,6 +254,25 @@ fn parse_time(body: &Map<String, Value>, field: &str, errors: &mut Vec<FieldErro
     }
 }
 
+/// Get a recheck
+#[utoipa::path(
+    get,
+    path = "/virtual-accounts/{id}/rechecks/{rid}",
+    operation_id = "getRecheck",
+    tag = "Rechecks",
+    security(("bearerAuth" = [])),
+    params(
+        ("id" = String, Path, description = "The account id, `va_…`."),
+        ("rid" = String, Path, description = "The recheck id, `rck_…`."),
+    ),
+    responses(
+        (status = 200, description = "The recheck.", body = RecheckView),
+        (status = 401, response = doc::Unauthorized),
+        (status = 403, response = doc::Forbidden),
+        (status = 404, response = doc::NotFound),
+        (status = 500, response = doc::InternalError),
+    ),
+)]
 async fn read_recheck(
     State(state): State<AppState>,
     caller: Caller,
@@ -188,6 +288,35 @@ async fn read_recheck(
 /// `POST /providers/{bank}/notifications`: a bank tells us money arrived. The signature decides
 /// the mode (the sandbox's secret: test; the bank's own: live); a bad one is 401 and nothing is
 /// stored. Once stored, the bank gets 200, whatever became of the transaction.
+#[utoipa::path(
+    post,
+    path = "/providers/{bank}/notifications",
+    operation_id = "receiveProviderNotification",
+    tag = "Provider notifications",
+    summary = "Receive a provider's deposit notification",
+    description = "Called by the provider banks, not by businesses. `X-Provider-Signature` is the hex \
+        HMAC-SHA512 of the raw body with the bank's notification secret; a missing or bad one is 401 \
+        and nothing is stored. The signature also decides the mode (the sandbox's secret: test). \
+        Once the notification is stored the answer is 200, whatever became of the transaction: a new \
+        deposit, a duplicate, an event not acted on, or a transaction for an unknown account number \
+        (kept for operators).",
+    params(
+        ("bank" = shared::views::schema::Bank, Path, description = "The provider bank sending the notification."),
+        ("X-Provider-Signature" = String, Header, pattern = "^[0-9a-fA-F]{128}$",
+            description = "Hex HMAC-SHA512 of the raw body with the bank's notification secret."),
+    ),
+    request_body(content = doc::ProviderNotification, content_type = "application/json"),
+    responses(
+        (status = 200, description = "Stored.", body = doc::NotificationReceipt),
+        (status = 400, response = doc::BadRequest),
+        (status = 401, response = doc::Unauthorized),
+        (status = 403, response = doc::BrowserRefused),
+        (status = 404, response = doc::NotFound),
+        (status = 413, response = doc::PayloadTooLarge),
+        (status = 422, response = doc::ValidationFailed),
+        (status = 500, response = doc::InternalError),
+    ),
+)]
 async fn notification(
     State(state): State<AppState>,
     Path(bank): Path<String>,

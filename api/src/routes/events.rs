@@ -6,7 +6,7 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde::Serialize;
 use serde_json::Value;
-use shared::db::deliveries::{self, Attempt, Delivery, Resend};
+use shared::db::deliveries::{self, Attempt, Delivery};
 use shared::db::events::{self, Event};
 use shared::domain::FieldError;
 use shared::time::rfc3339;
@@ -160,11 +160,11 @@ async fn resend(
         .await?
         .ok_or(ApiError::NotFound)?;
     match deliveries::resend(&state.db, &event, shared::time::now()).await? {
-        Resend::Started(delivery) => {
+        Some(delivery) => {
             state.relay.kick();
             tracing::info!(event_id = %event.id, delivery_id = %delivery.id, "event resend requested");
         }
-        Resend::NoUrl => {
+        None => {
             return Err(ApiError::InvalidState(format!(
                 "no webhook URL is configured for {} mode",
                 caller.mode()

@@ -183,7 +183,10 @@ impl Drop for TestApp {
         self.shutdown.cancel();
         if let Some((url, prefix)) = self.rabbit.take() {
             let _ = std::thread::spawn(move || {
-                let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .expect("runtime");
                 rt.block_on(shared::queue::delete_topology(&url, &prefix));
             })
             .join();
@@ -269,14 +272,18 @@ async fn test_broker(backend: &Backend) -> (Arc<dyn Broker>, Option<(String, Str
         match std::env::var("TEST_AMQP_URL") {
             Ok(url) if !url.is_empty() => {
                 let prefix = format!("t{}", ulid::Ulid::new().to_string().to_lowercase());
-                let broker = RabbitBroker::connect(&url, &prefix).await.expect("connect to TEST_AMQP_URL");
+                let broker = RabbitBroker::connect(&url, &prefix)
+                    .await
+                    .expect("connect to TEST_AMQP_URL");
                 broker.declare().await.expect("declare topology");
                 return (Arc::new(broker), Some((url, prefix)));
             }
             _ if std::env::var_os("CI").is_some() => {
                 panic!("CI is set but TEST_AMQP_URL is not: RabbitMQ tests must run in CI")
             }
-            _ => eprintln!("TEST_AMQP_URL is not set: the PostgreSQL variant uses the in-process queue"),
+            _ => eprintln!(
+                "TEST_AMQP_URL is not set: the PostgreSQL variant uses the in-process queue"
+            ),
         }
     }
     let broker = MemoryBroker::new();
@@ -307,7 +314,12 @@ pub async fn start_instance(app: &TestApp) -> SocketAddr {
 
 /// Runs a worker-recheck consumer in this process until `stop`.
 pub fn start_recheck_worker(app: &TestApp, stop: CancellationToken) -> tokio::task::JoinHandle<()> {
-    let (config, db, broker, relay) = (app.config.clone(), app.db.clone(), app.broker.clone(), app.relay.clone());
+    let (config, db, broker, relay) = (
+        app.config.clone(),
+        app.db.clone(),
+        app.broker.clone(),
+        app.relay.clone(),
+    );
     tokio::spawn(async move { worker_recheck::run_with(&config, db, broker, relay, stop).await })
 }
 
@@ -449,7 +461,10 @@ fn capture_logs() {
 }
 
 /// Runs a worker-webhooks consumer in this process until the app is dropped (or `stop`).
-pub fn start_webhooks_worker(app: &TestApp, stop: CancellationToken) -> tokio::task::JoinHandle<()> {
+pub fn start_webhooks_worker(
+    app: &TestApp,
+    stop: CancellationToken,
+) -> tokio::task::JoinHandle<()> {
     let cipher = Arc::new(Cipher::new(&app.crypto_key, &[]).unwrap());
     let (config, db, broker, relay) = (
         app.config.clone(),

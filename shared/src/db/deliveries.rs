@@ -90,7 +90,10 @@ pub async fn for_event<C: ConnectionTrait>(
     Ok(out)
 }
 
-pub async fn attempts<C: ConnectionTrait>(db: &C, delivery_id: &str) -> Result<Vec<Attempt>, DbErr> {
+pub async fn attempts<C: ConnectionTrait>(
+    db: &C,
+    delivery_id: &str,
+) -> Result<Vec<Attempt>, DbErr> {
     delivery_attempt::Entity::find()
         .filter(delivery_attempt::Column::DeliveryId.eq(delivery_id))
         .order_by_asc(delivery_attempt::Column::AttemptedAt)
@@ -140,28 +143,20 @@ pub async fn restart<C: ConnectionTrait>(
     find(db, delivery_id).await
 }
 
-/// How asking for a delivery again went.
-#[derive(Debug)]
-pub enum Resend {
-    Started(Delivery),
-    /// The business has no webhook URL for the event's mode.
-    NoUrl,
-}
-
 /// `POST /events/{id}/resend`: a fresh schedule for the event to the mode's current URL, on the
-/// existing delivery to that URL or a new one.
+/// existing delivery to that URL or a new one. None when the mode has no webhook URL.
 pub async fn resend(
     db: &DatabaseConnection,
     event: &Event,
     now: DateTime<Utc>,
-) -> Result<Resend, DbErr> {
+) -> Result<Option<Delivery>, DbErr> {
     let mode = crate::domain::Mode::parse(&event.mode)
         .ok_or_else(|| DbErr::Custom(format!("event {} has a bad mode", event.id)))?;
     // Two tries: a concurrent resend may insert the delivery between our look and our insert.
     for _ in 0..2 {
         let txn = db.begin().await?;
         let Some(url) = super::events::webhook_url(&txn, &event.business_id, mode).await? else {
-            return Ok(Resend::NoUrl);
+            return Ok(None);
         };
         let existing = delivery::Entity::find()
             .filter(delivery::Column::EventId.eq(event.id.as_str()))
@@ -177,7 +172,7 @@ pub async fn resend(
         match result {
             Ok(d) => {
                 txn.commit().await?;
-                return Ok(Resend::Started(d));
+                return Ok(Some(d));
             }
             Err(e) if super::is_unique_violation(&e) => {
                 txn.rollback().await?;

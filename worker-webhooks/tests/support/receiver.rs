@@ -107,9 +107,7 @@ impl Receiver {
             .expect("bind receiver");
         let addr = listener.local_addr().unwrap();
         let inner = Arc::new(Inner::default());
-        let app = Router::new()
-            .fallback(receive)
-            .with_state(inner.clone());
+        let app = Router::new().fallback(receive).with_state(inner.clone());
         tokio::spawn(async move {
             let _ = axum::serve(listener, app).await;
         });
