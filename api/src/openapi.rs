@@ -77,16 +77,16 @@ pub const BEARER: &str = "bearerAuth";
         crate::routes::deposits::request_recheck,
         crate::routes::deposits::read_recheck,
         crate::routes::deposits::notification,
-        // ── /events ─────────────────────────────────────────────────────────────────────────
-        // Written in api/src/routes/events.rs. Once its handlers carry #[utoipa::path(...)]
-        // (tag = "Events", security((BEARER = [])), error responses from this module), list them
-        // here:
+        // ── /events: TO ADD ─────────────────────────────────────────────────────────────────
+        // The router serves /events, /events/{id} and /events/{id}/resend (routes/events.rs), but
+        // they are not documented yet. Once those handlers carry #[utoipa::path(...)] (tag =
+        // "Events", security(("bearerAuth" = [])), error responses from this module, as in
+        // routes/accounts.rs) and EventView, DeliveryView and AttemptView derive ToSchema, list:
         //     crate::routes::events::list,
         //     crate::routes::events::read,
         //     crate::routes::events::resend,
-        // and add "/events", "/events/{id}", "/events/{id}/resend" to ROUTES in
-        // api/tests/openapi.rs. Their ToSchema views (EventView, …) are collected from use.
-        // ────────────────────────────────────────────────────────────────────────────────────
+        // and add the three routes to ROUTES in api/tests/openapi.rs.
+        // ─────────────────────────────────────────────────────────────────────────────────────
         crate::routes::problems::describe,
         crate::routes::health::healthz,
         crate::routes::health::readyz,
@@ -129,6 +129,7 @@ pub const BEARER: &str = "bearerAuth";
         (name = "Deposits", description = "Money received on virtual accounts, and simulated deposits in test mode."),
         (name = "Rechecks", description = "Asking the provider bank again for deposits that were not notified."),
         (name = "Provider notifications", description = "Called by the provider banks, not by businesses: signed deposit notifications."),
+        (name = "Events", description = "Events, their webhook deliveries and attempts, and resending them."),
         (name = "Problems", description = "What each error `type` means."),
         (name = "Operations", description = "Health, readiness and metrics for operators."),
         (name = "Documentation", description = "This document and its page."),
@@ -474,6 +475,9 @@ pub struct Readiness {
     /// `ok` or `unreachable`.
     #[schema(example = "ok")]
     pub database: String,
+    /// `ok` or `unreachable`.
+    #[schema(example = "ok")]
+    pub broker: String,
 }
 
 // ── Error responses, generated from the problem catalogue ──────────────────────────────────────

@@ -49,14 +49,9 @@ pub async fn middleware(mut request: Request, next: Next) -> Response {
     let elapsed = started.elapsed();
     let status = response.status().as_u16();
     metrics::counter!("http_requests_total", "method" => method.clone(), "route" => route.clone(), "status" => status.to_string()).increment(1);
-    metrics::histogram!("http_request_duration_seconds", "method" => method, "route" => route).record(elapsed.as_secs_f64());
-    span.in_scope(|| {
-        tracing::info!(
-            status,
-            latency_ms = elapsed.as_millis() as u64,
-            "served"
-        )
-    });
+    metrics::histogram!("http_request_duration_seconds", "method" => method, "route" => route)
+        .record(elapsed.as_secs_f64());
+    span.in_scope(|| tracing::info!(status, latency_ms = elapsed.as_millis() as u64, "served"));
     response.headers_mut().insert(HEADER, value);
     response
 }

@@ -291,7 +291,10 @@ async fn json_logs_carry_request_ids_and_no_secrets() {
         }
     });
     let mut banner = Vec::new();
-    while !banner.iter().any(|l: &String| l.contains("test webhook secret:")) {
+    while !banner
+        .iter()
+        .any(|l: &String| l.contains("test webhook secret:"))
+    {
         banner.push(lines.recv_timeout(Duration::from_secs(60)).expect("banner"));
     }
     let base = field_after(&banner, "(dev) at ");
@@ -308,7 +311,10 @@ async fn json_logs_carry_request_ids_and_no_secrets() {
         .unwrap();
     assert_eq!(resp.status(), 202);
     tokio::time::sleep(Duration::from_secs(3)).await; // the in-process worker polls the sandbox
-    let _ = Command::new("kill").arg("-TERM").arg(child.id().to_string()).status();
+    let _ = Command::new("kill")
+        .arg("-TERM")
+        .arg(child.id().to_string())
+        .status();
     let out = child.wait_with_output().unwrap();
     assert!(out.status.success());
     let stderr = String::from_utf8(out.stderr).unwrap();
@@ -318,8 +324,14 @@ async fn json_logs_carry_request_ids_and_no_secrets() {
         .map(|l| serde_json::from_str(l).unwrap_or_else(|_| panic!("not JSON: {l}")))
         .collect();
     assert!(records.len() > 3);
-    let carried = records.iter().filter(|r| r.to_string().contains("req-json-logs-1")).count();
-    assert!(carried >= 2, "the request id is in the request's log lines and its job's");
+    let carried = records
+        .iter()
+        .filter(|r| r.to_string().contains("req-json-logs-1"))
+        .count();
+    assert!(
+        carried >= 2,
+        "the request id is in the request's log lines and its job's"
+    );
     assert!(
         records.iter().any(|r| r.to_string().contains("req-json-logs-1") && r.to_string().contains("\"job\"")),
         "the provisioning job logs under the request's id"

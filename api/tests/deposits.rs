@@ -27,17 +27,35 @@ async fn json(resp: reqwest::Response) -> Value {
 }
 
 async fn active_account(app: &TestApp, n: u32) -> Value {
-    let resp = app.create(app.test_key(), &format!("acct-{n}"), &account_body(n, "test-bank")).await;
+    let resp = app
+        .create(
+            app.test_key(),
+            &format!("acct-{n}"),
+            &account_body(n, "test-bank"),
+        )
+        .await;
     assert_eq!(resp.status(), StatusCode::CREATED);
     json(resp).await
 }
 
 async fn simulate(app: &TestApp, id: &str, body: Value) -> reqwest::Response {
-    app.post(app.test_key(), &format!("/v1/virtual-accounts/{id}/simulate-deposit"), Some(&body)).await
+    app.post(
+        app.test_key(),
+        &format!("/v1/virtual-accounts/{id}/simulate-deposit"),
+        Some(&body),
+    )
+    .await
 }
 
 async fn deposits(app: &TestApp, id: &str) -> Value {
-    json(app.get(app.test_key(), &format!("/v1/virtual-accounts/{id}/deposits")).await).await
+    json(
+        app.get(
+            app.test_key(),
+            &format!("/v1/virtual-accounts/{id}/deposits"),
+        )
+        .await,
+    )
+    .await
 }
 
 async fn wait_for_deposits(app: &TestApp, id: &str, count: u64) -> Value {
@@ -57,7 +75,12 @@ fn id_of(v: &Value) -> String {
 }
 
 /// A notification body as a bank sends it, and its signature with the sandbox's secret.
-fn notification(app: &TestApp, account_number: &str, reference: &str, amount: i64) -> (String, String) {
+fn notification(
+    app: &TestApp,
+    account_number: &str,
+    reference: &str,
+    amount: i64,
+) -> (String, String) {
     let body = json!({"event": "transfer.received", "data": {
         "reference": reference, "accountNumber": account_number, "amount": amount, "currency": "NGN",
         "senderName": "Bola Ade", "senderAccountNumber": "0011223344", "senderBankName": "GTBank",
@@ -67,7 +90,12 @@ fn notification(app: &TestApp, account_number: &str, reference: &str, amount: i6
     (body, signature)
 }
 
-async fn notify(app: &TestApp, bank: &str, body: &str, signature: Option<&str>) -> reqwest::Response {
+async fn notify(
+    app: &TestApp,
+    bank: &str,
+    body: &str,
+    signature: Option<&str>,
+) -> reqwest::Response {
     let mut req = app
         .client
         .post(app.url(&format!("/providers/{bank}/notifications")))
@@ -83,9 +111,17 @@ async fn a_simulated_deposit_is_credited_and_announced(backend: Backend) {
     let app = spawn_app(backend).await;
     let account = active_account(&app, 1).await;
     let id = id_of(&account);
-    let resp = simulate(&app, &id, json!({"amount": 150000, "senderName": "Bola Ade", "narration": "rent"})).await;
+    let resp = simulate(
+        &app,
+        &id,
+        json!({"amount": 150000, "senderName": "Bola Ade", "narration": "rent"}),
+    )
+    .await;
     assert_eq!(resp.status(), StatusCode::ACCEPTED);
-    let reference = json(resp).await["providerReference"].as_str().unwrap().to_owned();
+    let reference = json(resp).await["providerReference"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     let list = wait_for_deposits(&app, &id, 1).await;
     let deposit = &list["data"][0];
     assert!(deposit["id"].as_str().unwrap().starts_with("dep_"));
@@ -102,36 +138,79 @@ async fn a_simulated_deposit_is_credited_and_announced(backend: Backend) {
     let events = app
         .count(&format!("SELECT COUNT(*) FROM events WHERE type = 'deposit.received' AND data LIKE '%{reference}%' AND data LIKE '%\"account\":{{%'"))
         .await;
-    assert_eq!(events, 1, "deposit.received carries the deposit and its account");
+    assert_eq!(
+        events, 1,
+        "deposit.received carries the deposit and its account"
+    );
 }
 
 async fn money_to_a_deactivated_account_is_flagged(backend: Backend) {
     let app = spawn_app(backend).await;
     let id = id_of(&active_account(&app, 1).await);
-    app.post(app.test_key(), &format!("/v1/virtual-accounts/{id}/deactivate"), None).await;
-    assert_eq!(simulate(&app, &id, json!({"amount": 5000})).await.status(), StatusCode::ACCEPTED);
+    app.post(
+        app.test_key(),
+        &format!("/v1/virtual-accounts/{id}/deactivate"),
+        None,
+    )
+    .await;
+    assert_eq!(
+        simulate(&app, &id, json!({"amount": 5000})).await.status(),
+        StatusCode::ACCEPTED
+    );
     let list = wait_for_deposits(&app, &id, 1).await;
     assert_eq!(list["data"][0]["status"], "flagged");
-    assert_eq!(app.count("SELECT COUNT(*) FROM events WHERE type = 'deposit.flagged'").await, 1);
-    assert_eq!(app.count("SELECT COUNT(*) FROM events WHERE type = 'deposit.received'").await, 0);
+    assert_eq!(
+        app.count("SELECT COUNT(*) FROM events WHERE type = 'deposit.flagged'")
+            .await,
+        1
+    );
+    assert_eq!(
+        app.count("SELECT COUNT(*) FROM events WHERE type = 'deposit.received'")
+            .await,
+        0
+    );
 }
 
 async fn notifications_need_a_valid_signature(backend: Backend) {
     let app = spawn_app(backend).await;
     let account = active_account(&app, 1).await;
-    let (body, signature) = notification(&app, account["accountNumber"].as_str().unwrap(), "txn-sig", 100);
+    let (body, signature) = notification(
+        &app,
+        account["accountNumber"].as_str().unwrap(),
+        "txn-sig",
+        100,
+    );
     let forged = provider_sandbox::sign("not-the-secret", body.as_bytes());
-    for sig in [None, Some(forged.as_str()), Some("zz"), Some(&signature[..10])] {
+    for sig in [
+        None,
+        Some(forged.as_str()),
+        Some("zz"),
+        Some(&signature[..10]),
+    ] {
         let resp = notify(&app, "test-bank", &body, sig).await;
         assert_eq!(resp.status(), StatusCode::UNAUTHORIZED);
         assert_eq!(json(resp).await["code"], "unauthorized");
     }
     // A body changed after signing fails too.
     let tampered = body.replace("\"amount\":100", "\"amount\":100000");
-    assert_eq!(notify(&app, "test-bank", &tampered, Some(&signature)).await.status(), StatusCode::UNAUTHORIZED);
-    assert_eq!(app.count("SELECT COUNT(*) FROM provider_notifications").await, 0);
+    assert_eq!(
+        notify(&app, "test-bank", &tampered, Some(&signature))
+            .await
+            .status(),
+        StatusCode::UNAUTHORIZED
+    );
+    assert_eq!(
+        app.count("SELECT COUNT(*) FROM provider_notifications")
+            .await,
+        0
+    );
     assert_eq!(app.count("SELECT COUNT(*) FROM deposits").await, 0);
-    assert_eq!(notify(&app, "no-such-bank", &body, Some(&signature)).await.status(), StatusCode::NOT_FOUND);
+    assert_eq!(
+        notify(&app, "no-such-bank", &body, Some(&signature))
+            .await
+            .status(),
+        StatusCode::NOT_FOUND
+    );
     let resp = notify(&app, "test-bank", &body, Some(&signature)).await;
     assert_eq!(resp.status(), StatusCode::OK);
     assert_eq!(app.count("SELECT COUNT(*) FROM deposits").await, 1);
@@ -140,7 +219,12 @@ async fn notifications_need_a_valid_signature(backend: Backend) {
 async fn twelve_copies_of_a_notification_make_one_deposit(backend: Backend) {
     let app = spawn_app(backend).await;
     let account = active_account(&app, 1).await;
-    let (body, signature) = notification(&app, account["accountNumber"].as_str().unwrap(), "txn-dup", 2500);
+    let (body, signature) = notification(
+        &app,
+        account["accountNumber"].as_str().unwrap(),
+        "txn-dup",
+        2500,
+    );
     let mut tasks = Vec::new();
     for _ in 0..12 {
         let (client, url, body, signature) = (
@@ -162,12 +246,29 @@ async fn twelve_copies_of_a_notification_make_one_deposit(backend: Backend) {
         }));
     }
     for task in tasks {
-        assert_eq!(task.await.unwrap(), StatusCode::OK, "every copy is acknowledged");
+        assert_eq!(
+            task.await.unwrap(),
+            StatusCode::OK,
+            "every copy is acknowledged"
+        );
     }
     assert_eq!(deposits(&app, &id_of(&account)).await["total"], 1);
-    assert_eq!(app.count("SELECT COUNT(*) FROM events WHERE type = 'deposit.received'").await, 1);
-    assert_eq!(app.count("SELECT COUNT(*) FROM provider_notifications").await, 12, "every copy is stored");
-    assert_eq!(app.count("SELECT COUNT(*) FROM provider_notifications WHERE outcome = 'recorded'").await, 1);
+    assert_eq!(
+        app.count("SELECT COUNT(*) FROM events WHERE type = 'deposit.received'")
+            .await,
+        1
+    );
+    assert_eq!(
+        app.count("SELECT COUNT(*) FROM provider_notifications")
+            .await,
+        12,
+        "every copy is stored"
+    );
+    assert_eq!(
+        app.count("SELECT COUNT(*) FROM provider_notifications WHERE outcome = 'recorded'")
+            .await,
+        1
+    );
 }
 
 async fn unknown_account_numbers_are_kept_as_unmatched(backend: Backend) {
@@ -183,17 +284,40 @@ async fn unknown_account_numbers_are_kept_as_unmatched(backend: Backend) {
 async fn simulate_deposit_is_checked(backend: Backend) {
     let app = spawn_app(backend).await;
     let id = id_of(&active_account(&app, 1).await);
-    for bad in [json!({}), json!({"amount": 0}), json!({"amount": -5}), json!({"amount": 1.5}), json!({"amount": "100"}), json!({"amount": 100, "colour": "red"}), json!({"amount": 100, "notify": "yes"})] {
+    for bad in [
+        json!({}),
+        json!({"amount": 0}),
+        json!({"amount": -5}),
+        json!({"amount": 1.5}),
+        json!({"amount": "100"}),
+        json!({"amount": 100, "colour": "red"}),
+        json!({"amount": 100, "notify": "yes"}),
+    ] {
         let resp = simulate(&app, &id, bad.clone()).await;
         assert_eq!(resp.status(), StatusCode::UNPROCESSABLE_ENTITY, "{bad}");
         assert_eq!(json(resp).await["code"], "validation_failed");
     }
-    let pending = json(app.create(app.test_key(), "p", &account_body(2, "access-bank")).await).await;
+    let pending = json(
+        app.create(app.test_key(), "p", &account_body(2, "access-bank"))
+            .await,
+    )
+    .await;
     let resp = simulate(&app, &id_of(&pending), json!({"amount": 100})).await;
     assert_eq!(resp.status(), StatusCode::CONFLICT);
-    assert_eq!(simulate(&app, "va_nope", json!({"amount": 100})).await.status(), StatusCode::NOT_FOUND);
+    assert_eq!(
+        simulate(&app, "va_nope", json!({"amount": 100}))
+            .await
+            .status(),
+        StatusCode::NOT_FOUND
+    );
     app.approve_kyb().await;
-    let resp = app.post(app.live_key(), &format!("/v1/virtual-accounts/{id}/simulate-deposit"), Some(&json!({"amount": 100}))).await;
+    let resp = app
+        .post(
+            app.live_key(),
+            &format!("/v1/virtual-accounts/{id}/simulate-deposit"),
+            Some(&json!({"amount": 100})),
+        )
+        .await;
     assert_eq!(resp.status(), StatusCode::FORBIDDEN);
     assert_eq!(json(resp).await["code"], "test_mode_only");
 }
@@ -201,7 +325,14 @@ async fn simulate_deposit_is_checked(backend: Backend) {
 async fn wait_recheck(app: &TestApp, account_id: &str, recheck_id: &str) -> Value {
     let started = Instant::now();
     loop {
-        let recheck = json(app.get(app.test_key(), &format!("/v1/virtual-accounts/{account_id}/rechecks/{recheck_id}")).await).await;
+        let recheck = json(
+            app.get(
+                app.test_key(),
+                &format!("/v1/virtual-accounts/{account_id}/rechecks/{recheck_id}"),
+            )
+            .await,
+        )
+        .await;
         if recheck["status"] == "completed" || recheck["status"] == "failed" {
             return recheck;
         }
@@ -211,7 +342,12 @@ async fn wait_recheck(app: &TestApp, account_id: &str, recheck_id: &str) -> Valu
 }
 
 async fn recheck(app: &TestApp, id: &str, body: Option<Value>) -> reqwest::Response {
-    app.post(app.test_key(), &format!("/v1/virtual-accounts/{id}/recheck"), body.as_ref()).await
+    app.post(
+        app.test_key(),
+        &format!("/v1/virtual-accounts/{id}/recheck"),
+        body.as_ref(),
+    )
+    .await
 }
 
 async fn a_lost_notification_is_found_by_the_first_recheck_only(backend: Backend) {
@@ -219,9 +355,16 @@ async fn a_lost_notification_is_found_by_the_first_recheck_only(backend: Backend
     let _worker = start_recheck_worker(&app, app.shutdown.clone());
     let id = id_of(&active_account(&app, 1).await);
     let resp = simulate(&app, &id, json!({"amount": 99000, "notify": false})).await;
-    let reference = json(resp).await["providerReference"].as_str().unwrap().to_owned();
+    let reference = json(resp).await["providerReference"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     tokio::time::sleep(Duration::from_millis(500)).await;
-    assert_eq!(deposits(&app, &id).await["total"], 0, "the notification was lost");
+    assert_eq!(
+        deposits(&app, &id).await["total"],
+        0,
+        "the notification was lost"
+    );
 
     let resp = recheck(&app, &id, None).await;
     assert_eq!(resp.status(), StatusCode::ACCEPTED);
@@ -237,7 +380,11 @@ async fn a_lost_notification_is_found_by_the_first_recheck_only(backend: Backend
     let list = deposits(&app, &id).await;
     assert_eq!(list["data"][0]["providerReference"], reference.as_str());
     assert_eq!(list["data"][0]["source"], "recheck");
-    assert_eq!(app.count("SELECT COUNT(*) FROM events WHERE type = 'deposit.received'").await, 1);
+    assert_eq!(
+        app.count("SELECT COUNT(*) FROM events WHERE type = 'deposit.received'")
+            .await,
+        1
+    );
 
     let second = json(recheck(&app, &id, None).await).await;
     assert_ne!(second["id"], first["id"]);
@@ -252,12 +399,21 @@ async fn rechecks_coalesce_and_check_their_window(backend: Backend) {
     // No worker runs: the first stays queued and the second request is given it.
     let first = json(recheck(&app, &id, None).await).await;
     assert_eq!(first["status"], "queued");
-    let again = recheck(&app, &id, Some(json!({"from": "2026-11-01T00:00:00Z", "to": "2026-11-02T00:00:00Z"}))).await;
+    let again = recheck(
+        &app,
+        &id,
+        Some(json!({"from": "2026-11-01T00:00:00Z", "to": "2026-11-02T00:00:00Z"})),
+    )
+    .await;
     assert_eq!(again.status(), StatusCode::ACCEPTED);
     assert_eq!(json(again).await["id"], first["id"]);
     let to = first["to"].as_str().unwrap();
     let from = chrono::DateTime::parse_from_rfc3339(to).unwrap() - chrono::Duration::hours(24);
-    assert_eq!(chrono::DateTime::parse_from_rfc3339(first["from"].as_str().unwrap()).unwrap(), from, "default window: 24 hours");
+    assert_eq!(
+        chrono::DateTime::parse_from_rfc3339(first["from"].as_str().unwrap()).unwrap(),
+        from,
+        "default window: 24 hours"
+    );
 
     let other = id_of(&active_account(&app, 2).await);
     for bad in [
@@ -270,17 +426,43 @@ async fn rechecks_coalesce_and_check_their_window(backend: Backend) {
         let resp = recheck(&app, &other, Some(bad.clone())).await;
         assert_eq!(resp.status(), StatusCode::UNPROCESSABLE_ENTITY, "{bad}");
     }
-    let ok = recheck(&app, &other, Some(json!({"from": "2026-10-01T00:00:00Z", "to": "2026-10-31T23:00:00Z"}))).await;
+    let ok = recheck(
+        &app,
+        &other,
+        Some(json!({"from": "2026-10-01T00:00:00Z", "to": "2026-10-31T23:00:00Z"})),
+    )
+    .await;
     assert_eq!(ok.status(), StatusCode::ACCEPTED, "a 31-day window is fine");
 
-    let pending = json(app.create(app.test_key(), "p", &account_body(3, "access-bank")).await).await;
+    let pending = json(
+        app.create(app.test_key(), "p", &account_body(3, "access-bank"))
+            .await,
+    )
+    .await;
     let resp = recheck(&app, &id_of(&pending), None).await;
     assert_eq!(resp.status(), StatusCode::CONFLICT);
     assert_eq!(json(resp).await["code"], "invalid_state");
-    let resp = app.get(app.test_key(), &format!("/v1/virtual-accounts/{id}/rechecks/rck_nope")).await;
+    let resp = app
+        .get(
+            app.test_key(),
+            &format!("/v1/virtual-accounts/{id}/rechecks/rck_nope"),
+        )
+        .await;
     assert_eq!(resp.status(), StatusCode::NOT_FOUND);
-    let resp = app.get(app.test_key(), &format!("/v1/virtual-accounts/{other}/rechecks/{}", first["id"].as_str().unwrap())).await;
-    assert_eq!(resp.status(), StatusCode::NOT_FOUND, "a recheck is read through its own account");
+    let resp = app
+        .get(
+            app.test_key(),
+            &format!(
+                "/v1/virtual-accounts/{other}/rechecks/{}",
+                first["id"].as_str().unwrap()
+            ),
+        )
+        .await;
+    assert_eq!(
+        resp.status(),
+        StatusCode::NOT_FOUND,
+        "a recheck is read through its own account"
+    );
 }
 
 async fn a_recheck_racing_a_notification_records_once(backend: Backend) {
@@ -293,7 +475,11 @@ async fn a_recheck_racing_a_notification_records_once(backend: Backend) {
     wait_for_deposits(&app, &id, 1).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(deposits(&app, &id).await["total"], 1);
-    assert_eq!(app.count("SELECT COUNT(*) FROM events WHERE type = 'deposit.received'").await, 1);
+    assert_eq!(
+        app.count("SELECT COUNT(*) FROM events WHERE type = 'deposit.received'")
+            .await,
+        1
+    );
 }
 
 async fn a_recheck_fails_after_provider_errors(backend: Backend) {
@@ -304,11 +490,19 @@ async fn a_recheck_fails_after_provider_errors(backend: Backend) {
     config.sandbox.url = Some("http://127.0.0.1:9".into());
     config.recheck.max_attempts = 2;
     config.recheck.initial_retry_secs = 1;
-    let (db, broker, relay, stop) = (app.db.clone(), app.broker.clone(), app.relay.clone(), app.shutdown.clone());
+    let (db, broker, relay, stop) = (
+        app.db.clone(),
+        app.broker.clone(),
+        app.relay.clone(),
+        app.shutdown.clone(),
+    );
     tokio::spawn(async move { worker_recheck::run_with(&config, db, broker, relay, stop).await });
     let r = json(recheck(&app, &id, None).await).await;
     let done = wait_recheck(&app, &id, r["id"].as_str().unwrap()).await;
     assert_eq!(done["status"], "failed");
-    assert!(done["failureReason"].as_str().unwrap().contains("2 tries"), "{done}");
+    assert!(
+        done["failureReason"].as_str().unwrap().contains("2 tries"),
+        "{done}"
+    );
     assert!(done["depositsFound"].is_null());
 }

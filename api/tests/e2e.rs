@@ -26,7 +26,11 @@ fn binary(name: &str) -> PathBuf {
 }
 
 fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 struct Process(Child);
@@ -47,7 +51,10 @@ impl Process {
     }
 
     fn signal(&self, signal: &str) {
-        Command::new("kill").args([signal, &self.0.id().to_string()]).status().unwrap();
+        Command::new("kill")
+            .args([signal, &self.0.id().to_string()])
+            .status()
+            .unwrap();
     }
 
     fn wait(&mut self, within: Duration) -> std::process::ExitStatus {
@@ -56,7 +63,10 @@ impl Process {
             if let Some(status) = self.0.try_wait().unwrap() {
                 return status;
             }
-            assert!(started.elapsed() < within, "process did not exit within {within:?}");
+            assert!(
+                started.elapsed() < within,
+                "process did not exit within {within:?}"
+            );
             std::thread::sleep(Duration::from_millis(50));
         }
     }
@@ -97,7 +107,10 @@ impl Stack {
     async fn new(extra: &[(&str, &str)]) -> Option<Stack> {
         let backend = common::Backend::postgres()?;
         let Ok(amqp) = std::env::var("TEST_AMQP_URL") else {
-            assert!(std::env::var_os("CI").is_none(), "CI is set but TEST_AMQP_URL is not");
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "CI is set but TEST_AMQP_URL is not"
+            );
             eprintln!("skipped: TEST_AMQP_URL is not set");
             return None;
         };
@@ -112,8 +125,14 @@ impl Stack {
             ("VAS_HTTP__BIND", format!("127.0.0.1:{api_port}")),
             ("VAS_OPS__BIND", "127.0.0.1:0".into()),
             ("VAS_SANDBOX__BIND", format!("127.0.0.1:{sandbox_port}")),
-            ("VAS_SANDBOX__URL", format!("http://127.0.0.1:{sandbox_port}")),
-            ("VAS_SANDBOX__NOTIFY_URL", format!("http://127.0.0.1:{api_port}")),
+            (
+                "VAS_SANDBOX__URL",
+                format!("http://127.0.0.1:{sandbox_port}"),
+            ),
+            (
+                "VAS_SANDBOX__NOTIFY_URL",
+                format!("http://127.0.0.1:{api_port}"),
+            ),
             ("VAS_SANDBOX__ACTIVATION_DELAY_SECS", "3".into()),
             ("VAS_PROVISIONING__INITIAL_POLL_SECS", "1".into()),
             ("VAS_PROVISIONING__MAX_POLL_SECS", "1".into()),
@@ -121,9 +140,22 @@ impl Stack {
         .into_iter()
         .map(|(k, v)| (k.to_owned(), v))
         .collect();
-        env.extend(extra.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())));
-        let migrate = Command::new(binary("api")).arg("migrate").env_clear().envs(env.iter().cloned()).output().unwrap();
-        assert!(migrate.status.success(), "{}", String::from_utf8_lossy(&migrate.stderr));
+        env.extend(
+            extra
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned())),
+        );
+        let migrate = Command::new(binary("api"))
+            .arg("migrate")
+            .env_clear()
+            .envs(env.iter().cloned())
+            .output()
+            .unwrap();
+        assert!(
+            migrate.status.success(),
+            "{}",
+            String::from_utf8_lossy(&migrate.stderr)
+        );
         let created = Command::new(binary("api"))
             .args(["admin", "business", "create", "--name", "E2E Ltd"])
             .env_clear()
@@ -148,12 +180,29 @@ impl Stack {
     }
 
     async fn get(&self, client: &reqwest::Client, path: &str) -> Value {
-        client.get(format!("{}{path}", self.base)).bearer_auth(&self.key).send().await.unwrap().json().await.unwrap()
+        client
+            .get(format!("{}{path}", self.base))
+            .bearer_auth(&self.key)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap()
     }
 
     async fn post(&self, client: &reqwest::Client, path: &str, body: Value) -> (u16, Value) {
-        let resp = client.post(format!("{}{path}", self.base)).bearer_auth(&self.key).json(&body).send().await.unwrap();
-        (resp.status().as_u16(), resp.json().await.unwrap_or(Value::Null))
+        let resp = client
+            .post(format!("{}{path}", self.base))
+            .bearer_auth(&self.key)
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        (
+            resp.status().as_u16(),
+            resp.json().await.unwrap_or(Value::Null),
+        )
     }
 
     async fn cleanup(self) {
@@ -163,7 +212,9 @@ impl Stack {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn binaries_turn_202_into_active_through_a_worker_kill() {
-    let Some(stack) = Stack::new(&[]).await else { return };
+    let Some(stack) = Stack::new(&[]).await else {
+        return;
+    };
     let _sandbox = stack.start("provider-sandbox", &[]);
     let mut api = stack.start("api", &["serve"]);
     let mut victim = stack.start("worker-provisioning", &[]);
@@ -184,7 +235,12 @@ async fn binaries_turn_202_into_active_through_a_worker_kill() {
             .await
             .unwrap();
         assert_eq!(resp.status(), 202);
-        ids.push(resp.json::<Value>().await.unwrap()["id"].as_str().unwrap().to_owned());
+        ids.push(
+            resp.json::<Value>().await.unwrap()["id"]
+                .as_str()
+                .unwrap()
+                .to_owned(),
+        );
     }
     // Mid-poll: the workers are polling the bank about these accounts right now.
     tokio::time::sleep(Duration::from_millis(1500)).await;
@@ -195,15 +251,25 @@ async fn binaries_turn_202_into_active_through_a_worker_kill() {
     let mut lags = Vec::new();
     for id in &ids {
         loop {
-            let account = stack.get(&client, &format!("/v1/virtual-accounts/{id}")).await;
+            let account = stack
+                .get(&client, &format!("/v1/virtual-accounts/{id}"))
+                .await;
             if account["status"] == "active" {
                 assert!(account["accountNumber"].is_string());
                 // The bank numbers the account 3 s after creation; how long until we knew?
-                let at = |k: &str| chrono::DateTime::parse_from_rfc3339(account[k].as_str().unwrap()).unwrap();
-                lags.push((at("activatedAt") - at("createdAt") - chrono::Duration::seconds(3)).num_milliseconds());
+                let at = |k: &str| {
+                    chrono::DateTime::parse_from_rfc3339(account[k].as_str().unwrap()).unwrap()
+                };
+                lags.push(
+                    (at("activatedAt") - at("createdAt") - chrono::Duration::seconds(3))
+                        .num_milliseconds(),
+                );
                 break;
             }
-            assert!(started.elapsed() < Duration::from_secs(60), "{id} never became active");
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "{id} never became active"
+            );
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
@@ -212,16 +278,27 @@ async fn binaries_turn_202_into_active_through_a_worker_kill() {
 
     // SIGTERM: in-flight work drains and both processes exit 0.
     survivor.signal("-TERM");
-    assert!(survivor.wait(Duration::from_secs(30)).success(), "worker exits 0 on SIGTERM");
+    assert!(
+        survivor.wait(Duration::from_secs(30)).success(),
+        "worker exits 0 on SIGTERM"
+    );
     api.signal("-TERM");
-    assert!(api.wait(Duration::from_secs(30)).success(), "api exits 0 on SIGTERM");
+    assert!(
+        api.wait(Duration::from_secs(30)).success(),
+        "api exits 0 on SIGTERM"
+    );
     stack.cleanup().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn binaries_finish_a_recheck_whose_worker_was_killed() {
     // The bank answers slowly, so the first worker is mid-call when it is killed.
-    let Some(stack) = Stack::new(&[("VAS_SANDBOX__LATENCY_MS", "1500"), ("VAS_HTTP__PROVIDER_TIMEOUT_MS", "5000")]).await else {
+    let Some(stack) = Stack::new(&[
+        ("VAS_SANDBOX__LATENCY_MS", "1500"),
+        ("VAS_HTTP__PROVIDER_TIMEOUT_MS", "5000"),
+    ])
+    .await
+    else {
         return;
     };
     let _sandbox = stack.start("provider-sandbox", &[]);
@@ -241,11 +318,18 @@ async fn binaries_finish_a_recheck_whose_worker_was_killed() {
             .await
             .unwrap();
         assert_eq!(resp.status(), 201);
-        let id = resp.json::<Value>().await.unwrap()["id"].as_str().unwrap().to_owned();
+        let id = resp.json::<Value>().await.unwrap()["id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
         // Two lost notifications per account: only a recheck can find them.
         for amount in [1000, 2000] {
             let (status, _) = stack
-                .post(&client, &format!("/v1/virtual-accounts/{id}/simulate-deposit"), serde_json::json!({"amount": amount, "notify": false}))
+                .post(
+                    &client,
+                    &format!("/v1/virtual-accounts/{id}/simulate-deposit"),
+                    serde_json::json!({"amount": amount, "notify": false}),
+                )
                 .await;
             assert_eq!(status, 202);
         }
@@ -253,7 +337,13 @@ async fn binaries_finish_a_recheck_whose_worker_was_killed() {
     }
 
     let mut victim = stack.start("worker-recheck", &[]);
-    let (status, first) = stack.post(&client, &format!("/v1/virtual-accounts/{}/recheck", accounts[0]), serde_json::json!({})).await;
+    let (status, first) = stack
+        .post(
+            &client,
+            &format!("/v1/virtual-accounts/{}/recheck", accounts[0]),
+            serde_json::json!({}),
+        )
+        .await;
     assert_eq!(status, 202);
     tokio::time::sleep(Duration::from_millis(2500)).await; // started, waiting on the slow bank
     victim.signal("-KILL");
@@ -262,25 +352,47 @@ async fn binaries_finish_a_recheck_whose_worker_was_killed() {
     // Two workers share what is left; every recheck completes and nothing is recorded twice.
     let _a = stack.start("worker-recheck", &[]);
     let _b = stack.start("worker-recheck", &[]);
-    let mut rechecks = vec![(accounts[0].clone(), first["id"].as_str().unwrap().to_owned())];
+    let mut rechecks = vec![(
+        accounts[0].clone(),
+        first["id"].as_str().unwrap().to_owned(),
+    )];
     for id in &accounts[1..] {
-        let (_, r) = stack.post(&client, &format!("/v1/virtual-accounts/{id}/recheck"), serde_json::json!({})).await;
+        let (_, r) = stack
+            .post(
+                &client,
+                &format!("/v1/virtual-accounts/{id}/recheck"),
+                serde_json::json!({}),
+            )
+            .await;
         rechecks.push((id.clone(), r["id"].as_str().unwrap().to_owned()));
     }
     let started = Instant::now();
     for (account, recheck) in &rechecks {
         loop {
-            let r = stack.get(&client, &format!("/v1/virtual-accounts/{account}/rechecks/{recheck}")).await;
+            let r = stack
+                .get(
+                    &client,
+                    &format!("/v1/virtual-accounts/{account}/rechecks/{recheck}"),
+                )
+                .await;
             if r["status"] == "completed" {
                 assert_eq!(r["depositsFound"], 2, "{r}");
                 break;
             }
             assert_ne!(r["status"], "failed", "{r}");
-            assert!(started.elapsed() < Duration::from_secs(60), "{recheck} never completed: {r}");
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "{recheck} never completed: {r}"
+            );
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
-        let deposits = stack.get(&client, &format!("/v1/virtual-accounts/{account}/deposits")).await;
-        assert_eq!(deposits["total"], 2, "each lost deposit recorded exactly once");
+        let deposits = stack
+            .get(&client, &format!("/v1/virtual-accounts/{account}/deposits"))
+            .await;
+        assert_eq!(
+            deposits["total"], 2,
+            "each lost deposit recorded exactly once"
+        );
     }
     stack.cleanup().await;
 }

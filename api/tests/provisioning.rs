@@ -293,7 +293,9 @@ async fn competing_workers_do_each_job_once(backend: Backend) {
 async fn metrics_count_requests_jobs_and_provider_calls(backend: Backend) {
     let app = spawn_app(backend).await;
     let _worker = start_provisioning_worker(&app, app.shutdown.clone());
-    let resp = app.create(app.test_key(), "k", &account_body(1, "access-bank")).await;
+    let resp = app
+        .create(app.test_key(), "k", &account_body(1, "access-bank"))
+        .await;
     let id = json(resp).await["id"].as_str().unwrap().to_owned();
     wait_for_status(&app, &id, "active", Duration::from_secs(15)).await;
     let resp = app.client.get(app.url("/metrics")).send().await.unwrap();
@@ -313,7 +315,9 @@ async fn metrics_count_requests_jobs_and_provider_calls(backend: Backend) {
     }
     // The job that activated the account carries the id of the request that created it.
     let with_request = app
-        .count(&format!("SELECT COUNT(*) FROM outbox WHERE payload LIKE '%{id}%' AND request_id LIKE 'req_%'"))
+        .count(&format!(
+            "SELECT COUNT(*) FROM outbox WHERE payload LIKE '%{id}%' AND request_id LIKE 'req_%'"
+        ))
         .await;
     assert_eq!(with_request, 1);
 }

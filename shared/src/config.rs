@@ -389,7 +389,10 @@ mod tests {
     fn unknown_keys_are_refused_inside_sections_only() {
         figment::Jail::expect_with(|jail| {
             jail.set_env("VAS_PORT", "tcp://10.0.0.1:8080");
-            assert!(Config::load(None).is_ok(), "a platform's own variable is ignored");
+            assert!(
+                Config::load(None).is_ok(),
+                "a platform's own variable is ignored"
+            );
             jail.set_env("VAS_LIMITS__ACCOUNTS_PER_DAY", "1");
             assert!(Config::load(None).is_err());
             Ok(())

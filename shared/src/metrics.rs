@@ -40,7 +40,10 @@ pub fn render() -> String {
 /// The axum handler for `GET /metrics`.
 pub async fn endpoint() -> ([(axum::http::HeaderName, &'static str); 1], String) {
     (
-        [(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "text/plain; version=0.0.4",
+        )],
         render(),
     )
 }

@@ -327,17 +327,37 @@ impl Providers {
         request: &OpenAccount,
         timeout: Duration,
     ) -> Result<RemoteAccount, ProviderError> {
-        observed(bank, "open", self.open_account_call(bank, mode, request, timeout)).await
+        observed(
+            bank,
+            "open",
+            self.open_account_call(bank, mode, request, timeout),
+        )
+        .await
     }
 
     /// The account as the provider sees it now; None when it never heard of the reference.
-    pub async fn account(&self, bank: Bank, mode: Mode, reference: &str) -> Result<Option<RemoteAccount>, ProviderError> {
+    pub async fn account(
+        &self,
+        bank: Bank,
+        mode: Mode,
+        reference: &str,
+    ) -> Result<Option<RemoteAccount>, ProviderError> {
         observed(bank, "get", self.account_call(bank, mode, reference)).await
     }
 
     /// Closes the account at the provider; an account it never had is closed already.
-    pub async fn close_account(&self, bank: Bank, mode: Mode, reference: &str) -> Result<(), ProviderError> {
-        observed(bank, "close", self.close_account_call(bank, mode, reference)).await
+    pub async fn close_account(
+        &self,
+        bank: Bank,
+        mode: Mode,
+        reference: &str,
+    ) -> Result<(), ProviderError> {
+        observed(
+            bank,
+            "close",
+            self.close_account_call(bank, mode, reference),
+        )
+        .await
     }
 
     /// Money received by the account in `[from, to]`.
@@ -349,13 +369,24 @@ impl Providers {
         from: DateTime<Utc>,
         to: DateTime<Utc>,
     ) -> Result<Vec<RemoteTransaction>, ProviderError> {
-        observed(bank, "transactions", self.transactions_call(bank, mode, reference, from, to)).await
+        observed(
+            bank,
+            "transactions",
+            self.transactions_call(bank, mode, reference, from, to),
+        )
+        .await
     }
 
     /// Test mode only: asks the sandbox to send money to an account number, notifying the service
     /// like a bank would (or losing the notification, so that a recheck can find it).
-    pub async fn simulate_deposit(&self, request: &SimulatedDeposit) -> Result<String, ProviderError> {
-        let sandbox = self.sandbox.as_ref().ok_or(ProviderError::NotConfigured("sandbox", Mode::Test))?;
+    pub async fn simulate_deposit(
+        &self,
+        request: &SimulatedDeposit,
+    ) -> Result<String, ProviderError> {
+        let sandbox = self
+            .sandbox
+            .as_ref()
+            .ok_or(ProviderError::NotConfigured("sandbox", Mode::Test))?;
         let response = self
             .http
             .post(format!("{}/control/deposits", sandbox.base))

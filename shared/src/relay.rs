@@ -88,7 +88,7 @@ impl Relay {
                 tracing::warn!(error = %e, "outbox sweep failed");
             }
             // The backlog is a count over an index: every tenth sweep is often enough.
-            if sweeps % 10 == 0
+            if sweeps.is_multiple_of(10)
                 && let Ok(backlog) = outbox::backlog(&self.db, crate::time::now()).await
             {
                 metrics::gauge!("outbox_backlog").set(backlog as f64);

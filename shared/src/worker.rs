@@ -110,7 +110,8 @@ impl<H: JobHandler> Consumer<H> {
             }
         };
         let Some((row, job)) = runnable else {
-            metrics::counter!("jobs_consumed_total", "queue" => self.queue, "outcome" => "skipped").increment(1);
+            metrics::counter!("jobs_consumed_total", "queue" => self.queue, "outcome" => "skipped")
+                .increment(1);
             // Finished already, or rescheduled for later: this message is a repeat.
             let _ = delivery.ack().await;
             return;
@@ -161,8 +162,10 @@ impl<H: JobHandler> Consumer<H> {
                 tracing::warn!(job_id = %row.id, error = %e, "could not copy the dead job to its dead-letter queue");
             }
         }
-        if let JobOutcome::Retry { after, .. } = outcome
-            && after < Duration::from_secs(2)
+        // A finished job may have written events whose deliveries are due now; a short retry is
+        // due soon. Either way the relay should look now rather than at its next sweep.
+        if matches!(outcome, JobOutcome::Done)
+            || matches!(outcome, JobOutcome::Retry { after, .. } if after < Duration::from_secs(2))
         {
             self.relay.kick();
         }

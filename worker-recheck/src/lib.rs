@@ -66,7 +66,10 @@ impl JobHandler for Rechecker {
 impl Rechecker {
     async fn run(&self, row: &JobRow, recheck_id: &str) -> Result<JobOutcome, String> {
         let db_err = |e: sea_orm::DbErr| e.to_string();
-        let Some(recheck) = rechecks::find_by_id(&self.db, recheck_id).await.map_err(db_err)? else {
+        let Some(recheck) = rechecks::find_by_id(&self.db, recheck_id)
+            .await
+            .map_err(db_err)?
+        else {
             return Ok(JobOutcome::Done);
         };
         if recheck.status == rechecks::COMPLETED || recheck.status == rechecks::FAILED {
@@ -77,26 +80,43 @@ impl Rechecker {
             .await
             .map_err(db_err)?;
         let mode = Mode::parse(&recheck.mode).ok_or("recheck has an unknown mode")?;
-        let Some(account) = accounts::find(&self.db, &recheck.business_id, mode, &recheck.account_id)
-            .await
-            .map_err(db_err)?
+        let Some(account) =
+            accounts::find(&self.db, &recheck.business_id, mode, &recheck.account_id)
+                .await
+                .map_err(db_err)?
         else {
-            return Ok(JobOutcome::Dead { error: "the account is gone".into() });
+            return Ok(JobOutcome::Dead {
+                error: "the account is gone".into(),
+            });
         };
         let bank = Bank::parse(&account.bank).ok_or("account has an unknown bank")?;
         let transactions = match self
             .providers
-            .transactions(bank, mode, &account.id, recheck.window_from, recheck.window_to)
+            .transactions(
+                bank,
+                mode,
+                &account.id,
+                recheck.window_from,
+                recheck.window_to,
+            )
             .await
         {
             Ok(list) => list,
             Err(e) => {
                 let attempts = row.attempts as u32 + 1;
                 if attempts >= self.config.max_attempts {
-                    let reason = format!("the provider bank could not be asked after {attempts} tries: {e}");
-                    rechecks::set_status(&self.db, recheck_id, rechecks::FAILED, None, Some(reason), shared::time::now())
-                        .await
-                        .map_err(db_err)?;
+                    let reason =
+                        format!("the provider bank could not be asked after {attempts} tries: {e}");
+                    rechecks::set_status(
+                        &self.db,
+                        recheck_id,
+                        rechecks::FAILED,
+                        None,
+                        Some(reason),
+                        shared::time::now(),
+                    )
+                    .await
+                    .map_err(db_err)?;
                     tracing::warn!(recheck_id, error = %e, "recheck failed");
                     return Ok(JobOutcome::Done);
                 }
@@ -107,10 +127,20 @@ impl Rechecker {
             }
         };
         let mut new = 0;
-        for tx in transactions.iter().filter(|t| account.account_number.as_deref() == Some(t.account_number.as_str())) {
-            let recorded = deposits::record(&self.db, mode, bank, tx, Source::Recheck(recheck_id.to_owned()), shared::time::now())
-                .await
-                .map_err(db_err)?;
+        for tx in transactions
+            .iter()
+            .filter(|t| account.account_number.as_deref() == Some(t.account_number.as_str()))
+        {
+            let recorded = deposits::record(
+                &self.db,
+                mode,
+                bank,
+                tx,
+                Source::Recheck(recheck_id.to_owned()),
+                shared::time::now(),
+            )
+            .await
+            .map_err(db_err)?;
             if let Recorded::New(deposit) = recorded {
                 new += 1;
                 tracing::info!(recheck_id, deposit_id = %deposit.id, "recheck recorded a missed deposit");
@@ -120,10 +150,19 @@ impl Rechecker {
             self.relay.kick(); // their events' deliveries are due now
         }
         // Counted from the table, so a run that died half-way still counts what it recorded.
-        let found = deposits::found_by_recheck(&self.db, recheck_id).await.map_err(db_err)?;
-        rechecks::set_status(&self.db, recheck_id, rechecks::COMPLETED, Some(found as i32), None, shared::time::now())
+        let found = deposits::found_by_recheck(&self.db, recheck_id)
             .await
             .map_err(db_err)?;
+        rechecks::set_status(
+            &self.db,
+            recheck_id,
+            rechecks::COMPLETED,
+            Some(found as i32),
+            None,
+            shared::time::now(),
+        )
+        .await
+        .map_err(db_err)?;
         tracing::info!(recheck_id, found, "recheck completed");
         Ok(JobOutcome::Done)
     }
@@ -162,7 +201,13 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     let broker = shared::ops::connect_broker(&config).await?;
     let shutdown = CancellationToken::new();
     shared::ops::cancel_on_signal(shutdown.clone());
-    let ops = shared::ops::serve_ops(config.ops.bind, db.clone(), broker.clone(), shutdown.clone()).await?;
+    let ops = shared::ops::serve_ops(
+        config.ops.bind,
+        db.clone(),
+        broker.clone(),
+        shutdown.clone(),
+    )
+    .await?;
     tracing::info!(address = %ops, "worker-recheck ops listening");
     let relay = Relay::new(db.clone(), broker.clone());
     let relay_task = tokio::spawn(relay.clone().run(shutdown.clone()));

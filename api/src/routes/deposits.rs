@@ -26,7 +26,10 @@ const MAX_RECHECK_WINDOW: chrono::Duration = chrono::Duration::days(31);
 pub fn routes() -> Router<AppState> {
     Router::new()
         .route("/virtual-accounts/{id}/deposits", get(list_deposits))
-        .route("/virtual-accounts/{id}/simulate-deposit", post(simulate_deposit))
+        .route(
+            "/virtual-accounts/{id}/simulate-deposit",
+            post(simulate_deposit),
+        )
         .route("/virtual-accounts/{id}/recheck", post(request_recheck))
         .route("/virtual-accounts/{id}/rechecks/{rid}", get(read_recheck))
         .route("/providers/{bank}/notifications", post(notification))
@@ -117,7 +120,11 @@ async fn simulate_deposit(
         return Err(ApiError::TestModeOnly);
     }
     let mut errors = Vec::new();
-    reject_unknown(&body, &["amount", "senderName", "narration", "notify"], &mut errors);
+    reject_unknown(
+        &body,
+        &["amount", "senderName", "narration", "notify"],
+        &mut errors,
+    );
     let amount = parse_amount(&body, &mut errors);
     let sender_name = optional_string(&body, "senderName", &mut errors)
         .and_then(|v| bounded_text("senderName", v, 1, 100, true, &mut errors));
@@ -127,7 +134,11 @@ async fn simulate_deposit(
         None | Some(Value::Null) => true,
         Some(Value::Bool(b)) => *b,
         Some(_) => {
-            errors.push(FieldError::new("notify", "invalid_type", "notify must be true or false"));
+            errors.push(FieldError::new(
+                "notify",
+                "invalid_type",
+                "notify must be true or false",
+            ));
             true
         }
     };
@@ -154,7 +165,10 @@ async fn simulate_deposit(
         .simulate_deposit(&request)
         .await
         .map_err(|e| ApiError::Internal(anyhow::anyhow!("the provider sandbox refused: {e}")))?;
-    Ok((StatusCode::ACCEPTED, Json(json!({"providerReference": reference}))))
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(json!({"providerReference": reference})),
+    ))
 }
 
 /// A positive whole number of kobo.
@@ -165,12 +179,29 @@ fn parse_amount(body: &Map<String, Value>, errors: &mut Vec<FieldError>) -> Opti
     };
     match body.get("amount") {
         None | Some(Value::Null) => bad(errors, "required", "amount is required"),
-        Some(Value::Number(n)) => match n.as_i64() {
+        // 146.0 is a whole number too (JSON Schema's integer says so); 146.5 is not.
+        Some(Value::Number(n)) => match n.as_i64().or_else(|| {
+            n.as_f64()
+                .filter(|f| f.fract() == 0.0 && f.abs() < 9.0e15)
+                .map(|f| f as i64)
+        }) {
             Some(a) if a > 0 && a <= 1_000_000_000_000 => Some(a),
-            Some(_) => bad(errors, "out_of_range", "amount must be a positive number of kobo, at most 1000000000000"),
-            None => bad(errors, "invalid_type", "amount must be a whole number of kobo"),
+            Some(_) => bad(
+                errors,
+                "out_of_range",
+                "amount must be a positive number of kobo, at most 1000000000000",
+            ),
+            None => bad(
+                errors,
+                "invalid_type",
+                "amount must be a whole number of kobo",
+            ),
         },
-        Some(_) => bad(errors, "invalid_type", "amount must be a whole number of kobo"),
+        Some(_) => bad(
+            errors,
+            "invalid_type",
+            "amount must be a whole number of kobo",
+        ),
     }
 }
 
@@ -216,12 +247,24 @@ async fn request_recheck(
     let from = parse_time(&body, "from", &mut errors).unwrap_or(to - chrono::Duration::hours(24));
     if errors.is_empty() {
         if from >= to {
-            errors.push(FieldError::new("from", "out_of_range", "from must be before to"));
+            errors.push(FieldError::new(
+                "from",
+                "out_of_range",
+                "from must be before to",
+            ));
         } else if to - from > MAX_RECHECK_WINDOW {
-            errors.push(FieldError::new("from", "out_of_range", "a recheck covers at most 31 days"));
+            errors.push(FieldError::new(
+                "from",
+                "out_of_range",
+                "a recheck covers at most 31 days",
+            ));
         }
         if to > now + chrono::Duration::minutes(5) {
-            errors.push(FieldError::new("to", "out_of_range", "to must not be in the future"));
+            errors.push(FieldError::new(
+                "to",
+                "out_of_range",
+                "to must not be in the future",
+            ));
         }
     }
     if !errors.is_empty() {
@@ -229,7 +272,10 @@ async fn request_recheck(
     }
     let account = caller_account(&state, &caller, &id).await?;
     let status = AccountStatus::parse(&account.status);
-    if !matches!(status, Some(AccountStatus::Active | AccountStatus::Deactivated)) {
+    if !matches!(
+        status,
+        Some(AccountStatus::Active | AccountStatus::Deactivated)
+    ) {
         return Err(ApiError::InvalidState(format!(
             "a {} account cannot be rechecked",
             account.status
@@ -243,12 +289,20 @@ async fn request_recheck(
     Ok((StatusCode::ACCEPTED, Json(RecheckView::from(&recheck))))
 }
 
-fn parse_time(body: &Map<String, Value>, field: &str, errors: &mut Vec<FieldError>) -> Option<DateTime<Utc>> {
+fn parse_time(
+    body: &Map<String, Value>,
+    field: &str,
+    errors: &mut Vec<FieldError>,
+) -> Option<DateTime<Utc>> {
     let raw = optional_string(body, field, errors)?;
     match DateTime::parse_from_rfc3339(raw) {
         Ok(t) => Some(t.with_timezone(&Utc)),
         Err(_) => {
-            errors.push(FieldError::new(field, "invalid_format", format!("{field} must be an RFC 3339 time")));
+            errors.push(FieldError::new(
+                field,
+                "invalid_format",
+                format!("{field} must be an RFC 3339 time"),
+            ));
             None
         }
     }
@@ -332,7 +386,10 @@ async fn notification(
         .and_then(|v| v.to_str().ok())
         .ok_or(ApiError::Unauthorized)?;
     let mode = notification_mode(&state, bank, &body, signature).ok_or_else(|| {
-        tracing::warn!(bank = bank.slug(), "notification with a bad signature refused");
+        tracing::warn!(
+            bank = bank.slug(),
+            "notification with a bad signature refused"
+        );
         ApiError::Unauthorized
     })?;
     let text = std::str::from_utf8(&body)
@@ -365,7 +422,9 @@ async fn notification(
             "unmatched"
         }
     };
-    Ok(Json(json!({"received": true, "id": id, "outcome": outcome})))
+    Ok(Json(
+        json!({"received": true, "id": id, "outcome": outcome}),
+    ))
 }
 
 fn notification_mode(state: &AppState, bank: Bank, body: &[u8], signature: &str) -> Option<Mode> {
@@ -385,17 +444,34 @@ fn notification_mode(state: &AppState, bank: Bank, body: &[u8], signature: &str)
 
 fn parse_transaction(data: Option<&Value>) -> ApiResult<RemoteTransaction> {
     let data = data.ok_or_else(|| ApiError::validation("data", "required", "data is required"))?;
-    let tx: RemoteTransaction = serde_json::from_value(data.clone())
-        .map_err(|e| ApiError::validation("data", "invalid_format", format!("data is not a transaction: {e}")))?;
+    let tx: RemoteTransaction = serde_json::from_value(data.clone()).map_err(|e| {
+        ApiError::validation(
+            "data",
+            "invalid_format",
+            format!("data is not a transaction: {e}"),
+        )
+    })?;
     let mut errors = Vec::new();
     if tx.amount <= 0 {
-        errors.push(FieldError::new("data.amount", "out_of_range", "amount must be positive"));
+        errors.push(FieldError::new(
+            "data.amount",
+            "out_of_range",
+            "amount must be positive",
+        ));
     }
     if tx.currency != "NGN" {
-        errors.push(FieldError::new("data.currency", "invalid_value", "currency must be NGN"));
+        errors.push(FieldError::new(
+            "data.currency",
+            "invalid_value",
+            "currency must be NGN",
+        ));
     }
     if tx.reference.is_empty() || tx.reference.len() > 200 {
-        errors.push(FieldError::new("data.reference", "invalid_format", "reference must be 1–200 characters"));
+        errors.push(FieldError::new(
+            "data.reference",
+            "invalid_format",
+            "reference must be 1–200 characters",
+        ));
     }
     if !errors.is_empty() {
         return Err(ApiError::Validation(errors));

@@ -20,30 +20,39 @@ pub async fn healthz() -> Json<Value> {
     Json(json!({"status": "ok"}))
 }
 
-/// Ready: the database answers.
+/// Ready: the database and the broker answer.
 #[utoipa::path(
     get,
     path = "/readyz",
     operation_id = "readyz",
     tag = "Operations",
     responses(
-        (status = 200, description = "Ready: the database answers.", body = crate::openapi::Readiness),
+        (status = 200, description = "Ready: the database and the broker answer.", body = crate::openapi::Readiness),
         (status = 403, response = crate::openapi::BrowserRefused),
-        (status = 503, description = "Not ready: the database does not answer.", body = crate::openapi::Readiness),
+        (status = 503, description = "Not ready: the database or the broker does not answer.", body = crate::openapi::Readiness),
     ),
 )]
 pub async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<Value>) {
-    match state.db.ping().await {
-        Ok(()) => (
-            StatusCode::OK,
-            Json(json!({"status": "ok", "database": "ok"})),
-        ),
+    let database = match state.db.ping().await {
+        Ok(()) => true,
         Err(e) => {
             tracing::warn!(error = %e, "database not reachable");
-            (
-                StatusCode::SERVICE_UNAVAILABLE,
-                Json(json!({"status": "unavailable", "database": "unreachable"})),
-            )
+            false
         }
-    }
+    };
+    let broker = state.relay.broker().is_ready().await;
+    let word = |ok: bool| if ok { "ok" } else { "unreachable" };
+    let ready = database && broker;
+    (
+        if ready {
+            StatusCode::OK
+        } else {
+            StatusCode::SERVICE_UNAVAILABLE
+        },
+        Json(json!({
+            "status": if ready { "ok" } else { "unavailable" },
+            "database": word(database),
+            "broker": word(broker),
+        })),
+    )
 }

@@ -62,10 +62,28 @@ pub async fn run(mut config: Config) -> anyhow::Result<()> {
         }));
     }
     {
-        let (config, db, broker, relay, shutdown) =
-            (config.clone(), db.clone(), broker.clone(), relay.clone(), shutdown.clone());
+        let (config, db, broker, relay, shutdown) = (
+            config.clone(),
+            db.clone(),
+            broker.clone(),
+            relay.clone(),
+            shutdown.clone(),
+        );
         background.push(tokio::spawn(async move {
             worker_recheck::run_with(&config, db, broker, relay, shutdown).await
+        }));
+    }
+    {
+        let (config, db, cipher, broker, relay, shutdown) = (
+            config.clone(),
+            db.clone(),
+            cipher.clone(),
+            broker.clone(),
+            relay.clone(),
+            shutdown.clone(),
+        );
+        background.push(tokio::spawn(async move {
+            worker_webhooks::run_with(&config, db, cipher, broker, relay, shutdown).await
         }));
     }
 

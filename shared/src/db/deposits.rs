@@ -45,7 +45,7 @@ impl Source {
 #[derive(Debug)]
 pub enum Recorded {
     /// A new deposit, announced by its event.
-    New(Deposit),
+    New(Box<Deposit>),
     /// This transaction was recorded before: nothing changed.
     Duplicate,
     /// No account of this bank and mode has that number.
@@ -146,9 +146,13 @@ async fn record_in<C: ConnectionTrait>(
     }
     let mut data = DepositView::from(&row);
     data.account = Some(AccountView::from(&account));
-    let event_type = if status == "credited" { DEPOSIT_RECEIVED } else { DEPOSIT_FLAGGED };
+    let event_type = if status == "credited" {
+        DEPOSIT_RECEIVED
+    } else {
+        DEPOSIT_FLAGGED
+    };
     super::events::record(db, &account.business_id, mode, event_type, &data, now).await?;
-    Ok(Recorded::New(row))
+    Ok(Recorded::New(Box::new(row)))
 }
 
 /// Stores a verified notification and records its transaction, in one transaction: once this

@@ -62,7 +62,15 @@ pub async fn request(
     .await;
     match inserted {
         Ok(_) => {
-            enqueue(&txn, &Job::Recheck { recheck_id: row.id.clone() }, now, now).await?;
+            enqueue(
+                &txn,
+                &Job::Recheck {
+                    recheck_id: row.id.clone(),
+                },
+                now,
+                now,
+            )
+            .await?;
             txn.commit().await?;
             Ok((row, true))
         }
@@ -84,7 +92,11 @@ async fn find_open(db: &DatabaseConnection, account_id: &str) -> Result<Option<R
         .await
 }
 
-pub async fn find(db: &DatabaseConnection, account_id: &str, id: &str) -> Result<Option<Recheck>, DbErr> {
+pub async fn find(
+    db: &DatabaseConnection,
+    account_id: &str,
+    id: &str,
+) -> Result<Option<Recheck>, DbErr> {
     recheck::Entity::find_by_id(id.to_owned())
         .filter(recheck::Column::AccountId.eq(account_id))
         .one(db)
