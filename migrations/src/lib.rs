@@ -3,6 +3,7 @@
 
 pub use sea_orm_migration::prelude::*;
 
+mod columns;
 mod m0001_accounts;
 mod m0002_webhooks;
 mod m0003_deposits;

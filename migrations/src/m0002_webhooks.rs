@@ -3,34 +3,10 @@
 
 use sea_orm_migration::prelude::*;
 
+use crate::columns::*;
+
 #[derive(DeriveMigrationName)]
 pub struct Migration;
-
-fn id(name: &'static str) -> ColumnDef {
-    ColumnDef::new(name).string().not_null().to_owned()
-}
-
-fn text(name: &'static str) -> ColumnDef {
-    ColumnDef::new(name).text().not_null().to_owned()
-}
-
-fn text_null(name: &'static str) -> ColumnDef {
-    ColumnDef::new(name).text().null().to_owned()
-}
-
-fn ts(name: &'static str) -> ColumnDef {
-    ColumnDef::new(name)
-        .timestamp_with_time_zone()
-        .not_null()
-        .to_owned()
-}
-
-fn ts_null(name: &'static str) -> ColumnDef {
-    ColumnDef::new(name)
-        .timestamp_with_time_zone()
-        .null()
-        .to_owned()
-}
 
 #[async_trait::async_trait]
 impl MigrationTrait for Migration {
