@@ -137,3 +137,49 @@ async fn readyz(State(state): State<OpsState>) -> (StatusCode, Json<Value>) {
         ),
     )
 }
+
+/// What a worker process's consumer runs with.
+pub struct WorkerParts {
+    pub db: DatabaseConnection,
+    pub cipher: Arc<Cipher>,
+    pub broker: Arc<dyn Broker>,
+    pub relay: crate::relay::Relay,
+    pub shutdown: CancellationToken,
+}
+
+/// A worker process: checks the production configuration, opens the database, key and broker,
+/// serves the ops port, runs the relay beside `consume`, and returns once SIGTERM has drained it.
+pub async fn run_worker<F, Fut>(name: &str, config: &Config, consume: F) -> anyhow::Result<()>
+where
+    F: FnOnce(WorkerParts) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    config.require_production()?;
+    let url = config.database.url.clone().expect("checked above");
+    let db = connect_database(&url, config).await?;
+    let cipher = Arc::new(configured_cipher(config)?);
+    let broker = connect_broker(config).await?;
+    let shutdown = CancellationToken::new();
+    cancel_on_signal(shutdown.clone());
+    let ops = serve_ops(
+        config.ops.bind,
+        db.clone(),
+        broker.clone(),
+        shutdown.clone(),
+    )
+    .await?;
+    tracing::info!(address = %ops, "{name} ops listening");
+    let relay = crate::relay::Relay::new(db.clone(), broker.clone());
+    let relay_task = tokio::spawn(relay.clone().run(shutdown.clone()));
+    consume(WorkerParts {
+        db,
+        cipher,
+        broker,
+        relay,
+        shutdown,
+    })
+    .await;
+    let _ = relay_task.await;
+    tracing::info!("{name} stopped");
+    Ok(())
+}

@@ -244,27 +244,10 @@ pub async fn run_with(
 
 /// The `worker-provisioning` process.
 pub async fn run(config: Config) -> anyhow::Result<()> {
-    config.require_production()?;
-    let url = config.database.url.clone().expect("checked");
-    let db = shared::ops::connect_database(&url, &config).await?;
-    let cipher = Arc::new(shared::ops::configured_cipher(&config)?);
-    let broker = shared::ops::connect_broker(&config).await?;
-    let shutdown = CancellationToken::new();
-    shared::ops::cancel_on_signal(shutdown.clone());
-    let ops = shared::ops::serve_ops(
-        config.ops.bind,
-        db.clone(),
-        broker.clone(),
-        shutdown.clone(),
-    )
-    .await?;
-    tracing::info!(address = %ops, "worker-provisioning ops listening");
-    let relay = Relay::new(db.clone(), broker.clone());
-    let relay_task = tokio::spawn(relay.clone().run(shutdown.clone()));
-    run_with(&config, db, cipher, broker, relay, shutdown).await;
-    let _ = relay_task.await;
-    tracing::info!("worker-provisioning stopped");
-    Ok(())
+    shared::ops::run_worker("worker-provisioning", &config, |p| async {
+        run_with(&config, p.db, p.cipher, p.broker, p.relay, p.shutdown).await
+    })
+    .await
 }
 
 #[cfg(test)]
