@@ -1,4 +1,5 @@
-//! Extractors: the authenticated caller, the JSON body, the idempotency key, query strings.
+//! Extractors: the authenticated caller, path parameters, the JSON body, the idempotency key,
+//! query strings.
 
 use std::collections::HashMap;
 
@@ -16,6 +17,25 @@ use crate::state::AppState;
 
 pub const MAX_BODY_BYTES: usize = 64 * 1024;
 const DRAIN_BYTES: usize = 1024 * 1024;
+
+/// Path parameters, as `axum::extract::Path`, but a segment that cannot be read (not UTF-8 once
+/// percent-decoded) is 404 `not_found` as problem+json: no resource has such an id. Every
+/// parameter is a `String`, so no other rejection can happen.
+pub struct Path<T>(pub T);
+
+impl<S: Send + Sync, T: serde::de::DeserializeOwned + Send> FromRequestParts<S> for Path<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        match axum::extract::Path::<T>::from_request_parts(parts, state).await {
+            Ok(axum::extract::Path(value)) => Ok(Path(value)),
+            Err(rejection) => {
+                tracing::debug!(error = %rejection, "unreadable path parameter");
+                Err(ApiError::NotFound)
+            }
+        }
+    }
+}
 
 /// The business and mode a request acts for, from its secret key.
 #[derive(Debug, Clone)]

@@ -77,16 +77,9 @@ pub const BEARER: &str = "bearerAuth";
         crate::routes::deposits::request_recheck,
         crate::routes::deposits::read_recheck,
         crate::routes::deposits::notification,
-        // ── /events: TO ADD ─────────────────────────────────────────────────────────────────
-        // The router serves /events, /events/{id} and /events/{id}/resend (routes/events.rs), but
-        // they are not documented yet. Once those handlers carry #[utoipa::path(...)] (tag =
-        // "Events", security(("bearerAuth" = [])), error responses from this module, as in
-        // routes/accounts.rs) and EventView, DeliveryView and AttemptView derive ToSchema, list:
-        //     crate::routes::events::list,
-        //     crate::routes::events::read,
-        //     crate::routes::events::resend,
-        // and add the three routes to ROUTES in api/tests/openapi.rs.
-        // ─────────────────────────────────────────────────────────────────────────────────────
+        crate::routes::events::list,
+        crate::routes::events::read,
+        crate::routes::events::resend,
         crate::routes::problems::describe,
         crate::routes::health::healthz,
         crate::routes::health::readyz,
@@ -104,6 +97,7 @@ pub const BEARER: &str = "bearerAuth";
             shared::views::schema::DepositStatus,
             shared::views::schema::DepositSource,
             shared::views::schema::RecheckStatus,
+            shared::views::schema::EventType,
         ),
         responses(
             BadRequest,

@@ -49,7 +49,13 @@ const ROUTES: &[(&str, &str, &[u16])] = &[
         "/providers/{bank}/notifications",
         &[200, 400, 401, 403, 404, 413, 422, 500],
     ),
-    // /events (api/src/routes/events.rs): add its three routes here once they are documented.
+    ("GET", "/events", &[200, 401, 403, 422, 500]),
+    ("GET", "/events/{id}", &[200, 401, 403, 404, 500]),
+    (
+        "POST",
+        "/events/{id}/resend",
+        &[202, 401, 403, 404, 409, 500],
+    ),
     ("GET", "/problems/{code}", &[200, 403, 404]),
     ("GET", "/healthz", &[200, 403]),
     ("GET", "/readyz", &[200, 403, 503]),
@@ -271,6 +277,7 @@ async fn the_schemas_name_the_values_the_domain_uses() {
         enum_of("Mode"),
         Mode::ALL.map(|m| m.as_str().to_owned()).to_vec()
     );
+    assert_eq!(enum_of("EventType"), shared::db::events::TYPES.to_vec());
     let codes: Vec<_> = api::error::PROBLEM_TYPES.iter().map(|p| p.code).collect();
     assert_eq!(
         schemas["Problem"]["properties"]["code"]["enum"],

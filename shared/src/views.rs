@@ -279,6 +279,21 @@ pub mod schema {
         Failed,
     }
 
+    /// What happened (SPEC §4); `data` is the account or the deposit it happened to.
+    #[derive(ToSchema)]
+    pub enum EventType {
+        #[serde(rename = "virtualaccount.active")]
+        VirtualAccountActive,
+        #[serde(rename = "virtualaccount.failed")]
+        VirtualAccountFailed,
+        #[serde(rename = "virtualaccount.deactivated")]
+        VirtualAccountDeactivated,
+        #[serde(rename = "deposit.received")]
+        DepositReceived,
+        #[serde(rename = "deposit.flagged")]
+        DepositFlagged,
+    }
+
     fn constant(value: &str) -> Object {
         ObjectBuilder::new()
             .schema_type(Type::String)

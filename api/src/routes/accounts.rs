@@ -1,6 +1,6 @@
 //! `/virtual-accounts`: create, list, get, deactivate.
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -18,7 +18,7 @@ use shared::providers::{OpenAccount, ProviderError, RemoteStatus};
 use shared::views::{AccountView, Page};
 
 use crate::error::{ApiError, ApiResult};
-use crate::extract::{Caller, IdempotencyKey, JsonObject, OptionalJsonObject, QueryPairs};
+use crate::extract::{Caller, IdempotencyKey, JsonObject, OptionalJsonObject, Path, QueryPairs};
 use crate::openapi as doc;
 use crate::state::AppState;
 

@@ -1,7 +1,7 @@
 //! Deposits, rechecks, simulated deposits, and provider notifications.
 
 use axum::body::Bytes;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::{get, post};
 use axum::{Json, Router};
@@ -16,7 +16,7 @@ use shared::providers::{RemoteTransaction, SimulatedDeposit};
 use shared::views::{DepositView, Page, RecheckView};
 
 use crate::error::{ApiError, ApiResult};
-use crate::extract::{Caller, JsonObject, MAX_BODY_BYTES, OptionalJsonObject, QueryPairs};
+use crate::extract::{Caller, JsonObject, MAX_BODY_BYTES, OptionalJsonObject, Path, QueryPairs};
 use crate::openapi as doc;
 use crate::state::AppState;
 

@@ -1,6 +1,6 @@
 //! `/events`: a caller's events, their delivery attempts, and resending.
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::{get, post};
 use axum::{Json, Router};
@@ -12,8 +12,12 @@ use shared::domain::FieldError;
 use shared::time::rfc3339;
 use shared::views::Page;
 
+use utoipa::ToSchema;
+use utoipa::openapi::schema::{Object, ObjectBuilder, Type};
+
 use crate::error::{ApiError, ApiResult};
-use crate::extract::{Caller, QueryPairs};
+use crate::extract::{Caller, Path, QueryPairs};
+use crate::openapi as doc;
 use crate::state::AppState;
 
 pub fn routes() -> Router<AppState> {
@@ -23,41 +27,86 @@ pub fn routes() -> Router<AppState> {
         .route("/events/{id}/resend", post(resend))
 }
 
-/// An event as callers read it: the webhook envelope, plus its deliveries when read alone.
-#[derive(Debug, Serialize)]
+/// An event: the webhook envelope (the body every delivery of it carries), plus its deliveries
+/// when read alone or resent.
+#[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
+#[schema(as = Event)]
 pub struct EventView {
+    /// `evt_…`; also the `webhook-id` header of every delivery of it.
+    #[schema(example = "evt_01J9Z6W8Q3X4T5V6B7N8M9P0QR")]
     pub id: String,
+    #[schema(schema_with = event_object)]
     pub object: &'static str,
     #[serde(rename = "type")]
+    #[schema(value_type = shared::views::schema::EventType)]
     pub event_type: String,
+    #[schema(value_type = shared::views::schema::Mode)]
     pub mode: String,
+    #[schema(format = DateTime)]
     pub created_at: String,
+    /// The account (`virtualaccount.*`) or the deposit with its `account` (`deposit.*`), as the
+    /// API returns them.
+    #[schema(value_type = Object)]
     pub data: Value,
+    /// Every delivery of the event, with its attempts: only on `GET /events/{id}` and resend.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub deliveries: Option<Vec<DeliveryView>>,
 }
 
-#[derive(Debug, Serialize)]
+/// One delivery of an event to a webhook URL: the URL it was scheduled for, and every attempt.
+#[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
+#[schema(as = Delivery)]
 pub struct DeliveryView {
+    #[schema(example = "whd_01J9Z6W8Q3X4T5V6B7N8M9P0QR")]
     pub id: String,
     pub url: String,
+    /// `pending` (being attempted or waiting for its next attempt), `succeeded` (a 2xx came back),
+    /// `dead` (every attempt failed; an operator can replay it, a caller can resend the event).
+    #[schema(schema_with = delivery_statuses)]
     pub status: String,
+    #[schema(format = DateTime)]
     pub created_at: String,
+    /// When the next attempt is due; null once the delivery succeeded or died.
+    #[schema(format = DateTime)]
     pub next_attempt_at: Option<String>,
+    #[schema(format = DateTime)]
     pub completed_at: Option<String>,
     pub attempts: Vec<AttemptView>,
 }
 
-#[derive(Debug, Serialize)]
+/// One attempt of a delivery.
+#[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
+#[schema(as = DeliveryAttempt)]
 pub struct AttemptView {
+    #[schema(format = DateTime)]
     pub at: String,
-    /// 0 when no response came.
+    /// The receiver's HTTP status; 0 when no response came (network error, timeout, refused
+    /// target).
+    #[schema(minimum = 0, maximum = 599)]
     pub status_code: i32,
+    #[schema(minimum = 0)]
     pub duration_ms: i64,
+    /// The first 1 KiB of the response body.
     pub response_body: Option<String>,
+}
+
+fn string_enum(values: &[&str]) -> Object {
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .enum_values(Some(values.iter().copied()))
+        .build()
+}
+
+fn event_object() -> Object {
+    string_enum(&["event"])
+}
+
+fn delivery_statuses() -> Object {
+    string_enum(&[deliveries::PENDING, deliveries::SUCCEEDED, deliveries::DEAD])
 }
 
 impl EventView {
@@ -96,6 +145,28 @@ impl DeliveryView {
     }
 }
 
+/// List events
+///
+/// The events of the key's mode, newest first, without their deliveries.
+#[utoipa::path(
+    get,
+    path = "/events",
+    operation_id = "listEvents",
+    tag = "Events",
+    security(("bearerAuth" = [])),
+    params(
+        ("page" = Option<u64>, Query, minimum = 1, maximum = 1000000, description = "From 1 (default 1)."),
+        ("pageSize" = Option<u64>, Query, minimum = 1, maximum = 100, description = "1–100 (default 20)."),
+        ("type" = Option<shared::views::schema::EventType>, Query, description = "Only events of this type."),
+    ),
+    responses(
+        (status = 200, description = "A page of events.", body = Page<EventView>),
+        (status = 401, response = doc::Unauthorized),
+        (status = 403, response = doc::Forbidden),
+        (status = 422, response = doc::ValidationFailed),
+        (status = 500, response = doc::InternalError),
+    ),
+)]
 async fn list(
     State(state): State<AppState>,
     caller: Caller,
@@ -139,6 +210,24 @@ async fn with_deliveries(state: &AppState, event: &Event) -> ApiResult<EventView
     Ok(EventView::new(event, Some(deliveries)))
 }
 
+/// Read an event
+///
+/// The event with every delivery of it and each delivery's attempts.
+#[utoipa::path(
+    get,
+    path = "/events/{id}",
+    operation_id = "getEvent",
+    tag = "Events",
+    security(("bearerAuth" = [])),
+    params(("id" = String, Path, description = "The event id, `evt_…`.")),
+    responses(
+        (status = 200, description = "The event, with its deliveries.", body = EventView),
+        (status = 401, response = doc::Unauthorized),
+        (status = 403, response = doc::Forbidden),
+        (status = 404, response = doc::NotFound),
+        (status = 500, response = doc::InternalError),
+    ),
+)]
 async fn read(
     State(state): State<AppState>,
     caller: Caller,
@@ -150,7 +239,27 @@ async fn read(
     Ok(Json(with_deliveries(&state, &event).await?))
 }
 
-/// 202 with the event: a fresh schedule for it to the mode's current URL (same `webhook-id`).
+/// Resend an event
+///
+/// Schedules the event again, to the mode's current webhook URL, with a fresh set of attempts and
+/// the same `webhook-id` (receivers dedupe on it). 409 `invalid_state` when the mode has no
+/// webhook URL.
+#[utoipa::path(
+    post,
+    path = "/events/{id}/resend",
+    operation_id = "resendEvent",
+    tag = "Events",
+    security(("bearerAuth" = [])),
+    params(("id" = String, Path, description = "The event id, `evt_…`.")),
+    responses(
+        (status = 202, description = "Scheduled: the event, with its deliveries.", body = EventView),
+        (status = 401, response = doc::Unauthorized),
+        (status = 403, response = doc::Forbidden),
+        (status = 404, response = doc::NotFound),
+        (status = 409, response = doc::InvalidState),
+        (status = 500, response = doc::InternalError),
+    ),
+)]
 async fn resend(
     State(state): State<AppState>,
     caller: Caller,

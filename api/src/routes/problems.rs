@@ -1,10 +1,10 @@
 //! `GET /problems/{code}`: what each error `type` means.
 
 use axum::Json;
-use axum::extract::Path;
 use serde_json::{Value, json};
 
 use crate::error::{ApiError, ApiResult, problem_type};
+use crate::extract::Path;
 
 /// Describe an error type
 ///
