@@ -1,7 +1,7 @@
 //! `X-Request-Id`: echoed when the caller sent a sensible one, generated otherwise, present on
 //! every response and in every log line of the request.
 
-use axum::extract::{MatchedPath, Request};
+use axum::extract::Request;
 use axum::http::HeaderValue;
 use axum::middleware::Next;
 use axum::response::Response;
@@ -38,19 +38,11 @@ pub async fn middleware(mut request: Request, next: Next) -> Response {
         method = %request.method(),
         path = %request.uri().path(),
     );
-    let route = request
-        .extensions()
-        .get::<MatchedPath>()
-        .map_or_else(|| "unmatched".to_owned(), |p| p.as_str().to_owned());
-    let method = request.method().as_str().to_owned();
-    let started = std::time::Instant::now();
+    let observed = shared::metrics::HttpObservation::start(&request);
     let mut response =
         shared::telemetry::with_request_id(id, next.run(request).instrument(span.clone())).await;
-    let elapsed = started.elapsed();
     let status = response.status().as_u16();
-    metrics::counter!("http_requests_total", "method" => method.clone(), "route" => route.clone(), "status" => status.to_string()).increment(1);
-    metrics::histogram!("http_request_duration_seconds", "method" => method, "route" => route)
-        .record(elapsed.as_secs_f64());
+    let elapsed = observed.finish(shared::metrics::API_HTTP, response.status());
     span.in_scope(|| tracing::info!(status, latency_ms = elapsed.as_millis() as u64, "served"));
     response.headers_mut().insert(HEADER, value);
     response

@@ -20,7 +20,7 @@ use sea_orm::{ConnectionTrait, TransactionTrait};
 use serde_json::{Value, json};
 use shared::crypto::Cipher;
 use shared::db::businesses::{self, IssuedBusiness};
-use shared::db::events;
+use shared::db::{deliveries, events};
 use shared::domain::{KybStatus, Mode};
 use tokio_util::sync::CancellationToken;
 use worker_webhooks::operator::{self, ReplayTarget};
@@ -462,7 +462,26 @@ async fn an_exhausted_delivery_is_dead_lettered_and_one_replay_delivers_it(backe
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 
-    // Operators see it…
+    // Operators see it: in the metrics (one recorder per test process, so shapes, not totals)…
+    assert_eq!(deliveries::count_dead(&app.db).await.unwrap(), 1);
+    let metrics = app
+        .client
+        .get(app.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for needle in [
+        r#"webhook_deliveries_total{outcome="retrying"}"#,
+        r#"webhook_deliveries_total{outcome="dead"}"#,
+        "webhook_delivery_duration_seconds_bucket",
+        "webhook_dead_letters ",
+    ] {
+        assert!(metrics.contains(needle), "{needle} missing from /metrics");
+    }
+    // …and in the dead-letter list…
     let mut out = Vec::new();
     let n = operator::dead_list(&app.db, Some(&app.business.id), &mut out)
         .await
@@ -512,6 +531,7 @@ async fn an_exhausted_delivery_is_dead_lettered_and_one_replay_delivers_it(backe
     let event = wait_for_delivery(&app, app.test_key(), &event_id, "succeeded", Some(4)).await;
     assert_eq!(event["deliveries"][0]["id"], delivery_id.as_str());
     assert_eq!(status_codes(&event["deliveries"][0]), [500, 500, 500, 200]);
+    assert_eq!(deliveries::count_dead(&app.db).await.unwrap(), 0);
     let mut out = Vec::new();
     assert_eq!(
         operator::dead_list(&app.db, None, &mut out).await.unwrap(),

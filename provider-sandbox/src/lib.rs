@@ -69,6 +69,15 @@ impl Sandbox {
         &self.inner.config
     }
 
+    /// `none` (no state file), `ok`, or `failing` (its last write failed).
+    fn state_file_health(&self) -> &'static str {
+        match &self.inner.store {
+            None => "none",
+            Some(store) if store.is_failing() => "failing",
+            Some(_) => "ok",
+        }
+    }
+
     fn http(&self) -> &reqwest::Client {
         &self.inner.http
     }

@@ -2,6 +2,7 @@
 //! Ctrl-C. Configuration as for every process: defaults, `--config FILE` (or `VAS_CONFIG`), `VAS_…`.
 
 use std::path::PathBuf;
+use std::process::ExitCode;
 
 use anyhow::{Context, bail};
 use provider_sandbox::{Sandbox, router};
@@ -9,7 +10,17 @@ use shared::config::Config;
 use tracing::info;
 
 #[tokio::main]
-async fn main() -> anyhow::Result<()> {
+async fn main() -> ExitCode {
+    match run().await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run() -> anyhow::Result<()> {
     let config_file = config_file_arg()?;
     let config = Config::load(config_file.as_deref())?;
     shared::telemetry::init(&config.log);
@@ -23,7 +34,7 @@ async fn main() -> anyhow::Result<()> {
     info!(address = %addr, "provider sandbox listening");
 
     axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown_signal())
+        .with_graceful_shutdown(shared::ops::shutdown_signal())
         .await?;
     info!("provider sandbox stopped");
     Ok(())
@@ -44,31 +55,4 @@ fn config_file_arg() -> anyhow::Result<Option<PathBuf>> {
         bail!("unexpected argument '{extra}'; usage: provider-sandbox [--config FILE]");
     }
     Ok(Some(PathBuf::from(path)))
-}
-
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        if let Err(e) = tokio::signal::ctrl_c().await {
-            tracing::warn!(error = %e, "cannot listen for Ctrl-C");
-            std::future::pending::<()>().await;
-        }
-    };
-    #[cfg(unix)]
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot listen for SIGTERM");
-                std::future::pending::<()>().await;
-            }
-        }
-    };
-    #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => info!("Ctrl-C received, shutting down"),
-        () = terminate => info!("SIGTERM received, shutting down"),
-    }
 }

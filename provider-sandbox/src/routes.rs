@@ -41,10 +41,37 @@ pub fn router(sandbox: Sandbox) -> Router {
             sandbox.clone(),
             authenticate,
         ));
+    shared::metrics::install();
     Router::new()
         .route("/healthz", get(|| async { Json(json!({"status": "ok"})) }))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(shared::metrics::endpoint))
         .merge(authenticated)
+        .layer(middleware::from_fn(observe))
         .with_state(sandbox)
+}
+
+/// Ready unless the state file (when there is one) could not be written last time.
+async fn readyz(State(sandbox): State<Sandbox>) -> (StatusCode, Json<Value>) {
+    let state_file = sandbox.state_file_health();
+    let ok = state_file != "failing";
+    (
+        if ok {
+            StatusCode::OK
+        } else {
+            StatusCode::SERVICE_UNAVAILABLE
+        },
+        Json(json!({"status": if ok { "ok" } else { "unavailable" }, "stateFile": state_file})),
+    )
+}
+
+/// `sandbox_requests_total{method,route,status}` and `sandbox_request_duration_seconds`: their
+/// own names, because `api dev` runs the sandbox inside the api's process and metrics recorder.
+async fn observe(request: Request, next: Next) -> Response {
+    let observed = shared::metrics::HttpObservation::start(&request);
+    let response = next.run(request).await;
+    observed.finish(shared::metrics::SANDBOX_HTTP, response.status());
+    response
 }
 
 async fn authenticate(State(sandbox): State<Sandbox>, request: Request, next: Next) -> Response {

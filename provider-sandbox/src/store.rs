@@ -2,6 +2,7 @@
 //! restart (or a kill at any moment) finds either the previous or the new state, never half of one.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::Context;
 use tokio::sync::Mutex;
@@ -27,6 +28,8 @@ pub fn load(path: &Path) -> anyhow::Result<Ledger> {
 pub struct Store {
     path: PathBuf,
     last_written: Mutex<u64>,
+    /// The last write failed: answers that depend on it were errors, and `/readyz` says so.
+    failing: AtomicBool,
 }
 
 impl Store {
@@ -34,6 +37,7 @@ impl Store {
         Self {
             path,
             last_written: Mutex::new(0),
+            failing: AtomicBool::new(false),
         }
     }
 
@@ -42,15 +46,26 @@ impl Store {
         if seq <= *last_written {
             return Ok(());
         }
+        let written = self.replace(&snapshot).await;
+        self.failing.store(written.is_err(), Ordering::Relaxed);
+        written?;
+        *last_written = seq;
+        Ok(())
+    }
+
+    async fn replace(&self, snapshot: &[u8]) -> anyhow::Result<()> {
         let tmp = temp_path(&self.path);
-        tokio::fs::write(&tmp, &snapshot)
+        tokio::fs::write(&tmp, snapshot)
             .await
             .with_context(|| format!("writing {}", tmp.display()))?;
         tokio::fs::rename(&tmp, &self.path)
             .await
-            .with_context(|| format!("replacing {}", self.path.display()))?;
-        *last_written = seq;
-        Ok(())
+            .with_context(|| format!("replacing {}", self.path.display()))
+    }
+
+    /// Whether the last write of the state file failed.
+    pub fn is_failing(&self) -> bool {
+        self.failing.load(Ordering::Relaxed)
     }
 }
 

@@ -55,6 +55,12 @@ impl Bank {
             .await
     }
 
+    /// `GET /readyz`, which needs no key.
+    async fn ready(&self) -> (StatusCode, Value) {
+        self.send(self.http.get(format!("{}/readyz", self.base)))
+            .await
+    }
+
     async fn get(&self, path: &str) -> (StatusCode, Value) {
         let url = format!("{}{path}", self.base);
         self.send(self.http.get(url).bearer_auth(KEY)).await
@@ -242,6 +248,42 @@ async fn every_bank_call_needs_the_key_but_healthz_does_not() {
         .await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(health, json!({"status": "ok"}));
+    let (status, ready) = bank.ready().await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(ready, json!({"status": "ok", "stateFile": "none"}));
+}
+
+#[tokio::test]
+async fn metrics_count_requests_by_route_template_and_status() {
+    let bank = Bank::start(config()).await;
+    let (status, _) = bank.open("wema-bank", "va_metrics").await;
+    assert_eq!(status, StatusCode::CREATED);
+    let (status, _) = bank.get("/wema-bank/accounts/va_metrics_missing").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    // Public, like /healthz: a Prometheus scraper holds no bank key.
+    let response = bank
+        .http
+        .get(format!("{}/metrics", bank.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    assert!(
+        response.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/plain")
+    );
+    let text = response.text().await.unwrap();
+    // One recorder per test process: other tests' requests are counted too, so shapes, not totals.
+    for needle in [
+        r#"sandbox_requests_total{method="POST",route="/{bank}/accounts",status="201"}"#,
+        r#"sandbox_requests_total{method="GET",route="/{bank}/accounts/{reference}",status="404"}"#,
+        r#"sandbox_request_duration_seconds_bucket{method="POST",route="/{bank}/accounts""#,
+    ] {
+        assert!(text.contains(needle), "{needle} missing from /metrics");
+    }
+    assert!(!text.contains("va_metrics"), "ids never become labels");
 }
 
 #[tokio::test]
@@ -519,6 +561,26 @@ async fn state_survives_a_restart_with_a_state_file() {
     assert_eq!(pending["status"], "pending");
     let (status, _) = second.deposit("wema-bank", &number, 100, false).await;
     assert_eq!(status, StatusCode::ACCEPTED, "the number index is rebuilt");
+    let (status, ready) = second.ready().await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(ready["stateFile"], "ok");
+
+    // The state file's folder disappears: the change is refused, and the sandbox is not ready
+    // until a write succeeds again.
+    std::fs::remove_dir_all(&dir).unwrap();
+    let (status, _) = second.open("wema-bank", "va_lost").await;
+    assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);
+    let (status, ready) = second.ready().await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(
+        ready,
+        json!({"status": "unavailable", "stateFile": "failing"})
+    );
+    std::fs::create_dir_all(state_file.parent().unwrap()).unwrap();
+    let (status, _) = second.open("wema-bank", "va_back").await;
+    assert_eq!(status, StatusCode::CREATED);
+    let (status, _) = second.ready().await;
+    assert_eq!(status, StatusCode::OK);
 
     let _ = std::fs::remove_dir_all(dir);
 }

@@ -4,7 +4,9 @@
 //! `jobs_published_total{queue}`, `jobs_consumed_total{queue,outcome}`,
 //! `job_duration_seconds{queue}`, `outbox_backlog`, `webhook_deliveries_total{outcome}`,
 //! `webhook_delivery_duration_seconds`, `webhook_dead_letters`,
-//! `provider_calls_total{bank,operation,outcome}`, `provider_call_duration_seconds{bank,operation}`.
+//! `provider_calls_total{bank,operation,outcome}`, `provider_call_duration_seconds{bank,operation}`;
+//! the provider sandbox's own `sandbox_requests_total{method,route,status}` and
+//! `sandbox_request_duration_seconds{method,route}`.
 
 use std::sync::OnceLock;
 
@@ -35,6 +37,60 @@ pub fn render() -> String {
     let handle = install();
     handle.run_upkeep();
     handle.render()
+}
+
+/// The names one HTTP server's request metrics are recorded under.
+pub struct HttpMetricNames {
+    pub requests: &'static str,
+    pub duration: &'static str,
+}
+
+/// The api's: `http_requests_total{method,route,status}`, `http_request_duration_seconds{method,route}`.
+pub const API_HTTP: HttpMetricNames = HttpMetricNames {
+    requests: "http_requests_total",
+    duration: "http_request_duration_seconds",
+};
+
+/// The provider sandbox's, kept apart because `api dev` serves it from the api's process.
+pub const SANDBOX_HTTP: HttpMetricNames = HttpMetricNames {
+    requests: "sandbox_requests_total",
+    duration: "sandbox_request_duration_seconds",
+};
+
+/// One request being timed: its method and route template (`/v1/virtual-accounts/{id}`, never
+/// the raw path, so ids do not become labels; `unmatched` when no route matched).
+pub struct HttpObservation {
+    method: String,
+    route: String,
+    started: std::time::Instant,
+}
+
+impl HttpObservation {
+    pub fn start(request: &axum::extract::Request) -> Self {
+        let route = request
+            .extensions()
+            .get::<axum::extract::MatchedPath>()
+            .map_or_else(|| "unmatched".to_owned(), |p| p.as_str().to_owned());
+        Self {
+            method: request.method().as_str().to_owned(),
+            route,
+            started: std::time::Instant::now(),
+        }
+    }
+
+    /// Records the request; returns how long it took.
+    pub fn finish(
+        self,
+        names: HttpMetricNames,
+        status: axum::http::StatusCode,
+    ) -> std::time::Duration {
+        let elapsed = self.started.elapsed();
+        metrics::counter!(names.requests, "method" => self.method.clone(), "route" => self.route.clone(), "status" => status.as_u16().to_string())
+            .increment(1);
+        metrics::histogram!(names.duration, "method" => self.method, "route" => self.route)
+            .record(elapsed.as_secs_f64());
+        elapsed
+    }
 }
 
 /// The axum handler for `GET /metrics`.

@@ -233,6 +233,7 @@ impl Deliverer {
             .await
             .map_err(|e| e.to_string())?;
         let error = record.error.clone().unwrap_or_default();
+        observe(record, &next);
         tracing::info!(
             delivery_id = %delivery.id,
             event_id = %delivery.event_id,
@@ -295,6 +296,26 @@ impl JobHandler for Deliverer {
                 error,
             }
         })
+    }
+}
+
+/// `webhook_deliveries_total{outcome}` per attempt (`succeeded`; `retrying`: failed with attempts
+/// left; `dead`: failed and given up) and the attempt's HTTP latency. A target refused before any
+/// request was sent is counted, not timed. `webhook_dead_letters` goes up at once here; the
+/// periodic count ([`crate::count_dead_letters`]) brings replays back down.
+fn observe(record: &AttemptRecord, next: &Next) {
+    let outcome = match next {
+        Next::Succeeded => "succeeded",
+        Next::RetryAt(_) => "retrying",
+        Next::Dead => "dead",
+    };
+    metrics::counter!("webhook_deliveries_total", "outcome" => outcome).increment(1);
+    if record.status_code != 0 || record.duration_ms > 0 {
+        metrics::histogram!("webhook_delivery_duration_seconds")
+            .record(record.duration_ms as f64 / 1000.0);
+    }
+    if matches!(next, Next::Dead) {
+        metrics::gauge!("webhook_dead_letters").increment(1.0);
     }
 }
 

@@ -36,6 +36,7 @@ pub async fn run_with(
     relay: Relay,
     shutdown: CancellationToken,
 ) {
+    let gauge = tokio::spawn(count_dead_letters(db.clone(), shutdown.clone()));
     let consumer = Consumer {
         db: db.clone(),
         broker,
@@ -47,6 +48,25 @@ pub async fn run_with(
         grace: Duration::from_secs(config.webhooks.timeout_secs.max(1) + 5),
     };
     consumer.run(shutdown).await;
+    let _ = gauge.await;
+}
+
+/// How often `webhook_dead_letters` is recounted from the database. Deaths raise it at once
+/// (`deliver::observe`); replays, made by an operator command elsewhere, show at the next count.
+const DEAD_LETTER_COUNT_EVERY: Duration = Duration::from_secs(30);
+
+/// Keeps the `webhook_dead_letters` gauge equal to the number of dead deliveries until cancelled.
+pub async fn count_dead_letters(db: DatabaseConnection, shutdown: CancellationToken) {
+    loop {
+        match shared::db::deliveries::count_dead(&db).await {
+            Ok(n) => metrics::gauge!("webhook_dead_letters").set(n as f64),
+            Err(e) => tracing::warn!(error = %e, "counting dead deliveries failed"),
+        }
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            () = tokio::time::sleep(DEAD_LETTER_COUNT_EVERY) => {}
+        }
+    }
 }
 
 /// The `worker-webhooks` process.

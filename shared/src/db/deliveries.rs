@@ -281,6 +281,15 @@ pub async fn list_dead<C: ConnectionTrait>(
         .await
 }
 
+/// How many deliveries are dead (not replayed since): the `webhook_dead_letters` gauge.
+pub async fn count_dead<C: ConnectionTrait>(db: &C) -> Result<u64, DbErr> {
+    use sea_orm::PaginatorTrait;
+    delivery::Entity::find()
+        .filter(delivery::Column::Status.eq(DEAD))
+        .count(db)
+        .await
+}
+
 /// Replays one delivery (any status) with a fresh schedule; None when there is no such delivery.
 pub async fn replay(
     db: &DatabaseConnection,
