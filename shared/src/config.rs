@@ -299,6 +299,15 @@ impl Config {
             figment = figment.merge(Toml::file_exact(path));
         }
         figment = figment.merge(Env::prefixed("VAS_").ignore(&["CONFIG"]).split("__"));
+        // `Env` reads `123` as a number, `true` as a bool and `"x"` without its quotes; a secret
+        // or URL must be taken exactly as written.
+        for (name, value) in std::env::vars_os() {
+            if let (Some(name), Some(value)) = (name.to_str(), value.to_str())
+                && let Some(key) = verbatim_key(name)
+            {
+                figment = figment.merge(Serialized::default(key, value));
+            }
+        }
         figment
             .extract()
             .map_err(|e| ConfigError::Invalid(Box::new(e)))
@@ -335,6 +344,39 @@ impl Config {
     }
 }
 
+/// The keys whose values are text (secrets, keys, URLs, names), set from the environment
+/// verbatim rather than parsed.
+const VERBATIM_KEYS: &[&str] = &[
+    "database.url",
+    "amqp.url",
+    "amqp.prefix",
+    "crypto.key",
+    "sandbox.url",
+    "sandbox.notify_url",
+    "sandbox.secret",
+    "sandbox.key",
+    "providers.wema_bank.url",
+    "providers.wema_bank.key",
+    "providers.wema_bank.secret",
+    "providers.access_bank.url",
+    "providers.access_bank.key",
+    "providers.access_bank.secret",
+    "providers.titan_trust_bank.url",
+    "providers.titan_trust_bank.key",
+    "providers.titan_trust_bank.secret",
+    "log.format",
+    "log.level",
+];
+
+/// `VAS_SANDBOX__SECRET` → `sandbox.secret`, when that key is one of [`VERBATIM_KEYS`].
+fn verbatim_key(variable: &str) -> Option<&'static str> {
+    let key = variable
+        .strip_prefix("VAS_")?
+        .to_ascii_lowercase()
+        .replace("__", ".");
+    VERBATIM_KEYS.iter().copied().find(|k| *k == key)
+}
+
 #[cfg(test)]
 // figment's Jail returns its large error type by design.
 #[allow(clippy::result_large_err)]
@@ -353,6 +395,51 @@ mod tests {
             assert_eq!(config.database.url.as_deref(), Some("postgres://x/y"));
             Ok(())
         });
+    }
+
+    #[test]
+    fn text_values_are_taken_verbatim_from_the_environment() {
+        figment::Jail::expect_with(|jail| {
+            jail.set_env("VAS_SANDBOX__SECRET", "0012345");
+            jail.set_env("VAS_SANDBOX__KEY", "true");
+            jail.set_env("VAS_PROVIDERS__WEMA_BANK__SECRET", "\"quoted\"");
+            jail.set_env("VAS_PROVIDERS__ACCESS_BANK__KEY", "1.50");
+            jail.set_env("VAS_SANDBOX__LATENCY_MS", "15");
+            let config = Config::load(None).expect("loads");
+            assert_eq!(config.sandbox.secret, "0012345");
+            assert_eq!(config.sandbox.key, "true");
+            assert_eq!(
+                config.providers.wema_bank.secret.as_deref(),
+                Some("\"quoted\"")
+            );
+            assert_eq!(config.providers.access_bank.key.as_deref(), Some("1.50"));
+            assert_eq!(config.sandbox.latency_ms, 15, "numbers are still numbers");
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn every_verbatim_key_is_a_text_setting() {
+        // Each key, set to a number-like text, must load as that text: a key listed by mistake
+        // (a number setting) or misspelt (unknown) fails here.
+        for key in VERBATIM_KEYS {
+            let variable = format!("VAS_{}", key.to_ascii_uppercase().replace('.', "__"));
+            assert_eq!(verbatim_key(&variable), Some(*key));
+            figment::Jail::expect_with(|jail| {
+                jail.set_env(&variable, "42");
+                let config = Config::load(None).expect("loads");
+                let value = serde_json::to_value(&config).unwrap();
+                let pointer = format!("/{}", key.replace('.', "/"));
+                assert_eq!(
+                    value.pointer(&pointer),
+                    Some(&serde_json::json!("42")),
+                    "{key}"
+                );
+                Ok(())
+            });
+        }
+        assert_eq!(verbatim_key("VAS_LIMITS__ACCOUNTS_PER_HOUR"), None);
+        assert_eq!(verbatim_key("SANDBOX__SECRET"), None);
     }
 
     #[test]
