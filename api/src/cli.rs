@@ -53,6 +53,23 @@ pub enum AdminCommand {
         #[command(subcommand)]
         command: WebhookCommand,
     },
+    /// The encryption key of stored secrets.
+    Crypto {
+        #[command(subcommand)]
+        command: CryptoCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum CryptoCommand {
+    /// After a key rotation: seal every stored BVN/NIN and webhook secret with VAS_CRYPTO__KEY,
+    /// so the keys in VAS_CRYPTO__PREVIOUS_KEYS can be retired. Safe while the service runs and
+    /// safe to run again; exits 1 while anything is left under an old key.
+    Reencrypt {
+        /// Count what would be sealed again, and change nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -219,6 +236,19 @@ async fn admin(command: AdminCommand, config: Config) -> anyhow::Result<()> {
                 println!("{secret}");
             }
         },
+        AdminCommand::Crypto {
+            command: CryptoCommand::Reencrypt { dry_run },
+        } => {
+            let cipher = runtime::cipher_or_dev(&config)?;
+            let report = shared::db::reencrypt::run(&db, &cipher, dry_run).await?;
+            println!("{}", serde_json::to_string_pretty(&report)?);
+            anyhow::ensure!(
+                report.complete(),
+                "{} values were left as they are: run again (skipped ones changed meanwhile), and \
+                 for unreadable ones put the key that sealed them back in VAS_CRYPTO__PREVIOUS_KEYS",
+                report.skipped + report.unreadable.len() as u64
+            );
+        }
     }
     Ok(())
 }

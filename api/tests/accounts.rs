@@ -24,6 +24,7 @@ on_both_databases!(
     request_ids_are_echoed_or_generated,
     problems_are_documented,
     secrets_never_leave_in_plain_text,
+    reencrypting_after_a_key_rotation_retires_the_old_key,
 );
 
 async fn json(resp: reqwest::Response) -> Value {
@@ -223,6 +224,24 @@ async fn bad_headers_and_bodies_get_their_problem(backend: Backend) {
         (app.client.delete(&url), 405, "method_not_allowed"),
         (
             app.client.get(app.url("/v1/nothing-here")),
+            404,
+            "not_found",
+        ),
+        // A path segment that is not UTF-8 once decoded names nothing.
+        (
+            app.client.get(app.url("/v1/virtual-accounts/%FF%FE")),
+            404,
+            "not_found",
+        ),
+        (
+            app.client
+                .get(app.url("/v1/virtual-accounts/va_x/rechecks/%C3%28")),
+            404,
+            "not_found",
+        ),
+        (app.client.get(app.url("/v1/events/%80")), 404, "not_found"),
+        (
+            app.client.get(app.url("/v1/problems/%FF")),
             404,
             "not_found",
         ),
@@ -926,6 +945,127 @@ async fn secrets_never_leave_in_plain_text(backend: Backend) {
         .webhook_secret
         .trim_start_matches("whsec_");
     assert!(!raw.contains(webhook_b64));
+}
+
+async fn reencrypting_after_a_key_rotation_retires_the_old_key(backend: Backend) {
+    use sea_orm::EntityTrait;
+    use shared::crypto::Cipher;
+    use shared::db::entities::{business_mode, virtual_account};
+    use shared::db::{accounts, businesses, reencrypt};
+    use shared::domain::Mode;
+
+    let app = spawn_app(backend).await;
+    let mut identities = Vec::new();
+    for n in 1..=2u32 {
+        let mut body = account_body(n, "test-bank");
+        if n == 2 {
+            body.as_object_mut().unwrap().remove("customerBvn");
+            body["customerNin"] = json!("41500000002");
+        }
+        let resp = app.create(app.test_key(), &format!("k{n}"), &body).await;
+        assert_eq!(resp.status(), StatusCode::CREATED);
+        identities.push(
+            body.get("customerBvn")
+                .or(body.get("customerNin"))
+                .and_then(Value::as_str)
+                .unwrap()
+                .to_owned(),
+        );
+    }
+    let old = Cipher::new(&app.crypto_key, &[]).unwrap();
+    // A webhook secret rotation leaves a previous secret beside the current one.
+    let rotated_secret = businesses::rotate_webhook_secret(
+        &app.db,
+        &old,
+        &app.business.id,
+        Mode::Test,
+        chrono::Duration::hours(24),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    let old_prefix = old.current_prefix();
+    let sealed_with_old = format!(
+        "SELECT (SELECT COUNT(*) FROM virtual_accounts WHERE identity_enc LIKE '{old_prefix}%') \
+         + (SELECT COUNT(*) FROM business_modes WHERE webhook_secret_enc LIKE '{old_prefix}%') \
+         + (SELECT COUNT(*) FROM business_modes WHERE previous_webhook_secret_enc LIKE '{old_prefix}%')"
+    );
+    assert_eq!(
+        app.count(&sealed_with_old).await,
+        5,
+        "2 identities, 3 webhook secrets"
+    );
+
+    let new_key = Cipher::generate_key();
+    let rotating = Cipher::new(&new_key, std::slice::from_ref(&app.crypto_key)).unwrap();
+    let dry = reencrypt::run(&app.db, &rotating, true).await.unwrap();
+    assert_eq!((dry.identities, dry.webhook_secrets), (2, 3));
+    assert_eq!(
+        app.count(&sealed_with_old).await,
+        5,
+        "a dry run changes nothing"
+    );
+
+    let report = reencrypt::run(&app.db, &rotating, false).await.unwrap();
+    assert_eq!((report.identities, report.webhook_secrets), (2, 3));
+    assert!(report.complete(), "{report:?}");
+    assert_eq!(report.key_id, rotating.key_id());
+    assert_eq!(app.count(&sealed_with_old).await, 0);
+    let again = reencrypt::run(&app.db, &rotating, false).await.unwrap();
+    assert_eq!((again.identities, again.webhook_secrets), (0, 0));
+
+    // The old key is retired: everything opens with the new key alone.
+    let new_only = Cipher::new(&new_key, &[]).unwrap();
+    let mut accounts_seen = virtual_account::Entity::find().all(&app.db).await.unwrap();
+    accounts_seen.sort_by(|a, b| a.customer_name.cmp(&b.customer_name));
+    let revealed: Vec<String> = accounts_seen
+        .iter()
+        .map(|a| accounts::reveal_identity(&new_only, a).unwrap())
+        .collect();
+    assert_eq!(revealed, identities);
+    let test_mode = business_mode::Entity::find_by_id((app.business.id.clone(), "test".to_owned()))
+        .one(&app.db)
+        .await
+        .unwrap()
+        .unwrap();
+    let context = businesses::webhook_secret_context(&app.business.id, Mode::Test);
+    assert_eq!(
+        new_only
+            .decrypt(&test_mode.webhook_secret_enc, &context)
+            .unwrap(),
+        rotated_secret
+    );
+    assert_eq!(
+        new_only
+            .decrypt(
+                test_mode.previous_webhook_secret_enc.as_deref().unwrap(),
+                &context
+            )
+            .unwrap(),
+        app.business.test.webhook_secret
+    );
+
+    // A run with a key that opens nothing leaves everything as it is and says what it could not
+    // read.
+    let stranger = Cipher::new(&Cipher::generate_key(), &[]).unwrap();
+    let refused = reencrypt::run(&app.db, &stranger, false).await.unwrap();
+    assert!(!refused.complete());
+    assert_eq!((refused.identities, refused.webhook_secrets), (0, 0));
+    assert_eq!(refused.unreadable.len(), 5, "{:?}", refused.unreadable);
+    assert!(
+        refused
+            .unreadable
+            .iter()
+            .filter(|r| r.starts_with("va_"))
+            .count()
+            == 2
+    );
+    let still = virtual_account::Entity::find().all(&app.db).await.unwrap();
+    assert!(
+        still
+            .iter()
+            .all(|a| accounts::reveal_identity(&new_only, a).is_ok())
+    );
 }
 
 fn rand_u16() -> u16 {

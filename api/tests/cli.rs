@@ -105,6 +105,59 @@ fn admin_commands_work_on_the_dev_data_folder() {
 }
 
 #[test]
+fn reencrypt_seals_everything_with_the_new_key_and_fails_on_what_it_cannot_read() {
+    let dir = tempfile::tempdir().unwrap();
+    run_ok(api(dir.path()).args(["admin", "business", "create", "--name", "Acme Ltd"]));
+    let old_key = std::fs::read_to_string(dir.path().join(".vas-dev/crypto.key")).unwrap();
+    let new_key = shared::crypto::Cipher::generate_key();
+    let previous = format!("[{}]", old_key.trim());
+    let rotated = [
+        ("VAS_CRYPTO__KEY", new_key.as_str()),
+        ("VAS_CRYPTO__PREVIOUS_KEYS", previous.as_str()),
+    ];
+    let reencrypt = ["admin", "crypto", "reencrypt"];
+
+    let dry: Value = serde_json::from_str(&run_ok(
+        api(dir.path())
+            .args(reencrypt)
+            .arg("--dry-run")
+            .envs(rotated),
+    ))
+    .unwrap();
+    assert_eq!(dry["webhookSecrets"], 2, "{dry}");
+    let done: Value =
+        serde_json::from_str(&run_ok(api(dir.path()).args(reencrypt).envs(rotated))).unwrap();
+    assert_eq!(done["webhookSecrets"], 2, "{done}");
+    assert_eq!(done["identities"], 0);
+    assert_eq!(done["unreadable"], json!([]));
+    // Done: the new key alone needs nothing more.
+    let again: Value = serde_json::from_str(&run_ok(
+        api(dir.path())
+            .args(reencrypt)
+            .env("VAS_CRYPTO__KEY", &new_key),
+    ))
+    .unwrap();
+    assert_eq!(again["webhookSecrets"], 0, "{again}");
+
+    // The old key alone opens nothing any more: exit 1, and the report names the rows.
+    let out = api(dir.path())
+        .args(reencrypt)
+        .env("VAS_CRYPTO__KEY", old_key.trim())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        report["unreadable"].as_array().unwrap().len(),
+        2,
+        "{report}"
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("VAS_CRYPTO__PREVIOUS_KEYS"), "{stderr}");
+    assert!(!stderr.contains(old_key.trim()) && !stderr.contains(&new_key));
+}
+
+#[test]
 fn serve_names_the_configuration_it_is_missing() {
     let dir = tempfile::tempdir().unwrap();
     let steps: [(&[(&str, &str)], &str); 3] = [

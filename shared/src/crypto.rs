@@ -127,7 +127,21 @@ impl Cipher {
 
     /// True when `stored` was sealed with a key other than the current one (worth re-encrypting).
     pub fn is_stale(&self, stored: &str) -> bool {
-        stored.split(':').nth(1) != Some(self.current.id.as_str())
+        !stored.starts_with(&self.current_prefix())
+    }
+
+    /// How every value sealed with the current key begins (`v1:<key id>:`).
+    pub fn current_prefix(&self) -> String {
+        format!("{VERSION}:{}:", self.current.id)
+    }
+
+    /// `stored` sealed again with the current key, or None when it already is.
+    pub fn reseal(&self, stored: &str, context: &str) -> Result<Option<String>, CryptoError> {
+        if !self.is_stale(stored) {
+            return Ok(None);
+        }
+        let plain = self.decrypt(stored, context)?;
+        Ok(Some(self.encrypt(&plain, context)))
     }
 }
 
@@ -179,6 +193,15 @@ mod tests {
         assert_eq!(after.decrypt(&sealed, "ctx").unwrap(), "secret");
         assert!(after.is_stale(&sealed));
         assert!(!after.is_stale(&after.encrypt("secret", "ctx")));
+        let resealed = after.reseal(&sealed, "ctx").unwrap().expect("stale");
+        assert!(!after.is_stale(&resealed));
+        assert_eq!(after.decrypt(&resealed, "ctx").unwrap(), "secret");
+        assert_eq!(after.reseal(&resealed, "ctx").unwrap(), None);
+        assert_eq!(
+            after.reseal(&sealed, "other"),
+            Err(CryptoError::Tampered),
+            "the context still binds"
+        );
         let forgotten = Cipher::new(&new, &[]).unwrap();
         assert!(matches!(
             forgotten.decrypt(&sealed, "ctx"),

@@ -471,7 +471,7 @@ async fn limit_state<C: ConnectionTrait>(
     ))
 }
 
-fn identity_context(account_id: &str) -> String {
+pub(crate) fn identity_context(account_id: &str) -> String {
     format!("{account_id}:identity")
 }
 

@@ -8,6 +8,7 @@ pub mod entities;
 pub mod events;
 pub mod outbox;
 pub mod rechecks;
+pub mod reencrypt;
 
 use std::time::Duration;
 
