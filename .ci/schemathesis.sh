@@ -3,7 +3,8 @@
 # folder, then openapi-spec-validator on /openapi.json, then schemathesis against the running
 # service under both servers the document declares (`/v1` and `/`). Exits non-zero on any failure.
 #
-# Knobs: SCHEMATHESIS_MAX_EXAMPLES (default 20 per operation), SCHEMATHESIS_SEED (default random),
+# Knobs: SCHEMATHESIS_MAX_EXAMPLES (default 20 per operation), SCHEMATHESIS_SEED (default random;
+# .ci/run fixes one so that a CI run is repeatable), SCHEMATHESIS_VENV (where the tools are installed),
 # SCHEMATHESIS_TIMEOUT (hard limit in seconds per run, default 600; a run takes about 30 s),
 # SCHEMATHESIS_EXTRA (more CLI options). Not --max-time: schemathesis repeats fuzzing until it is
 # spent.
@@ -22,14 +23,16 @@ checks="not_a_server_error,status_code_conformance,content_type_conformance"
 checks+=",response_headers_conformance,response_schema_conformance"
 checks+=",missing_required_header,unsupported_method"
 
-need() { # command, pip requirement
-  if ! command -v "$1" >/dev/null 2>&1; then
-    echo "schemathesis.sh: installing $2"
-    "$python" -m pip install --quiet "$2"
-  fi
-}
-need openapi-spec-validator "openapi-spec-validator>=0.7"
-need schemathesis "schemathesis>=4,<5"
+# The tools live in their own virtualenv outside the clone (reused by later runs), so nothing is
+# installed into the system's Python.
+venv="${SCHEMATHESIS_VENV:-${TMPDIR:-/tmp}/vas-ci-venv}"
+if [[ ! -x "$venv/bin/schemathesis" || ! -x "$venv/bin/openapi-spec-validator" ]]; then
+  echo "schemathesis.sh: installing schemathesis and openapi-spec-validator into $venv"
+  "$python" -m venv "$venv"
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
+    "openapi-spec-validator>=0.7,<0.8" "schemathesis>=4,<5"
+fi
+export PATH="$venv/bin:$PATH"
 
 cargo build --quiet -p api
 
