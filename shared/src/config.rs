@@ -43,6 +43,8 @@ pub struct AmqpConfig {
     pub url: Option<String>,
     /// Prefix for exchange and queue names, so that tests and tenants can share a broker.
     pub prefix: String,
+    /// With `amqps://`: a PEM file of CA certificates to trust besides the public roots.
+    pub ca_file: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -177,6 +179,7 @@ impl Default for Config {
             amqp: AmqpConfig {
                 url: None,
                 prefix: "vas".into(),
+                ca_file: None,
             },
             http: HttpConfig::default(),
             ops: OpsConfig::default(),

@@ -39,7 +39,14 @@ pub async fn connect_broker(config: &Config) -> anyhow::Result<Arc<dyn Broker>> 
         .url
         .as_deref()
         .context("VAS_AMQP__URL is not set")?;
-    let broker = RabbitBroker::connect(url, &config.amqp.prefix)
+    let ca_pem = match &config.amqp.ca_file {
+        Some(path) => Some(
+            std::fs::read_to_string(path)
+                .with_context(|| format!("reading VAS_AMQP__CA_FILE {}", path.display()))?,
+        ),
+        None => None,
+    };
+    let broker = RabbitBroker::connect_with_ca(url, &config.amqp.prefix, ca_pem)
         .await
         .with_context(|| format!("connecting to RabbitMQ ({})", redact_url(url)))?;
     broker

@@ -446,3 +446,79 @@ async fn memory_queues_exist_before_declare() {
     delivery.ack().await.unwrap();
     assert_eq!(broker.depth("recheck", false).await.unwrap(), 0);
 }
+
+// ---------------------------------------------------------------------------------------------
+// amqps://
+
+/// A TLS-terminating proxy in front of the test broker, with a certificate for `localhost`
+/// signed by a private CA: what a managed RabbitMQ with its own CA looks like. Returns the
+/// proxy's port and the CA certificate (PEM).
+async fn tls_proxy(upstream: std::net::SocketAddr) -> (u16, String) {
+    use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
+    use tokio_rustls::rustls;
+
+    let ca_key = KeyPair::generate().unwrap();
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca = ca_params.self_signed(&ca_key).unwrap();
+    let issuer = Issuer::from_params(&ca_params, &ca_key);
+    let leaf_key = KeyPair::generate().unwrap();
+    let leaf = CertificateParams::new(vec!["localhost".to_owned()])
+        .unwrap()
+        .signed_by(&leaf_key, &issuer)
+        .unwrap();
+
+    let config = rustls::ServerConfig::builder_with_provider(std::sync::Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_no_client_auth()
+    .with_single_cert(
+        vec![leaf.der().clone()],
+        rustls::pki_types::PrivateKeyDer::try_from(leaf_key.serialize_der()).unwrap(),
+    )
+    .unwrap();
+    let acceptor = tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(config));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        while let Ok((client, _)) = listener.accept().await {
+            let acceptor = acceptor.clone();
+            tokio::spawn(async move {
+                let Ok(mut tls) = acceptor.accept(client).await else {
+                    return;
+                };
+                let Ok(mut broker) = tokio::net::TcpStream::connect(upstream).await else {
+                    return;
+                };
+                let _ = tokio::io::copy_bidirectional(&mut tls, &mut broker).await;
+            });
+        }
+    });
+    (port, ca.pem())
+}
+
+#[tokio::test]
+async fn amqps_works_with_a_private_ca_and_refuses_an_unknown_one() {
+    with_rabbit(|_, topology| async move {
+        let mut plain = url::Url::parse(&topology.url).unwrap();
+        let upstream = plain.socket_addrs(|| Some(5672)).unwrap()[0];
+        let (port, ca_pem) = tls_proxy(upstream).await;
+        plain.set_host(Some("localhost")).unwrap();
+        plain.set_port(Some(port)).unwrap();
+        let tls_url = plain.as_str().replacen("amqp://", "amqps://", 1);
+
+        // The public roots alone do not know the private CA: refused, naming the certificate.
+        let refused = RabbitBroker::connect(&tls_url, &topology.prefix).await;
+        let error = refused.expect_err("an unknown CA is refused").to_string();
+        assert!(error.contains("certificate"), "{error}");
+
+        // With the CA: the whole contract over TLS.
+        let broker = RabbitBroker::connect_with_ca(&tls_url, &topology.prefix, Some(ca_pem))
+            .await
+            .expect("amqps with the private CA");
+        publish_then_consume(broker).await;
+    })
+    .await;
+}

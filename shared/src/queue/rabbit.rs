@@ -48,6 +48,8 @@ pub struct RabbitBroker {
 
 struct Inner {
     url: String,
+    /// PEM certificates to trust for `amqps://` besides the public roots (a private CA).
+    ca_pem: Option<String>,
     prefix: String,
     /// The connection name operators see in the management UI; consumer tags start with it.
     name: String,
@@ -90,6 +92,16 @@ impl RabbitBroker {
     /// Connects to `url` (`amqp://user:pass@host:5672/%2f`); every exchange and queue name
     /// starts with `prefix`. Fails when the broker cannot be reached now.
     pub async fn connect(url: &str, prefix: &str) -> Result<RabbitBroker, QueueError> {
+        Self::connect_with_ca(url, prefix, None).await
+    }
+
+    /// As [`connect`](Self::connect); with `amqps://`, the broker's certificate may also be
+    /// signed by one of `ca_pem`'s (PEM) certificates instead of a public root.
+    pub async fn connect_with_ca(
+        url: &str,
+        prefix: &str,
+        ca_pem: Option<String>,
+    ) -> Result<RabbitBroker, QueueError> {
         let longest = QUEUES.iter().map(|q| q.len()).max().unwrap_or(0) + ".dead".len() + 1;
         if prefix.is_empty()
             || prefix.len() + longest > MAX_NAME
@@ -113,6 +125,7 @@ impl RabbitBroker {
         let broker = RabbitBroker {
             inner: Arc::new(Inner {
                 url: url.to_owned(),
+                ca_pem,
                 prefix: prefix.to_owned(),
                 name,
                 consumers: AtomicU64::new(0),
@@ -256,7 +269,17 @@ impl Live {
     async fn open(inner: &Inner) -> lapin::Result<Live> {
         let properties =
             ConnectionProperties::default().with_connection_name(inner.name.clone().into());
-        let connection = Connection::connect(&inner.url, properties).await?;
+        let connection = match &inner.ca_pem {
+            None => Connection::connect(&inner.url, properties).await?,
+            Some(pem) => {
+                let tls = lapin::tcp::OwnedTLSConfig {
+                    identity: None,
+                    cert_chain: Some(pem.clone()),
+                };
+                let runtime = lapin::runtime::default_runtime()?;
+                Connection::connect_with_config(&inner.url, properties, tls, runtime).await?
+            }
+        };
         let publisher = open_publisher(&connection).await?;
         Ok(Live {
             connection,
