@@ -138,21 +138,7 @@ impl From<ModeArg> for Mode {
 /// Parses the command line and runs it; errors are printed without secrets and exit 1.
 pub async fn main() -> ExitCode {
     let cli = Cli::parse();
-    let config = match Config::load(cli.config.as_deref()) {
-        Ok(config) => config,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    shared::telemetry::init(&config.log);
-    match run(cli.command, config).await {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            ExitCode::FAILURE
-        }
-    }
+    shared::ops::main_with(cli.config.as_deref(), |config| run(cli.command, config)).await
 }
 
 pub async fn run(command: Command, config: Config) -> anyhow::Result<()> {

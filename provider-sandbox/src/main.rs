@@ -4,27 +4,28 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::{Context, bail};
+use anyhow::Context;
+use clap::Parser;
 use provider_sandbox::{Sandbox, router};
 use shared::config::Config;
 use tracing::info;
 
-#[tokio::main]
-async fn main() -> ExitCode {
-    match run().await {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            ExitCode::FAILURE
-        }
-    }
+/// Simulates the provider banks (wema-bank, access-bank, titan-trust-bank, test-bank) over HTTP.
+#[derive(Parser)]
+#[command(name = "provider-sandbox", version)]
+struct Cli {
+    /// A TOML configuration file (else VAS_CONFIG; VAS_… variables override it).
+    #[arg(long)]
+    config: Option<PathBuf>,
 }
 
-async fn run() -> anyhow::Result<()> {
-    let config_file = config_file_arg()?;
-    let config = Config::load(config_file.as_deref())?;
-    shared::telemetry::init(&config.log);
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    shared::ops::main_with(cli.config.as_deref(), run).await
+}
 
+async fn run(config: Config) -> anyhow::Result<()> {
     let bind = config.sandbox.bind;
     let listener = tokio::net::TcpListener::bind(bind)
         .await
@@ -38,21 +39,4 @@ async fn run() -> anyhow::Result<()> {
         .await?;
     info!("provider sandbox stopped");
     Ok(())
-}
-
-/// The only argument: `--config FILE` (or `--config=FILE`).
-fn config_file_arg() -> anyhow::Result<Option<PathBuf>> {
-    let mut args = std::env::args().skip(1);
-    let Some(arg) = args.next() else {
-        return Ok(None);
-    };
-    let path = match arg.strip_prefix("--config=") {
-        Some(path) => path.to_owned(),
-        None if arg == "--config" => args.next().context("--config needs a file")?,
-        None => bail!("unexpected argument '{arg}'; usage: provider-sandbox [--config FILE]"),
-    };
-    if let Some(extra) = args.next() {
-        bail!("unexpected argument '{extra}'; usage: provider-sandbox [--config FILE]");
-    }
-    Ok(Some(PathBuf::from(path)))
 }

@@ -145,6 +145,34 @@ async fn readyz(State(state): State<OpsState>) -> (StatusCode, Json<Value>) {
     )
 }
 
+/// The `main` of every binary: the configuration (defaults, `config_file` or `VAS_CONFIG`, then
+/// `VAS_…` variables), logging to stderr, then `run`. An error is printed to stderr (never a
+/// secret: errors name settings, not their values) and the process exits 1.
+pub async fn main_with<F, Fut>(
+    config_file: Option<&std::path::Path>,
+    run: F,
+) -> std::process::ExitCode
+where
+    F: FnOnce(Config) -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<()>>,
+{
+    let config = match Config::load(config_file) {
+        Ok(config) => config,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    crate::telemetry::init(&config.log);
+    match run(config).await {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
 /// What a worker process's consumer runs with.
 pub struct WorkerParts {
     pub db: DatabaseConnection,

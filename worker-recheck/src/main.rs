@@ -15,19 +15,5 @@ struct Cli {
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
-    let config = match shared::config::Config::load(cli.config.as_deref()) {
-        Ok(config) => config,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    shared::telemetry::init(&config.log);
-    match worker_recheck::run(config).await {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            ExitCode::FAILURE
-        }
-    }
+    shared::ops::main_with(cli.config.as_deref(), worker_recheck::run).await
 }

@@ -57,27 +57,13 @@ enum DeadCommand {
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
-    let config = match shared::config::Config::load(cli.config.as_deref()) {
-        Ok(config) => config,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::FAILURE;
+    shared::ops::main_with(cli.config.as_deref(), |config| async move {
+        match cli.command {
+            None => worker_webhooks::run(config).await,
+            Some(command) => operate(command, &config).await,
         }
-    };
-    let result = match cli.command {
-        None => {
-            shared::telemetry::init(&config.log);
-            worker_webhooks::run(config).await
-        }
-        Some(command) => operate(command, &config).await,
-    };
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            ExitCode::FAILURE
-        }
-    }
+    })
+    .await
 }
 
 /// The operator commands print their results on stdout and nothing else there.
