@@ -206,8 +206,10 @@ pub async fn docs() -> Response {
 /// Prometheus metrics
 ///
 /// The process's metrics in the Prometheus text format (`text/plain; version=0.0.4`): HTTP
-/// requests by route and status, job and outbox backlogs, provider calls. Served by
-/// `shared::metrics::endpoint`; this function only documents it.
+/// requests by route and status, jobs published and consumed by queue and outcome, the outbox
+/// backlog, provider calls by bank and outcome (and, where webhooks are delivered, deliveries by
+/// outcome and the dead-letter count). Served by `shared::metrics::endpoint`; this function only
+/// documents it.
 #[utoipa::path(
     get,
     path = "/metrics",

@@ -11,7 +11,6 @@ use shared::db::events::{self, Event};
 use shared::domain::FieldError;
 use shared::time::rfc3339;
 use shared::views::Page;
-
 use utoipa::ToSchema;
 use utoipa::openapi::schema::{Object, ObjectBuilder, Type};
 
