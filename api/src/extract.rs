@@ -18,15 +18,19 @@ use crate::state::AppState;
 pub const MAX_BODY_BYTES: usize = 64 * 1024;
 const DRAIN_BYTES: usize = 1024 * 1024;
 
-/// Path parameters, as `axum::extract::Path`, but a segment that cannot be read (not UTF-8 once
-/// percent-decoded) is 404 `not_found` as problem+json: no resource has such an id. Every
-/// parameter is a `String`, so no other rejection can happen.
+/// Path parameters, as `axum::extract::Path`, but a segment that cannot name anything (not UTF-8
+/// once percent-decoded, or holding a control character such as NUL, which PostgreSQL text
+/// cannot hold) is 404 `not_found` as problem+json: no resource has such an id. Every parameter
+/// is a `String`, so no other rejection can happen.
 pub struct Path<T>(pub T);
 
 impl<S: Send + Sync, T: serde::de::DeserializeOwned + Send> FromRequestParts<S> for Path<T> {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        if percent_encoding::percent_decode_str(parts.uri.path()).any(|b| b.is_ascii_control()) {
+            return Err(ApiError::NotFound);
+        }
         match axum::extract::Path::<T>::from_request_parts(parts, state).await {
             Ok(axum::extract::Path(value)) => Ok(Path(value)),
             Err(rejection) => {
@@ -137,6 +141,18 @@ async fn body_bytes<S: Send + Sync>(req: Request, state: &S) -> Result<Bytes, Ap
         return Err(ApiError::UnsupportedMediaType);
     }
     read_limited(req, state).await
+}
+
+/// The raw body, whatever its content type, at most 64 KiB (413 `payload_too_large` as
+/// problem+json beyond): for provider notifications, whose signature covers the exact bytes.
+pub struct RawBody(pub Bytes);
+
+impl<S: Send + Sync> FromRequest<S> for RawBody {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
+        read_limited(req, state).await.map(RawBody)
+    }
 }
 
 async fn read_limited<S: Send + Sync>(req: Request, _state: &S) -> Result<Bytes, ApiError> {

@@ -240,6 +240,23 @@ async fn bad_headers_and_bodies_get_their_problem(backend: Backend) {
             "not_found",
         ),
         (app.client.get(app.url("/v1/events/%80")), 404, "not_found"),
+        // NUL is UTF-8, but PostgreSQL text cannot hold it: still a clear answer, never a 500.
+        (
+            app.client.get(app.url("/v1/virtual-accounts/va_%00")),
+            404,
+            "not_found",
+        ),
+        (
+            app.client
+                .post(app.url("/v1/virtual-accounts/%00/deactivate")),
+            404,
+            "not_found",
+        ),
+        (
+            app.client.get(app.url("/v1/virtual-accounts?q=a%00b")),
+            422,
+            "validation_failed",
+        ),
         (
             app.client.get(app.url("/v1/problems/%FF")),
             404,

@@ -214,6 +214,35 @@ async fn notifications_need_a_valid_signature(backend: Backend) {
     let resp = notify(&app, "test-bank", &body, Some(&signature)).await;
     assert_eq!(resp.status(), StatusCode::OK);
     assert_eq!(app.count("SELECT COUNT(*) FROM deposits").await, 1);
+
+    // Signed, but not a deposit: the bank is told what is wrong, nothing is recorded.
+    let number = account["accountNumber"].as_str().unwrap();
+    let (reversal, signed) = notification(&app, number, "txn-reversal", -100);
+    let resp = notify(&app, "test-bank", &reversal, Some(&signed)).await;
+    assert_eq!(resp.status(), StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(json(resp).await["errors"][0]["field"], "data.amount");
+    // NUL in free text (PostgreSQL text cannot hold it) is dropped, not a 500.
+    let (with_nul, _) = notification(&app, number, "txn-nul", 100);
+    let with_nul = with_nul.replace("Bola Ade", "Bola\\u0000Ade");
+    let signed = provider_sandbox::sign(&app.config.sandbox.secret, with_nul.as_bytes());
+    let resp = notify(&app, "test-bank", &with_nul, Some(&signed)).await;
+    assert_eq!(resp.status(), StatusCode::OK);
+    let listed = deposits(&app, account["id"].as_str().unwrap()).await;
+    assert!(
+        listed["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|d| d["senderName"] == "BolaAde"),
+        "{listed}"
+    );
+    assert_eq!(app.count("SELECT COUNT(*) FROM deposits").await, 2);
+    // Too large, however large: the same problem+json 413.
+    for size in [70_000, 3_000_000] {
+        let resp = notify(&app, "test-bank", &" ".repeat(size), Some(&signature)).await;
+        assert_eq!(resp.status(), StatusCode::PAYLOAD_TOO_LARGE, "{size}");
+        assert_eq!(json(resp).await["code"], "payload_too_large");
+    }
 }
 
 async fn twelve_copies_of_a_notification_make_one_deposit(backend: Backend) {

@@ -50,8 +50,39 @@ pub struct RemoteAccount {
     pub status: RemoteStatus,
     #[serde(default)]
     pub account_number: Option<String>,
-    #[serde(default)]
+    /// Scrubbed of identity numbers: it becomes the account's `failureReason`.
+    #[serde(default, deserialize_with = "scrubbed")]
     pub failure_reason: Option<String>,
+}
+
+fn scrubbed<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    Ok(Option::<String>::deserialize(d)?.map(|t| scrub_identity_numbers(&t)))
+}
+
+/// A bank's free text with every run of 11 or more digits (a BVN or NIN is 11; account numbers
+/// are 10) replaced: that text is stored, answered in `detail`, logged and sent in events, where
+/// an identity number must never appear, whatever the bank chose to write.
+pub fn scrub_identity_numbers(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut digits = String::new();
+    let flush = |digits: &mut String, out: &mut String| {
+        if digits.len() >= 11 {
+            out.push_str("[redacted]");
+        } else {
+            out.push_str(digits);
+        }
+        digits.clear();
+    };
+    for c in text.chars() {
+        if c.is_ascii_digit() {
+            digits.push(c);
+        } else {
+            flush(&mut digits, &mut out);
+            out.push(c);
+        }
+    }
+    flush(&mut digits, &mut out);
+    out
 }
 
 /// What the service sends to open an account. `Debug` leaves the identity number out.
@@ -106,6 +137,95 @@ pub struct RemoteTransaction {
     pub paid_at: DateTime<Utc>,
 }
 
+impl RemoteTransaction {
+    /// Why this transaction cannot be a deposit (fields named as in the transaction); empty when
+    /// it can. Notifications and rechecks both ask, so a transaction is judged the same whichever
+    /// way it arrives.
+    pub fn problems(&self) -> Vec<crate::domain::FieldError> {
+        use crate::domain::FieldError;
+        let mut errors = Vec::new();
+        if self.amount <= 0 {
+            errors.push(FieldError::new(
+                "amount",
+                "out_of_range",
+                "amount must be positive",
+            ));
+        }
+        if self.currency != "NGN" {
+            errors.push(FieldError::new(
+                "currency",
+                "invalid_value",
+                "currency must be NGN",
+            ));
+        }
+        let identifier =
+            |s: &str| !s.is_empty() && s.len() <= 200 && !s.chars().any(char::is_control);
+        if !identifier(&self.reference) {
+            errors.push(FieldError::new(
+                "reference",
+                "invalid_format",
+                "reference must be 1–200 characters, none of them control characters",
+            ));
+        }
+        if !identifier(&self.account_number) {
+            errors.push(FieldError::new(
+                "accountNumber",
+                "invalid_format",
+                "accountNumber must be 1–200 characters, none of them control characters",
+            ));
+        }
+        errors
+    }
+
+    /// The free-text fields without NUL characters, which PostgreSQL text cannot hold; everything
+    /// else is kept as the provider sent it.
+    pub fn without_nul(mut self) -> Self {
+        for text in [
+            &mut self.sender_name,
+            &mut self.sender_account_number,
+            &mut self.sender_bank_name,
+            &mut self.narration,
+        ]
+        .into_iter()
+        .flatten()
+        {
+            if text.contains('\0') {
+                *text = text.replace('\0', "");
+            }
+        }
+        self
+    }
+}
+
+/// The transactions of a provider's list that can be deposits, without NUL in their free text.
+/// The others are logged (reference and what is wrong, never the whole item) and left out: a
+/// notification of the same transaction would be refused the same way.
+fn usable_transactions(bank: Bank, items: Vec<serde_json::Value>) -> Vec<RemoteTransaction> {
+    items
+        .into_iter()
+        .filter_map(|item| {
+            let reference = item
+                .get("reference")
+                .and_then(serde_json::Value::as_str)
+                .map(|r| r.chars().take(200).collect::<String>());
+            let tx = match serde_json::from_value::<RemoteTransaction>(item) {
+                Ok(tx) => tx,
+                Err(e) => {
+                    tracing::warn!(bank = bank.slug(), ?reference, error = %e, "provider listed an unreadable transaction; skipped");
+                    return None;
+                }
+            };
+            let problems = tx.problems();
+            if !problems.is_empty() {
+                let fields: Vec<_> = problems.iter().map(|p| p.field.as_str()).collect();
+                tracing::warn!(bank = bank.slug(), ?reference, ?fields, "provider listed a transaction that cannot be a deposit; skipped");
+                return None;
+            }
+            Some(tx.without_nul())
+        })
+        .collect()
+}
+
 /// The sandbox's control call that sends money to an account.
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -120,9 +240,10 @@ pub struct SimulatedDeposit {
     pub notify: bool,
 }
 
+/// Items are read one by one: one the provider got wrong must not hide the others.
 #[derive(Debug, Deserialize)]
 struct TransactionList {
-    data: Vec<RemoteTransaction>,
+    data: Vec<serde_json::Value>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -313,7 +434,7 @@ impl Providers {
                 .json()
                 .await
                 .map_err(|e| ProviderError::Transient(format!("unreadable transactions: {e}")))?;
-            Ok(list.data)
+            Ok(usable_transactions(bank, list.data))
         })
         .await
     }
@@ -482,7 +603,8 @@ async fn classify(response: reqwest::Response) -> ProviderError {
     let problem: Option<ProviderProblem> = response.json().await.ok();
     let message = problem
         .as_ref()
-        .and_then(|p| p.message.clone())
+        .and_then(|p| p.message.as_deref())
+        .map(scrub_identity_numbers)
         .unwrap_or_else(|| format!("HTTP {}", status.as_u16()));
     match status {
         s if s.is_server_error()
@@ -497,5 +619,61 @@ async fn classify(response: reqwest::Response) -> ProviderError {
             ProviderError::Rejected(message)
         }
         _ => ProviderError::Refused(message),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn item(reference: &str, amount: i64) -> serde_json::Value {
+        json!({"reference": reference, "accountNumber": "0123456789", "amount": amount,
+            "currency": "NGN", "narration": "rent", "paidAt": "2026-11-25T10:00:00Z"})
+    }
+
+    #[test]
+    fn identity_numbers_are_scrubbed_from_bank_text() {
+        assert_eq!(
+            scrub_identity_numbers("BVN 22212345678 not found for 0123456789"),
+            "BVN [redacted] not found for 0123456789"
+        );
+        assert_eq!(
+            scrub_identity_numbers("nin:123456789012."),
+            "nin:[redacted]."
+        );
+        assert_eq!(scrub_identity_numbers("12345678901"), "[redacted]");
+        assert_eq!(scrub_identity_numbers("no digits"), "no digits");
+        let remote: RemoteAccount = serde_json::from_value(json!({"reference": "va_1",
+            "status": "failed", "failureReason": "identity 22212345678 rejected"}))
+        .unwrap();
+        assert_eq!(
+            remote.failure_reason.as_deref(),
+            Some("identity [redacted] rejected")
+        );
+    }
+
+    #[test]
+    fn a_listed_transaction_that_cannot_be_a_deposit_leaves_the_others_usable() {
+        let mut nul = item("tx-nul", 300);
+        nul["senderName"] = json!("Ada\u{0}Obi");
+        let mut unreadable = item("tx-no-date", 100);
+        unreadable.as_object_mut().unwrap().remove("paidAt");
+        let mut dollars = item("tx-usd", 100);
+        dollars["currency"] = json!("USD");
+        let listed = usable_transactions(
+            Bank::WemaBank,
+            vec![
+                item("tx-good", 150_000),
+                item("tx-reversal", -150_000),
+                item("", 100),
+                unreadable,
+                dollars,
+                nul,
+            ],
+        );
+        let references: Vec<_> = listed.iter().map(|t| t.reference.as_str()).collect();
+        assert_eq!(references, ["tx-good", "tx-nul"]);
+        assert_eq!(listed[1].sender_name.as_deref(), Some("AdaObi"));
     }
 }

@@ -286,6 +286,12 @@ async fn list(
             "too_long",
             "q must be at most 200 characters",
         ));
+    } else if q.is_some_and(|q| q.chars().any(char::is_control)) {
+        errors.push(FieldError::new(
+            "q",
+            "invalid_format",
+            "q must not contain control characters",
+        ));
     }
     if !errors.is_empty() {
         return Err(ApiError::Validation(errors));

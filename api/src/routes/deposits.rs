@@ -1,6 +1,5 @@
 //! Deposits, rechecks, simulated deposits, and provider notifications.
 
-use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::{get, post};
@@ -12,11 +11,11 @@ use shared::db::deposits::{self, Recorded};
 use shared::db::rechecks;
 use shared::domain::validation::{FieldError, bounded_text, optional_string, reject_unknown};
 use shared::domain::{AccountStatus, Bank, Mode};
-use shared::providers::{RemoteTransaction, SimulatedDeposit};
+use shared::providers::{ProviderError, RemoteTransaction, SimulatedDeposit};
 use shared::views::{DepositView, Page, RecheckView};
 
 use crate::error::{ApiError, ApiResult};
-use crate::extract::{Caller, JsonObject, MAX_BODY_BYTES, OptionalJsonObject, Path, QueryPairs};
+use crate::extract::{Caller, JsonObject, OptionalJsonObject, Path, QueryPairs, RawBody};
 use crate::openapi as doc;
 use crate::state::AppState;
 
@@ -164,7 +163,14 @@ async fn simulate_deposit(
         .providers
         .simulate_deposit(&request)
         .await
-        .map_err(|e| ApiError::Internal(anyhow::anyhow!("the provider sandbox refused: {e}")))?;
+        .map_err(|e| match e {
+            // The sandbox does not know this account (restarted without its state file): the
+            // account cannot receive simulated money, which is not the caller's fault or ours.
+            ProviderError::Refused(reason) => ApiError::InvalidState(format!(
+                "the provider sandbox refused the deposit: {reason}"
+            )),
+            other => ApiError::Internal(anyhow::anyhow!("the provider sandbox failed: {other}")),
+        })?;
     Ok((
         StatusCode::ACCEPTED,
         Json(json!({"providerReference": reference})),
@@ -375,12 +381,9 @@ async fn notification(
     State(state): State<AppState>,
     Path(bank): Path<String>,
     headers: HeaderMap,
-    body: Bytes,
+    RawBody(body): RawBody,
 ) -> ApiResult<Json<Value>> {
     let bank = Bank::parse(&bank).ok_or(ApiError::NotFound)?;
-    if body.len() > MAX_BODY_BYTES {
-        return Err(ApiError::PayloadTooLarge);
-    }
     let signature = headers
         .get("x-provider-signature")
         .and_then(|v| v.to_str().ok())
@@ -451,30 +454,13 @@ fn parse_transaction(data: Option<&Value>) -> ApiResult<RemoteTransaction> {
             format!("data is not a transaction: {e}"),
         )
     })?;
-    let mut errors = Vec::new();
-    if tx.amount <= 0 {
-        errors.push(FieldError::new(
-            "data.amount",
-            "out_of_range",
-            "amount must be positive",
-        ));
-    }
-    if tx.currency != "NGN" {
-        errors.push(FieldError::new(
-            "data.currency",
-            "invalid_value",
-            "currency must be NGN",
-        ));
-    }
-    if tx.reference.is_empty() || tx.reference.len() > 200 {
-        errors.push(FieldError::new(
-            "data.reference",
-            "invalid_format",
-            "reference must be 1–200 characters",
-        ));
-    }
+    let errors: Vec<FieldError> = tx
+        .problems()
+        .into_iter()
+        .map(|e| FieldError::new(format!("data.{}", e.field), e.code, e.message))
+        .collect();
     if !errors.is_empty() {
         return Err(ApiError::Validation(errors));
     }
-    Ok(tx)
+    Ok(tx.without_nul())
 }

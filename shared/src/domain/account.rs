@@ -185,8 +185,10 @@ fn parse_identity(
         (Some(v), None) => check("customerBvn", v, errors).map(|n| (IdentityType::Bvn, n)),
         (None, Some(v)) => check("customerNin", v, errors).map(|n| (IdentityType::Nin, n)),
         (None, None) => {
-            // Only when neither was sent at all: a wrongly typed one has its own error already.
-            if !body.contains_key("customerBvn") && !body.contains_key("customerNin") {
+            // Only when neither was sent (absent or null): a wrongly typed one has its own error
+            // already.
+            let sent = |k: &str| body.get(k).is_some_and(|v| !v.is_null());
+            if !sent("customerBvn") && !sent("customerNin") {
                 errors.push(FieldError::new(
                     "customerBvn",
                     "exactly_one_required",
@@ -351,6 +353,21 @@ mod tests {
         neither.as_object_mut().unwrap().remove("customerBvn");
         let errors = NewAccount::parse(&body(neither), Mode::Test).unwrap_err();
         assert_eq!(errors[0].code, "exactly_one_required");
+
+        // null is not sent: the 422 still names what is missing.
+        for nulls in [
+            json!({"customerBvn": null}),
+            json!({"customerBvn": null, "customerNin": null}),
+        ] {
+            let mut request = valid();
+            request.as_object_mut().unwrap().remove("customerBvn");
+            for (k, v) in nulls.as_object().unwrap() {
+                request[k] = v.clone();
+            }
+            let errors = NewAccount::parse(&body(request), Mode::Test).unwrap_err();
+            assert_eq!(errors.len(), 1, "{errors:?}");
+            assert_eq!(errors[0].code, "exactly_one_required");
+        }
 
         let mut nin = valid();
         nin.as_object_mut().unwrap().remove("customerBvn");
