@@ -347,24 +347,26 @@ async fn events_are_listed_paged_filtered_and_kept_to_their_owner(backend: Backe
 
 async fn failures_are_retried_on_schedule_honouring_retry_after(backend: Backend) {
     let app = spawn_app_with(backend, |c| {
-        c.webhooks.retry_schedule = vec![1, 60, 60];
-        c.webhooks.max_retry_after_secs = 2;
+        c.webhooks.retry_schedule = vec![1, 1, 1, 1];
+        c.webhooks.max_retry_after_secs = 3;
     })
     .await;
     let receiver = Receiver::start().await;
     receiver.script([
         Reply::status(500).body("boom"),
-        // Sooner than the schedule's 60 s: honoured.
-        Reply::status(503).retry_after("1"),
-        // Later than the configured maximum: clamped to 2 s.
+        // Later than the schedule's 1 s: honoured.
+        Reply::status(503).retry_after("3"),
+        // Later than the configured maximum: clamped to 3 s.
         Reply::status(429).retry_after("3600"),
+        // Sooner than the schedule: the schedule stands, so a receiver cannot burn the attempts.
+        Reply::status(503).retry_after("0"),
         Reply::ok(),
     ]);
     set_url(&app, &app.business.id, Mode::Test, &receiver.url).await;
     let _worker = start_webhooks_worker(&app, app.shutdown.clone());
     deactivated_account(&app, app.test_key(), 1).await;
 
-    let requests = receiver.wait_for(4, WITHIN).await;
+    let requests = receiver.wait_for(5, WITHIN).await;
     let gaps: Vec<f64> = requests
         .windows(2)
         .map(|w| (w[1].at - w[0].at).as_secs_f64())
@@ -374,13 +376,24 @@ async fn failures_are_retried_on_schedule_honouring_retry_after(backend: Backend
         "schedule's 1 s ± 20 %: {gaps:?}"
     );
     assert!(
-        (0.9..6.0).contains(&gaps[1]),
-        "Retry-After: 1 honoured: {gaps:?}"
+        (2.9..8.0).contains(&gaps[1]),
+        "Retry-After: 3 honoured: {gaps:?}"
     );
     assert!(
-        (1.9..7.0).contains(&gaps[2]),
-        "Retry-After clamped to 2 s: {gaps:?}"
+        (2.9..8.0).contains(&gaps[2]),
+        "Retry-After clamped to 3 s: {gaps:?}"
     );
+    assert!(
+        (0.75..6.0).contains(&gaps[3]),
+        "Retry-After: 0 waits for the schedule's 1 s: {gaps:?}"
+    );
+    // Each attempt is signed with its own time: a later attempt never carries an earlier one's.
+    let stamps: Vec<i64> = requests
+        .iter()
+        .map(|r| r.header("webhook-timestamp").parse().unwrap())
+        .collect();
+    assert!(stamps.windows(2).all(|w| w[0] <= w[1]), "{stamps:?}");
+    assert!(stamps[4] - stamps[0] >= 7, "{stamps:?}");
     // Same id and same bytes on every attempt; each freshly signed.
     let first = &requests[0];
     for r in &requests {
@@ -394,11 +407,11 @@ async fn failures_are_retried_on_schedule_honouring_retry_after(backend: Backend
         app.test_key(),
         &first.webhook_id(),
         "succeeded",
-        Some(4),
+        Some(5),
     )
     .await;
     let delivery = &event["deliveries"][0];
-    assert_eq!(status_codes(delivery), [500, 503, 429, 200]);
+    assert_eq!(status_codes(delivery), [500, 503, 429, 503, 200]);
     assert_eq!(delivery["attempts"][0]["responseBody"], "boom");
     assert!(delivery["completedAt"].is_string());
     assert!(delivery["nextAttemptAt"].is_null());
@@ -502,8 +515,10 @@ async fn an_exhausted_delivery_is_dead_lettered_and_one_replay_delivers_it(backe
         0
     );
 
-    // …and replay it once the receiver is back: same event id, a fresh schedule.
-    receiver.set_default(Reply::ok());
+    // …and replay it once the business has a working endpoint (at a new URL): same event id, a
+    // fresh schedule, to the URL the mode has now.
+    let moved = Receiver::start().await;
+    set_url(&app, &app.business.id, Mode::Test, &moved.url).await;
     let in_the_future = shared::time::now() + chrono::Duration::hours(1);
     let target = |since| ReplayTarget::AllDead {
         business_id: Some(app.business.id.clone()),
@@ -524,12 +539,14 @@ async fn an_exhausted_delivery_is_dead_lettered_and_one_replay_delivers_it(backe
             .unwrap(),
         1
     );
-    let requests = receiver.wait_for(4, WITHIN).await;
-    assert_eq!(requests[3].webhook_id(), event_id);
-    assert_eq!(requests[3].body, requests[0].body);
-    assert!(verifies(&app.business.test.webhook_secret, &requests[3]));
+    let replayed = moved.wait_for(1, WITHIN).await;
+    assert_eq!(replayed[0].webhook_id(), event_id);
+    assert_eq!(replayed[0].body, requests[0].body);
+    assert!(verifies(&app.business.test.webhook_secret, &replayed[0]));
     let event = wait_for_delivery(&app, app.test_key(), &event_id, "succeeded", Some(4)).await;
     assert_eq!(event["deliveries"][0]["id"], delivery_id.as_str());
+    assert_eq!(event["deliveries"][0]["url"], moved.url.as_str());
+    assert_eq!(receiver.count(), 3, "nothing more went to the old URL");
     assert_eq!(status_codes(&event["deliveries"][0]), [500, 500, 500, 200]);
     assert_eq!(deliveries::count_dead(&app.db).await.unwrap(), 0);
     let mut out = Vec::new();

@@ -69,6 +69,17 @@ impl Deliverer {
             // Finished, or superseded by a replay or resend whose own job carries it on.
             return Ok(JobOutcome::Done);
         }
+        let now = shared::time::now();
+        if let Some(due) = delivery.next_attempt_at
+            && due > now + chrono::Duration::seconds(1)
+        {
+            // The last attempt was recorded but its job was not rescheduled (a process killed in
+            // between, or the database failing then): wait for the time that attempt set.
+            return Ok(JobOutcome::Retry {
+                after: (due - now).to_std().unwrap_or(Duration::ZERO),
+                error: "not due yet: the previous attempt's schedule stands".into(),
+            });
+        }
         let Some(event) = event::Entity::find_by_id(delivery.event_id.clone())
             .one(&self.db)
             .await
@@ -214,13 +225,16 @@ impl Deliverer {
         let made = delivery.attempts + 1;
         let record = &sent.record;
         let succeeded = (200..300).contains(&record.status_code);
-        // The schedule bounds how many tries there are; a `Retry-After` says when the next is.
+        // The schedule bounds how many tries there are and when the next is at the earliest; a
+        // `Retry-After` can only push it later (up to the configured maximum), so a receiver
+        // answering `Retry-After: 0` cannot use up the schedule in a second.
         let delay = if succeeded {
             None
         } else {
             crate::schedule::retry_delay(&self.config.retry_schedule, made).map(|scheduled| {
                 sent.retry_after.map_or(scheduled, |asked| {
                     crate::schedule::clamp_retry_after(asked, self.config.max_retry_after_secs)
+                        .max(scheduled)
                 })
             })
         };
@@ -233,7 +247,6 @@ impl Deliverer {
             .await
             .map_err(|e| e.to_string())?;
         let error = record.error.clone().unwrap_or_default();
-        observe(record, &next);
         tracing::info!(
             delivery_id = %delivery.id,
             event_id = %delivery.event_id,
@@ -246,6 +259,8 @@ impl Deliverer {
         if !moved {
             return self.moved_on(row, &delivery.id).await;
         }
+        // Only attempts that count: a superseded or duplicate run's is not on record either.
+        observe(record, &next);
         Ok(match (next, delay) {
             (Next::Succeeded, _) => JobOutcome::Done,
             (Next::RetryAt(_), Some(after)) => JobOutcome::Retry { after, error },
@@ -391,6 +406,51 @@ fn to_chrono(d: Duration) -> chrono::Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What `observe` records for these attempts, rendered by a recorder of this test's own (the
+    /// process-wide one is shared by every test).
+    fn observed(attempts: &[(i32, i64, Next)]) -> String {
+        let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+        let handle = recorder.handle();
+        metrics::with_local_recorder(&recorder, || {
+            for (status_code, duration_ms, next) in attempts {
+                let record = AttemptRecord {
+                    attempted_at: shared::time::now(),
+                    status_code: *status_code,
+                    duration_ms: *duration_ms,
+                    response_excerpt: None,
+                    error: None,
+                };
+                observe(&record, next);
+            }
+        });
+        handle.render()
+    }
+
+    #[test]
+    fn attempts_are_counted_by_outcome_and_timed_when_a_request_was_sent() {
+        let later = shared::time::now();
+        let text = observed(&[
+            (500, 120, Next::RetryAt(later)),
+            (0, 10_000, Next::RetryAt(later)),
+            (200, 40, Next::Succeeded),
+            (503, 80, Next::Dead),
+            // Refused before any request (an SSRF refusal): counted, not timed.
+            (0, 0, Next::Dead),
+        ]);
+        for line in [
+            r#"webhook_deliveries_total{outcome="retrying"} 2"#,
+            r#"webhook_deliveries_total{outcome="succeeded"} 1"#,
+            r#"webhook_deliveries_total{outcome="dead"} 2"#,
+            "webhook_dead_letters 2",
+            "webhook_delivery_duration_seconds_count 4",
+        ] {
+            assert!(
+                text.lines().any(|l| l == line),
+                "{line} missing from:\n{text}"
+            );
+        }
+    }
 
     #[test]
     fn excerpts_keep_the_first_kibibyte_as_text() {

@@ -1,5 +1,5 @@
-//! When to try again: the configured schedule with ±20 % jitter, or what the receiver's
-//! `Retry-After` asked for (seconds or an HTTP date), clamped to the configured maximum.
+//! When to try again: the configured schedule with ±20 % jitter, or later when the receiver's
+//! `Retry-After` asks for more (seconds or an HTTP date), clamped to the configured maximum.
 
 use std::time::{Duration, SystemTime};
 

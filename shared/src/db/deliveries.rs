@@ -102,9 +102,10 @@ pub async fn attempts<C: ConnectionTrait>(
         .await
 }
 
-/// Starts a fresh schedule: pending, no attempts yet, a new job due now. The job of the schedule
-/// it replaces (if still pending) is completed, and would do nothing anyway. Attempts already
-/// made stay on record.
+/// Starts a fresh schedule: pending, no attempts yet, a new job due now, to the mode's current
+/// webhook URL (an endpoint that moved is why deliveries die and get replayed), unless the mode
+/// has none or the event already has a delivery to it. The job of the schedule it replaces (if
+/// still pending) is completed, and would do nothing anyway. Attempts already made stay on record.
 pub async fn restart<C: ConnectionTrait>(
     db: &C,
     delivery_id: &str,
@@ -112,6 +113,22 @@ pub async fn restart<C: ConnectionTrait>(
 ) -> Result<Option<Delivery>, DbErr> {
     let Some(current) = find(db, delivery_id).await? else {
         return Ok(None);
+    };
+    let url = match crate::domain::Mode::parse(&current.mode) {
+        Some(mode) => super::events::webhook_url(db, &current.business_id, mode).await?,
+        None => None,
+    };
+    let url = match url {
+        Some(url) if url != current.url => {
+            let taken = delivery::Entity::find()
+                .filter(delivery::Column::EventId.eq(current.event_id.as_str()))
+                .filter(delivery::Column::Url.eq(url.as_str()))
+                .one(db)
+                .await?
+                .is_some();
+            if taken { current.url.clone() } else { url }
+        }
+        _ => current.url.clone(),
     };
     let job_id = outbox::enqueue(
         db,
@@ -123,6 +140,7 @@ pub async fn restart<C: ConnectionTrait>(
     )
     .await?;
     delivery::Entity::update_many()
+        .col_expr(delivery::Column::Url, url.into())
         .col_expr(delivery::Column::Status, PENDING.into())
         .col_expr(delivery::Column::Attempts, 0.into())
         .col_expr(delivery::Column::NextAttemptAt, Some(now).into())
