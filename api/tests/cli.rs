@@ -1,6 +1,8 @@
 //! The `api` binary as an operator runs it: admin commands, `serve`'s refusals, `api dev`.
 
 mod common;
+#[path = "../../worker-webhooks/tests/support/receiver.rs"]
+mod receiver;
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -260,6 +262,12 @@ impl Dev {
         }
     }
 
+    /// SIGKILL: no drain, no goodbye.
+    fn kill(mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+    }
+
     fn terminate(mut self) -> std::process::ExitStatus {
         let _ = Command::new("kill")
             .arg("-TERM")
@@ -321,6 +329,59 @@ async fn dev_prints_a_demo_key_and_keeps_data_across_restarts() {
         resp.json::<Value>().await.unwrap()["accountNumber"],
         account["accountNumber"]
     );
+    assert!(dev.terminate().success());
+}
+
+#[tokio::test]
+async fn dev_killed_mid_delivery_resumes_it_at_once_after_a_restart() {
+    use receiver::{Receiver, Reply};
+    let dir = tempfile::tempdir().unwrap();
+    let dev = Dev::start(dir.path());
+    let lines = dev.read_until("test webhook secret:");
+    let base = field_after(&lines, "(dev) at ");
+    let key = field_after(&lines, "test secret key:");
+    let business = field_after(&lines, "demo business ");
+    let business = business.split_whitespace().next().unwrap();
+    // The first delivery hangs at the receiver until the process dies; the next is answered.
+    let receiver = Receiver::start().await;
+    receiver.script([Reply::ok().slow(Duration::from_secs(600))]);
+    let hook = receiver.url.clone();
+    run_ok(api(dir.path()).args([
+        "admin", "webhook", "set", business, "--mode", "test", "--url", &hook,
+    ]));
+
+    let client = reqwest::Client::new();
+    let resp = client
+        .post(format!("{base}/virtual-accounts"))
+        .bearer_auth(&key)
+        .header("Idempotency-Key", "mid-delivery")
+        .json(&json!({"customerName": "Ada Obi", "customerEmail": "ada@example.com", "customerPhone": "08031234567",
+                      "customerBvn": "22212345678", "preferredBank": "test-bank"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 201);
+    let account: Value = resp.json().await.unwrap();
+    let resp = client
+        .post(format!(
+            "{base}/virtual-accounts/{}/deactivate",
+            account["id"].as_str().unwrap()
+        ))
+        .bearer_auth(&key)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let first = receiver.wait_for(1, Duration::from_secs(20)).await;
+    dev.kill();
+
+    // Restarted, the delivery that was in flight goes out again within seconds (not after the
+    // relay's 5-minute republish delay), with the same webhook-id.
+    let dev = Dev::start(dir.path());
+    dev.read_until("business(es) exist");
+    let again = receiver.wait_for(2, Duration::from_secs(20)).await;
+    assert_eq!(again[1].webhook_id(), first[0].webhook_id());
+    assert_eq!(again[1].json()["type"], first[0].json()["type"]);
     assert!(dev.terminate().success());
 }
 

@@ -46,6 +46,12 @@ pub async fn run(mut config: Config) -> anyhow::Result<()> {
     shared::ops::cancel_on_signal(shutdown.clone());
     let broker: Arc<dyn Broker> = Arc::new(MemoryBroker::new());
     broker.declare().await?;
+    // The previous run's in-process queue died with it: work it held resumes now, not after the
+    // relay's republish delay.
+    let resumed = shared::db::outbox::forget_publications(&db).await?;
+    if resumed > 0 {
+        tracing::info!(jobs = resumed, "resuming work that was in flight");
+    }
     let relay = Relay::new(db.clone(), broker.clone());
     let mut background = vec![tokio::spawn(relay.clone().run(shutdown.clone()))];
     {

@@ -228,6 +228,23 @@ pub async fn complete<C: ConnectionTrait>(
     Ok(())
 }
 
+/// Forgets that unfinished jobs were ever published, so the relay publishes them again at once.
+/// For a broker that starts empty (the in-process one of `api dev`): whatever was published to
+/// the previous process's queue went with it. Returns how many jobs were affected.
+pub async fn forget_publications<C: ConnectionTrait>(db: &C) -> Result<u64, DbErr> {
+    Ok(outbox::Entity::update_many()
+        .col_expr(
+            outbox::Column::PublishedAt,
+            Option::<DateTime<Utc>>::None.into(),
+        )
+        .filter(outbox::Column::PublishedAt.is_not_null())
+        .filter(outbox::Column::CompletedAt.is_null())
+        .filter(outbox::Column::DeadAt.is_null())
+        .exec(db)
+        .await?
+        .rows_affected)
+}
+
 /// Due jobs not yet finished, by queue: the backlog operators watch.
 pub async fn backlog<C: ConnectionTrait>(db: &C, now: DateTime<Utc>) -> Result<u64, DbErr> {
     use sea_orm::PaginatorTrait;
