@@ -17,6 +17,7 @@ on_both_databases!(
     identity_rejection_is_a_422_and_a_failed_account,
     a_provider_outage_never_fails_a_creation,
     a_deactivated_pending_account_is_closed_and_never_revived,
+    a_number_that_comes_after_deactivation_is_closed_at_the_bank,
     a_pending_account_is_given_up_after_the_configured_wait,
     a_lost_message_is_published_again,
     competing_workers_do_each_job_once,
@@ -195,6 +196,57 @@ async fn a_deactivated_pending_account_is_closed_and_never_revived(backend: Back
     assert!(account["accountNumber"].is_null());
     assert_eq!(events_of(&app, "virtualaccount.active", &id).await, 0);
     assert_eq!(events_of(&app, "virtualaccount.deactivated", &id).await, 1);
+}
+
+async fn a_number_that_comes_after_deactivation_is_closed_at_the_bank(backend: Backend) {
+    use sea_orm::ConnectionTrait;
+    let app = spawn_app_with(backend, |c| c.sandbox.activation_delay_secs = 1).await;
+    let resp = app
+        .create(app.test_key(), "k", &account_body(1, "titan-trust-bank"))
+        .await;
+    assert_eq!(resp.status(), StatusCode::ACCEPTED);
+    let id = json(resp).await["id"].as_str().unwrap().to_owned();
+    // The close sent at deactivation reached the bank before the open did (the bank answered
+    // "no such account"), so nothing closed it: deactivated here, open and numbered there.
+    app.db
+        .execute_unprepared(&format!(
+            "UPDATE virtual_accounts SET status = 'deactivated' WHERE id = '{id}'"
+        ))
+        .await
+        .unwrap();
+    let started = Instant::now();
+    let number = loop {
+        let remote = sandbox_account(&app, "titan-trust-bank", &id).await;
+        if remote["status"] == "active" {
+            break remote["accountNumber"].as_str().unwrap().to_owned();
+        }
+        assert!(started.elapsed() < Duration::from_secs(10), "{remote}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+
+    // The account's provisioning job finds it deactivated without a number, asks the bank, and
+    // closes what the bank opened.
+    let _worker = start_provisioning_worker(&app, app.shutdown.clone());
+    let started = Instant::now();
+    while sandbox_account(&app, "titan-trust-bank", &id).await["status"] != "closed" {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "never closed at the bank"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let account = json(
+        app.get(app.test_key(), &format!("/v1/virtual-accounts/{id}"))
+            .await,
+    )
+    .await;
+    assert_eq!(account["status"], "deactivated");
+    assert_eq!(
+        account["accountNumber"],
+        number.as_str(),
+        "kept for the record"
+    );
+    assert_eq!(events_of(&app, "virtualaccount.active", &id).await, 0);
 }
 
 async fn a_pending_account_is_given_up_after_the_configured_wait(backend: Backend) {

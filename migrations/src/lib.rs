@@ -8,6 +8,7 @@ mod m0001_accounts;
 mod m0002_webhooks;
 mod m0003_deposits;
 mod m0004_job_request_ids;
+mod m0005_number_per_mode;
 
 pub struct Migrator;
 
@@ -19,6 +20,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0002_webhooks::Migration),
             Box::new(m0003_deposits::Migration),
             Box::new(m0004_job_request_ids::Migration),
+            Box::new(m0005_number_per_mode::Migration),
         ]
     }
 }

@@ -85,8 +85,12 @@ impl Provisioner {
         let Some((account, bank, mode)) = self.load(account_id).await? else {
             return Ok(JobOutcome::Done);
         };
+        if account.status == AccountStatus::Deactivated.as_str() && account.account_number.is_none()
+        {
+            return self.close_if_opened(&account, bank, mode).await;
+        }
         if account.status != AccountStatus::Pending.as_str() {
-            return Ok(JobOutcome::Done); // settled already, or deactivated while waiting
+            return Ok(JobOutcome::Done); // settled already
         }
         let remote = match self.providers.account(bank, mode, &account.id).await {
             Ok(Some(remote)) => Ok(remote),
@@ -195,6 +199,49 @@ impl Provisioner {
         }
         txn.commit().await.map_err(|e| e.to_string())?;
         tracing::warn!(account_id = %account.id, "gave up waiting for an account number");
+        Ok(JobOutcome::Done)
+    }
+
+    /// An account deactivated while pending: its close at deactivation may have reached the bank
+    /// before an open still in flight did (the bank then answered "no such account"). If the bank
+    /// has it now, it is closed again; a number it gave is kept for the record.
+    async fn close_if_opened(
+        &self,
+        account: &Account,
+        bank: Bank,
+        mode: Mode,
+    ) -> Result<JobOutcome, String> {
+        let remote = self
+            .providers
+            .account(bank, mode, &account.id)
+            .await
+            .map_err(|e| e.to_string())?;
+        let Some(remote) = remote.filter(|r| !matches!(r.status, RemoteStatus::Closed)) else {
+            return Ok(JobOutcome::Done);
+        };
+        let now = shared::time::now();
+        let txn = self.db.begin().await.map_err(|e| e.to_string())?;
+        match remote.account_number {
+            Some(number) => {
+                // Keeps the number and enqueues the close, both only if still unnumbered.
+                let settlement = Settlement::Active {
+                    account_number: number,
+                };
+                accounts::settle(&txn, &account.id, &settlement, false, now).await
+            }
+            None => outbox::enqueue(
+                &txn,
+                &Job::Close {
+                    account_id: account.id.clone(),
+                },
+                now,
+                now,
+            )
+            .await
+            .map(|_| None),
+        }
+        .map_err(|e| e.to_string())?;
+        txn.commit().await.map_err(|e| e.to_string())?;
         Ok(JobOutcome::Done)
     }
 

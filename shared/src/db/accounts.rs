@@ -265,6 +265,9 @@ pub async fn settle<C: ConnectionTrait>(
         ),
     };
     if update.exec(db).await?.rows_affected == 0 {
+        if let Settlement::Active { account_number } = settlement {
+            close_late_number(db, account_id, account_number, now).await?;
+        }
         return Ok(None);
     }
     let account = virtual_account::Entity::find_by_id(account_id.to_owned())
@@ -275,6 +278,44 @@ pub async fn settle<C: ConnectionTrait>(
         record_account_event(db, &account, event_type, now).await?;
     }
     Ok(Some(account))
+}
+
+/// A number that arrives for an account deactivated while it was pending: kept on the account
+/// (money sent to it is then recorded as `flagged`, never unmatched) and closed at the bank, in
+/// the caller's transaction. The account stays deactivated and no `active` event is sent. Does
+/// nothing to an account that is not such a one.
+async fn close_late_number<C: ConnectionTrait>(
+    db: &C,
+    account_id: &str,
+    account_number: &str,
+    now: DateTime<Utc>,
+) -> Result<(), DbErr> {
+    use virtual_account::Column as Col;
+    let kept = virtual_account::Entity::update_many()
+        .col_expr(Col::AccountNumber, Some(account_number.to_owned()).into())
+        .col_expr(Col::UpdatedAt, now.into())
+        .filter(Col::Id.eq(account_id))
+        .filter(Col::Status.eq(AccountStatus::Deactivated.as_str()))
+        .filter(Col::AccountNumber.is_null())
+        .exec(db)
+        .await?
+        .rows_affected;
+    if kept == 1 {
+        enqueue(
+            db,
+            &Job::Close {
+                account_id: account_id.to_owned(),
+            },
+            now,
+            now,
+        )
+        .await?;
+        tracing::info!(
+            account_id,
+            "a number came for a deactivated account; closing it at the bank"
+        );
+    }
+    Ok(())
 }
 
 async fn record_account_event<C: ConnectionTrait>(
