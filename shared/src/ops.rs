@@ -129,19 +129,33 @@ pub async fn serve_ops(
 }
 
 async fn readyz(State(state): State<OpsState>) -> (StatusCode, Json<Value>) {
-    let database = state.db.ping().await.is_ok();
-    let broker = state.broker.is_ready().await;
-    let status = if database && broker {
-        StatusCode::OK
-    } else {
-        StatusCode::SERVICE_UNAVAILABLE
+    readiness(&state.db, state.broker.as_ref()).await
+}
+
+/// `/readyz` of the api and of every worker: 200 when the database answers a ping and the broker
+/// is connected, else 503 naming which one is `unreachable`.
+pub async fn readiness(db: &DatabaseConnection, broker: &dyn Broker) -> (StatusCode, Json<Value>) {
+    let database = match db.ping().await {
+        Ok(()) => true,
+        Err(e) => {
+            tracing::warn!(error = %e, "database not reachable");
+            false
+        }
     };
+    let broker = broker.is_ready().await;
     let word = |ok: bool| if ok { "ok" } else { "unreachable" };
+    let ready = database && broker;
     (
-        status,
-        Json(
-            json!({"status": word(database && broker), "database": word(database), "broker": word(broker)}),
-        ),
+        if ready {
+            StatusCode::OK
+        } else {
+            StatusCode::SERVICE_UNAVAILABLE
+        },
+        Json(json!({
+            "status": if ready { "ok" } else { "unavailable" },
+            "database": word(database),
+            "broker": word(broker),
+        })),
     )
 }
 

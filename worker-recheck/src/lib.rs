@@ -64,6 +64,22 @@ impl JobHandler for Rechecker {
 }
 
 impl Rechecker {
+    /// Marks the recheck `failed` with `reason`; its job is then done.
+    async fn fail(&self, recheck_id: &str, reason: String) -> Result<JobOutcome, String> {
+        tracing::warn!(recheck_id, reason, "recheck failed");
+        rechecks::set_status(
+            &self.db,
+            recheck_id,
+            rechecks::FAILED,
+            None,
+            Some(reason),
+            shared::time::now(),
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+        Ok(JobOutcome::Done)
+    }
+
     async fn run(&self, row: &JobRow, recheck_id: &str) -> Result<JobOutcome, String> {
         let db_err = |e: sea_orm::DbErr| e.to_string();
         let Some(recheck) = rechecks::find_by_id(&self.db, recheck_id)
@@ -79,17 +95,28 @@ impl Rechecker {
         rechecks::set_status(&self.db, recheck_id, rechecks::RUNNING, None, None, now)
             .await
             .map_err(db_err)?;
-        let mode = Mode::parse(&recheck.mode).ok_or("recheck has an unknown mode")?;
+        // Every way this run can end for good ends the recheck too: one left `running` would be
+        // returned to every later request for the account, and nothing would ever finish it.
+        let Some(mode) = Mode::parse(&recheck.mode) else {
+            return self
+                .fail(recheck_id, "the recheck has an unknown mode".into())
+                .await;
+        };
         let Some(account) =
             accounts::find(&self.db, &recheck.business_id, mode, &recheck.account_id)
                 .await
                 .map_err(db_err)?
         else {
-            return Ok(JobOutcome::Dead {
-                error: "the account is gone".into(),
-            });
+            return self.fail(recheck_id, "the account is gone".into()).await;
         };
-        let bank = Bank::parse(&account.bank).ok_or("account has an unknown bank")?;
+        let Some(bank) = Bank::parse(&account.bank) else {
+            return self
+                .fail(
+                    recheck_id,
+                    format!("the account has an unknown bank {}", account.bank),
+                )
+                .await;
+        };
         let transactions = match self
             .providers
             .transactions(
@@ -107,18 +134,7 @@ impl Rechecker {
                 if attempts >= self.config.max_attempts {
                     let reason =
                         format!("the provider bank could not be asked after {attempts} tries: {e}");
-                    rechecks::set_status(
-                        &self.db,
-                        recheck_id,
-                        rechecks::FAILED,
-                        None,
-                        Some(reason),
-                        shared::time::now(),
-                    )
-                    .await
-                    .map_err(db_err)?;
-                    tracing::warn!(recheck_id, error = %e, "recheck failed");
-                    return Ok(JobOutcome::Done);
+                    return self.fail(recheck_id, reason).await;
                 }
                 return Ok(JobOutcome::Retry {
                     after: retry_delay(&self.config, row.attempts),

@@ -33,26 +33,5 @@ pub async fn healthz() -> Json<Value> {
     ),
 )]
 pub async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<Value>) {
-    let database = match state.db.ping().await {
-        Ok(()) => true,
-        Err(e) => {
-            tracing::warn!(error = %e, "database not reachable");
-            false
-        }
-    };
-    let broker = state.relay.broker().is_ready().await;
-    let word = |ok: bool| if ok { "ok" } else { "unreachable" };
-    let ready = database && broker;
-    (
-        if ready {
-            StatusCode::OK
-        } else {
-            StatusCode::SERVICE_UNAVAILABLE
-        },
-        Json(json!({
-            "status": if ready { "ok" } else { "unavailable" },
-            "database": word(database),
-            "broker": word(broker),
-        })),
-    )
+    shared::ops::readiness(&state.db, state.relay.broker().as_ref()).await
 }
