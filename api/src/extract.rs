@@ -63,7 +63,10 @@ impl FromRequestParts<AppState> for Caller {
             .headers
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
+            // The scheme name is case-insensitive (RFC 9110 §11.1).
+            .and_then(|v| v.split_once(' '))
+            .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+            .map(|(_, key)| key)
             .map(str::trim)
             .ok_or(ApiError::Unauthorized)?;
         // A key that is not even shaped like ours costs no lookup.

@@ -699,7 +699,7 @@ impl Modify for Conventions {
                     .required(Required::False)
                     .description(Some(
                         "Your id for this request, echoed in the response when it is 1–200 \
-                         characters of `A-Z a-z 0-9 - _ . :`. Any other value is not an error: \
+                         visible ASCII characters (no spaces). Any other value is not an error: \
                          the response then carries a generated id instead.",
                     ))
                     .schema(Some(ObjectBuilder::new().schema_type(Type::String)))

@@ -288,7 +288,17 @@ async fn bad_headers_and_bodies_get_their_problem(backend: Backend) {
 
 async fn every_bad_key_gets_the_same_401(backend: Backend) {
     let app = spawn_app(backend).await;
+    use sea_orm::ConnectionTrait;
     let unknown = shared::domain::keys::generate_secret_key(shared::domain::Mode::Test);
+    // A revoked key is refused like one that never existed.
+    app.db
+        .execute_unprepared(&format!(
+            "UPDATE business_modes SET key_revoked_at = CURRENT_TIMESTAMP \
+             WHERE business_id = '{}' AND mode = 'live'",
+            app.business.id
+        ))
+        .await
+        .unwrap();
     let mut bodies = Vec::new();
     for auth in [
         None,
@@ -296,6 +306,7 @@ async fn every_bad_key_gets_the_same_401(backend: Backend) {
         Some("Basic abc".to_owned()),
         Some("Bearer sk_test_short".to_owned()),
         Some(format!("Bearer {unknown}")),
+        Some(format!("Bearer {}", app.live_key())),
     ] {
         let mut req = app.client.get(app.url("/v1/virtual-accounts"));
         if let Some(auth) = auth {
@@ -312,6 +323,15 @@ async fn every_bad_key_gets_the_same_401(backend: Backend) {
         "401s differ: {bodies:?}"
     );
     assert_eq!(bodies[0]["code"], "unauthorized");
+    // The scheme's name is case-insensitive.
+    let resp = app
+        .client
+        .get(app.url("/v1/virtual-accounts"))
+        .header("Authorization", format!("bearer {}", app.test_key()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
 }
 
 async fn live_keys_wait_for_kyb_and_modes_never_mix(backend: Backend) {
@@ -423,21 +443,32 @@ async fn replays_return_the_first_status_and_create_nothing(backend: Backend) {
     assert!(first.headers().get("idempotent-replayed").is_none());
     let first = json(first).await;
 
-    // Same body with its fields in another order is the same request.
-    let reordered: Value = serde_json::from_str(&{
-        let mut pairs: Vec<_> = body.as_object().unwrap().iter().collect();
-        pairs.reverse();
-        format!(
-            "{{{}}}",
-            pairs
-                .iter()
-                .map(|(k, v)| format!("\"{k}\":{v}"))
-                .collect::<Vec<_>>()
-                .join(",")
-        )
-    })
-    .unwrap();
-    let again = app.create(app.test_key(), "same", &reordered).await;
+    // Same body with its fields in another order (and other spacing) is the same request: sent
+    // as raw text, since a serialised `Value` would put the keys back in order.
+    let mut pairs: Vec<_> = body.as_object().unwrap().iter().collect();
+    pairs.reverse();
+    let reordered = format!(
+        "{{ {} }}",
+        pairs
+            .iter()
+            .map(|(k, v)| format!("\"{k}\" : {v}"))
+            .collect::<Vec<_>>()
+            .join(" , ")
+    );
+    assert!(!reordered.starts_with(&format!(
+        "{{ \"{}\"",
+        body.as_object().unwrap().keys().next().unwrap()
+    )));
+    let again = app
+        .client
+        .post(app.url("/v1/virtual-accounts"))
+        .bearer_auth(app.test_key())
+        .header("Idempotency-Key", "same")
+        .header("content-type", "application/json")
+        .body(reordered)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(again.status(), StatusCode::ACCEPTED);
     assert_eq!(again.headers()["idempotent-replayed"], "true");
     assert_eq!(json(again).await["id"], first["id"]);
@@ -849,6 +880,40 @@ async fn request_ids_are_echoed_or_generated(backend: Backend) {
         .await
         .unwrap();
     assert_eq!(resp.headers()["x-request-id"], "trace-abc-123");
+    // Whatever a tracing system uses, echoed as sent.
+    for id in [
+        "00-4bf92f3577b34da6-00f067aa0ba902b7-01",
+        "{trace}/span=7",
+        "a\"b",
+    ] {
+        let resp = app
+            .client
+            .get(app.url("/v1/virtual-accounts"))
+            .bearer_auth(app.test_key())
+            .header("X-Request-Id", id)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.headers()["x-request-id"], id);
+    }
+    // Not a usable id (spaces, too long): a generated one instead, never an error.
+    for id in ["two words".to_owned(), "x".repeat(201)] {
+        let resp = app
+            .client
+            .get(app.url("/v1/virtual-accounts"))
+            .bearer_auth(app.test_key())
+            .header("X-Request-Id", id)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), StatusCode::OK);
+        assert!(
+            resp.headers()["x-request-id"]
+                .to_str()
+                .unwrap()
+                .starts_with("req_")
+        );
+    }
     let resp = app
         .client
         .get(app.url("/v1/virtual-accounts/va_missing"))

@@ -6,7 +6,6 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde_json::{Map, Value};
-use sha2::{Digest, Sha256};
 use std::time::Duration;
 
 use shared::db::accounts::{
@@ -84,14 +83,14 @@ async fn create(
     JsonObject(body): JsonObject,
 ) -> ApiResult<Response> {
     let account = NewAccount::parse(&body, caller.mode()).map_err(ApiError::Validation)?;
-    let request_hash = hex_sha256(&canonical_json(&Value::Object(body)));
+    let hash = request_hash(body);
     let provider_timeout = Duration::from_millis(state.config.http.provider_timeout_ms);
     let request = CreateRequest {
         business_id: caller.business_id(),
         business_name: &caller.0.business_name,
         mode: caller.mode(),
         idempotency_key: &key,
-        request_hash: &request_hash,
+        request_hash: &hash,
         account: &account,
         limit_per_hour: state.config.limits.accounts_per_hour,
         provider_grace: chrono::Duration::from_std(provider_timeout).unwrap_or_default()
@@ -208,32 +207,10 @@ fn rate_limit_headers(limit: &LimitState) -> HeaderMap {
     headers
 }
 
-/// JSON with object keys sorted at every level, so the same request hashes the same whatever
-/// order its fields were sent in.
-fn canonical_json(value: &Value) -> String {
-    fn sorted(value: &Value) -> Value {
-        match value {
-            Value::Object(map) => {
-                let mut keys: Vec<_> = map.keys().collect();
-                keys.sort();
-                let mut out = Map::new();
-                for k in keys {
-                    out.insert(k.clone(), sorted(&map[k]));
-                }
-                Value::Object(out)
-            }
-            Value::Array(items) => Value::Array(items.iter().map(sorted).collect()),
-            other => other.clone(),
-        }
-    }
-    sorted(value).to_string()
-}
-
-fn hex_sha256(s: &str) -> String {
-    Sha256::digest(s.as_bytes())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+/// The request as a hash: `serde_json` maps keep their keys sorted (no `preserve_order`), so the
+/// same fields in any order, with any spacing, hash the same.
+fn request_hash(body: Map<String, Value>) -> String {
+    shared::domain::keys::sha256_hex(&Value::Object(body).to_string())
 }
 
 /// List virtual accounts
@@ -409,11 +386,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn canonical_json_ignores_key_order() {
-        let a: Value = serde_json::from_str(r#"{"b":1,"a":{"d":2,"c":[{"f":1,"e":2}]}}"#).unwrap();
-        let b: Value = serde_json::from_str(r#"{"a":{"c":[{"e":2,"f":1}],"d":2},"b":1}"#).unwrap();
-        assert_eq!(canonical_json(&a), canonical_json(&b));
-        let c: Value = serde_json::from_str(r#"{"a":{"c":[{"e":2,"f":1}],"d":3},"b":1}"#).unwrap();
-        assert_ne!(canonical_json(&a), canonical_json(&c));
+    fn the_request_hash_ignores_key_order_and_spacing_only() {
+        let parse = |s: &str| match serde_json::from_str(s).unwrap() {
+            Value::Object(map) => map,
+            _ => unreachable!(),
+        };
+        let a = request_hash(parse(r#"{"b":1,"a":{"d":2,"c":[{"f":1,"e":2}]}}"#));
+        let b = request_hash(parse(r#"{ "a": {"c": [{"e":2, "f":1}], "d":2}, "b": 1 }"#));
+        assert_eq!(a, b);
+        let c = request_hash(parse(r#"{"a":{"c":[{"e":2,"f":1}],"d":3},"b":1}"#));
+        assert_ne!(a, c);
     }
 }

@@ -37,7 +37,12 @@ pub fn secret_key_mode(key: &str) -> Option<Mode> {
 /// What is stored and looked up instead of the key. Keys are 256-bit random, so a plain SHA-256
 /// cannot be brute-forced and keeps the lookup a single indexed equality.
 pub fn hash_secret_key(key: &str) -> String {
-    hex::encode(Sha256::digest(key.as_bytes()))
+    sha256_hex(key)
+}
+
+/// Lowercase hex of the SHA-256 of `text`.
+pub fn sha256_hex(text: &str) -> String {
+    hex::encode(Sha256::digest(text.as_bytes()))
 }
 
 /// `whsec_` + base64 of 32 random bytes, as Standard Webhooks libraries expect.
