@@ -210,11 +210,13 @@ where
     let broker = connect_broker(config).await?;
     let shutdown = CancellationToken::new();
     cancel_on_signal(shutdown.clone());
+    // The ops port outlives the drain, so health and metrics stay readable while work finishes.
+    let ops_stop = CancellationToken::new();
     let ops = serve_ops(
         config.ops.bind,
         db.clone(),
         broker.clone(),
-        shutdown.clone(),
+        ops_stop.clone(),
     )
     .await?;
     tracing::info!(address = %ops, "{name} ops listening");
@@ -229,6 +231,7 @@ where
     })
     .await;
     let _ = relay_task.await;
+    ops_stop.cancel();
     tracing::info!("{name} stopped");
     Ok(())
 }

@@ -79,6 +79,14 @@ pub async fn migrate(db: &DatabaseConnection) -> anyhow::Result<()> {
 /// `api serve`: PostgreSQL, RabbitMQ, the relay, and HTTP until SIGTERM.
 pub async fn serve_production(config: Config) -> anyhow::Result<()> {
     config.require_production()?;
+    if config.sandbox.secret == shared::config::SandboxConfig::default().secret {
+        // Not refused (SPEC §6 names the three settings a production start needs), but anyone
+        // who reads this repository could sign test-mode notifications with it.
+        tracing::warn!(
+            "VAS_SANDBOX__SECRET is the published default: anyone can sign test-mode deposit \
+             notifications; set your own, the same on the api and provider-sandbox"
+        );
+    }
     let url = config.database.url.clone().expect("checked above");
     let db = connect(&url, &config).await?;
     let cipher = Arc::new(shared::ops::configured_cipher(&config)?);
