@@ -20,6 +20,7 @@ on_both_databases!(
     a_number_that_comes_after_deactivation_is_closed_at_the_bank,
     a_pending_account_is_given_up_after_the_configured_wait,
     a_lost_message_is_published_again,
+    a_job_this_version_cannot_read_is_dead_lettered_once,
     competing_workers_do_each_job_once,
     metrics_count_requests_jobs_and_provider_calls,
 );
@@ -302,6 +303,56 @@ async fn a_lost_message_is_published_again(backend: Backend) {
     let _worker = start_provisioning_worker(&app, app.shutdown.clone());
     wait_for_status(&app, &id, "active", Duration::from_secs(20)).await;
     assert_eq!(events_of(&app, "virtualaccount.active", &id).await, 1);
+}
+
+async fn a_job_this_version_cannot_read_is_dead_lettered_once(backend: Backend) {
+    use sea_orm::ConnectionTrait;
+    let app = spawn_app(backend).await;
+    let now = shared::time::now();
+    let job = shared::db::outbox::Job::Close {
+        account_id: "va_unknown".into(),
+    };
+    let job_id = shared::db::outbox::enqueue(&app.db, &job, now, now)
+        .await
+        .unwrap();
+    // As a newer version might write it: a kind of job this one does not know.
+    app.db
+        .execute_unprepared(&format!(
+            "UPDATE outbox SET payload = '{{\"kind\":\"from_the_future\"}}' WHERE id = '{job_id}'"
+        ))
+        .await
+        .unwrap();
+    app.relay.kick();
+    let _worker = start_provisioning_worker(&app, app.shutdown.clone());
+    let started = Instant::now();
+    let dead = format!("SELECT COUNT(*) FROM outbox WHERE id = '{job_id}' AND dead_at IS NOT NULL");
+    while app.count(&dead).await != 1 {
+        assert!(
+            started.elapsed() < Duration::from_secs(15),
+            "never given up"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // In the dead-letter queue once, and not tried again.
+    let started = Instant::now();
+    while app.broker.depth("provisioning", true).await.unwrap() != 1 {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "not dead-lettered"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(app.broker.depth("provisioning", true).await.unwrap(), 1);
+    assert_eq!(
+        app.count(&format!(
+            "SELECT COUNT(*) FROM outbox WHERE id = '{job_id}' AND attempts = 0 \
+             AND last_error LIKE '%cannot read%'"
+        ))
+        .await,
+        1,
+        "given up on its first reading"
+    );
 }
 
 async fn competing_workers_do_each_job_once(backend: Backend) {

@@ -109,12 +109,31 @@ impl<H: JobHandler> Consumer<H> {
                 return;
             }
         };
-        let Some((row, job)) = runnable else {
-            metrics::counter!("jobs_consumed_total", "queue" => self.queue, "outcome" => "skipped")
-                .increment(1);
-            // Finished already, or rescheduled for later: this message is a repeat.
-            let _ = delivery.ack().await;
-            return;
+        let (row, job) = match runnable {
+            outbox::Runnable::Run(row, job) => (row, job),
+            outbox::Runnable::Repeat => {
+                metrics::counter!("jobs_consumed_total", "queue" => self.queue, "outcome" => "skipped")
+                    .increment(1);
+                // Finished already, or rescheduled for later: this message is a repeat.
+                let _ = delivery.ack().await;
+                return;
+            }
+            outbox::Runnable::Unreadable(row, error) => {
+                tracing::error!(job_id = %row.id, queue = self.queue, error, "job dead-lettered");
+                metrics::counter!("jobs_consumed_total", "queue" => self.queue, "outcome" => "dead")
+                    .increment(1);
+                let dead = JobOutcome::Dead { error };
+                if outbox::finish(&self.db, &row, &dead, crate::time::now())
+                    .await
+                    .is_err()
+                {
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    let _ = delivery.nack(true).await;
+                    return;
+                }
+                let _ = delivery.nack(false).await; // to the queue's dead-letter queue
+                return;
+            }
         };
         let request_id = row.request_id.clone().unwrap_or_default();
         let span = tracing::info_span!(

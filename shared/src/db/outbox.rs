@@ -125,29 +125,44 @@ where
     Ok(published.len())
 }
 
-/// The job behind a message, if it is due and not finished. A message for a job that was
-/// completed, or rescheduled for later, is a repeat and is None.
+/// What a message's job is, as the consumer finds it.
+#[derive(Debug)]
+pub enum Runnable {
+    /// Due and not finished: run it.
+    Run(JobRow, Job),
+    /// Finished, or rescheduled for later: the message is a repeat.
+    Repeat,
+    /// Its payload is no job this version knows (written by a newer one, or damaged): it can
+    /// never run here, so it is given up rather than retried forever.
+    Unreadable(JobRow, String),
+}
+
+/// The job behind a message.
 pub async fn load_runnable<C: ConnectionTrait>(
     db: &C,
     job_id: &str,
     now: DateTime<Utc>,
-) -> Result<Option<(JobRow, Job)>, DbErr> {
+) -> Result<Runnable, DbErr> {
     let Some(row) = outbox::Entity::find_by_id(job_id.to_owned())
         .one(db)
         .await?
     else {
-        return Ok(None);
+        return Ok(Runnable::Repeat);
     };
     // A second of slack: clocks of different processes are close, not equal.
     if row.completed_at.is_some()
         || row.dead_at.is_some()
         || row.run_at > now + chrono::Duration::seconds(1)
     {
-        return Ok(None);
+        return Ok(Runnable::Repeat);
     }
-    let job = serde_json::from_str(&row.payload)
-        .map_err(|e| DbErr::Custom(format!("job {job_id} has a bad payload: {e}")))?;
-    Ok(Some((row, job)))
+    Ok(match serde_json::from_str(&row.payload) {
+        Ok(job) => Runnable::Run(row, job),
+        Err(e) => {
+            let error = format!("job {job_id} has a payload this version cannot read: {e}");
+            Runnable::Unreadable(row, error)
+        }
+    })
 }
 
 /// How a run ended.
