@@ -98,6 +98,9 @@ pub async fn create(
         return Ok((CreateOutcome::KeyInFlight, limit));
     }
     lock_business_mode(&txn, req.business_id, req.mode).await?;
+    // The time is read again once the locks are held: a long wait for them must not leave the
+    // provisioning job due before the handler's own bank call has had its full timeout.
+    let now = crate::time::now().max(now);
 
     let inserted = idempotency_key::Entity::insert(idempotency_key::ActiveModel {
         business_id: Set(req.business_id.to_owned()),
