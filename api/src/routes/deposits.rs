@@ -395,13 +395,23 @@ async fn notification(
         );
         ApiError::Unauthorized
     })?;
-    let text = std::str::from_utf8(&body)
-        .map_err(|_| ApiError::InvalidJson("the body is not UTF-8 JSON".into()))?;
-    let envelope: Value = serde_json::from_str(text)
-        .map_err(|_| ApiError::InvalidJson("the body is not valid JSON".into()))?;
-    let transaction = match envelope.get("event").and_then(Value::as_str) {
-        Some("transfer.received") => Some(parse_transaction(envelope.get("data"))?),
-        _ => None, // an event we do not act on: kept, acknowledged
+    let (text, transaction) = match read_notification(&body) {
+        Ok(read) => read,
+        Err(problem) => {
+            // Signed by the bank but unusable: kept for operators (a bank whose format drifted
+            // leaves a trace), and the bank is told what is wrong.
+            let kept = String::from_utf8_lossy(&body).replace('\0', "");
+            let id = deposits::keep_invalid_notification(
+                &state.db,
+                mode,
+                bank,
+                &kept,
+                shared::time::now(),
+            )
+            .await?;
+            tracing::warn!(notification_id = %id, bank = bank.slug(), error = %problem, "signed notification refused as invalid; kept");
+            return Err(problem);
+        }
     };
     let (id, recorded) = deposits::accept_notification(
         &state.db,
@@ -428,6 +438,20 @@ async fn notification(
     Ok(Json(
         json!({"received": true, "id": id, "outcome": outcome}),
     ))
+}
+
+/// A signed notification's text, and its transaction when it is a `transfer.received` (another
+/// event is kept and acknowledged, not acted on).
+fn read_notification(body: &[u8]) -> ApiResult<(&str, Option<RemoteTransaction>)> {
+    let text = std::str::from_utf8(body)
+        .map_err(|_| ApiError::InvalidJson("the body is not UTF-8 JSON".into()))?;
+    let envelope: Value = serde_json::from_str(text)
+        .map_err(|_| ApiError::InvalidJson("the body is not valid JSON".into()))?;
+    let transaction = match envelope.get("event").and_then(Value::as_str) {
+        Some("transfer.received") => Some(parse_transaction(envelope.get("data"))?),
+        _ => None,
+    };
+    Ok((text, transaction))
 }
 
 fn notification_mode(state: &AppState, bank: Bank, body: &[u8], signature: &str) -> Option<Mode> {

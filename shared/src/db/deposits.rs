@@ -193,6 +193,30 @@ pub async fn accept_notification(
     Ok((id, recorded))
 }
 
+/// Keeps a signed notification that could not be read as one (outcome `invalid`), for operators.
+pub async fn keep_invalid_notification(
+    db: &DatabaseConnection,
+    mode: Mode,
+    bank: Bank,
+    body: &str,
+    now: DateTime<Utc>,
+) -> Result<String, DbErr> {
+    let id = new_id("ntf");
+    provider_notification::Entity::insert(provider_notification::ActiveModel {
+        id: Set(id.clone()),
+        bank: Set(bank.slug().to_owned()),
+        mode: Set(mode.as_str().to_owned()),
+        body: Set(body.to_owned()),
+        provider_reference: Set(None),
+        outcome: Set("invalid".to_owned()),
+        deposit_id: Set(None),
+        received_at: Set(now),
+    })
+    .exec_without_returning(db)
+    .await?;
+    Ok(id)
+}
+
 /// How many deposits a recheck recorded (however many runs it took).
 pub async fn found_by_recheck(db: &DatabaseConnection, recheck_id: &str) -> Result<u64, DbErr> {
     deposit::Entity::find()
