@@ -1,7 +1,7 @@
 use chrono::Duration;
 use sea_orm::{
     ActiveModelTrait, ActiveValue::Set, ColumnTrait, ConnectionTrait, DatabaseConnection, DbErr,
-    EntityTrait, QueryFilter, TransactionTrait,
+    EntityTrait, QueryFilter, QuerySelect, TransactionTrait,
 };
 use serde::Serialize;
 
@@ -137,7 +137,9 @@ pub async fn rotate_webhook_secret(
     overlap: Duration,
 ) -> Result<Option<String>, DbErr> {
     let txn = db.begin().await?;
+    // Locked: two rotations at once would each print a secret, and only one would take effect.
     let Some(row) = business_mode::Entity::find_by_id((id.to_owned(), mode.as_str().to_owned()))
+        .lock_exclusive()
         .one(&txn)
         .await?
     else {
