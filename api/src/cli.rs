@@ -5,10 +5,10 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand, ValueEnum};
-use shared::config::Config;
+use domain::business::validate_business_name;
+use domain::{KybStatus, Mode};
+use ops::config::Config;
 use shared::db::businesses;
-use shared::domain::business::validate_business_name;
-use shared::domain::{KybStatus, Mode};
 
 use crate::runtime;
 
@@ -138,7 +138,7 @@ impl From<ModeArg> for Mode {
 /// Parses the command line and runs it; errors are printed without secrets and exit 1.
 pub async fn main() -> ExitCode {
     let cli = Cli::parse();
-    shared::ops::main_with(cli.config.as_deref(), |config| run(cli.command, config)).await
+    ops::main_with(cli.config.as_deref(), |config| run(cli.command, config)).await
 }
 
 pub async fn run(command: Command, config: Config) -> anyhow::Result<()> {

@@ -3,8 +3,8 @@
 
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use domain::FieldError;
 use serde::Serialize;
-use shared::domain::FieldError;
 
 use crate::request_id;
 

@@ -7,10 +7,10 @@ use axum::body::Bytes;
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::header;
 use axum::http::request::Parts;
+use domain::keys::{hash_secret_key, secret_key_mode};
+use domain::{KybStatus, Mode};
 use serde_json::{Map, Value};
 use shared::db::businesses::{KeyOwner, find_key_owner};
-use shared::domain::keys::{hash_secret_key, secret_key_mode};
-use shared::domain::{KybStatus, Mode};
 
 use crate::error::ApiError;
 use crate::state::AppState;
@@ -238,7 +238,7 @@ impl QueryPairs {
         default: u64,
         min: u64,
         max: u64,
-        errors: &mut Vec<shared::domain::FieldError>,
+        errors: &mut Vec<domain::FieldError>,
     ) -> u64 {
         let Some(raw) = self.0.get(name) else {
             return default;
@@ -246,7 +246,7 @@ impl QueryPairs {
         match raw.parse::<u64>() {
             Ok(n) if (min..=max).contains(&n) => n,
             _ => {
-                errors.push(shared::domain::FieldError::new(
+                errors.push(domain::FieldError::new(
                     name,
                     "out_of_range",
                     format!("{name} must be an integer from {min} to {max}"),

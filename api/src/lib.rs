@@ -22,7 +22,7 @@ use crate::error::ApiError;
 
 /// Every route, served at `/…` and at `/v1/…`.
 pub fn router(state: AppState) -> Router {
-    shared::metrics::install();
+    ops::metrics::install();
     let api = Router::new()
         .merge(routes::accounts::routes())
         .merge(routes::deposits::routes())
@@ -30,7 +30,7 @@ pub fn router(state: AppState) -> Router {
         .route("/problems/{code}", get(routes::problems::describe))
         .route("/healthz", get(routes::health::healthz))
         .route("/readyz", get(routes::health::readyz))
-        .route("/metrics", get(shared::metrics::endpoint))
+        .route("/metrics", get(ops::metrics::endpoint))
         .route("/openapi.json", get(openapi::openapi_json))
         .route("/docs", get(openapi::docs));
     Router::new()

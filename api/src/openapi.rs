@@ -208,7 +208,7 @@ pub async fn docs() -> Response {
 /// The process's metrics in the Prometheus text format (`text/plain; version=0.0.4`): HTTP
 /// requests by route and status, jobs published and consumed by queue and outcome, the outbox
 /// backlog, provider calls by bank and outcome (and, where webhooks are delivered, deliveries by
-/// outcome and the dead-letter count). Served by `shared::metrics::endpoint`; this function only
+/// outcome and the dead-letter count). Served by `ops::metrics::endpoint`; this function only
 /// documents it.
 #[utoipa::path(
     get,

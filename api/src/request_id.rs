@@ -16,7 +16,7 @@ pub const HEADER: &str = "x-request-id";
 
 /// The id of the request being served, if any (error bodies carry it).
 pub fn current() -> Option<String> {
-    shared::telemetry::request_id()
+    ops::telemetry::request_id()
 }
 
 /// Echoed as sent: any id a tracing system makes (UUIDs, `{trace}/{span}`, `a=b`), as long as it
@@ -33,7 +33,7 @@ pub async fn middleware(mut request: Request, next: Next) -> Response {
         .and_then(|v| v.to_str().ok())
         .filter(|v| acceptable(v))
         .map(str::to_owned)
-        .unwrap_or_else(|| shared::ids::new_id("req"));
+        .unwrap_or_else(|| domain::ids::new_id("req"));
     let value = HeaderValue::from_str(&id).expect("checked to be header-safe");
     request.headers_mut().insert(HEADER, value.clone());
     let span = tracing::info_span!(
@@ -42,7 +42,7 @@ pub async fn middleware(mut request: Request, next: Next) -> Response {
         method = %request.method(),
         path = %request.uri().path(),
     );
-    let observed = shared::metrics::HttpObservation::start(&request);
+    let observed = ops::metrics::HttpObservation::start(&request);
     // A panic in a handler is a 500 problem like any other failure (logged, with the request
     // id), not a dropped connection.
     let handled = async move {
@@ -54,10 +54,9 @@ pub async fn middleware(mut request: Request, next: Next) -> Response {
             }
         }
     };
-    let mut response =
-        shared::telemetry::with_request_id(id, handled.instrument(span.clone())).await;
+    let mut response = ops::telemetry::with_request_id(id, handled.instrument(span.clone())).await;
     let status = response.status().as_u16();
-    let elapsed = observed.finish(shared::metrics::API_HTTP, response.status());
+    let elapsed = observed.finish(ops::metrics::API_HTTP, response.status());
     span.in_scope(|| tracing::info!(status, latency_ms = elapsed.as_millis() as u64, "served"));
     response.headers_mut().insert(HEADER, value);
     response

@@ -2,8 +2,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use ops::config::Config;
 use sea_orm::DatabaseConnection;
-use shared::config::Config;
 use shared::crypto::Cipher;
 use shared::db::businesses::KeyOwner;
 use shared::providers::Providers;

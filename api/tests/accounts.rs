@@ -3,9 +3,9 @@
 mod common;
 
 use common::{Backend, account_body, spawn_app, spawn_app_with, start_instance};
+use domain::nuban;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-use shared::domain::nuban;
 
 on_both_databases!(
     test_bank_answers_201_with_a_valid_nuban,
@@ -289,7 +289,7 @@ async fn bad_headers_and_bodies_get_their_problem(backend: Backend) {
 async fn every_bad_key_gets_the_same_401(backend: Backend) {
     let app = spawn_app(backend).await;
     use sea_orm::ConnectionTrait;
-    let unknown = shared::domain::keys::generate_secret_key(shared::domain::Mode::Test);
+    let unknown = domain::keys::generate_secret_key(domain::Mode::Test);
     // A revoked key is refused like one that never existed.
     app.db
         .execute_unprepared(&format!(
@@ -376,14 +376,10 @@ async fn live_keys_wait_for_kyb_and_modes_never_mix(backend: Backend) {
 
     // Another business sees neither.
     let cipher = shared::crypto::Cipher::new(&app.crypto_key, &[]).unwrap();
-    let other = shared::db::businesses::create(
-        &app.db,
-        &cipher,
-        "Other",
-        shared::domain::KybStatus::Approved,
-    )
-    .await
-    .unwrap();
+    let other =
+        shared::db::businesses::create(&app.db, &cipher, "Other", domain::KybStatus::Approved)
+            .await
+            .unwrap();
     let resp = app
         .get(
             &other.test.secret_key,
@@ -1030,11 +1026,11 @@ async fn secrets_never_leave_in_plain_text(backend: Backend) {
 }
 
 async fn reencrypting_after_a_key_rotation_retires_the_old_key(backend: Backend) {
+    use domain::Mode;
     use sea_orm::EntityTrait;
     use shared::crypto::Cipher;
     use shared::db::entities::{business_mode, virtual_account};
     use shared::db::{accounts, businesses, reencrypt};
-    use shared::domain::Mode;
 
     let app = spawn_app(backend).await;
     let mut identities = Vec::new();

@@ -253,7 +253,7 @@ async fn the_document_is_openapi_3_1_and_lists_every_route_with_its_errors() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_schemas_name_the_values_the_domain_uses() {
-    use shared::domain::{AccountStatus, Bank, Mode};
+    use domain::{AccountStatus, Bank, Mode};
     let app = spawn_app(Backend::Sqlite).await;
     let doc = document(&app, "/openapi.json").await;
     let schemas = &doc["components"]["schemas"];

@@ -78,7 +78,7 @@ async fn pending_accounts_become_active_through_the_worker(backend: Backend) {
     let id = json(resp).await["id"].as_str().unwrap().to_owned();
     let account = wait_for_status(&app, &id, "active", Duration::from_secs(15)).await;
     let number = account["accountNumber"].as_str().unwrap();
-    assert!(shared::domain::nuban::is_valid("044", number), "{number}");
+    assert!(domain::nuban::is_valid("044", number), "{number}");
     assert!(account["activatedAt"].is_string());
     assert_eq!(events_of(&app, "virtualaccount.active", &id).await, 1);
     // The number is the one the bank holds.
@@ -308,7 +308,7 @@ async fn a_lost_message_is_published_again(backend: Backend) {
 async fn a_job_this_version_cannot_read_is_dead_lettered_once(backend: Backend) {
     use sea_orm::ConnectionTrait;
     let app = spawn_app(backend).await;
-    let now = shared::time::now();
+    let now = domain::time::now();
     let job = shared::db::outbox::Job::Close {
         account_id: "va_unknown".into(),
     };

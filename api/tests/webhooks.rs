@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use common::{
     Backend, TestApp, account_body, captured_logs, spawn_app, spawn_app_with, start_webhooks_worker,
 };
+use domain::{KybStatus, Mode};
 use receiver::{Received, Receiver, Reply};
 use reqwest::StatusCode;
 use sea_orm::{ConnectionTrait, TransactionTrait};
@@ -21,7 +22,6 @@ use serde_json::{Value, json};
 use shared::crypto::Cipher;
 use shared::db::businesses::{self, IssuedBusiness};
 use shared::db::{deliveries, events};
-use shared::domain::{KybStatus, Mode};
 use tokio_util::sync::CancellationToken;
 use worker_webhooks::operator::{self, ReplayTarget};
 
@@ -84,7 +84,7 @@ async fn record_event(app: &TestApp, business_id: &str, mode: Mode, data: Value)
         mode,
         events::ACCOUNT_DEACTIVATED,
         &data,
-        shared::time::now(),
+        domain::time::now(),
     )
     .await
     .unwrap();
@@ -519,7 +519,7 @@ async fn an_exhausted_delivery_is_dead_lettered_and_one_replay_delivers_it(backe
     // fresh schedule, to the URL the mode has now.
     let moved = Receiver::start().await;
     set_url(&app, &app.business.id, Mode::Test, &moved.url).await;
-    let in_the_future = shared::time::now() + chrono::Duration::hours(1);
+    let in_the_future = domain::time::now() + chrono::Duration::hours(1);
     let target = |since| ReplayTarget::AllDead {
         business_id: Some(app.business.id.clone()),
         since: Some(since),
@@ -532,7 +532,7 @@ async fn an_exhausted_delivery_is_dead_lettered_and_one_replay_delivers_it(backe
         0,
         "none died after --since"
     );
-    let an_hour_ago = shared::time::now() - chrono::Duration::hours(1);
+    let an_hour_ago = domain::time::now() - chrono::Duration::hours(1);
     assert_eq!(
         operator::replay(&app.db, &target(an_hour_ago), &mut out)
             .await
@@ -685,7 +685,7 @@ async fn during_a_rotation_both_secrets_sign(backend: Backend) {
     .await
     .unwrap()
     .unwrap();
-    let stranger = shared::domain::keys::generate_webhook_secret();
+    let stranger = domain::keys::generate_webhook_secret();
 
     deactivated_account(&app, app.test_key(), 1).await;
     let during = receiver.wait_for(1, WITHIN).await.remove(0);

@@ -14,7 +14,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use anyhow::Context;
-use shared::config::SandboxConfig;
+use ops::config::SandboxConfig;
 
 pub use notify::sign;
 pub use routes::router;

@@ -6,8 +6,8 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::Parser;
+use ops::config::Config;
 use provider_sandbox::{Sandbox, router};
-use shared::config::Config;
 use tracing::info;
 
 /// Simulates the provider banks (wema-bank, access-bank, titan-trust-bank, test-bank) over HTTP.
@@ -22,7 +22,7 @@ struct Cli {
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
-    shared::ops::main_with(cli.config.as_deref(), run).await
+    ops::main_with(cli.config.as_deref(), run).await
 }
 
 async fn run(config: Config) -> anyhow::Result<()> {
@@ -35,7 +35,7 @@ async fn run(config: Config) -> anyhow::Result<()> {
     info!(address = %addr, "provider sandbox listening");
 
     axum::serve(listener, app)
-        .with_graceful_shutdown(shared::ops::shutdown_signal())
+        .with_graceful_shutdown(ops::shutdown_signal())
         .await?;
     info!("provider sandbox stopped");
     Ok(())

@@ -2,10 +2,10 @@
 
 use std::time::Duration;
 
+use domain::Bank;
 use hmac::{Hmac, Mac};
 use serde::Serialize;
 use sha2::Sha512;
-use shared::domain::Bank;
 
 use crate::state::Transaction;
 

@@ -10,11 +10,11 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use chrono::{DateTime, SubsecRound, Utc};
+use domain::Bank;
 use rand::Rng;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use shared::domain::Bank;
 use subtle::ConstantTimeEq;
 
 use crate::Sandbox;
@@ -41,11 +41,11 @@ pub fn router(sandbox: Sandbox) -> Router {
             sandbox.clone(),
             authenticate,
         ));
-    shared::metrics::install();
+    ops::metrics::install();
     Router::new()
         .route("/healthz", get(|| async { Json(json!({"status": "ok"})) }))
         .route("/readyz", get(readyz))
-        .route("/metrics", get(shared::metrics::endpoint))
+        .route("/metrics", get(ops::metrics::endpoint))
         .merge(authenticated)
         .layer(middleware::from_fn(observe))
         .with_state(sandbox)
@@ -68,9 +68,9 @@ async fn readyz(State(sandbox): State<Sandbox>) -> (StatusCode, Json<Value>) {
 /// `sandbox_requests_total{method,route,status}` and `sandbox_request_duration_seconds`: their
 /// own names, because `api dev` runs the sandbox inside the api's process and metrics recorder.
 async fn observe(request: Request, next: Next) -> Response {
-    let observed = shared::metrics::HttpObservation::start(&request);
+    let observed = ops::metrics::HttpObservation::start(&request);
     let response = next.run(request).await;
-    observed.finish(shared::metrics::SANDBOX_HTTP, response.status());
+    observed.finish(ops::metrics::SANDBOX_HTTP, response.status());
     response
 }
 
@@ -179,7 +179,7 @@ async fn create_account(
     };
     let delay = sandbox.config().activation_delay_secs;
     let account = sandbox
-        .update(|ledger| ledger.create(bank, new, shared::time::now(), delay))
+        .update(|ledger| ledger.create(bank, new, domain::time::now(), delay))
         .await?;
     let status = match account.status {
         Status::Active => StatusCode::CREATED,
@@ -205,7 +205,7 @@ async fn get_account(
 ) -> Result<Response, ApiError> {
     let bank = parse_bank(&bank)?;
     let account = sandbox
-        .update(|ledger| ledger.get(bank, &reference, shared::time::now()))
+        .update(|ledger| ledger.get(bank, &reference, domain::time::now()))
         .await?
         .ok_or_else(|| unknown_account(&reference))?;
     Ok(Json(AccountView::from(&account)).into_response())
@@ -217,7 +217,7 @@ async fn close_account(
 ) -> Result<Response, ApiError> {
     let bank = parse_bank(&bank)?;
     let account = sandbox
-        .update(|ledger| ledger.close(bank, &reference, shared::time::now()))
+        .update(|ledger| ledger.close(bank, &reference, domain::time::now()))
         .await?
         .ok_or_else(|| unknown_account(&reference))?;
     Ok(Json(AccountView::from(&account)).into_response())
@@ -239,7 +239,7 @@ async fn list_transactions(
     let from = parse_time("from", range.from.as_deref())?;
     let to = parse_time("to", range.to.as_deref())?;
     let data = sandbox
-        .update(|ledger| ledger.transactions(bank, &reference, from, to, shared::time::now()))
+        .update(|ledger| ledger.transactions(bank, &reference, from, to, domain::time::now()))
         .await?
         .ok_or_else(|| unknown_account(&reference))?;
     Ok(Json(json!({ "data": data })).into_response())
@@ -301,7 +301,7 @@ async fn control_deposit(
     // must find that very transaction.
     let paid_at = Utc::now().trunc_subsecs(3);
     let make = || Transaction {
-        reference: shared::ids::new_id("txn"),
+        reference: domain::ids::new_id("txn"),
         account_number: account_number.clone(),
         amount,
         currency: "NGN".into(),

@@ -4,10 +4,10 @@
 use std::collections::{BTreeMap, HashMap};
 
 use chrono::{DateTime, Duration, Utc};
+use domain::Bank;
+use domain::nuban;
 use rand::Rng;
 use serde::{Deserialize, Serialize};
-use shared::domain::Bank;
-use shared::domain::nuban;
 
 /// An identity number starting with this is rejected, so callers can exercise the failure path.
 const REJECTED_IDENTITY_PREFIX: &str = "99999";
@@ -273,7 +273,7 @@ mod rfc3339_millis {
     use serde::{Deserialize, Deserializer, Serializer};
 
     pub fn serialize<S: Serializer>(t: &DateTime<Utc>, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&shared::time::rfc3339(t))
+        s.serialize_str(&domain::time::rfc3339(t))
     }
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<DateTime<Utc>, D::Error> {

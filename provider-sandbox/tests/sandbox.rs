@@ -8,10 +8,10 @@ use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;
+use domain::nuban;
+use ops::config::SandboxConfig;
 use provider_sandbox::{sign, spawn};
 use serde_json::{Value, json};
-use shared::config::SandboxConfig;
-use shared::domain::nuban;
 use tokio::net::TcpListener;
 
 const KEY: &str = "test-sandbox-key";
@@ -93,7 +93,7 @@ fn account_body(reference: &str, bvn: &str) -> Value {
 }
 
 fn unique(prefix: &str) -> String {
-    shared::ids::new_id(prefix)
+    domain::ids::new_id(prefix)
 }
 
 /// Polls `check` every 50 ms until it yields a value or `within` passes.

@@ -1,18 +1,14 @@
-//! The library every process shares: configuration, domain, crypto, storage, telemetry.
+//! What the processes share beyond the domain and start-up: storage (sea-orm entities and
+//! queries), the broker and its outbox relay and consumer, the provider client, crypto, webhook
+//! signing, SSRF checks, the JSON views, and the bootstrap that opens them from the configuration.
 
-pub mod config;
+pub mod bootstrap;
 pub mod crypto;
 pub mod db;
-pub mod domain;
-pub mod ids;
-pub mod metrics;
-pub mod ops;
 pub mod providers;
 pub mod queue;
 pub mod relay;
 pub mod signing;
 pub mod ssrf;
-pub mod telemetry;
-pub mod time;
 pub mod views;
 pub mod worker;

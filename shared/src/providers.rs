@@ -9,8 +9,8 @@ use chrono::{DateTime, Utc};
 use reqwest::StatusCode;
 use serde::{Deserialize, Serialize};
 
-use crate::config::{Config, ProviderConfig};
-use crate::domain::{Bank, IdentityType, Mode};
+use domain::{Bank, IdentityType, Mode};
+use ops::config::{Config, ProviderConfig};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ProviderError {
@@ -141,8 +141,8 @@ impl RemoteTransaction {
     /// Why this transaction cannot be a deposit (fields named as in the transaction); empty when
     /// it can. Notifications and rechecks both ask, so a transaction is judged the same whichever
     /// way it arrives.
-    pub fn problems(&self) -> Vec<crate::domain::FieldError> {
-        use crate::domain::FieldError;
+    pub fn problems(&self) -> Vec<domain::FieldError> {
+        use domain::FieldError;
         let mut errors = Vec::new();
         if self.amount <= 0 {
             errors.push(FieldError::new(

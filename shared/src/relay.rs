@@ -51,7 +51,7 @@ impl Relay {
             let broker = self.broker.clone();
             let published = outbox::publish_due(
                 &self.db,
-                crate::time::now(),
+                domain::time::now(),
                 REPUBLISH_AFTER,
                 BATCH,
                 |row| {
@@ -89,7 +89,7 @@ impl Relay {
             }
             // The backlog is a count over an index: every tenth sweep is often enough.
             if sweeps.is_multiple_of(10)
-                && let Ok(backlog) = outbox::backlog(&self.db, crate::time::now()).await
+                && let Ok(backlog) = outbox::backlog(&self.db, domain::time::now()).await
             {
                 metrics::gauge!("outbox_backlog").set(backlog as f64);
             }

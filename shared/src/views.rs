@@ -7,8 +7,8 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use crate::db::accounts::Account;
-use crate::domain::Bank;
-use crate::time::rfc3339;
+use domain::Bank;
+use domain::time::rfc3339;
 
 /// A virtual account. The BVN/NIN itself is never returned, not even masked.
 #[derive(Debug, Clone, Serialize, ToSchema)]

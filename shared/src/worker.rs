@@ -100,7 +100,7 @@ impl<H: JobHandler> Consumer<H> {
             return;
         };
         let job_id = message.job_id;
-        let runnable = match outbox::load_runnable(&self.db, &job_id, crate::time::now()).await {
+        let runnable = match outbox::load_runnable(&self.db, &job_id, domain::time::now()).await {
             Ok(r) => r,
             Err(e) => {
                 tracing::warn!(job_id, error = %e, "cannot read job; requeueing");
@@ -123,7 +123,7 @@ impl<H: JobHandler> Consumer<H> {
                 metrics::counter!("jobs_consumed_total", "queue" => self.queue, "outcome" => "dead")
                     .increment(1);
                 let dead = JobOutcome::Dead { error };
-                if outbox::finish(&self.db, &row, &dead, crate::time::now())
+                if outbox::finish(&self.db, &row, &dead, domain::time::now())
                     .await
                     .is_err()
                 {
@@ -144,7 +144,7 @@ impl<H: JobHandler> Consumer<H> {
             request_id = %request_id,
         );
         let started = std::time::Instant::now();
-        let outcome = crate::telemetry::with_request_id(
+        let outcome = ops::telemetry::with_request_id(
             request_id,
             tracing::Instrument::instrument(self.handler.handle(&row, job), span.clone()),
         )
@@ -169,7 +169,7 @@ impl<H: JobHandler> Consumer<H> {
             JobOutcome::Dead { error } => tracing::warn!(error, "job dead-lettered"),
         }
         drop(_enter);
-        if let Err(e) = outbox::finish(&self.db, &row, &outcome, crate::time::now()).await {
+        if let Err(e) = outbox::finish(&self.db, &row, &outcome, domain::time::now()).await {
             tracing::warn!(job_id = %row.id, error = %e, "cannot record job outcome; requeueing");
             tokio::time::sleep(Duration::from_secs(1)).await;
             let _ = delivery.nack(true).await;

@@ -9,7 +9,7 @@ use shared::queue::MemoryBroker;
 async fn readiness_names_what_does_not_answer() {
     let db = sea_orm::Database::connect("sqlite::memory:").await.unwrap();
     let broker = MemoryBroker::new();
-    let (status, body) = shared::ops::readiness(&db, &broker).await;
+    let (status, body) = shared::bootstrap::readiness(&db, &broker).await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(
         body.0,
@@ -17,7 +17,7 @@ async fn readiness_names_what_does_not_answer() {
     );
 
     db.clone().close().await.unwrap();
-    let (status, body) = shared::ops::readiness(&db, &broker).await;
+    let (status, body) = shared::bootstrap::readiness(&db, &broker).await;
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(
         body.0,

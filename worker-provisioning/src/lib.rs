@@ -8,13 +8,13 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use backoff::backoff::Backoff;
+use domain::{AccountStatus, Bank, IdentityType, Mode};
+use ops::config::{Config, ProvisioningConfig};
 use sea_orm::{DatabaseConnection, EntityTrait, TransactionTrait};
-use shared::config::{Config, ProvisioningConfig};
 use shared::crypto::Cipher;
 use shared::db::accounts::{self, Account, Settlement};
 use shared::db::entities::virtual_account;
 use shared::db::outbox::{self, Job, JobOutcome, JobRow};
-use shared::domain::{AccountStatus, Bank, IdentityType, Mode};
 use shared::providers::{OpenAccount, ProviderError, Providers, RemoteStatus};
 use shared::queue::Broker;
 use shared::relay::Relay;
@@ -123,7 +123,7 @@ impl Provisioner {
                 Settlement::Pending
             }
         };
-        let now = shared::time::now();
+        let now = domain::time::now();
         if settlement == Settlement::Pending {
             let waited = (now - account.created_at).num_seconds().max(0) as u64;
             if waited < self.config.give_up_after_secs {
@@ -174,7 +174,7 @@ impl Provisioner {
 
     /// Fails an account that waited too long, and closes it at the bank in case a number comes.
     async fn give_up(&self, account: &Account, reason: String) -> Result<JobOutcome, String> {
-        let now = shared::time::now();
+        let now = domain::time::now();
         let txn = self.db.begin().await.map_err(|e| e.to_string())?;
         let changed = accounts::settle(
             &txn,
@@ -219,7 +219,7 @@ impl Provisioner {
         let Some(remote) = remote.filter(|r| !matches!(r.status, RemoteStatus::Closed)) else {
             return Ok(JobOutcome::Done);
         };
-        let now = shared::time::now();
+        let now = domain::time::now();
         let txn = self.db.begin().await.map_err(|e| e.to_string())?;
         match remote.account_number {
             Some(number) => {
@@ -291,7 +291,7 @@ pub async fn run_with(
 
 /// The `worker-provisioning` process.
 pub async fn run(config: Config) -> anyhow::Result<()> {
-    shared::ops::run_worker("worker-provisioning", &config, |p| async {
+    shared::bootstrap::run_worker("worker-provisioning", &config, |p| async {
         run_with(&config, p.db, p.cipher, p.broker, p.relay, p.shutdown).await
     })
     .await

@@ -15,5 +15,5 @@ struct Cli {
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
-    shared::ops::main_with(cli.config.as_deref(), worker_provisioning::run).await
+    ops::main_with(cli.config.as_deref(), worker_provisioning::run).await
 }

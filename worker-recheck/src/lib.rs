@@ -8,12 +8,12 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use backoff::backoff::Backoff;
+use domain::{Bank, Mode};
+use ops::config::{Config, RecheckConfig};
 use sea_orm::DatabaseConnection;
-use shared::config::{Config, RecheckConfig};
 use shared::db::deposits::{self, Recorded, Source};
 use shared::db::outbox::{Job, JobOutcome, JobRow};
 use shared::db::{accounts, rechecks};
-use shared::domain::{Bank, Mode};
 use shared::providers::Providers;
 use shared::queue::Broker;
 use shared::relay::Relay;
@@ -73,7 +73,7 @@ impl Rechecker {
             rechecks::FAILED,
             None,
             Some(reason),
-            shared::time::now(),
+            domain::time::now(),
         )
         .await
         .map_err(|e| e.to_string())?;
@@ -91,7 +91,7 @@ impl Rechecker {
         if recheck.status == rechecks::COMPLETED || recheck.status == rechecks::FAILED {
             return Ok(JobOutcome::Done); // a repeat of a finished job
         }
-        let now = shared::time::now();
+        let now = domain::time::now();
         rechecks::set_status(&self.db, recheck_id, rechecks::RUNNING, None, None, now)
             .await
             .map_err(db_err)?;
@@ -153,7 +153,7 @@ impl Rechecker {
                 bank,
                 tx,
                 Source::Recheck(recheck_id.to_owned()),
-                shared::time::now(),
+                domain::time::now(),
             )
             .await
             .map_err(db_err)?;
@@ -175,7 +175,7 @@ impl Rechecker {
             rechecks::COMPLETED,
             Some(found as i32),
             None,
-            shared::time::now(),
+            domain::time::now(),
         )
         .await
         .map_err(db_err)?;
@@ -211,7 +211,7 @@ pub async fn run_with(
 
 /// The `worker-recheck` process.
 pub async fn run(config: Config) -> anyhow::Result<()> {
-    shared::ops::run_worker("worker-recheck", &config, |p| async {
+    shared::bootstrap::run_worker("worker-recheck", &config, |p| async {
         run_with(&config, p.db, p.broker, p.relay, p.shutdown).await
     })
     .await

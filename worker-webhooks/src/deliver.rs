@@ -7,16 +7,16 @@ use std::time::{Duration, Instant, SystemTime};
 
 use async_trait::async_trait;
 use chrono::Utc;
+use domain::Mode;
+use ops::config::WebhooksConfig;
 use reqwest::header::{CONTENT_TYPE, HeaderValue, RETRY_AFTER};
 use sea_orm::{DatabaseConnection, EntityTrait};
-use shared::config::WebhooksConfig;
 use shared::crypto::Cipher;
 use shared::db::businesses::webhook_secret_context;
 use shared::db::deliveries::{self, AttemptRecord, Delivery, Next};
 use shared::db::entities::{business_mode, event};
 use shared::db::events;
 use shared::db::outbox::{Job, JobOutcome, JobRow};
-use shared::domain::Mode;
 use shared::signing::{self, SigningKey};
 use shared::worker::JobHandler;
 
@@ -69,7 +69,7 @@ impl Deliverer {
             // Finished, or superseded by a replay or resend whose own job carries it on.
             return Ok(JobOutcome::Done);
         }
-        let now = shared::time::now();
+        let now = domain::time::now();
         if let Some(due) = delivery.next_attempt_at
             && due > now + chrono::Duration::seconds(1)
         {
@@ -129,7 +129,7 @@ impl Deliverer {
         if let (Some(previous), Some(expires)) = (
             &settings.previous_webhook_secret_enc,
             settings.previous_secret_expires_at,
-        ) && expires > shared::time::now()
+        ) && expires > domain::time::now()
         {
             keys.push(key(previous)?);
         }
@@ -145,7 +145,7 @@ impl Deliverer {
         body: String,
         keys: &[SigningKey],
     ) -> Sent {
-        let attempted_at = shared::time::now();
+        let attempted_at = domain::time::now();
         let started = Instant::now();
         let refused = |error: String| Sent {
             record: AttemptRecord {
@@ -221,7 +221,7 @@ impl Deliverer {
         delivery: &Delivery,
         sent: Sent,
     ) -> Result<JobOutcome, String> {
-        let now = shared::time::now();
+        let now = domain::time::now();
         let made = delivery.attempts + 1;
         let record = &sent.record;
         let succeeded = (200..300).contains(&record.status_code);
@@ -283,7 +283,7 @@ impl Deliverer {
                 if d.status == deliveries::PENDING
                     && d.job_id.as_deref().is_none_or(|j| j == row.id) =>
             {
-                let now = shared::time::now();
+                let now = domain::time::now();
                 let due = d.next_attempt_at.unwrap_or(now);
                 JobOutcome::Retry {
                     after: (due - now).to_std().unwrap_or(Duration::ZERO),
@@ -415,7 +415,7 @@ mod tests {
         metrics::with_local_recorder(&recorder, || {
             for (status_code, duration_ms, next) in attempts {
                 let record = AttemptRecord {
-                    attempted_at: shared::time::now(),
+                    attempted_at: domain::time::now(),
                     status_code: *status_code,
                     duration_ms: *duration_ms,
                     response_excerpt: None,
@@ -429,7 +429,7 @@ mod tests {
 
     #[test]
     fn attempts_are_counted_by_outcome_and_timed_when_a_request_was_sent() {
-        let later = shared::time::now();
+        let later = domain::time::now();
         let text = observed(&[
             (500, 120, Next::RetryAt(later)),
             (0, 10_000, Next::RetryAt(later)),

@@ -14,8 +14,8 @@ pub mod schedule;
 use std::sync::Arc;
 use std::time::Duration;
 
+use ops::config::Config;
 use sea_orm::DatabaseConnection;
-use shared::config::Config;
 use shared::crypto::Cipher;
 use shared::queue::Broker;
 use shared::relay::Relay;
@@ -71,7 +71,7 @@ pub async fn count_dead_letters(db: DatabaseConnection, shutdown: CancellationTo
 
 /// The `worker-webhooks` process.
 pub async fn run(config: Config) -> anyhow::Result<()> {
-    shared::ops::run_worker("worker-webhooks", &config, |p| async {
+    shared::bootstrap::run_worker("worker-webhooks", &config, |p| async {
         run_with(&config, p.db, p.cipher, p.broker, p.relay, p.shutdown).await
     })
     .await

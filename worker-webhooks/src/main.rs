@@ -57,7 +57,7 @@ enum DeadCommand {
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
-    shared::ops::main_with(cli.config.as_deref(), |config| async move {
+    ops::main_with(cli.config.as_deref(), |config| async move {
         match cli.command {
             None => worker_webhooks::run(config).await,
             Some(command) => operate(command, &config).await,
@@ -67,7 +67,7 @@ async fn main() -> ExitCode {
 }
 
 /// The operator commands print their results on stdout and nothing else there.
-async fn operate(command: Command, config: &shared::config::Config) -> anyhow::Result<()> {
+async fn operate(command: Command, config: &ops::config::Config) -> anyhow::Result<()> {
     let db = operator::open_database(config).await?;
     let mut out = std::io::stdout().lock();
     match command {
@@ -85,7 +85,7 @@ async fn operate(command: Command, config: &shared::config::Config) -> anyhow::R
         } => {
             let target = if all_dead {
                 let since = since
-                    .map(|s| operator::parse_since(&s, shared::time::now()))
+                    .map(|s| operator::parse_since(&s, domain::time::now()))
                     .transpose()
                     .map_err(anyhow::Error::msg)?;
                 ReplayTarget::AllDead {

@@ -6,13 +6,13 @@ use std::io::Write;
 
 use anyhow::Context;
 use chrono::{DateTime, NaiveDate, Utc};
+use domain::time::rfc3339;
+use ops::config::Config;
 use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter};
 use sea_orm_migration::MigratorTrait;
 use serde::Serialize;
-use shared::config::Config;
 use shared::db::deliveries::{self, Delivery};
 use shared::db::entities::event;
-use shared::time::rfc3339;
 
 /// The configured database, else the dev data folder's SQLite file (as `api admin` does),
 /// migrated on the fly so the commands work before the first `api dev`.
@@ -29,7 +29,7 @@ pub async fn open_database(config: &Config) -> anyhow::Result<DatabaseConnection
             config.dev_database_url()
         }
     };
-    let db = shared::ops::connect_database(&url, config).await?;
+    let db = shared::bootstrap::connect_database(&url, config).await?;
     if config.database.url.is_none() {
         migrations::Migrator::up(&db, None)
             .await
@@ -124,7 +124,7 @@ pub async fn replay(
     target: &ReplayTarget,
     out: &mut impl Write,
 ) -> anyhow::Result<usize> {
-    let now = shared::time::now();
+    let now = domain::time::now();
     let (replayed, missing) = match target {
         ReplayTarget::Ids(ids) => {
             let mut replayed = Vec::new();

@@ -13,11 +13,11 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use domain::Mode;
+use ops::config::Config;
 use sea_orm::TransactionTrait;
-use shared::config::Config;
 use shared::crypto::Cipher;
 use shared::db::events;
-use shared::domain::Mode;
 use shared::queue::{Broker, MemoryBroker, RabbitBroker};
 use shared::relay::Relay;
 use support::receiver::Receiver;
@@ -118,7 +118,7 @@ impl Rig {
             Mode::Test,
             events::ACCOUNT_DEACTIVATED,
             &serde_json::json!({"id": format!("va_{n}"), "object": "virtual_account", "status": "deactivated"}),
-            shared::time::now(),
+            domain::time::now(),
         )
         .await
         .unwrap();

@@ -36,7 +36,7 @@ async fn dead_delivery(setup: &Setup, business_id: &str, n: usize) -> (String, S
         .unwrap()
         .remove(0);
     let attempt = AttemptRecord {
-        attempted_at: shared::time::now(),
+        attempted_at: domain::time::now(),
         status_code: 503,
         duration_ms: 12,
         response_excerpt: Some("down".into()),
@@ -50,7 +50,7 @@ async fn dead_delivery(setup: &Setup, business_id: &str, n: usize) -> (String, S
             &job,
             &attempt,
             &Next::Dead,
-            shared::time::now()
+            domain::time::now()
         )
         .await
         .unwrap()

@@ -8,11 +8,11 @@ use axum::{Json, Router};
 use serde_json::{Map, Value};
 use std::time::Duration;
 
+use domain::validation::{FieldError, bounded_text, optional_string, reject_unknown};
+use domain::{AccountStatus, Mode, NewAccount};
 use shared::db::accounts::{
     self, CreateOutcome, CreateRequest, DeactivateOutcome, LimitState, ListQuery, Settlement,
 };
-use shared::domain::validation::{FieldError, bounded_text, optional_string, reject_unknown};
-use shared::domain::{AccountStatus, Mode, NewAccount};
 use shared::providers::{OpenAccount, ProviderError, RemoteStatus};
 use shared::views::{AccountView, Page};
 
@@ -97,7 +97,7 @@ async fn create(
             + chrono::Duration::seconds(5),
     };
     let (outcome, limit) =
-        accounts::create(&state.db, &state.cipher, &request, shared::time::now()).await?;
+        accounts::create(&state.db, &state.cipher, &request, domain::time::now()).await?;
     let mut headers = rate_limit_headers(&limit);
     let (status, account) = match outcome {
         CreateOutcome::Started {
@@ -111,7 +111,7 @@ async fn create(
                 &created.id,
                 &job_id,
                 settlement,
-                shared::time::now(),
+                domain::time::now(),
             )
             .await?;
             if status == 202 {
@@ -210,7 +210,7 @@ fn rate_limit_headers(limit: &LimitState) -> HeaderMap {
 /// The request as a hash: `serde_json` maps keep their keys sorted (no `preserve_order`), so the
 /// same fields in any order, with any spacing, hash the same.
 fn request_hash(body: Map<String, Value>) -> String {
-    shared::domain::keys::sha256_hex(&Value::Object(body).to_string())
+    domain::keys::sha256_hex(&Value::Object(body).to_string())
 }
 
 /// List virtual accounts
@@ -363,7 +363,7 @@ async fn deactivate(
         caller.mode(),
         &id,
         reason,
-        shared::time::now(),
+        domain::time::now(),
     )
     .await?;
     match outcome {

@@ -5,12 +5,12 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use chrono::{DateTime, Utc};
+use domain::validation::{FieldError, bounded_text, optional_string, reject_unknown};
+use domain::{AccountStatus, Bank, Mode};
 use serde_json::{Map, Value, json};
 use shared::db::accounts::{self, Account};
 use shared::db::deposits::{self, Recorded};
 use shared::db::rechecks;
-use shared::domain::validation::{FieldError, bounded_text, optional_string, reject_unknown};
-use shared::domain::{AccountStatus, Bank, Mode};
 use shared::providers::{ProviderError, RemoteTransaction, SimulatedDeposit};
 use shared::views::{DepositView, Page, RecheckView};
 
@@ -246,7 +246,7 @@ async fn request_recheck(
     Path(id): Path<String>,
     OptionalJsonObject(body): OptionalJsonObject,
 ) -> ApiResult<(StatusCode, Json<RecheckView>)> {
-    let now = shared::time::now();
+    let now = domain::time::now();
     let mut errors = Vec::new();
     reject_unknown(&body, &["from", "to"], &mut errors);
     let to = parse_time(&body, "to", &mut errors).unwrap_or(now);
@@ -406,7 +406,7 @@ async fn notification(
                 mode,
                 bank,
                 &kept,
-                shared::time::now(),
+                domain::time::now(),
             )
             .await?;
             tracing::warn!(notification_id = %id, bank = bank.slug(), error = %problem, "signed notification refused as invalid; kept");
@@ -419,7 +419,7 @@ async fn notification(
         bank,
         text,
         transaction.as_ref(),
-        shared::time::now(),
+        domain::time::now(),
     )
     .await?;
     let outcome = match &recorded {

@@ -4,12 +4,12 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::{get, post};
 use axum::{Json, Router};
+use domain::FieldError;
+use domain::time::rfc3339;
 use serde::Serialize;
 use serde_json::Value;
 use shared::db::deliveries::{self, Attempt, Delivery};
 use shared::db::events::{self, Event};
-use shared::domain::FieldError;
-use shared::time::rfc3339;
 use shared::views::Page;
 use utoipa::ToSchema;
 use utoipa::openapi::schema::{Object, ObjectBuilder, Type};
@@ -267,7 +267,7 @@ async fn resend(
     let event = events::find(&state.db, caller.business_id(), caller.mode(), &id)
         .await?
         .ok_or(ApiError::NotFound)?;
-    match deliveries::resend(&state.db, &event, shared::time::now()).await? {
+    match deliveries::resend(&state.db, &event, domain::time::now()).await? {
         Some(delivery) => {
             state.relay.kick();
             tracing::info!(event_id = %event.id, delivery_id = %delivery.id, "event resend requested");

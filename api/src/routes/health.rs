@@ -33,5 +33,5 @@ pub async fn healthz() -> Json<Value> {
     ),
 )]
 pub async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<Value>) {
-    shared::ops::readiness(&state.db, state.relay.broker().as_ref()).await
+    shared::bootstrap::readiness(&state.db, state.relay.broker().as_ref()).await
 }

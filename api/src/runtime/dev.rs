@@ -4,10 +4,10 @@
 use std::sync::Arc;
 
 use anyhow::Context;
+use domain::KybStatus;
+use ops::config::Config;
 use sea_orm::{EntityTrait, PaginatorTrait};
-use shared::config::Config;
 use shared::db::{businesses, entities::business};
-use shared::domain::KybStatus;
 use shared::queue::{Broker, MemoryBroker};
 use shared::relay::Relay;
 use tokio_util::sync::CancellationToken;
@@ -43,7 +43,7 @@ pub async fn run(mut config: Config) -> anyhow::Result<()> {
     }
 
     let shutdown = CancellationToken::new();
-    shared::ops::cancel_on_signal(shutdown.clone());
+    ops::cancel_on_signal(shutdown.clone());
     let broker: Arc<dyn Broker> = Arc::new(MemoryBroker::new());
     broker.declare().await?;
     // The previous run's in-process queue died with it: work it held resumes now, not after the

@@ -4,11 +4,11 @@ use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::Context;
+use ops::config::Config;
+use ops::redact_url;
 use sea_orm::DatabaseConnection;
 use sea_orm_migration::MigratorTrait;
-use shared::config::Config;
 use shared::crypto::Cipher;
-use shared::ops::redact_url;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
@@ -67,7 +67,7 @@ fn write_private(path: &Path, contents: &str) -> std::io::Result<()> {
 }
 
 pub async fn connect(url: &str, config: &Config) -> anyhow::Result<DatabaseConnection> {
-    shared::ops::connect_database(url, config).await
+    shared::bootstrap::connect_database(url, config).await
 }
 
 pub async fn migrate(db: &DatabaseConnection) -> anyhow::Result<()> {
@@ -79,7 +79,7 @@ pub async fn migrate(db: &DatabaseConnection) -> anyhow::Result<()> {
 /// `api serve`: PostgreSQL, RabbitMQ, the relay, and HTTP until SIGTERM.
 pub async fn serve_production(config: Config) -> anyhow::Result<()> {
     config.require_production()?;
-    if config.sandbox.secret == shared::config::SandboxConfig::default().secret {
+    if config.sandbox.secret == ops::config::SandboxConfig::default().secret {
         // Not refused (SPEC §6 names the three settings a production start needs), but anyone
         // who reads this repository could sign test-mode notifications with it.
         tracing::warn!(
@@ -89,10 +89,10 @@ pub async fn serve_production(config: Config) -> anyhow::Result<()> {
     }
     let url = config.database.url.clone().expect("checked above");
     let db = connect(&url, &config).await?;
-    let cipher = Arc::new(shared::ops::configured_cipher(&config)?);
-    let broker = shared::ops::connect_broker(&config).await?;
+    let cipher = Arc::new(shared::bootstrap::configured_cipher(&config)?);
+    let broker = shared::bootstrap::connect_broker(&config).await?;
     let shutdown = CancellationToken::new();
-    shared::ops::cancel_on_signal(shutdown.clone());
+    ops::cancel_on_signal(shutdown.clone());
     let relay = shared::relay::Relay::new(db.clone(), broker);
     let relay_task = tokio::spawn(relay.clone().run(shutdown.clone()));
     let listener = bind(config.http.bind).await?;
@@ -127,7 +127,7 @@ async fn maintenance(db: DatabaseConnection, shutdown: CancellationToken) {
             () = shutdown.cancelled() => return,
             _ = tick.tick() => {}
         }
-        let now = shared::time::now();
+        let now = domain::time::now();
         if let Err(e) =
             shared::db::accounts::purge_idempotency_keys(&db, now - chrono::Duration::hours(48))
                 .await

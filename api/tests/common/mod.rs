@@ -9,12 +9,12 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use api::AppState;
+use domain::KybStatus;
+use ops::config::Config;
 use sea_orm::{ConnectionTrait, DatabaseConnection};
 use serde_json::{Value, json};
-use shared::config::Config;
 use shared::crypto::Cipher;
 use shared::db::businesses::{self, IssuedBusiness};
-use shared::domain::KybStatus;
 use shared::queue::{Broker, MemoryBroker, RabbitBroker};
 use shared::relay::Relay;
 use tokio_util::sync::CancellationToken;

@@ -13,8 +13,8 @@ use sha2::{Digest, Sha256};
 use super::entities::{business_mode, idempotency_key, virtual_account};
 use super::outbox::{Job, enqueue};
 use crate::crypto::Cipher;
-use crate::domain::{AccountStatus, Mode, NewAccount};
-use crate::ids::new_id;
+use domain::ids::new_id;
+use domain::{AccountStatus, Mode, NewAccount};
 
 pub use virtual_account::Model as Account;
 
@@ -100,7 +100,7 @@ pub async fn create(
     lock_business_mode(&txn, req.business_id, req.mode).await?;
     // The time is read again once the locks are held: a long wait for them must not leave the
     // provisioning job due before the handler's own bank call has had its full timeout.
-    let now = crate::time::now().max(now);
+    let now = domain::time::now().max(now);
 
     let inserted = idempotency_key::Entity::insert(idempotency_key::ActiveModel {
         business_id: Set(req.business_id.to_owned()),

@@ -7,10 +7,10 @@ use serde::Serialize;
 
 use super::entities::{business, business_mode};
 use crate::crypto::Cipher;
-use crate::domain::keys::{generate_secret_key, generate_webhook_secret, hash_secret_key};
-use crate::domain::{KybStatus, Mode};
-use crate::ids::new_id;
-use crate::time::now;
+use domain::ids::new_id;
+use domain::keys::{generate_secret_key, generate_webhook_secret, hash_secret_key};
+use domain::time::now;
+use domain::{KybStatus, Mode};
 
 /// What `api admin business create` prints: the only time the secrets are shown.
 #[derive(Debug, Serialize)]

@@ -11,7 +11,7 @@ use sea_orm::{
 use super::entities::{delivery, delivery_attempt};
 use super::events::Event;
 use super::outbox::{self, Job};
-use crate::ids::new_id;
+use domain::ids::new_id;
 
 pub use delivery::Model as Delivery;
 pub use delivery_attempt::Model as Attempt;
@@ -114,7 +114,7 @@ pub async fn restart<C: ConnectionTrait>(
     let Some(current) = find(db, delivery_id).await? else {
         return Ok(None);
     };
-    let url = match crate::domain::Mode::parse(&current.mode) {
+    let url = match domain::Mode::parse(&current.mode) {
         Some(mode) => super::events::webhook_url(db, &current.business_id, mode).await?,
         None => None,
     };
@@ -168,7 +168,7 @@ pub async fn resend(
     event: &Event,
     now: DateTime<Utc>,
 ) -> Result<Option<Delivery>, DbErr> {
-    let mode = crate::domain::Mode::parse(&event.mode)
+    let mode = domain::Mode::parse(&event.mode)
         .ok_or_else(|| DbErr::Custom(format!("event {} has a bad mode", event.id)))?;
     // Two tries: a concurrent resend may insert the delivery between our look and our insert.
     for _ in 0..2 {

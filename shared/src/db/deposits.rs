@@ -9,10 +9,10 @@ use sea_orm::{
 };
 
 use super::entities::{deposit, provider_notification, virtual_account};
-use crate::domain::{AccountStatus, Bank, Mode};
-use crate::ids::new_id;
 use crate::providers::RemoteTransaction;
 use crate::views::{AccountView, DepositView};
+use domain::ids::new_id;
+use domain::{AccountStatus, Bank, Mode};
 
 pub use deposit::Model as Deposit;
 

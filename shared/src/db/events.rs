@@ -9,8 +9,8 @@ use sea_orm::{
 use serde::Serialize;
 
 use super::entities::{business_mode, event};
-use crate::domain::Mode;
-use crate::ids::new_id;
+use domain::Mode;
+use domain::ids::new_id;
 
 pub use event::Model as Event;
 
@@ -92,7 +92,7 @@ pub fn envelope(event: &Event) -> String {
         string(&event.id),
         string(&event.event_type),
         string(&event.mode),
-        string(&crate::time::rfc3339(&event.created_at)),
+        string(&domain::time::rfc3339(&event.created_at)),
         event.data,
     )
 }

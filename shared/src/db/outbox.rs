@@ -13,7 +13,7 @@ use sea_orm::{
 use serde::{Deserialize, Serialize};
 
 use super::entities::outbox;
-use crate::ids::new_id;
+use domain::ids::new_id;
 
 pub use outbox::Model as JobRow;
 
@@ -68,7 +68,7 @@ pub async fn enqueue<C: ConnectionTrait>(
         last_error: Set(None),
         created_at: Set(now),
         updated_at: Set(now),
-        request_id: Set(crate::telemetry::request_id()),
+        request_id: Set(ops::telemetry::request_id()),
     })
     .exec_without_returning(db)
     .await?;

@@ -9,7 +9,7 @@ use sea_orm::{
 use super::accounts::Account;
 use super::entities::recheck;
 use super::outbox::{Job, enqueue};
-use crate::ids::new_id;
+use domain::ids::new_id;
 
 pub use recheck::Model as Recheck;
 

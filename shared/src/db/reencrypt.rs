@@ -16,7 +16,7 @@ use super::accounts::identity_context;
 use super::businesses::webhook_secret_context;
 use super::entities::{business_mode, virtual_account};
 use crate::crypto::Cipher;
-use crate::domain::Mode;
+use domain::Mode;
 
 const BATCH: u64 = 500;
 

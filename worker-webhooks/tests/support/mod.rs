@@ -9,12 +9,12 @@ pub mod receiver;
 use std::path::PathBuf;
 use std::process::Command;
 
+use domain::{KybStatus, Mode};
 use sea_orm::{ConnectionTrait, DatabaseConnection, TransactionTrait};
 use sea_orm_migration::MigratorTrait;
 use shared::crypto::Cipher;
 use shared::db::businesses::{self, IssuedBusiness};
 use shared::db::events;
-use shared::domain::{KybStatus, Mode};
 
 /// TEST_DATABASE_URL, or None (with a note) when it is unset; under CI it must be set.
 pub fn postgres_url() -> Option<String> {
@@ -159,7 +159,7 @@ impl Setup {
             Mode::Test,
             events::ACCOUNT_DEACTIVATED,
             &serde_json::json!({"id": format!("va_{n}"), "status": "deactivated"}),
-            shared::time::now(),
+            domain::time::now(),
         )
         .await
         .unwrap();

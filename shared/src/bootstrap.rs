@@ -13,7 +13,9 @@ use sea_orm::DatabaseConnection;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::config::Config;
+use ops::config::Config;
+use ops::{cancel_on_signal, redact_url};
+
 use crate::crypto::Cipher;
 use crate::queue::{Broker, RabbitBroker};
 
@@ -56,47 +58,6 @@ pub async fn connect_broker(config: &Config) -> anyhow::Result<Arc<dyn Broker>> 
     Ok(Arc::new(broker))
 }
 
-/// A URL without its password, for messages and logs.
-pub fn redact_url(url: &str) -> String {
-    match url::Url::parse(url) {
-        Ok(mut parsed) if parsed.password().is_some() => {
-            let _ = parsed.set_password(Some("***"));
-            parsed.to_string()
-        }
-        _ => url.to_owned(),
-    }
-}
-
-/// Cancels `token` on SIGTERM or Ctrl-C.
-pub fn cancel_on_signal(token: CancellationToken) {
-    tokio::spawn(async move {
-        shutdown_signal().await;
-        token.cancel();
-    });
-}
-
-pub async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => {},
-        () = term => {},
-    }
-    tracing::info!("shutdown requested: finishing in-flight work");
-}
-
 #[derive(Clone)]
 struct OpsState {
     db: DatabaseConnection,
@@ -110,7 +71,7 @@ pub async fn serve_ops(
     broker: Arc<dyn Broker>,
     shutdown: CancellationToken,
 ) -> anyhow::Result<SocketAddr> {
-    crate::metrics::install();
+    ops::metrics::install();
     let listener = tokio::net::TcpListener::bind(bind)
         .await
         .with_context(|| format!("binding the ops port {bind}"))?;
@@ -118,7 +79,7 @@ pub async fn serve_ops(
     let app = axum::Router::new()
         .route("/healthz", get(|| async { Json(json!({"status": "ok"})) }))
         .route("/readyz", get(readyz))
-        .route("/metrics", get(crate::metrics::endpoint))
+        .route("/metrics", get(ops::metrics::endpoint))
         .with_state(OpsState { db, broker });
     tokio::spawn(async move {
         let _ = axum::serve(listener, app)
@@ -157,34 +118,6 @@ pub async fn readiness(db: &DatabaseConnection, broker: &dyn Broker) -> (StatusC
             "broker": word(broker),
         })),
     )
-}
-
-/// The `main` of every binary: the configuration (defaults, `config_file` or `VAS_CONFIG`, then
-/// `VAS_…` variables), logging to stderr, then `run`. An error is printed to stderr (never a
-/// secret: errors name settings, not their values) and the process exits 1.
-pub async fn main_with<F, Fut>(
-    config_file: Option<&std::path::Path>,
-    run: F,
-) -> std::process::ExitCode
-where
-    F: FnOnce(Config) -> Fut,
-    Fut: std::future::Future<Output = anyhow::Result<()>>,
-{
-    let config = match Config::load(config_file) {
-        Ok(config) => config,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return std::process::ExitCode::FAILURE;
-        }
-    };
-    crate::telemetry::init(&config.log);
-    match run(config).await {
-        Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            std::process::ExitCode::FAILURE
-        }
-    }
 }
 
 /// What a worker process's consumer runs with.
