@@ -280,8 +280,41 @@ pub fn normalise_phone(value: &str) -> Result<String, FieldError> {
     Ok(number.format().mode(phonenumber::Mode::E164).to_string())
 }
 
+/// Whether money paid at `paid_at` is credited: the account was active then, i.e. it had been
+/// activated and was not yet deactivated. Decided by when the money was paid, not when it was
+/// recorded, so a recheck or a bank's late retry after a deactivation credits what was paid
+/// while the account was active, and flags what was paid after. An account that never became
+/// active (deactivated while pending; its late number is closed at the bank) credits nothing.
+pub fn credits_deposit(
+    activated_at: Option<chrono::DateTime<chrono::Utc>>,
+    deactivated_at: Option<chrono::DateTime<chrono::Utc>>,
+    paid_at: chrono::DateTime<chrono::Utc>,
+) -> bool {
+    activated_at.is_some() && deactivated_at.is_none_or(|deactivated| paid_at < deactivated)
+}
+
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_deposit_is_credited_by_the_account_state_when_it_was_paid() {
+        let t = |s: i64| chrono::DateTime::from_timestamp(1_700_000_000 + s, 0).unwrap();
+        assert!(credits_deposit(Some(t(0)), None, t(10)));
+        assert!(
+            credits_deposit(Some(t(0)), Some(t(100)), t(99)),
+            "paid while active"
+        );
+        assert!(
+            !credits_deposit(Some(t(0)), Some(t(100)), t(100)),
+            "paid at deactivation"
+        );
+        assert!(
+            !credits_deposit(Some(t(0)), Some(t(100)), t(101)),
+            "paid after"
+        );
+        assert!(!credits_deposit(None, Some(t(100)), t(50)), "never active");
+        assert!(!credits_deposit(None, None, t(50)), "still pending");
+    }
     use super::*;
     use serde_json::json;
 

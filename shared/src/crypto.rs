@@ -9,6 +9,24 @@ use rand::Rng;
 use sha2::{Digest, Sha256};
 
 const VERSION: &str = "v1";
+const DIGEST_VERSION: &str = "d1";
+
+fn hmac_sha256(key: &[u8], data: &[u8]) -> [u8; 32] {
+    use hmac::{Hmac, Mac};
+    let mut mac =
+        <Hmac<Sha256> as Mac>::new_from_slice(key).expect("HMAC takes a key of any length");
+    mac.update(data);
+    mac.finalize().into_bytes().into()
+}
+
+fn keyed_digest(key: &Key, purpose: &str, data: &[u8]) -> String {
+    let purpose_key = hmac_sha256(&key.digest_key, purpose.as_bytes());
+    format!(
+        "{DIGEST_VERSION}:{}:{}",
+        key.id,
+        hex::encode(hmac_sha256(&purpose_key, data))
+    )
+}
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum CryptoError {
@@ -25,6 +43,8 @@ pub enum CryptoError {
 struct Key {
     id: String,
     cipher: Aes256Gcm,
+    /// Derived from the key for keyed digests, so the encryption key itself never signs anything.
+    digest_key: [u8; 32],
 }
 
 impl Key {
@@ -36,7 +56,12 @@ impl Key {
         // The id names the key without revealing it: 8 hex characters of its hash.
         let id = hex::encode(&Sha256::digest(&bytes)[..4]);
         let cipher = Aes256Gcm::new_from_slice(&bytes).map_err(|_| CryptoError::BadKey)?;
-        Ok(Self { id, cipher })
+        let digest_key = hmac_sha256(&bytes, b"vas/keyed-digest/v1").into();
+        Ok(Self {
+            id,
+            cipher,
+            digest_key,
+        })
     }
 }
 
@@ -125,6 +150,22 @@ impl Cipher {
         String::from_utf8(plain).map_err(|_| CryptoError::Tampered)
     }
 
+    /// A keyed digest of `data` (HMAC-SHA256 under a key derived from the encryption key, bound
+    /// to `purpose`): `d1:<key id>:<hex>`. Unlike a plain hash it cannot be brute-forced from a
+    /// database copy, even when `data` holds only a few unknown digits (a BVN).
+    pub fn digest(&self, purpose: &str, data: &[u8]) -> String {
+        keyed_digest(&self.current, purpose, data)
+    }
+
+    /// The digests of `data` under the current and every previous key: a value stored before a
+    /// key rotation still matches one of them.
+    pub fn digests(&self, purpose: &str, data: &[u8]) -> Vec<String> {
+        std::iter::once(&self.current)
+            .chain(&self.previous)
+            .map(|key| keyed_digest(key, purpose, data))
+            .collect()
+    }
+
     /// True when `stored` was sealed with a key other than the current one (worth re-encrypting).
     pub fn is_stale(&self, stored: &str) -> bool {
         !stored.starts_with(&self.current_prefix())
@@ -159,9 +200,63 @@ pub fn verify_provider_signature(secret: &str, body: &[u8], signature_hex: &str)
     mac.verify_slice(&expected).is_ok()
 }
 
+/// The digest an idempotency key keeps of its request body, and every form an earlier request
+/// with the same body may have stored: the digest under a previous encryption key, or the plain
+/// SHA-256 that rows written before keyed digests hold (a key lives 48 hours, so those rows are
+/// purged within two days of the upgrade; none is written any more).
+pub struct RequestDigest {
+    stored: String,
+    accepted: Vec<String>,
+}
+
+impl RequestDigest {
+    const PURPOSE: &str = "idempotency-request";
+
+    /// `canonical_body` must already be canonical (the same fields in any order give one text).
+    pub fn new(cipher: &Cipher, canonical_body: &str) -> Self {
+        let mut accepted = cipher.digests(Self::PURPOSE, canonical_body.as_bytes());
+        let stored = accepted[0].clone();
+        accepted.push(hex::encode(Sha256::digest(canonical_body.as_bytes())));
+        Self { stored, accepted }
+    }
+
+    /// What a new key stores.
+    pub fn stored(&self) -> &str {
+        &self.stored
+    }
+
+    /// True when a key's stored digest was made from this same body.
+    pub fn matches(&self, stored: &str) -> bool {
+        self.accepted.iter().any(|a| a == stored)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn keyed_digests_depend_on_the_key_and_purpose_and_survive_rotation() {
+        let old = Cipher::generate_key();
+        let new = Cipher::generate_key();
+        let before = Cipher::new(&old, &[]).unwrap();
+        let after = Cipher::new(&new, std::slice::from_ref(&old)).unwrap();
+        let body = br#"{"customerBvn":"22212345678"}"#;
+        let stored = before.digest("idempotency", body);
+        assert!(stored.starts_with("d1:"));
+        assert!(
+            !stored.contains(&hex::encode(Sha256::digest(body))),
+            "not a plain hash"
+        );
+        assert_ne!(stored, before.digest("other", body), "bound to its purpose");
+        assert_ne!(
+            stored,
+            after.digest("idempotency", body),
+            "bound to its key"
+        );
+        assert!(after.digests("idempotency", body).contains(&stored));
+        assert_eq!(before.digest("idempotency", body), stored, "deterministic");
+    }
 
     #[test]
     fn round_trips_and_never_repeats_a_ciphertext() {

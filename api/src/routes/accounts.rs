@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use domain::validation::{FieldError, bounded_text, optional_string, reject_unknown};
 use domain::{AccountStatus, Mode, NewAccount};
+use shared::crypto::RequestDigest;
 use shared::db::accounts::{
     self, CreateOutcome, CreateRequest, DeactivateOutcome, LimitState, ListQuery, Settlement,
 };
@@ -83,14 +84,14 @@ async fn create(
     JsonObject(body): JsonObject,
 ) -> ApiResult<Response> {
     let account = NewAccount::parse(&body, caller.mode()).map_err(ApiError::Validation)?;
-    let hash = request_hash(body);
+    let digest = RequestDigest::new(&state.cipher, &canonical_body(body));
     let provider_timeout = Duration::from_millis(state.config.http.provider_timeout_ms);
     let request = CreateRequest {
         business_id: caller.business_id(),
         business_name: &caller.0.business_name,
         mode: caller.mode(),
         idempotency_key: &key,
-        request_hash: &hash,
+        request: &digest,
         account: &account,
         limit_per_hour: state.config.limits.accounts_per_hour,
         provider_grace: chrono::Duration::from_std(provider_timeout).unwrap_or_default()
@@ -207,10 +208,10 @@ fn rate_limit_headers(limit: &LimitState) -> HeaderMap {
     headers
 }
 
-/// The request as a hash: `serde_json` maps keep their keys sorted (no `preserve_order`), so the
-/// same fields in any order, with any spacing, hash the same.
-fn request_hash(body: Map<String, Value>) -> String {
-    domain::keys::sha256_hex(&Value::Object(body).to_string())
+/// The request as one text: `serde_json` maps keep their keys sorted (no `preserve_order`), so
+/// the same fields in any order, with any spacing, give the same text (and the same digest).
+fn canonical_body(body: Map<String, Value>) -> String {
+    Value::Object(body).to_string()
 }
 
 /// List virtual accounts
@@ -386,15 +387,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_request_hash_ignores_key_order_and_spacing_only() {
+    fn the_canonical_body_ignores_key_order_and_spacing_only() {
         let parse = |s: &str| match serde_json::from_str(s).unwrap() {
             Value::Object(map) => map,
             _ => unreachable!(),
         };
-        let a = request_hash(parse(r#"{"b":1,"a":{"d":2,"c":[{"f":1,"e":2}]}}"#));
-        let b = request_hash(parse(r#"{ "a": {"c": [{"e":2, "f":1}], "d":2}, "b": 1 }"#));
+        let a = canonical_body(parse(r#"{"b":1,"a":{"d":2,"c":[{"f":1,"e":2}]}}"#));
+        let b = canonical_body(parse(r#"{ "a": {"c": [{"e":2, "f":1}], "d":2}, "b": 1 }"#));
         assert_eq!(a, b);
-        let c = request_hash(parse(r#"{"a":{"c":[{"e":2,"f":1}],"d":3},"b":1}"#));
+        let c = canonical_body(parse(r#"{"a":{"c":[{"e":2,"f":1}],"d":3},"b":1}"#));
         assert_ne!(a, c);
     }
 }

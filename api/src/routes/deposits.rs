@@ -9,7 +9,7 @@ use domain::validation::{FieldError, bounded_text, optional_string, reject_unkno
 use domain::{AccountStatus, Bank, Mode};
 use serde_json::{Map, Value, json};
 use shared::db::accounts::{self, Account};
-use shared::db::deposits::{self, Recorded};
+use shared::db::deposits::{self, Accepted, Recorded};
 use shared::db::rechecks;
 use shared::providers::{ProviderError, RemoteTransaction, SimulatedDeposit};
 use shared::views::{DepositView, Page, RecheckView};
@@ -398,8 +398,9 @@ async fn notification(
     let (text, transaction) = match read_notification(&body) {
         Ok(read) => read,
         Err(problem) => {
-            // Signed by the bank but unusable: kept for operators (a bank whose format drifted
-            // leaves a trace), and the bank is told what is wrong.
+            // Signed by the bank but unusable: kept once for operators (a bank whose format
+            // drifted leaves a trace) and acknowledged, since it is stored (SPEC §5): answering
+            // 4xx would only make the bank send it again.
             let kept = String::from_utf8_lossy(&body).replace('\0', "");
             let id = deposits::keep_invalid_notification(
                 &state.db,
@@ -409,11 +410,13 @@ async fn notification(
                 domain::time::now(),
             )
             .await?;
-            tracing::warn!(notification_id = %id, bank = bank.slug(), error = %problem, "signed notification refused as invalid; kept");
-            return Err(problem);
+            tracing::warn!(notification_id = %id, bank = bank.slug(), error = %problem, "signed notification could not be read; kept as invalid");
+            return Ok(Json(
+                json!({"received": true, "id": id, "outcome": "invalid"}),
+            ));
         }
     };
-    let (id, recorded) = deposits::accept_notification(
+    let accepted = deposits::accept_notification(
         &state.db,
         mode,
         bank,
@@ -422,17 +425,26 @@ async fn notification(
         domain::time::now(),
     )
     .await?;
-    let outcome = match &recorded {
-        Recorded::New(deposit) => {
-            state.relay.kick();
-            tracing::info!(deposit_id = %deposit.id, account_id = %deposit.account_id, status = %deposit.status, "deposit recorded");
-            "recorded"
+    let (id, outcome) = match accepted {
+        Accepted::Repeated { id, outcome } => {
+            tracing::info!(notification_id = %id, bank = bank.slug(), "notification received again; stored once");
+            (id, outcome)
         }
-        Recorded::Duplicate if transaction.is_some() => "duplicate",
-        Recorded::Duplicate => "ignored",
-        Recorded::Unmatched => {
-            tracing::warn!(notification_id = %id, bank = bank.slug(), "notification for an unknown account number kept as unmatched");
-            "unmatched"
+        Accepted::Stored { id, recorded } => {
+            let outcome = match &recorded {
+                Recorded::New(deposit) => {
+                    state.relay.kick();
+                    tracing::info!(deposit_id = %deposit.id, account_id = %deposit.account_id, status = %deposit.status, "deposit recorded");
+                    "recorded"
+                }
+                Recorded::Duplicate if transaction.is_some() => "duplicate",
+                Recorded::Duplicate => "ignored",
+                Recorded::Unmatched => {
+                    tracing::warn!(notification_id = %id, bank = bank.slug(), "notification for an unknown account number kept as unmatched");
+                    "unmatched"
+                }
+            };
+            (id, outcome.to_owned())
         }
     };
     Ok(Json(

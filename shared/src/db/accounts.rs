@@ -27,8 +27,8 @@ pub struct CreateRequest<'a> {
     pub business_name: &'a str,
     pub mode: Mode,
     pub idempotency_key: &'a str,
-    /// SHA-256 of the canonical body: the same key with another body is refused.
-    pub request_hash: &'a str,
+    /// The canonical body's keyed digest: the same key with another body is refused.
+    pub request: &'a crate::crypto::RequestDigest,
     pub account: &'a NewAccount,
     pub limit_per_hour: u32,
     /// How long the caller may spend asking the provider before the job takes over.
@@ -98,15 +98,17 @@ pub async fn create(
         return Ok((CreateOutcome::KeyInFlight, limit));
     }
     lock_business_mode(&txn, req.business_id, req.mode).await?;
-    // The time is read again once the locks are held: a long wait for them must not leave the
-    // provisioning job due before the handler's own bank call has had its full timeout.
-    let now = domain::time::now().max(now);
+    // The time is read again once the locks are held (a long wait for them must not leave the
+    // provisioning job due before the handler's own bank call has had its full timeout), and
+    // from the database: the creation stamp and the rolling-hour count then follow one clock
+    // however many api instances, with whatever clocks, create at once.
+    let now = super::clock(&txn).await?;
 
     let inserted = idempotency_key::Entity::insert(idempotency_key::ActiveModel {
         business_id: Set(req.business_id.to_owned()),
         mode: Set(req.mode.as_str().to_owned()),
         key: Set(req.idempotency_key.to_owned()),
-        request_hash: Set(req.request_hash.to_owned()),
+        request_hash: Set(req.request.stored().to_owned()),
         state: Set(IN_FLIGHT.to_owned()),
         response_status: Set(None),
         account_id: Set(None),
@@ -130,7 +132,7 @@ pub async fn create(
             .ok_or_else(|| DbErr::Custom("idempotency key vanished".into()))?;
         let outcome = if is_settled(&existing, req, now) {
             replay(&txn, req, existing).await?
-        } else if existing.request_hash != req.request_hash {
+        } else if !req.request.matches(&existing.request_hash) {
             CreateOutcome::KeyReused
         } else {
             CreateOutcome::KeyInFlight
@@ -422,7 +424,7 @@ async fn replay<C: ConnectionTrait>(
     req: &CreateRequest<'_>,
     key: idempotency_key::Model,
 ) -> Result<CreateOutcome, DbErr> {
-    if key.request_hash != req.request_hash {
+    if !req.request.matches(&key.request_hash) {
         return Ok(CreateOutcome::KeyReused);
     }
     let account_id = key

@@ -8,11 +8,11 @@ use sea_orm::{
     PaginatorTrait, QueryFilter, QueryOrder, QuerySelect, TransactionTrait,
 };
 
-use super::entities::{deposit, provider_notification, virtual_account};
+use super::entities::{deposit, deposit_conflict, provider_notification, virtual_account};
 use crate::providers::RemoteTransaction;
 use crate::views::{AccountView, DepositView};
 use domain::ids::new_id;
-use domain::{AccountStatus, Bank, Mode};
+use domain::{Bank, Mode};
 
 pub use deposit::Model as Deposit;
 
@@ -77,21 +77,22 @@ async fn record_in<C: ConnectionTrait>(
     source: &Source,
     now: DateTime<Utc>,
 ) -> Result<Recorded, DbErr> {
+    // Locked: a deactivation committing at the same moment is either seen whole (its
+    // `deactivated_at` decides below) or waits for this deposit, never half of each.
     let Some(account) = virtual_account::Entity::find()
         .filter(virtual_account::Column::Mode.eq(mode.as_str()))
         .filter(virtual_account::Column::Bank.eq(bank.slug()))
         .filter(virtual_account::Column::AccountNumber.eq(tx.account_number.as_str()))
+        .lock_exclusive()
         .one(db)
         .await?
     else {
         return Ok(Recorded::Unmatched);
     };
-    let status = if account.status == AccountStatus::Active.as_str() {
-        "credited"
-    } else {
-        // Deactivated (or any other state that should not take money): never lost, never credited.
-        "flagged"
-    };
+    let credited =
+        domain::account::credits_deposit(account.activated_at, account.deactivated_at, tx.paid_at);
+    // Paid while the account was not active (after its deactivation): never lost, never credited.
+    let status = if credited { "credited" } else { "flagged" };
     let row = deposit::Model {
         id: new_id("dep"),
         account_id: account.id.clone(),
@@ -142,11 +143,12 @@ async fn record_in<C: ConnectionTrait>(
     .exec_without_returning(db)
     .await?;
     if inserted == 0 {
+        keep_conflict(db, mode, bank, tx, source, now).await?;
         return Ok(Recorded::Duplicate);
     }
     let mut data = DepositView::from(&row);
     data.account = Some(AccountView::from(&account));
-    let event_type = if status == "credited" {
+    let event_type = if credited {
         DEPOSIT_RECEIVED
     } else {
         DEPOSIT_FLAGGED
@@ -155,8 +157,73 @@ async fn record_in<C: ConnectionTrait>(
     Ok(Recorded::New(Box::new(row)))
 }
 
+/// A transaction the bank reported again with other content (amount, currency or account) under
+/// a reference already recorded: the first report stands; the second is kept for operators,
+/// counted and logged as an error (the reference and ids only: no names, no numbers).
+async fn keep_conflict<C: ConnectionTrait>(
+    db: &C,
+    mode: Mode,
+    bank: Bank,
+    tx: &RemoteTransaction,
+    source: &Source,
+    now: DateTime<Utc>,
+) -> Result<(), DbErr> {
+    let Some(first) = deposit::Entity::find()
+        .filter(deposit::Column::Mode.eq(mode.as_str()))
+        .filter(deposit::Column::Bank.eq(bank.slug()))
+        .filter(deposit::Column::ProviderReference.eq(tx.reference.as_str()))
+        .one(db)
+        .await?
+    else {
+        return Ok(());
+    };
+    let account_number = virtual_account::Entity::find_by_id(first.account_id.clone())
+        .one(db)
+        .await?
+        .and_then(|a| a.account_number);
+    let same = first.amount == tx.amount
+        && first.currency == tx.currency
+        && account_number.as_deref() == Some(tx.account_number.as_str());
+    if same {
+        return Ok(());
+    }
+    deposit_conflict::Entity::insert(deposit_conflict::ActiveModel {
+        id: Set(new_id("dcf")),
+        deposit_id: Set(first.id.clone()),
+        mode: Set(mode.as_str().to_owned()),
+        bank: Set(bank.slug().to_owned()),
+        provider_reference: Set(tx.reference.clone()),
+        source: Set(source.as_str().to_owned()),
+        reported: Set(serde_json::to_string(tx).expect("transactions serialise")),
+        created_at: Set(now),
+    })
+    .exec_without_returning(db)
+    .await?;
+    metrics::counter!("deposit_conflicts_total", "bank" => bank.slug()).increment(1);
+    tracing::error!(
+        deposit_id = %first.id,
+        bank = bank.slug(),
+        provider_reference = %tx.reference,
+        first_amount = first.amount,
+        reported_amount = tx.amount,
+        "a transaction was reported again with other content; the first report stands, the conflict is kept for operators"
+    );
+    Ok(())
+}
+
+/// How a stored notification was handled.
+#[derive(Debug)]
+pub enum Accepted {
+    /// Stored now, with what recording its transaction did.
+    Stored { id: String, recorded: Recorded },
+    /// The same body from the same bank and mode was stored before (a bank's retry): nothing
+    /// was done again. Its id and the outcome recorded the first time.
+    Repeated { id: String, outcome: String },
+}
+
 /// Stores a verified notification and records its transaction, in one transaction: once this
-/// returns, the provider may be told 200.
+/// returns, the provider may be told 200. A body stored before (same mode, bank and digest) is
+/// not stored or acted on again.
 pub async fn accept_notification(
     db: &DatabaseConnection,
     mode: Mode,
@@ -164,8 +231,17 @@ pub async fn accept_notification(
     body: &str,
     transaction: Option<&RemoteTransaction>,
     now: DateTime<Utc>,
-) -> Result<(String, Recorded), DbErr> {
+) -> Result<Accepted, DbErr> {
     let txn = db.begin().await?;
+    let id = match claim_notification(&txn, mode, bank, body, now).await? {
+        Claim::New(id) => id,
+        Claim::Seen(first) => {
+            return Ok(Accepted::Repeated {
+                id: first.id,
+                outcome: first.outcome,
+            });
+        }
+    };
     let recorded = match transaction {
         Some(tx) => record_in(&txn, mode, bank, tx, &Source::Notification, now).await?,
         None => Recorded::Duplicate,
@@ -176,24 +252,22 @@ pub async fn accept_notification(
         (Recorded::Duplicate, _) => ("duplicate", None),
         (Recorded::Unmatched, _) => ("unmatched", None),
     };
-    let id = new_id("ntf");
-    provider_notification::Entity::insert(provider_notification::ActiveModel {
-        id: Set(id.clone()),
-        bank: Set(bank.slug().to_owned()),
-        mode: Set(mode.as_str().to_owned()),
-        body: Set(body.to_owned()),
-        provider_reference: Set(transaction.map(|t| t.reference.clone())),
-        outcome: Set(outcome.to_owned()),
-        deposit_id: Set(deposit_id),
-        received_at: Set(now),
-    })
-    .exec_without_returning(&txn)
-    .await?;
+    provider_notification::Entity::update_many()
+        .col_expr(provider_notification::Column::Outcome, outcome.into())
+        .col_expr(
+            provider_notification::Column::ProviderReference,
+            transaction.map(|t| t.reference.clone()).into(),
+        )
+        .col_expr(provider_notification::Column::DepositId, deposit_id.into())
+        .filter(provider_notification::Column::Id.eq(id.as_str()))
+        .exec(&txn)
+        .await?;
     txn.commit().await?;
-    Ok((id, recorded))
+    Ok(Accepted::Stored { id, recorded })
 }
 
-/// Keeps a signed notification that could not be read as one (outcome `invalid`), for operators.
+/// Keeps a signed notification that could not be read as one (outcome `invalid`), for operators;
+/// the same body again is kept once. Returns the stored row's id.
 pub async fn keep_invalid_notification(
     db: &DatabaseConnection,
     mode: Mode,
@@ -201,20 +275,71 @@ pub async fn keep_invalid_notification(
     body: &str,
     now: DateTime<Utc>,
 ) -> Result<String, DbErr> {
+    let txn = db.begin().await?;
+    let id = match claim_notification(&txn, mode, bank, body, now).await? {
+        Claim::New(id) => {
+            provider_notification::Entity::update_many()
+                .col_expr(provider_notification::Column::Outcome, "invalid".into())
+                .filter(provider_notification::Column::Id.eq(id.as_str()))
+                .exec(&txn)
+                .await?;
+            id
+        }
+        Claim::Seen(first) => first.id,
+    };
+    txn.commit().await?;
+    Ok(id)
+}
+
+enum Claim {
+    New(String),
+    Seen(provider_notification::Model),
+}
+
+/// Inserts the notification row first, keyed by (mode, bank, body digest): a concurrent copy
+/// waits on the unique index and then finds the first one, so a body is acted on once.
+async fn claim_notification<C: ConnectionTrait>(
+    db: &C,
+    mode: Mode,
+    bank: Bank,
+    body: &str,
+    now: DateTime<Utc>,
+) -> Result<Claim, DbErr> {
+    let digest = domain::keys::sha256_hex(body);
     let id = new_id("ntf");
-    provider_notification::Entity::insert(provider_notification::ActiveModel {
+    let inserted = provider_notification::Entity::insert(provider_notification::ActiveModel {
         id: Set(id.clone()),
         bank: Set(bank.slug().to_owned()),
         mode: Set(mode.as_str().to_owned()),
         body: Set(body.to_owned()),
+        body_digest: Set(Some(digest.clone())),
         provider_reference: Set(None),
-        outcome: Set("invalid".to_owned()),
+        outcome: Set("received".to_owned()),
         deposit_id: Set(None),
         received_at: Set(now),
     })
+    .on_conflict(
+        OnConflict::columns([
+            provider_notification::Column::Mode,
+            provider_notification::Column::Bank,
+            provider_notification::Column::BodyDigest,
+        ])
+        .do_nothing()
+        .to_owned(),
+    )
     .exec_without_returning(db)
     .await?;
-    Ok(id)
+    if inserted == 1 {
+        return Ok(Claim::New(id));
+    }
+    let first = provider_notification::Entity::find()
+        .filter(provider_notification::Column::Mode.eq(mode.as_str()))
+        .filter(provider_notification::Column::Bank.eq(bank.slug()))
+        .filter(provider_notification::Column::BodyDigest.eq(digest))
+        .one(db)
+        .await?
+        .ok_or_else(|| DbErr::Custom("a notification digest conflicted with no row".into()))?;
+    Ok(Claim::Seen(first))
 }
 
 /// How many deposits a recheck recorded (however many runs it took).

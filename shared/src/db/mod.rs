@@ -35,6 +35,26 @@ pub async fn connect(url: &str, max_connections: u32) -> Result<DatabaseConnecti
     Ok(db)
 }
 
+/// The time by the database's clock on PostgreSQL (the moment of the call, not the transaction's
+/// start), so api instances whose clocks differ agree on creation stamps and the rolling-hour
+/// limit; SQLite serves one process, whose clock it is.
+pub async fn clock<C: sea_orm::ConnectionTrait>(
+    db: &C,
+) -> Result<chrono::DateTime<chrono::Utc>, DbErr> {
+    use sea_orm::Statement;
+    if db.get_database_backend() != DbBackend::Postgres {
+        return Ok(domain::time::now());
+    }
+    let row = db
+        .query_one_raw(Statement::from_string(
+            DbBackend::Postgres,
+            "SELECT clock_timestamp() AS now",
+        ))
+        .await?
+        .ok_or_else(|| DbErr::Custom("clock_timestamp() returned no row".into()))?;
+    row.try_get("", "now")
+}
+
 /// True when the error is a unique-constraint violation (a duplicate that the schema refused).
 pub fn is_unique_violation(err: &DbErr) -> bool {
     let text = match err {

@@ -5,6 +5,7 @@ pub mod business_mode;
 pub mod delivery;
 pub mod delivery_attempt;
 pub mod deposit;
+pub mod deposit_conflict;
 pub mod event;
 pub mod idempotency_key;
 pub mod outbox;

@@ -9,8 +9,11 @@ pub struct Model {
     pub mode: String,
     /// The raw body as the bank sent it.
     pub body: String,
+    /// SHA-256 of the body: a bank's retry of the same body is stored once (null on rows
+    /// stored before deduplication).
+    pub body_digest: Option<String>,
     pub provider_reference: Option<String>,
-    /// `recorded`, `duplicate`, `unmatched` or `ignored`.
+    /// `recorded`, `duplicate`, `unmatched`, `ignored` or `invalid`.
     pub outcome: String,
     pub deposit_id: Option<String>,
     pub received_at: DateTimeUtc,
