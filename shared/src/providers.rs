@@ -11,7 +11,8 @@ use chrono::{DateTime, Utc};
 use reqwest::StatusCode;
 use serde::{Deserialize, Serialize};
 
-use domain::{Bank, IdentityType, Mode};
+use domain::provider::{ProviderAccountStatus, ProviderAnswer};
+use domain::{Bank, Mode};
 use ops::config::{Config, ProviderConfig};
 
 use crate::http::{PROVIDER_BODY_LIMIT, read_capped};
@@ -19,6 +20,8 @@ use crate::http::{PROVIDER_BODY_LIMIT, read_capped};
 /// A transaction list can be long (a month of a busy account's deposits, with no paging in the
 /// protocol): about 25,000 transactions fit.
 const TRANSACTIONS_BODY_LIMIT: usize = 8 * PROVIDER_BODY_LIMIT;
+
+pub use domain::provider::OpenAccount;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ProviderError {
@@ -45,26 +48,37 @@ impl ProviderError {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum RemoteStatus {
-    Pending,
-    Active,
-    Failed,
-    Closed,
-}
-
 /// An account as the provider reports it.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RemoteAccount {
     pub reference: String,
-    pub status: RemoteStatus,
+    pub status: ProviderAccountStatus,
     #[serde(default)]
     pub account_number: Option<String>,
     /// Scrubbed of identity numbers: it becomes the account's `failureReason`.
     #[serde(default, deserialize_with = "scrubbed")]
     pub failure_reason: Option<String>,
+}
+
+/// A call's result as the domain reads it ([`domain::provider::settlement`] decides what it makes
+/// of the account): an identity rejection is the provider's answer; any other failure is no usable
+/// answer at all. Callers log the error first.
+pub fn answer(result: Result<RemoteAccount, ProviderError>) -> ProviderAnswer {
+    match result {
+        Ok(remote) => ProviderAnswer::Account {
+            status: remote.status,
+            account_number: remote.account_number,
+            failure_reason: remote.failure_reason,
+        },
+        Err(ProviderError::Rejected(reason)) => ProviderAnswer::IdentityRejected { reason },
+        Err(
+            ProviderError::Transient(_)
+            | ProviderError::Refused(_)
+            | ProviderError::BadAnswer(_)
+            | ProviderError::NotConfigured(..),
+        ) => ProviderAnswer::Unusable,
+    }
 }
 
 fn scrubbed<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
@@ -95,39 +109,6 @@ pub fn scrub_identity_numbers(text: &str) -> String {
     }
     flush(&mut digits, &mut out);
     out
-}
-
-/// What the service sends to open an account. `Debug` leaves the identity number out.
-#[derive(Clone, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct OpenAccount {
-    pub reference: String,
-    pub account_name: String,
-    pub customer_name: String,
-    pub customer_email: String,
-    pub customer_phone: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub bvn: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub nin: Option<String>,
-}
-
-impl OpenAccount {
-    pub fn identity(mut self, kind: IdentityType, number: String) -> Self {
-        match kind {
-            IdentityType::Bvn => self.bvn = Some(number),
-            IdentityType::Nin => self.nin = Some(number),
-        }
-        self
-    }
-}
-
-impl std::fmt::Debug for OpenAccount {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("OpenAccount")
-            .field("reference", &self.reference)
-            .finish_non_exhaustive()
-    }
 }
 
 /// A transaction as the provider reports it.
