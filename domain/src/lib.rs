@@ -7,6 +7,7 @@ pub mod business;
 pub mod ids;
 pub mod keys;
 pub mod nuban;
+pub mod provider;
 pub mod time;
 pub mod validation;
 

@@ -1,5 +1,7 @@
 //! The provider-bank protocol client (SPEC §5) over reqwest: per bank and mode base URL and
-//! bearer key, timeouts, and retries of transient errors.
+//! bearer key, timeouts, and retries of transient errors. A provider is not trusted with more
+//! than its answer: redirects are never followed (a 3xx would re-send the identity number to
+//! wherever it points) and no body is read past [`PROVIDER_BODY_LIMIT`].
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -9,8 +11,17 @@ use chrono::{DateTime, Utc};
 use reqwest::StatusCode;
 use serde::{Deserialize, Serialize};
 
-use domain::{Bank, IdentityType, Mode};
+use domain::provider::{ProviderAccountStatus, ProviderAnswer};
+use domain::{Bank, Mode};
 use ops::config::{Config, ProviderConfig};
+
+use crate::http::{PROVIDER_BODY_LIMIT, read_capped};
+
+/// A transaction list can be long (a month of a busy account's deposits, with no paging in the
+/// protocol): about 25,000 transactions fit.
+const TRANSACTIONS_BODY_LIMIT: usize = 8 * PROVIDER_BODY_LIMIT;
+
+pub use domain::provider::OpenAccount;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ProviderError {
@@ -23,6 +34,10 @@ pub enum ProviderError {
     /// The bank refused the request itself (4xx other than the above).
     #[error("provider refused the request: {0}")]
     Refused(String),
+    /// The bank answered something not to be used: a redirect, or a body over the size limit.
+    /// Asking again at once would get the same, so it is not retried within a call.
+    #[error("provider gave an unusable answer: {0}")]
+    BadAnswer(String),
     #[error("no provider is configured for {0} in {1} mode")]
     NotConfigured(&'static str, Mode),
 }
@@ -33,26 +48,37 @@ impl ProviderError {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum RemoteStatus {
-    Pending,
-    Active,
-    Failed,
-    Closed,
-}
-
 /// An account as the provider reports it.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RemoteAccount {
     pub reference: String,
-    pub status: RemoteStatus,
+    pub status: ProviderAccountStatus,
     #[serde(default)]
     pub account_number: Option<String>,
     /// Scrubbed of identity numbers: it becomes the account's `failureReason`.
     #[serde(default, deserialize_with = "scrubbed")]
     pub failure_reason: Option<String>,
+}
+
+/// A call's result as the domain reads it ([`domain::provider::settlement`] decides what it makes
+/// of the account): an identity rejection is the provider's answer; any other failure is no usable
+/// answer at all. Callers log the error first.
+pub fn answer(result: Result<RemoteAccount, ProviderError>) -> ProviderAnswer {
+    match result {
+        Ok(remote) => ProviderAnswer::Account {
+            status: remote.status,
+            account_number: remote.account_number,
+            failure_reason: remote.failure_reason,
+        },
+        Err(ProviderError::Rejected(reason)) => ProviderAnswer::IdentityRejected { reason },
+        Err(
+            ProviderError::Transient(_)
+            | ProviderError::Refused(_)
+            | ProviderError::BadAnswer(_)
+            | ProviderError::NotConfigured(..),
+        ) => ProviderAnswer::Unusable,
+    }
 }
 
 fn scrubbed<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
@@ -83,39 +109,6 @@ pub fn scrub_identity_numbers(text: &str) -> String {
     }
     flush(&mut digits, &mut out);
     out
-}
-
-/// What the service sends to open an account. `Debug` leaves the identity number out.
-#[derive(Clone, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct OpenAccount {
-    pub reference: String,
-    pub account_name: String,
-    pub customer_name: String,
-    pub customer_email: String,
-    pub customer_phone: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub bvn: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub nin: Option<String>,
-}
-
-impl OpenAccount {
-    pub fn identity(mut self, kind: IdentityType, number: String) -> Self {
-        match kind {
-            IdentityType::Bvn => self.bvn = Some(number),
-            IdentityType::Nin => self.nin = Some(number),
-        }
-        self
-    }
-}
-
-impl std::fmt::Debug for OpenAccount {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("OpenAccount")
-            .field("reference", &self.reference)
-            .finish_non_exhaustive()
-    }
 }
 
 /// A transaction as the provider reports it.
@@ -302,6 +295,8 @@ impl Providers {
             http: reqwest::Client::builder()
                 .connect_timeout(Duration::from_secs(3))
                 .timeout(Duration::from_secs(15))
+                // A 3xx is the provider's error (see `classify`), never a place to re-send to.
+                .redirect(reqwest::redirect::Policy::none())
                 .build()
                 .expect("a reqwest client builds"),
             sandbox,
@@ -430,10 +425,8 @@ impl Providers {
             if !response.status().is_success() {
                 return Err(classify(response).await);
             }
-            let list: TransactionList = response
-                .json()
-                .await
-                .map_err(|e| ProviderError::Transient(format!("unreadable transactions: {e}")))?;
+            let list: TransactionList =
+                read_json(response, "transactions", TRANSACTIONS_BODY_LIMIT).await?;
             Ok(usable_transactions(bank, list.data))
         })
         .await
@@ -524,10 +517,7 @@ impl Providers {
         struct Accepted {
             provider_reference: String,
         }
-        let accepted: Accepted = response
-            .json()
-            .await
-            .map_err(|e| ProviderError::Transient(format!("unreadable sandbox answer: {e}")))?;
+        let accepted: Accepted = read_json(response, "sandbox answer", PROVIDER_BODY_LIMIT).await?;
         Ok(accepted.provider_reference)
     }
 
@@ -567,6 +557,7 @@ async fn observed<T>(
         Err(ProviderError::Rejected(_)) => "rejected",
         Err(ProviderError::Transient(_)) => "unavailable",
         Err(ProviderError::Refused(_)) => "refused",
+        Err(ProviderError::BadAnswer(_)) => "bad_answer",
         Err(ProviderError::NotConfigured(..)) => "not_configured",
     };
     metrics::counter!("provider_calls_total", "bank" => bank.slug(), "operation" => operation, "outcome" => outcome)
@@ -592,15 +583,38 @@ async fn read_account(response: reqwest::Response) -> Result<RemoteAccount, Prov
     if !response.status().is_success() {
         return Err(classify(response).await);
     }
-    response
-        .json()
-        .await
-        .map_err(|e| ProviderError::Transient(format!("unreadable account: {e}")))
+    read_json(response, "account", PROVIDER_BODY_LIMIT).await
+}
+
+/// A provider's body, read up to `limit` bytes, as `T`. A longer body is a bad answer (never
+/// read to its end); an unreadable one is transient, as the provider may be mid-deploy.
+async fn read_json<T: serde::de::DeserializeOwned>(
+    mut response: reqwest::Response,
+    what: &str,
+    limit: usize,
+) -> Result<T, ProviderError> {
+    let body = read_capped(&mut response, limit).await.map_err(transport)?;
+    if body.truncated {
+        return Err(ProviderError::BadAnswer(format!(
+            "{what} body over {limit} bytes"
+        )));
+    }
+    serde_json::from_slice(&body.bytes)
+        .map_err(|e| ProviderError::Transient(format!("unreadable {what}: {e}")))
 }
 
 async fn classify(response: reqwest::Response) -> ProviderError {
     let status = response.status();
-    let problem: Option<ProviderProblem> = response.json().await.ok();
+    if status.is_redirection() {
+        // Following it would send the request (an identity number, a bearer key) elsewhere.
+        return ProviderError::BadAnswer(format!(
+            "HTTP {} redirect, not followed",
+            status.as_u16()
+        ));
+    }
+    let problem: Option<ProviderProblem> = read_json(response, "problem", PROVIDER_BODY_LIMIT)
+        .await
+        .ok();
     let message = problem
         .as_ref()
         .and_then(|p| p.message.as_deref())

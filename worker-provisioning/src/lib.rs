@@ -8,14 +8,15 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use backoff::backoff::Backoff;
-use domain::{AccountStatus, Bank, IdentityType, Mode};
+use domain::provider::{Settlement, settlement};
+use domain::{AccountStatus, Bank, Mode};
 use ops::config::{Config, ProvisioningConfig};
 use sea_orm::{DatabaseConnection, EntityTrait, TransactionTrait};
 use shared::crypto::Cipher;
-use shared::db::accounts::{self, Account, Settlement};
+use shared::db::accounts::{self, Account, Settled};
 use shared::db::entities::virtual_account;
 use shared::db::outbox::{self, Job, JobOutcome, JobRow};
-use shared::providers::{OpenAccount, ProviderError, Providers, RemoteStatus};
+use shared::providers::{self, ProviderError, Providers, RemoteAccount};
 use shared::queue::Broker;
 use shared::relay::Relay;
 use shared::worker::{Consumer, JobHandler};
@@ -98,53 +99,45 @@ impl Provisioner {
             Ok(None) => self.open(&account, bank, mode).await,
             Err(e) => Err(e),
         };
-        let settlement = match remote {
-            Ok(remote) => match (remote.status, remote.account_number) {
-                (RemoteStatus::Active, Some(number)) => Settlement::Active {
-                    account_number: number,
-                },
-                (RemoteStatus::Failed, _) => Settlement::Rejected {
-                    reason: remote
-                        .failure_reason
-                        .unwrap_or_else(|| "the provider bank refused the account".into()),
-                },
-                (RemoteStatus::Closed, _) => Settlement::Rejected {
-                    reason: "the provider bank closed the account before it was active".into(),
-                },
-                _ => Settlement::Pending,
-            },
-            Err(ProviderError::Rejected(reason)) => Settlement::Rejected { reason },
+        match &remote {
             Err(e @ ProviderError::NotConfigured(..)) => {
                 tracing::error!(account_id, error = %e, "no provider configured; will keep trying");
-                Settlement::Pending
             }
-            Err(e) => {
-                tracing::info!(account_id, error = %e, "provider call failed; will retry");
-                Settlement::Pending
+            Err(e) if !matches!(e, ProviderError::Rejected(_)) => {
+                tracing::info!(account_id, bank = bank.slug(), error = %e, "provider call failed; will retry");
             }
-        };
+            _ => {}
+        }
         let now = domain::time::now();
-        if settlement == Settlement::Pending {
-            let waited = (now - account.created_at).num_seconds().max(0) as u64;
-            if waited < self.config.give_up_after_secs {
-                return Ok(JobOutcome::Retry {
-                    after: poll_delay(&self.config, row.attempts),
-                    error: "no account number yet".into(),
-                });
+        let settlement = settlement(providers::answer(remote));
+        let mut waiting_for = "no account number yet";
+        if settlement != Settlement::Pending {
+            let txn = self.db.begin().await.map_err(|e| e.to_string())?;
+            let settled = accounts::settle(&txn, &account.id, &settlement, true, now)
+                .await
+                .map_err(|e| e.to_string())?;
+            txn.commit().await.map_err(|e| e.to_string())?;
+            match settled {
+                Settled::Changed(account) => {
+                    tracing::info!(account_id = %account.id, status = %account.status, "account settled by the provider");
+                    return Ok(JobOutcome::Done);
+                }
+                Settled::Unchanged => return Ok(JobOutcome::Done),
+                // The provider's error (logged and counted where it was found): the account
+                // waits like one with no number yet, and the give-up rule ends the wait.
+                Settled::NumberHeld => waiting_for = "the provider's number is another account's",
             }
-            let hours = self.config.give_up_after_secs as f64 / 3600.0;
-            let reason = format!("the provider bank gave no account number within {hours} hours");
-            return self.give_up(&account, reason).await;
         }
-        let txn = self.db.begin().await.map_err(|e| e.to_string())?;
-        let changed = accounts::settle(&txn, &account.id, &settlement, true, now)
-            .await
-            .map_err(|e| e.to_string())?;
-        txn.commit().await.map_err(|e| e.to_string())?;
-        if let Some(account) = changed {
-            tracing::info!(account_id = %account.id, status = %account.status, "account settled by the provider");
+        let waited = (now - account.created_at).num_seconds().max(0) as u64;
+        if waited < self.config.give_up_after_secs {
+            return Ok(JobOutcome::Retry {
+                after: poll_delay(&self.config, row.attempts),
+                error: waiting_for.into(),
+            });
         }
-        Ok(JobOutcome::Done)
+        let hours = self.config.give_up_after_secs as f64 / 3600.0;
+        let reason = format!("the provider bank gave no account number within {hours} hours");
+        self.give_up(&account, reason).await
     }
 
     /// Opens the account at the bank with the customer's identity (decrypted for this call only).
@@ -153,20 +146,11 @@ impl Provisioner {
         account: &Account,
         bank: Bank,
         mode: Mode,
-    ) -> Result<shared::providers::RemoteAccount, ProviderError> {
-        let identity = accounts::reveal_identity(&self.cipher, account)
-            .map_err(|e| ProviderError::Refused(format!("cannot decrypt the identity: {e}")))?;
-        let kind = IdentityType::parse(&account.identity_type).unwrap_or(IdentityType::Bvn);
-        let request = OpenAccount {
-            reference: account.id.clone(),
-            account_name: account.account_name.clone(),
-            customer_name: account.customer_name.clone(),
-            customer_email: account.customer_email.clone(),
-            customer_phone: account.customer_phone.clone(),
-            bvn: None,
-            nin: None,
-        }
-        .identity(kind, identity);
+    ) -> Result<RemoteAccount, ProviderError> {
+        let request = accounts::open_request(&self.cipher, account).map_err(|e| {
+            tracing::error!(account_id = %account.id, error = %e, "cannot build the open request; will keep trying");
+            ProviderError::Refused(format!("the open request cannot be built: {e}"))
+        })?;
         self.providers
             .open_account(bank, mode, &request, Duration::from_secs(10))
             .await
@@ -176,7 +160,7 @@ impl Provisioner {
     async fn give_up(&self, account: &Account, reason: String) -> Result<JobOutcome, String> {
         let now = domain::time::now();
         let txn = self.db.begin().await.map_err(|e| e.to_string())?;
-        let changed = accounts::settle(
+        let settled = accounts::settle(
             &txn,
             &account.id,
             &Settlement::Rejected { reason },
@@ -185,7 +169,7 @@ impl Provisioner {
         )
         .await
         .map_err(|e| e.to_string())?;
-        if changed.is_some() {
+        if matches!(settled, Settled::Changed(_)) {
             outbox::enqueue(
                 &txn,
                 &Job::Close {
@@ -216,7 +200,7 @@ impl Provisioner {
             .account(bank, mode, &account.id)
             .await
             .map_err(|e| e.to_string())?;
-        let Some(remote) = remote.filter(|r| !matches!(r.status, RemoteStatus::Closed)) else {
+        let Some(remote) = remote.filter(|r| r.status.is_open()) else {
             return Ok(JobOutcome::Done);
         };
         let now = domain::time::now();
@@ -227,7 +211,9 @@ impl Provisioner {
                 let settlement = Settlement::Active {
                     account_number: number,
                 };
-                accounts::settle(&txn, &account.id, &settlement, false, now).await
+                accounts::settle(&txn, &account.id, &settlement, false, now)
+                    .await
+                    .map(|_| ())
             }
             None => outbox::enqueue(
                 &txn,
@@ -238,7 +224,7 @@ impl Provisioner {
                 now,
             )
             .await
-            .map(|_| None),
+            .map(|_| ()),
         }
         .map_err(|e| e.to_string())?;
         txn.commit().await.map_err(|e| e.to_string())?;

@@ -351,14 +351,11 @@ fn client(timeout: Duration, live: bool) -> reqwest::Client {
 
 /// The first [`EXCERPT_BYTES`] of the body, as text; the rest is never downloaded.
 async fn read_excerpt(response: &mut reqwest::Response) -> Option<String> {
-    let mut bytes = Vec::new();
-    while bytes.len() < EXCERPT_BYTES {
-        match response.chunk().await {
-            Ok(Some(chunk)) => bytes.extend_from_slice(&chunk),
-            _ => break,
-        }
-    }
-    excerpt(&bytes)
+    // The read every body from outside goes through; a body that breaks off gives no excerpt.
+    let body = shared::http::read_capped(response, EXCERPT_BYTES)
+        .await
+        .ok()?;
+    excerpt(&body.bytes)
 }
 
 /// Up to [`EXCERPT_BYTES`] of `bytes` as text: cut at a character boundary, invalid UTF-8

@@ -8,13 +8,14 @@ use axum::{Json, Router};
 use serde_json::{Map, Value};
 use std::time::Duration;
 
+use domain::provider::settlement;
 use domain::validation::{FieldError, bounded_text, optional_string, reject_unknown};
 use domain::{AccountStatus, Mode, NewAccount};
 use shared::crypto::RequestDigest;
 use shared::db::accounts::{
     self, CreateOutcome, CreateRequest, DeactivateOutcome, LimitState, ListQuery, Settlement,
 };
-use shared::providers::{OpenAccount, ProviderError, RemoteStatus};
+use shared::providers::{self, ProviderError};
 use shared::views::{AccountView, Page};
 
 use crate::error::{ApiError, ApiResult};
@@ -105,7 +106,14 @@ async fn create(
             account: created,
             job_id,
         } => {
-            let settlement = open_at_provider(&state, &created, &account, provider_timeout).await;
+            let settlement = open_at_provider(
+                &state,
+                &created,
+                account.preferred_bank,
+                request.mode,
+                provider_timeout,
+            )
+            .await;
             let (settled, status) = accounts::settle_creation(
                 &state.db,
                 &request,
@@ -148,52 +156,34 @@ async fn create(
     Ok((status, headers, Json(AccountView::from(&account))).into_response())
 }
 
-/// Asks the bank for the account within `timeout`. Anything but a clear answer (timeout, outage,
-/// an unconfigured bank) is `Pending`: the account waits and the provisioning job takes over, so
-/// a provider outage never fails a creation.
+/// Asks the bank for the account within `timeout`; [`settlement`] reads the answer, as the
+/// provisioning worker's are read. Anything but a clear answer (timeout, outage, an unconfigured
+/// bank) is `Pending`: the account waits and the provisioning job takes over, so a provider outage
+/// never fails a creation.
 async fn open_at_provider(
     state: &AppState,
     created: &accounts::Account,
-    request: &NewAccount,
+    bank: domain::Bank,
+    mode: Mode,
     timeout: Duration,
 ) -> Settlement {
-    let open = OpenAccount {
-        reference: created.id.clone(),
-        account_name: created.account_name.clone(),
-        customer_name: created.customer_name.clone(),
-        customer_email: created.customer_email.clone(),
-        customer_phone: created.customer_phone.clone(),
-        bvn: None,
-        nin: None,
-    }
-    .identity(
-        request.identity_type,
-        request.identity_number.expose().to_owned(),
-    );
-    let bank = request.preferred_bank;
-    let mode = Mode::parse(&created.mode).unwrap_or(Mode::Test);
-    match state
+    let open = match accounts::open_request(&state.cipher, created) {
+        Ok(open) => open,
+        Err(e) => {
+            tracing::error!(account_id = %created.id, error = %e, "cannot build the open request; the worker takes over");
+            return Settlement::Pending;
+        }
+    };
+    let result = state
         .providers
         .open_account(bank, mode, &open, timeout)
-        .await
+        .await;
+    if let Err(e) = &result
+        && !matches!(e, ProviderError::Rejected(_))
     {
-        Ok(remote) => match (remote.status, remote.account_number) {
-            (RemoteStatus::Active, Some(number)) => Settlement::Active {
-                account_number: number,
-            },
-            (RemoteStatus::Failed, _) => Settlement::Rejected {
-                reason: remote
-                    .failure_reason
-                    .unwrap_or_else(|| "the provider bank refused the account".into()),
-            },
-            _ => Settlement::Pending,
-        },
-        Err(ProviderError::Rejected(reason)) => Settlement::Rejected { reason },
-        Err(e) => {
-            tracing::warn!(account_id = %created.id, bank = bank.slug(), error = %e, "provider did not settle the creation; the worker takes over");
-            Settlement::Pending
-        }
+        tracing::warn!(account_id = %created.id, bank = bank.slug(), error = %e, "provider did not settle the creation; the worker takes over");
     }
+    settlement(providers::answer(result))
 }
 
 fn rate_limit_headers(limit: &LimitState) -> HeaderMap {

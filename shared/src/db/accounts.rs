@@ -6,7 +6,7 @@ use sea_orm::sea_query::{Expr, Func, LikeExpr, OnConflict};
 use sea_orm::{
     ActiveModelTrait, ActiveValue::Set, ColumnTrait, Condition, ConnectionTrait,
     DatabaseConnection, DatabaseTransaction, DbBackend, DbErr, EntityTrait, PaginatorTrait,
-    QueryFilter, QueryOrder, QuerySelect, Statement, TransactionTrait,
+    QueryFilter, QueryOrder, QuerySelect, Statement, TransactionSession, TransactionTrait,
 };
 use sha2::{Digest, Sha256};
 
@@ -14,8 +14,10 @@ use super::entities::{business_mode, idempotency_key, virtual_account};
 use super::outbox::{Job, enqueue};
 use crate::crypto::Cipher;
 use domain::ids::new_id;
-use domain::{AccountStatus, Mode, NewAccount};
+use domain::provider::OpenAccount;
+use domain::{AccountStatus, IdentityNumber, IdentityType, Mode, NewAccount};
 
+pub use domain::provider::Settlement;
 pub use virtual_account::Model as Account;
 
 /// The rolling window of the account limit.
@@ -187,22 +189,22 @@ pub async fn create(
     Ok((CreateOutcome::Started { account, job_id }, limit))
 }
 
-/// What the provider said when the account was opened.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Settlement {
-    Active {
-        account_number: String,
-    },
-    Rejected {
-        reason: String,
-    },
-    /// No number yet (or no answer): the job keeps asking.
-    Pending,
+/// What [`settle`] made of a provider's answer.
+#[derive(Debug)]
+pub enum Settled {
+    /// The account took the answer (its event is recorded).
+    Changed(Box<Account>),
+    /// Nothing to apply: the answer is `Pending`, or the account is no longer pending.
+    Unchanged,
+    /// The provider's number is held by another account of the same mode and bank: the
+    /// provider's error, logged and counted. Nothing was written; the account stays pending.
+    NumberHeld,
 }
 
 /// Records the provider's answer to a creation and the key's final status, in one transaction.
 /// The answer only applies to a still-pending account: if the job got there first, its result
-/// stands and the status reflects it.
+/// stands and the status reflects it. No number yet, or one another account holds, leaves the
+/// account pending (202) and makes its job due at once.
 pub async fn settle_creation(
     db: &DatabaseConnection,
     req: &CreateRequest<'_>,
@@ -212,12 +214,16 @@ pub async fn settle_creation(
     now: DateTime<Utc>,
 ) -> Result<(Account, u16), DbErr> {
     let txn = db.begin().await?;
-    if settlement == Settlement::Pending {
-        super::outbox::make_due(&txn, job_id, now).await?;
-    } else {
-        // Active from creation is answered by the 201 itself: no `virtualaccount.active` event.
-        settle(&txn, account_id, &settlement, false, now).await?;
-        super::outbox::complete(&txn, job_id, now).await?;
+    // Active from creation is answered by the 201 itself: no `virtualaccount.active` event.
+    match settle(&txn, account_id, &settlement, false, now).await? {
+        Settled::Changed(_) => super::outbox::complete(&txn, job_id, now).await?,
+        // The job settled it first: its result stands.
+        Settled::Unchanged if settlement != Settlement::Pending => {
+            super::outbox::complete(&txn, job_id, now).await?
+        }
+        Settled::Unchanged | Settled::NumberHeld => {
+            super::outbox::make_due(&txn, job_id, now).await?
+        }
     }
     let account = virtual_account::Entity::find_by_id(account_id.to_owned())
         .one(&txn)
@@ -240,21 +246,21 @@ fn status_for(account: &Account) -> u16 {
 }
 
 /// Applies a provider answer to a pending account (only a pending one: a deactivated account is
-/// never revived) and records its event. Returns the account if it changed.
-pub async fn settle<C: ConnectionTrait>(
+/// never revived) and records its event.
+pub async fn settle<C: ConnectionTrait + TransactionTrait>(
     db: &C,
     account_id: &str,
     settlement: &Settlement,
     announce_active: bool,
     now: DateTime<Utc>,
-) -> Result<Option<Account>, DbErr> {
+) -> Result<Settled, DbErr> {
     use virtual_account::Column as Col;
     let update = virtual_account::Entity::update_many()
         .col_expr(Col::UpdatedAt, now.into())
         .filter(Col::Id.eq(account_id))
         .filter(Col::Status.eq(AccountStatus::Pending.as_str()));
     let (update, event) = match settlement {
-        Settlement::Pending => return Ok(None),
+        Settlement::Pending => return Ok(Settled::Unchanged),
         Settlement::Active { account_number } => (
             update
                 .col_expr(Col::Status, AccountStatus::Active.as_str().into())
@@ -269,11 +275,21 @@ pub async fn settle<C: ConnectionTrait>(
             Some(super::events::ACCOUNT_FAILED),
         ),
     };
-    if update.exec(db).await?.rows_affected == 0 {
+    let rows_affected = match settlement {
+        Settlement::Active { account_number } => {
+            let Some(rows) = write_number(db, update).await? else {
+                number_held(db, account_id, account_number).await?;
+                return Ok(Settled::NumberHeld);
+            };
+            rows
+        }
+        _ => update.exec(db).await?.rows_affected,
+    };
+    if rows_affected == 0 {
         if let Settlement::Active { account_number } = settlement {
             close_late_number(db, account_id, account_number, now).await?;
         }
-        return Ok(None);
+        return Ok(Settled::Unchanged);
     }
     let account = virtual_account::Entity::find_by_id(account_id.to_owned())
         .one(db)
@@ -282,29 +298,88 @@ pub async fn settle<C: ConnectionTrait>(
     if let Some(event_type) = event {
         record_account_event(db, &account, event_type, now).await?;
     }
-    Ok(Some(account))
+    Ok(Settled::Changed(Box::new(account)))
+}
+
+/// Runs an update that writes an account number, in a savepoint: None when the number is another
+/// account's already (unique index `virtual_accounts_mode_bank_number`, recognised by SQLSTATE),
+/// with the caller's transaction still usable (on PostgreSQL a failed statement would abort it).
+async fn write_number<C: ConnectionTrait + TransactionTrait>(
+    db: &C,
+    update: sea_orm::UpdateMany<virtual_account::Entity>,
+) -> Result<Option<u64>, DbErr> {
+    let savepoint = db.begin().await?;
+    match update.exec(&savepoint).await {
+        Ok(result) => {
+            savepoint.commit().await?;
+            Ok(Some(result.rows_affected))
+        }
+        Err(e) if super::is_unique_violation(&e) => {
+            savepoint.rollback().await?;
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// A provider handed out a number another account holds: its error, not the customer's. The
+/// account keeps waiting (the give-up rule ends it); operators see a log line and
+/// `provider_duplicate_numbers_total{bank}`. Neither says the number or any identity.
+async fn number_held<C: ConnectionTrait>(
+    db: &C,
+    account_id: &str,
+    account_number: &str,
+) -> Result<(), DbErr> {
+    use virtual_account::Column as Col;
+    let Some(account) = virtual_account::Entity::find_by_id(account_id.to_owned())
+        .one(db)
+        .await?
+    else {
+        return Ok(());
+    };
+    let holder = virtual_account::Entity::find()
+        .filter(Col::Mode.eq(account.mode.clone()))
+        .filter(Col::Bank.eq(account.bank.clone()))
+        .filter(Col::AccountNumber.eq(account_number))
+        .one(db)
+        .await?
+        .map(|a| a.id);
+    tracing::error!(
+        account_id,
+        bank = %account.bank,
+        mode = %account.mode,
+        holder = ?holder,
+        "the provider bank gave an account number that another account already holds; the account stays pending"
+    );
+    metrics::counter!("provider_duplicate_numbers_total", "bank" => account.bank).increment(1);
+    Ok(())
 }
 
 /// A number that arrives for an account deactivated while it was pending: kept on the account
 /// (money sent to it is then recorded as `flagged`, never unmatched) and closed at the bank, in
 /// the caller's transaction. The account stays deactivated and no `active` event is sent. Does
 /// nothing to an account that is not such a one.
-async fn close_late_number<C: ConnectionTrait>(
+async fn close_late_number<C: ConnectionTrait + TransactionTrait>(
     db: &C,
     account_id: &str,
     account_number: &str,
     now: DateTime<Utc>,
 ) -> Result<(), DbErr> {
     use virtual_account::Column as Col;
-    let kept = virtual_account::Entity::update_many()
+    let keep = virtual_account::Entity::update_many()
         .col_expr(Col::AccountNumber, Some(account_number.to_owned()).into())
         .col_expr(Col::UpdatedAt, now.into())
         .filter(Col::Id.eq(account_id))
         .filter(Col::Status.eq(AccountStatus::Deactivated.as_str()))
-        .filter(Col::AccountNumber.is_null())
-        .exec(db)
-        .await?
-        .rows_affected;
+        .filter(Col::AccountNumber.is_null());
+    // A number another account holds is not kept, but the bank's account is closed all the same.
+    let kept = match write_number(db, keep).await? {
+        Some(rows) => rows,
+        None => {
+            number_held(db, account_id, account_number).await?;
+            1
+        }
+    };
     if kept == 1 {
         enqueue(
             db,
@@ -552,6 +627,31 @@ async fn insert_account(
     }
     .insert(txn)
     .await
+}
+
+/// The provider's open-account request for an account, built from its stored row alone (the
+/// identity decrypted for this call only): the api's create and worker-provisioning both send
+/// exactly this, so the bank is asked the same whoever asks. An identity that does not decrypt,
+/// or is not a BVN/NIN, is an error (its text never holds the number).
+pub fn open_request(cipher: &Cipher, account: &Account) -> Result<OpenAccount, DbErr> {
+    let unreadable = |why: String| DbErr::Custom(format!("account {}: {why}", account.id));
+    let identity_type = IdentityType::parse(&account.identity_type)
+        .ok_or_else(|| unreadable("unknown identity type".into()))?;
+    let identity_number = reveal_identity(cipher, account)
+        .map_err(|e| unreadable(format!("the identity does not decrypt: {e}")))
+        .and_then(|plain| {
+            IdentityNumber::parse(&plain)
+                .ok_or_else(|| unreadable("the identity is not 11 digits".into()))
+        })?;
+    Ok(OpenAccount::new(
+        &account.id,
+        &account.account_name,
+        &account.customer_name,
+        &account.customer_email,
+        &account.customer_phone,
+        identity_type,
+        identity_number,
+    ))
 }
 
 /// The plain BVN/NIN of an account, for the provider call only.

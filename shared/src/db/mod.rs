@@ -12,7 +12,7 @@ pub mod reencrypt;
 
 use std::time::Duration;
 
-use sea_orm::{ConnectOptions, Database, DatabaseConnection, DbBackend, DbErr, RuntimeErr};
+use sea_orm::{ConnectOptions, Database, DatabaseConnection, DbBackend, DbErr};
 
 /// Opens a pool. SQLite gets one connection: its writers serialise anyway, and one connection
 /// turns "database is locked" errors into an orderly queue.
@@ -55,13 +55,11 @@ pub async fn clock<C: sea_orm::ConnectionTrait>(
     row.try_get("", "now")
 }
 
-/// True when the error is a unique-constraint violation (a duplicate that the schema refused).
+/// True when the error is a unique-constraint violation (a duplicate that the schema refused),
+/// recognised by its SQLSTATE / SQLite code, so a server's message language does not matter.
 pub fn is_unique_violation(err: &DbErr) -> bool {
-    let text = match err {
-        DbErr::Exec(RuntimeErr::SqlxError(e)) | DbErr::Query(RuntimeErr::SqlxError(e)) => {
-            e.to_string()
-        }
-        other => other.to_string(),
-    };
-    text.contains("duplicate key value") || text.contains("UNIQUE constraint failed")
+    matches!(
+        err.sql_err(),
+        Some(sea_orm::SqlErr::UniqueConstraintViolation(_))
+    )
 }
