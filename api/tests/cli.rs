@@ -1,8 +1,6 @@
 //! The `api` binary as an operator runs it: admin commands, `serve`'s refusals, `api dev`.
 
 mod common;
-#[path = "../../worker-webhooks/tests/support/receiver.rs"]
-mod receiver;
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -10,15 +8,9 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
+use common::api;
 use serde_json::{Value, json};
-
-fn api(dir: &Path) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_api"));
-    cmd.env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .current_dir(dir);
-    cmd
-}
+use test_support::{Backend, Receiver, Reply, TestDb};
 
 fn run_ok(cmd: &mut Command) -> String {
     let out = cmd.output().expect("api runs");
@@ -190,11 +182,11 @@ fn serve_names_the_configuration_it_is_missing() {
 
 #[test]
 fn migrate_and_admin_work_against_postgres() {
-    let Some(backend) = common::Backend::postgres() else {
+    let Some(backend) = Backend::postgres() else {
         return;
     };
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let test_db = rt.block_on(common::TestDb::new(&backend));
+    let test_db = rt.block_on(TestDb::new(&backend));
     let dir = tempfile::tempdir().unwrap();
     let key = shared::crypto::Cipher::generate_key();
     let env = [
@@ -334,7 +326,6 @@ async fn dev_prints_a_demo_key_and_keeps_data_across_restarts() {
 
 #[tokio::test]
 async fn dev_killed_mid_delivery_resumes_it_at_once_after_a_restart() {
-    use receiver::{Receiver, Reply};
     let dir = tempfile::tempdir().unwrap();
     let dev = Dev::start(dir.path());
     let lines = dev.read_until("test webhook secret:");

@@ -1,15 +1,16 @@
 //! Deposits as a caller sees them: simulated deposits through the sandbox, signed provider
 //! notifications recorded exactly once, flagged deposits, rechecks and worker-recheck.
 
-mod common;
+use std::time::Duration;
 
-use std::time::{Duration, Instant};
-
-use common::{Backend, TestApp, account_body, spawn_app, start_recheck_worker};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
+use test_support::store;
+use test_support::{
+    Backend, TestApp, account_body, eventually, id_of, json, spawn_app, start_recheck_worker,
+};
 
-on_both_databases!(
+test_support::on_both_databases!(
     a_simulated_deposit_is_credited_and_announced,
     money_to_a_deactivated_account_is_flagged,
     notifications_need_a_valid_signature,
@@ -21,10 +22,6 @@ on_both_databases!(
     a_recheck_racing_a_notification_records_once,
     a_recheck_fails_after_provider_errors,
 );
-
-async fn json(resp: reqwest::Response) -> Value {
-    resp.json().await.expect("JSON body")
-}
 
 async fn active_account(app: &TestApp, n: u32) -> Value {
     let resp = app
@@ -59,19 +56,15 @@ async fn deposits(app: &TestApp, id: &str) -> Value {
 }
 
 async fn wait_for_deposits(app: &TestApp, id: &str, count: u64) -> Value {
-    let started = Instant::now();
-    loop {
+    eventually(Duration::from_secs(15), async || {
         let list = deposits(app, id).await;
         if list["total"] == count {
-            return list;
+            Ok(list)
+        } else {
+            Err(format!("{id}: {list}"))
         }
-        assert!(started.elapsed() < Duration::from_secs(15), "{id}: {list}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-fn id_of(v: &Value) -> String {
-    v["id"].as_str().unwrap().to_owned()
+    })
+    .await
 }
 
 /// A notification body as a bank sends it, and its signature with the sandbox's secret.
@@ -135,9 +128,13 @@ async fn a_simulated_deposit_is_credited_and_announced(backend: Backend) {
     assert_eq!(deposit["narration"], "rent");
     assert_eq!(deposit["source"], "notification");
     assert!(deposit["receivedAt"].is_string());
-    let events = app
-        .count(&format!("SELECT COUNT(*) FROM events WHERE type = 'deposit.received' AND data LIKE '%{reference}%' AND data LIKE '%\"account\":{{%'"))
-        .await;
+    let events = store::event_data_of_type(&app.db, "deposit.received")
+        .await
+        .into_iter()
+        .filter(|data| {
+            data["providerReference"] == reference.as_str() && data["account"].is_object()
+        })
+        .count();
     assert_eq!(
         events, 1,
         "deposit.received carries the deposit and its account"
@@ -160,13 +157,11 @@ async fn money_to_a_deactivated_account_is_flagged(backend: Backend) {
     let list = wait_for_deposits(&app, &id, 1).await;
     assert_eq!(list["data"][0]["status"], "flagged");
     assert_eq!(
-        app.count("SELECT COUNT(*) FROM events WHERE type = 'deposit.flagged'")
-            .await,
+        store::count_events_of_type(&app.db, "deposit.flagged").await,
         1
     );
     assert_eq!(
-        app.count("SELECT COUNT(*) FROM events WHERE type = 'deposit.received'")
-            .await,
+        store::count_events_of_type(&app.db, "deposit.received").await,
         0
     );
 }
@@ -199,12 +194,8 @@ async fn notifications_need_a_valid_signature(backend: Backend) {
             .status(),
         StatusCode::UNAUTHORIZED
     );
-    assert_eq!(
-        app.count("SELECT COUNT(*) FROM provider_notifications")
-            .await,
-        0
-    );
-    assert_eq!(app.count("SELECT COUNT(*) FROM deposits").await, 0);
+    assert_eq!(store::count_notifications(&app.db).await, 0);
+    assert_eq!(store::count_deposits(&app.db).await, 0);
     assert_eq!(
         notify(&app, "no-such-bank", &body, Some(&signature))
             .await
@@ -213,7 +204,7 @@ async fn notifications_need_a_valid_signature(backend: Backend) {
     );
     let resp = notify(&app, "test-bank", &body, Some(&signature)).await;
     assert_eq!(resp.status(), StatusCode::OK);
-    assert_eq!(app.count("SELECT COUNT(*) FROM deposits").await, 1);
+    assert_eq!(store::count_deposits(&app.db).await, 1);
 
     // Signed, but not a deposit: stored for operators as invalid and acknowledged (a 4xx would
     // only make the bank send it again); the bank's retries are stored once; nothing recorded.
@@ -225,8 +216,7 @@ async fn notifications_need_a_valid_signature(backend: Backend) {
         assert_eq!(json(resp).await["outcome"], "invalid");
     }
     assert_eq!(
-        app.count("SELECT COUNT(*) FROM provider_notifications WHERE outcome = 'invalid' AND body LIKE '%txn-reversal%'")
-            .await,
+        store::count_notifications_mentioning(&app.db, "invalid", "txn-reversal").await,
         1
     );
     // NUL in free text (PostgreSQL text cannot hold it) is dropped, not a 500.
@@ -244,7 +234,7 @@ async fn notifications_need_a_valid_signature(backend: Backend) {
             .any(|d| d["senderName"] == "BolaAde"),
         "{listed}"
     );
-    assert_eq!(app.count("SELECT COUNT(*) FROM deposits").await, 2);
+    assert_eq!(store::count_deposits(&app.db).await, 2);
     // Too large, however large: the same problem+json 413.
     let resp = notify(&app, "test-bank", &" ".repeat(70_000), Some(&signature)).await;
     assert_eq!(resp.status(), StatusCode::PAYLOAD_TOO_LARGE);
@@ -316,19 +306,16 @@ async fn twelve_copies_of_a_notification_make_one_deposit(backend: Backend) {
     }
     assert_eq!(deposits(&app, &id_of(&account)).await["total"], 1);
     assert_eq!(
-        app.count("SELECT COUNT(*) FROM events WHERE type = 'deposit.received'")
-            .await,
+        store::count_events_of_type(&app.db, "deposit.received").await,
         1
     );
     assert_eq!(
-        app.count("SELECT COUNT(*) FROM provider_notifications")
-            .await,
+        store::count_notifications(&app.db).await,
         1,
         "the same body from the same bank is stored once"
     );
     assert_eq!(
-        app.count("SELECT COUNT(*) FROM provider_notifications WHERE outcome = 'recorded'")
-            .await,
+        store::count_notifications_with_outcome(&app.db, "recorded").await,
         1
     );
 }
@@ -339,8 +326,11 @@ async fn unknown_account_numbers_are_kept_as_unmatched(backend: Backend) {
     let resp = notify(&app, "wema-bank", &body, Some(&signature)).await;
     assert_eq!(resp.status(), StatusCode::OK);
     assert_eq!(json(resp).await["outcome"], "unmatched");
-    assert_eq!(app.count("SELECT COUNT(*) FROM provider_notifications WHERE outcome = 'unmatched' AND provider_reference = 'txn-nobody'").await, 1);
-    assert_eq!(app.count("SELECT COUNT(*) FROM deposits").await, 0);
+    assert_eq!(
+        store::count_notifications_for_reference(&app.db, "unmatched", "txn-nobody").await,
+        1
+    );
+    assert_eq!(store::count_deposits(&app.db).await, 0);
 }
 
 async fn simulate_deposit_is_checked(backend: Backend) {
@@ -384,9 +374,9 @@ async fn simulate_deposit_is_checked(backend: Backend) {
     assert_eq!(json(resp).await["code"], "test_mode_only");
 }
 
+/// Polls the recheck until it is completed or failed.
 async fn wait_recheck(app: &TestApp, account_id: &str, recheck_id: &str) -> Value {
-    let started = Instant::now();
-    loop {
+    eventually(Duration::from_secs(30), async || {
         let recheck = json(
             app.get(
                 app.test_key(),
@@ -396,11 +386,12 @@ async fn wait_recheck(app: &TestApp, account_id: &str, recheck_id: &str) -> Valu
         )
         .await;
         if recheck["status"] == "completed" || recheck["status"] == "failed" {
-            return recheck;
+            Ok(recheck)
+        } else {
+            Err(recheck)
         }
-        assert!(started.elapsed() < Duration::from_secs(30), "{recheck}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    })
+    .await
 }
 
 async fn recheck(app: &TestApp, id: &str, body: Option<Value>) -> reqwest::Response {
@@ -443,8 +434,7 @@ async fn a_lost_notification_is_found_by_the_first_recheck_only(backend: Backend
     assert_eq!(list["data"][0]["providerReference"], reference.as_str());
     assert_eq!(list["data"][0]["source"], "recheck");
     assert_eq!(
-        app.count("SELECT COUNT(*) FROM events WHERE type = 'deposit.received'")
-            .await,
+        store::count_events_of_type(&app.db, "deposit.received").await,
         1
     );
 
@@ -538,8 +528,7 @@ async fn a_recheck_racing_a_notification_records_once(backend: Backend) {
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(deposits(&app, &id).await["total"], 1);
     assert_eq!(
-        app.count("SELECT COUNT(*) FROM events WHERE type = 'deposit.received'")
-            .await,
+        store::count_events_of_type(&app.db, "deposit.received").await,
         1
     );
 }

@@ -2,125 +2,42 @@
 //! `worker-provisioning` processes and `provider-sandbox`, on PostgreSQL and RabbitMQ. One worker
 //! is killed with SIGKILL while accounts wait for their numbers; nothing is lost.
 
-mod common;
-
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
+use test_support::http::free_port;
+use test_support::process::{Process, clean_command, sibling_binary, wait_healthy};
+use test_support::{Backend, RabbitPrefix, TestDb, account_body, amqp_url};
 
-/// A binary of the workspace, built beside this test's `api` binary (built on demand).
+/// A binary of the workspace, beside this test's `api` binary (built on demand).
 fn binary(name: &str) -> PathBuf {
-    let api = PathBuf::from(env!("CARGO_BIN_EXE_api"));
-    let path = api.with_file_name(name);
-    if !path.exists() {
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let status = Command::new(cargo)
-            .args(["build", "-p", name])
-            .status()
-            .expect("cargo runs");
-        assert!(status.success(), "building {name}");
-    }
-    path
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-struct Process(Child);
-
-impl Process {
-    fn start(bin: &str, args: &[&str], env: &[(String, String)]) -> Process {
-        let child = Command::new(binary(bin))
-            .args(args)
-            .env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("RUST_LOG", "warn")
-            .envs(env.iter().map(|(k, v)| (k, v)))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap_or_else(|e| panic!("starting {bin}: {e}"));
-        Process(child)
-    }
-
-    fn signal(&self, signal: &str) {
-        Command::new("kill")
-            .args([signal, &self.0.id().to_string()])
-            .status()
-            .unwrap();
-    }
-
-    fn wait(&mut self, within: Duration) -> std::process::ExitStatus {
-        let started = Instant::now();
-        loop {
-            if let Some(status) = self.0.try_wait().unwrap() {
-                return status;
-            }
-            assert!(
-                started.elapsed() < within,
-                "process did not exit within {within:?}"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-}
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-async fn wait_healthy(client: &reqwest::Client, url: &str) {
-    let started = Instant::now();
-    while started.elapsed() < Duration::from_secs(60) {
-        if let Ok(resp) = client.get(url).send().await
-            && resp.status().is_success()
-        {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("{url} never became healthy");
+    sibling_binary(env!("CARGO_BIN_EXE_api"), name)
 }
 
 /// A fresh database and broker prefix, and the environment every process of the stack shares.
+/// Dropped, it removes the broker prefix and then the database.
 struct Stack {
     env: Vec<(String, String)>,
-    amqp: String,
-    prefix: String,
     base: String,
     sandbox: String,
     key: String,
-    _db: common::TestDb,
+    _rabbit: RabbitPrefix,
+    _db: TestDb,
 }
 
 impl Stack {
     async fn new(extra: &[(&str, &str)]) -> Option<Stack> {
-        let backend = common::Backend::postgres()?;
-        let Ok(amqp) = std::env::var("TEST_AMQP_URL") else {
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "CI is set but TEST_AMQP_URL is not"
-            );
-            eprintln!("skipped: TEST_AMQP_URL is not set");
-            return None;
-        };
-        let db = common::TestDb::new(&backend).await;
-        let prefix = format!("e{}", ulid::Ulid::new().to_string().to_lowercase());
+        let backend = Backend::postgres()?;
+        let amqp = amqp_url()?;
+        let db = TestDb::new(&backend).await;
+        let rabbit = RabbitPrefix::new(&amqp, 'e');
         let (api_port, sandbox_port) = (free_port(), free_port());
         let mut env: Vec<(String, String)> = [
             ("VAS_DATABASE__URL", db.url.clone()),
             ("VAS_AMQP__URL", amqp.clone()),
-            ("VAS_AMQP__PREFIX", prefix.clone()),
+            ("VAS_AMQP__PREFIX", rabbit.prefix.clone()),
             ("VAS_CRYPTO__KEY", shared::crypto::Cipher::generate_key()),
             ("VAS_HTTP__BIND", format!("127.0.0.1:{api_port}")),
             ("VAS_OPS__BIND", "127.0.0.1:0".into()),
@@ -169,14 +86,19 @@ impl Stack {
             base: format!("http://127.0.0.1:{api_port}"),
             sandbox: format!("http://127.0.0.1:{sandbox_port}"),
             env,
-            amqp,
-            prefix,
+            _rabbit: rabbit,
             _db: db,
         })
     }
 
+    /// Starts a binary of the stack with its environment (and `RUST_LOG=warn`), output discarded.
     fn start(&self, bin: &str, args: &[&str]) -> Process {
-        Process::start(bin, args, &self.env)
+        Process::quiet(
+            clean_command(binary(bin))
+                .args(args)
+                .env("RUST_LOG", "warn")
+                .envs(self.env.iter().map(|(k, v)| (k, v))),
+        )
     }
 
     async fn get(&self, client: &reqwest::Client, path: &str) -> Value {
@@ -204,10 +126,6 @@ impl Stack {
             resp.json().await.unwrap_or(Value::Null),
         )
     }
-
-    async fn cleanup(self) {
-        shared::queue::delete_topology(&self.amqp, &self.prefix).await;
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -230,7 +148,7 @@ async fn binaries_turn_202_into_active_through_a_worker_kill() {
             .post(format!("{base}/v1/virtual-accounts"))
             .bearer_auth(&stack.key)
             .header("Idempotency-Key", format!("e2e-{n}"))
-            .json(&common::account_body(n, "access-bank"))
+            .json(&account_body(n, "access-bank"))
             .send()
             .await
             .unwrap();
@@ -287,7 +205,6 @@ async fn binaries_turn_202_into_active_through_a_worker_kill() {
         api.wait(Duration::from_secs(30)).success(),
         "api exits 0 on SIGTERM"
     );
-    stack.cleanup().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -313,7 +230,7 @@ async fn binaries_finish_a_recheck_whose_worker_was_killed() {
             .post(format!("{}/v1/virtual-accounts", stack.base))
             .bearer_auth(&stack.key)
             .header("Idempotency-Key", format!("rk-{n}"))
-            .json(&common::account_body(n, "test-bank"))
+            .json(&account_body(n, "test-bank"))
             .send()
             .await
             .unwrap();
@@ -394,5 +311,4 @@ async fn binaries_finish_a_recheck_whose_worker_was_killed() {
             "each lost deposit recorded exactly once"
         );
     }
-    stack.cleanup().await;
 }

@@ -3,17 +3,15 @@
 //! when the money was paid, conflicting second reports kept for operators, notifications stored
 //! once, and creation stamps by the database's clock.
 
-mod common;
-
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use common::{Backend, TestApp, account_body, captured_logs, spawn_app};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
+use test_support::{Backend, TestApp, account_body, captured_logs, spawn_app, store};
 
-on_both_databases!(
+test_support::on_both_databases!(
     idempotency_rows_hold_no_brute_forceable_hash,
     a_deposit_follows_the_account_state_when_it_was_paid,
     a_transaction_reported_again_with_other_content_is_kept_as_a_conflict,
@@ -35,23 +33,6 @@ async fn active_account(app: &TestApp, n: u32) -> Value {
         .await;
     assert_eq!(resp.status(), StatusCode::CREATED);
     json_of(resp).await
-}
-
-async fn text(app: &TestApp, sql: &str) -> String {
-    use sea_orm::ConnectionTrait;
-    let backend = app.db.get_database_backend();
-    let row = app
-        .db
-        .query_one_raw(sea_orm::Statement::from_string(backend, sql.to_owned()))
-        .await
-        .unwrap()
-        .expect("a row");
-    row.try_get_by_index::<String>(0).unwrap()
-}
-
-async fn execute(app: &TestApp, sql: &str) {
-    use sea_orm::ConnectionTrait;
-    app.db.execute_unprepared(sql).await.unwrap();
 }
 
 fn signed_notification(
@@ -108,11 +89,7 @@ async fn idempotency_rows_hold_no_brute_forceable_hash(backend: Backend) {
     let body = account_body(1, "test-bank");
     let first = app.create(app.test_key(), "key-1", &body).await;
     assert_eq!(first.status(), StatusCode::CREATED);
-    let stored = text(
-        &app,
-        "SELECT request_hash FROM idempotency_keys WHERE key = 'key-1'",
-    )
-    .await;
+    let stored = store::idempotency_request_hash(&app.db, "key-1").await;
     // What an attacker would compute for the right guess of the identity number.
     let plain = hex::encode(Sha256::digest(body.to_string().as_bytes()));
     assert_ne!(
@@ -133,11 +110,7 @@ async fn idempotency_rows_hold_no_brute_forceable_hash(backend: Backend) {
     assert_eq!(json_of(other).await["code"], "idempotency_key_reused");
 
     // A key written before keyed digests (plain SHA-256) replays until it is purged.
-    execute(
-        &app,
-        &format!("UPDATE idempotency_keys SET request_hash = '{plain}' WHERE key = 'key-1'"),
-    )
-    .await;
+    store::set_idempotency_request_hash(&app.db, "key-1", &plain).await;
     let legacy = app.create(app.test_key(), "key-1", &body).await;
     assert_eq!(legacy.status(), StatusCode::CREATED);
     assert_eq!(legacy.headers()["idempotent-replayed"], "true");
@@ -193,16 +166,8 @@ async fn a_deposit_follows_the_account_state_when_it_was_paid(backend: Backend) 
     };
     assert_eq!(status_of("txn-before"), "credited", "paid while active");
     assert_eq!(status_of("txn-after"), "flagged", "paid after deactivation");
-    assert_eq!(
-        app.count("SELECT COUNT(*) FROM events WHERE type = 'deposit.received'")
-            .await,
-        1
-    );
-    assert_eq!(
-        app.count("SELECT COUNT(*) FROM events WHERE type = 'deposit.flagged'")
-            .await,
-        1
-    );
+    assert_eq!(store::count_events_of_type(&app.db, "deposit.received").await, 1);
+    assert_eq!(store::count_events_of_type(&app.db, "deposit.flagged").await, 1);
 }
 
 /// The same provider reference with another amount: the first report stands, the second is
@@ -227,8 +192,7 @@ async fn a_transaction_reported_again_with_other_content_is_kept_as_a_conflict(b
     assert_eq!(listed.len(), 1);
     assert_eq!(listed[0]["amount"], 2500, "the first report stands");
     assert_eq!(
-        app.count("SELECT COUNT(*) FROM deposit_conflicts WHERE provider_reference = 'txn-twice' AND reported LIKE '%990000%'")
-            .await,
+        store::count_deposit_conflicts(&app.db, "txn-twice", "990000").await,
         1
     );
     let metrics = app
@@ -269,11 +233,7 @@ async fn a_repeated_notification_body_is_stored_once(backend: Backend) {
         assert_eq!(again["id"], first["id"], "the first stored notification");
         assert_eq!(again["outcome"], "recorded");
     }
-    assert_eq!(
-        app.count("SELECT COUNT(*) FROM provider_notifications")
-            .await,
-        1
-    );
+    assert_eq!(store::count_notifications(&app.db).await, 1);
     // Another bank (or mode) with the same body is another notification.
     let other = app
         .client
@@ -285,11 +245,7 @@ async fn a_repeated_notification_body_is_stored_once(backend: Backend) {
         .await
         .unwrap();
     assert_eq!(other.status(), StatusCode::OK);
-    assert_eq!(
-        app.count("SELECT COUNT(*) FROM provider_notifications")
-            .await,
-        2
-    );
+    assert_eq!(store::count_notifications(&app.db).await, 2);
 }
 
 /// On PostgreSQL the creation stamp (and so the rolling-hour count) is the database's time,
@@ -303,17 +259,7 @@ async fn creation_stamps_follow_the_database_clock(backend: Backend) {
     }
     let app = spawn_app(backend).await;
     let name = app.test_db.url.rsplit('/').next().unwrap().to_owned();
-    execute(
-        &app,
-        "CREATE FUNCTION public.clock_timestamp() RETURNS timestamptz AS \
-         $$ SELECT pg_catalog.clock_timestamp() + interval '2 hours' $$ LANGUAGE sql",
-    )
-    .await;
-    execute(
-        &app,
-        &format!("ALTER DATABASE {name} SET search_path = public, pg_catalog"),
-    )
-    .await;
+    store::shift_database_clock(&app.db, &name, 2).await;
     let db = shared::db::connect(&app.test_db.url, 2).await.unwrap();
     let cipher = std::sync::Arc::new(shared::crypto::Cipher::new(&app.crypto_key, &[]).unwrap());
     let state = api::AppState::new(db, cipher, app.config.clone(), app.relay.clone());

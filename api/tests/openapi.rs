@@ -2,11 +2,9 @@
 //! router serves with the error statuses SPEC §2 gives it, each served under `/` and `/v1`, and
 //! the answers shaped as documented.
 
-mod common;
-
-use common::{Backend, account_body, spawn_app};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
+use test_support::{Backend, TestApp, account_body, spawn_app};
 
 /// Every route the router serves (at `/…` and at `/v1/…`), with the statuses the document must
 /// list for it: successes, then SPEC §2's errors. Written out here, not read from the document,
@@ -92,7 +90,7 @@ fn resolve<'a>(doc: &'a Value, value: &'a Value) -> &'a Value {
     }
 }
 
-async fn document(app: &common::TestApp, path: &str) -> Value {
+async fn document(app: &TestApp, path: &str) -> Value {
     let resp = app.client.get(app.url(path)).send().await.unwrap();
     assert_eq!(resp.status(), StatusCode::OK, "{path}");
     assert!(resp.headers().contains_key("x-request-id"), "{path}");

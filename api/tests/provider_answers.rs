@@ -2,8 +2,6 @@
 //! worker alike, against a scripted provider: a number another account already holds, and an
 //! account the provider closed before it was ever active.
 
-mod common;
-
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -12,10 +10,12 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use common::{Backend, TestApp, account_body, captured_logs, spawn_app_with};
+use test_support::{
+    Backend, TestApp, account_body, captured_logs, spawn_app_with, start_provisioning_worker, store,
+};
 use serde_json::{Value, json};
 
-on_both_databases!(
+test_support::on_both_databases!(
     a_number_already_held_is_the_providers_error_never_a_500,
     a_closed_answer_fails_the_account_in_the_create_and_in_the_worker,
 );
@@ -117,19 +117,13 @@ where
 }
 
 /// Jobs about this account that are not finished (to run, running or waiting to retry).
-async fn unfinished_jobs_of(app: &TestApp, account_id: &str) -> i64 {
-    app.count(&format!(
-        "SELECT COUNT(*) FROM outbox WHERE payload LIKE '%{account_id}%' AND completed_at IS NULL"
-    ))
-    .await
+async fn unfinished_jobs_of(app: &TestApp, account_id: &str) -> u64 {
+    store::open_provisioning_jobs_for(&app.db, account_id).await
 }
 
 /// Events of this type about this account.
-async fn account_events(app: &TestApp, event_type: &str, account_id: &str) -> i64 {
-    app.count(&format!(
-        "SELECT COUNT(*) FROM events WHERE type = '{event_type}' AND data LIKE '%{account_id}%'"
-    ))
-    .await
+async fn account_events(app: &TestApp, event_type: &str, account_id: &str) -> u64 {
+    store::count_events_about(&app.db, event_type, account_id).await
 }
 
 async fn a_number_already_held_is_the_providers_error_never_a_500(backend: Backend) {
@@ -167,7 +161,7 @@ async fn a_number_already_held_is_the_providers_error_never_a_500(backend: Backe
     assert_eq!(replay.status(), StatusCode::ACCEPTED);
 
     // The worker keeps getting the held number, and ends the wait by the give-up rule.
-    let _worker = common::start_provisioning_worker(&app, app.shutdown.clone());
+    let _worker = start_provisioning_worker(&app, app.shutdown.clone());
     eventually(Duration::from_secs(30), "the account failed", || async {
         account(&app, &id).await["status"] == "failed"
     })
@@ -269,7 +263,7 @@ async fn a_closed_answer_fails_the_account_in_the_create_and_in_the_worker(backe
         .await;
     assert_eq!(resp.status(), StatusCode::ACCEPTED);
     let id = json(resp).await["id"].as_str().unwrap().to_owned();
-    let _worker = common::start_provisioning_worker(&app, app.shutdown.clone());
+    let _worker = start_provisioning_worker(&app, app.shutdown.clone());
     eventually(Duration::from_secs(20), "the account failed", || async {
         account(&app, &id).await["status"] == "failed"
     })

@@ -1,18 +1,18 @@
 //! Provisioning as a caller sees it: 202 becomes active through the worker, rejections, outages,
 //! deactivation while pending, giving up, lost messages and competing workers.
 
-mod common;
+use std::time::Duration;
 
-use std::time::{Duration, Instant};
-
-use common::{
-    Backend, TestApp, account_body, spawn_app, spawn_app_with, start_provisioning_worker,
-};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
+use test_support::store::{self, count_events_about};
+use test_support::{
+    Backend, TestApp, account_body, eventually, json, spawn_app, spawn_app_with,
+    start_provisioning_worker, wait_until,
+};
 use tokio_util::sync::CancellationToken;
 
-on_both_databases!(
+test_support::on_both_databases!(
     pending_accounts_become_active_through_the_worker,
     identity_rejection_is_a_422_and_a_failed_account,
     a_provider_outage_never_fails_a_creation,
@@ -25,36 +25,26 @@ on_both_databases!(
     metrics_count_requests_jobs_and_provider_calls,
 );
 
-async fn json(resp: reqwest::Response) -> Value {
-    resp.json().await.expect("JSON body")
-}
-
 /// Polls the account until `status`, or panics after `within`.
 async fn wait_for_status(app: &TestApp, id: &str, status: &str, within: Duration) -> Value {
-    let started = Instant::now();
-    loop {
+    eventually(within, async || {
         let account = json(
             app.get(app.test_key(), &format!("/v1/virtual-accounts/{id}"))
                 .await,
         )
         .await;
         if account["status"] == status {
-            return account;
+            Ok(account)
+        } else {
+            Err(format!("{id} still {}", account["status"]))
         }
-        assert!(
-            started.elapsed() < within,
-            "{id} still {} after {within:?}",
-            account["status"]
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    })
+    .await
 }
 
-async fn events_of(app: &TestApp, event_type: &str, account_id: &str) -> i64 {
-    app.count(&format!(
-        "SELECT COUNT(*) FROM events WHERE type = '{event_type}' AND data LIKE '%{account_id}%'"
-    ))
-    .await
+/// Events of this type about the account.
+async fn events_of(app: &TestApp, event_type: &str, account_id: &str) -> u64 {
+    count_events_about(&app.db, event_type, account_id).await
 }
 
 async fn sandbox_account(app: &TestApp, bank: &str, reference: &str) -> Value {
@@ -175,17 +165,10 @@ async fn a_deactivated_pending_account_is_closed_and_never_revived(backend: Back
         .await;
     assert_eq!(json(resp).await["status"], "deactivated");
     let _worker = start_provisioning_worker(&app, app.shutdown.clone());
-    let started = Instant::now();
-    loop {
-        if sandbox_account(&app, "titan-trust-bank", &id).await["status"] == "closed" {
-            break;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(15),
-            "never closed at the bank"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_until("closed at the bank", Duration::from_secs(15), async || {
+        sandbox_account(&app, "titan-trust-bank", &id).await["status"] == "closed"
+    })
+    .await;
     // Past the bank's activation delay, the account stays deactivated and was never announced.
     tokio::time::sleep(Duration::from_secs(3)).await;
     let account = json(
@@ -200,7 +183,6 @@ async fn a_deactivated_pending_account_is_closed_and_never_revived(backend: Back
 }
 
 async fn a_number_that_comes_after_deactivation_is_closed_at_the_bank(backend: Backend) {
-    use sea_orm::ConnectionTrait;
     let app = spawn_app_with(backend, |c| c.sandbox.activation_delay_secs = 1).await;
     let resp = app
         .create(app.test_key(), "k", &account_body(1, "titan-trust-bank"))
@@ -209,33 +191,24 @@ async fn a_number_that_comes_after_deactivation_is_closed_at_the_bank(backend: B
     let id = json(resp).await["id"].as_str().unwrap().to_owned();
     // The close sent at deactivation reached the bank before the open did (the bank answered
     // "no such account"), so nothing closed it: deactivated here, open and numbered there.
-    app.db
-        .execute_unprepared(&format!(
-            "UPDATE virtual_accounts SET status = 'deactivated' WHERE id = '{id}'"
-        ))
-        .await
-        .unwrap();
-    let started = Instant::now();
-    let number = loop {
+    store::set_account_status(&app.db, &id, "deactivated").await;
+    let number = eventually(Duration::from_secs(10), async || {
         let remote = sandbox_account(&app, "titan-trust-bank", &id).await;
         if remote["status"] == "active" {
-            break remote["accountNumber"].as_str().unwrap().to_owned();
+            Ok(remote["accountNumber"].as_str().unwrap().to_owned())
+        } else {
+            Err(remote)
         }
-        assert!(started.elapsed() < Duration::from_secs(10), "{remote}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    })
+    .await;
 
     // The account's provisioning job finds it deactivated without a number, asks the bank, and
     // closes what the bank opened.
     let _worker = start_provisioning_worker(&app, app.shutdown.clone());
-    let started = Instant::now();
-    while sandbox_account(&app, "titan-trust-bank", &id).await["status"] != "closed" {
-        assert!(
-            started.elapsed() < Duration::from_secs(20),
-            "never closed at the bank"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_until("closed at the bank", Duration::from_secs(20), async || {
+        sandbox_account(&app, "titan-trust-bank", &id).await["status"] == "closed"
+    })
+    .await;
     let account = json(
         app.get(app.test_key(), &format!("/v1/virtual-accounts/{id}"))
             .await,
@@ -289,24 +262,13 @@ async fn a_lost_message_is_published_again(backend: Backend) {
     .unwrap();
     std::mem::forget(held);
     // The job row still says unfinished: a relay republishes it once it is overdue.
-    let overdue = match sea_orm::ConnectionTrait::get_database_backend(&app.db) {
-        sea_orm::DbBackend::Postgres => {
-            "UPDATE outbox SET published_at = published_at - interval '1 hour' WHERE completed_at IS NULL"
-        }
-        _ => {
-            "UPDATE outbox SET published_at = '2000-01-01T00:00:00+00:00' WHERE completed_at IS NULL"
-        }
-    };
-    sea_orm::ConnectionTrait::execute_unprepared(&app.db, overdue)
-        .await
-        .unwrap();
+    store::make_published_jobs_overdue(&app.db).await;
     let _worker = start_provisioning_worker(&app, app.shutdown.clone());
     wait_for_status(&app, &id, "active", Duration::from_secs(20)).await;
     assert_eq!(events_of(&app, "virtualaccount.active", &id).await, 1);
 }
 
 async fn a_job_this_version_cannot_read_is_dead_lettered_once(backend: Backend) {
-    use sea_orm::ConnectionTrait;
     let app = spawn_app(backend).await;
     let now = domain::time::now();
     let job = shared::db::outbox::Job::Close {
@@ -316,42 +278,28 @@ async fn a_job_this_version_cannot_read_is_dead_lettered_once(backend: Backend) 
         .await
         .unwrap();
     // As a newer version might write it: a kind of job this one does not know.
-    app.db
-        .execute_unprepared(&format!(
-            "UPDATE outbox SET payload = '{{\"kind\":\"from_the_future\"}}' WHERE id = '{job_id}'"
-        ))
-        .await
-        .unwrap();
+    store::overwrite_job_payload(&app.db, &job_id, r#"{"kind":"from_the_future"}"#).await;
     app.relay.kick();
     let _worker = start_provisioning_worker(&app, app.shutdown.clone());
-    let started = Instant::now();
-    let dead = format!("SELECT COUNT(*) FROM outbox WHERE id = '{job_id}' AND dead_at IS NOT NULL");
-    while app.count(&dead).await != 1 {
-        assert!(
-            started.elapsed() < Duration::from_secs(15),
-            "never given up"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_until("given up", Duration::from_secs(15), async || {
+        store::job(&app.db, &job_id).await.dead
+    })
+    .await;
     // In the dead-letter queue once, and not tried again.
-    let started = Instant::now();
-    while app.broker.depth("provisioning", true).await.unwrap() != 1 {
-        assert!(
-            started.elapsed() < Duration::from_secs(10),
-            "not dead-lettered"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_until("dead-lettered", Duration::from_secs(10), async || {
+        app.broker.depth("provisioning", true).await.unwrap() == 1
+    })
+    .await;
     tokio::time::sleep(Duration::from_millis(1500)).await;
     assert_eq!(app.broker.depth("provisioning", true).await.unwrap(), 1);
-    assert_eq!(
-        app.count(&format!(
-            "SELECT COUNT(*) FROM outbox WHERE id = '{job_id}' AND attempts = 0 \
-             AND last_error LIKE '%cannot read%'"
-        ))
-        .await,
-        1,
-        "given up on its first reading"
+    let job = store::job(&app.db, &job_id).await;
+    assert!(
+        job.attempts == 0
+            && job
+                .last_error
+                .as_deref()
+                .is_some_and(|e| e.contains("cannot read")),
+        "given up on its first reading: {job:?}"
     );
 }
 
@@ -378,15 +326,10 @@ async fn competing_workers_do_each_job_once(backend: Backend) {
         wait_for_status(&app, id, "active", Duration::from_secs(30)).await;
     }
     assert_eq!(
-        app.count("SELECT COUNT(*) FROM events WHERE type = 'virtualaccount.active'")
-            .await,
+        store::count_events_of_type(&app.db, "virtualaccount.active").await,
         15
     );
-    assert_eq!(
-        app.count("SELECT COUNT(*) FROM outbox WHERE completed_at IS NULL")
-            .await,
-        0
-    );
+    assert_eq!(store::outbox_backlog(&app.db).await, 0);
 }
 
 async fn metrics_count_requests_jobs_and_provider_calls(backend: Backend) {
@@ -413,10 +356,6 @@ async fn metrics_count_requests_jobs_and_provider_calls(backend: Backend) {
         assert!(text.contains(needle), "{needle} missing from /metrics");
     }
     // The job that activated the account carries the id of the request that created it.
-    let with_request = app
-        .count(&format!(
-            "SELECT COUNT(*) FROM outbox WHERE payload LIKE '%{id}%' AND request_id LIKE 'req_%'"
-        ))
-        .await;
+    let with_request = store::jobs_carrying_a_request_id_for(&app.db, &id).await;
     assert_eq!(with_request, 1);
 }

@@ -4,28 +4,25 @@
 //! that delay nobody else, a worker killed mid-delivery, and the `/events` API.
 
 mod common;
-#[path = "../../worker-webhooks/tests/support/receiver.rs"]
-mod receiver;
 
-use std::path::Path;
-use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use common::{
-    Backend, TestApp, account_body, captured_logs, spawn_app, spawn_app_with, start_webhooks_worker,
-};
+use common::api;
 use domain::{KybStatus, Mode};
-use receiver::{Received, Receiver, Reply};
 use reqwest::StatusCode;
-use sea_orm::{ConnectionTrait, TransactionTrait};
 use serde_json::{Value, json};
 use shared::crypto::Cipher;
 use shared::db::businesses::{self, IssuedBusiness};
-use shared::db::{deliveries, events};
+use shared::db::deliveries;
+use test_support::store;
+use test_support::{
+    Backend, Received, Receiver, Reply, TestApp, account_body, captured_logs, eventually, json,
+    spawn_app, spawn_app_with, start_webhooks_worker, wait_until,
+};
 use tokio_util::sync::CancellationToken;
 use worker_webhooks::operator::{self, ReplayTarget};
 
-on_both_databases!(
+test_support::on_both_databases!(
     events_are_delivered_signed_and_verifiable,
     events_are_listed_paged_filtered_and_kept_to_their_owner,
     failures_are_retried_on_schedule_honouring_retry_after,
@@ -41,16 +38,8 @@ on_both_databases!(
 
 const WITHIN: Duration = Duration::from_secs(20);
 
-async fn json(resp: reqwest::Response) -> Value {
-    resp.json().await.expect("JSON body")
-}
-
 async fn set_url(app: &TestApp, business_id: &str, mode: Mode, url: &str) {
-    assert!(
-        businesses::set_webhook_url(&app.db, business_id, mode, url)
-            .await
-            .unwrap()
-    );
+    app.set_webhook_url(business_id, mode, url).await;
 }
 
 /// An account created (active at once) and deactivated: one `virtualaccount.deactivated` event.
@@ -77,35 +66,16 @@ async fn rejected_account(app: &TestApp, key: &str, n: u32) {
 
 /// Records an event directly (as any state change does), in its own transaction.
 async fn record_event(app: &TestApp, business_id: &str, mode: Mode, data: Value) -> String {
-    let txn = app.db.begin().await.unwrap();
-    let event = events::record(
-        &txn,
-        business_id,
-        mode,
-        events::ACCOUNT_DEACTIVATED,
-        &data,
-        domain::time::now(),
-    )
-    .await
-    .unwrap();
-    txn.commit().await.unwrap();
-    app.relay.kick();
-    event.id
+    app.record_event(business_id, mode, &data).await
 }
 
 async fn other_business(app: &TestApp, name: &str) -> IssuedBusiness {
-    let cipher = Cipher::new(&app.crypto_key, &[]).unwrap();
-    businesses::create(&app.db, &cipher, name, KybStatus::Pending)
-        .await
-        .unwrap()
+    app.other_business(name, KybStatus::Pending).await
 }
 
 /// Verified by the `standardwebhooks` crate, not by our code.
 fn verifies(secret: &str, request: &Received) -> bool {
-    standardwebhooks::Webhook::new(secret)
-        .unwrap()
-        .verify(&request.body, &request.headers)
-        .is_ok()
+    request.verifies(secret)
 }
 
 async fn read_event(app: &TestApp, key: &str, id: &str) -> Value {
@@ -122,21 +92,20 @@ async fn wait_for_delivery(
     status: &str,
     attempts: Option<usize>,
 ) -> Value {
-    let started = Instant::now();
-    loop {
+    eventually(WITHIN, async || {
         let event = read_event(app, key, event_id).await;
         let delivery = &event["deliveries"][0];
         let count = delivery["attempts"].as_array().map_or(0, Vec::len);
         if delivery["status"] == status && attempts.is_none_or(|n| n == count) {
-            return event;
+            Ok(event)
+        } else {
+            Err(format!(
+                "delivery of {event_id} is {} with {count} attempts, expected {status}",
+                delivery["status"]
+            ))
         }
-        assert!(
-            started.elapsed() < WITHIN,
-            "delivery of {event_id} is {} with {count} attempts, expected {status}",
-            delivery["status"]
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    })
+    .await
 }
 
 fn status_codes(delivery: &Value) -> Vec<i64> {
@@ -313,8 +282,8 @@ async fn events_are_listed_paged_filtered_and_kept_to_their_owner(backend: Backe
     let id = data[0]["id"].as_str().unwrap();
     let event = read_event(&app, app.test_key(), id).await;
     assert_eq!(event["deliveries"], json!([]), "no URL, no delivery");
-    assert_eq!(app.count("SELECT COUNT(*) FROM deliveries").await, 0);
-    assert_eq!(app.count("SELECT COUNT(*) FROM events").await, 3);
+    assert_eq!(store::count_deliveries(&app.db).await, 0);
+    assert_eq!(store::count_events(&app.db).await, 3);
 
     // Resending needs a URL.
     let resp = app
@@ -464,16 +433,11 @@ async fn an_exhausted_delivery_is_dead_lettered_and_one_replay_delivers_it(backe
     tokio::time::sleep(Duration::from_millis(1500)).await;
     assert_eq!(receiver.count(), 3);
     // The job is dead, and its message sits in the queue's dead-letter queue.
-    assert_eq!(
-        app.count("SELECT COUNT(*) FROM outbox WHERE dead_at IS NOT NULL")
-            .await,
-        1
-    );
-    let started = Instant::now();
-    while app.broker.depth("webhooks", true).await.unwrap() != 1 {
-        assert!(started.elapsed() < WITHIN, "nothing in webhooks.dead");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    assert_eq!(store::dead_jobs(&app.db).await, 1);
+    wait_until("one message in webhooks.dead", WITHIN, async || {
+        app.broker.depth("webhooks", true).await.unwrap() == 1
+    })
+    .await;
 
     // Operators see it: in the metrics (one recorder per test process, so shapes, not totals)…
     assert_eq!(deliveries::count_dead(&app.db).await.unwrap(), 1);
@@ -643,18 +607,15 @@ async fn a_resend_supersedes_an_attempt_in_flight(backend: Backend) {
     );
 
     // The old attempt's 500 lands after the fresh success: on record, but it changes nothing.
-    let started = Instant::now();
-    let event = loop {
+    let event = eventually(WITHIN, async || {
         let event = read_event(&app, app.test_key(), &event_id).await;
         if event["deliveries"][0]["attempts"].as_array().unwrap().len() == 2 {
-            break event;
+            Ok(event)
+        } else {
+            Err("the old attempt was never recorded")
         }
-        assert!(
-            started.elapsed() < WITHIN,
-            "the old attempt was never recorded"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    })
+    .await;
     let delivery = &event["deliveries"][0];
     assert_eq!(delivery["status"], "succeeded");
     let mut codes = status_codes(delivery);
@@ -710,12 +671,7 @@ async fn during_a_rotation_both_secrets_sign(backend: Backend) {
     assert!(verifies(&old, &only(1)) && !verifies(&new, &only(1)));
 
     // Once the overlap is over, the old secret signs no more.
-    app.db
-        .execute_unprepared(
-            "UPDATE business_modes SET previous_secret_expires_at = '2000-01-01T00:00:00Z'",
-        )
-        .await
-        .unwrap();
+    store::expire_previous_webhook_secrets(&app.db).await;
     deactivated_account(&app, app.test_key(), 2).await;
     let after = receiver.wait_for(2, WITHIN).await.remove(1);
     assert_eq!(after.header("webhook-signature").split(' ').count(), 1);
@@ -741,11 +697,8 @@ async fn live_mode_refuses_private_targets_at_delivery(backend: Backend) {
     }
     assert_eq!(receiver.count(), 0, "nothing reached the private target");
     assert_eq!(
-        app.count(
-            "SELECT COUNT(*) FROM delivery_attempts WHERE error LIKE '%loopback%' \
-             AND error LIKE '%public addresses only%'"
-        )
-        .await,
+        store::count_attempts_whose_error_mentions(&app.db, &["loopback", "public addresses only"])
+            .await,
         4
     );
 
@@ -828,14 +781,6 @@ async fn a_worker_killed_mid_delivery_loses_nothing(backend: Backend) {
 
 // ---------------------------------------------------------------------------------------------
 // `api admin webhook set`: the live-mode SSRF check when the URL is set.
-
-fn api(dir: &Path) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_api"));
-    cmd.env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .current_dir(dir);
-    cmd
-}
 
 #[test]
 fn setting_a_private_live_url_is_refused_with_a_clear_error() {

@@ -77,9 +77,7 @@ async fn serve(limit: u64) -> (String, Arc<Mutex<Mock>>) {
     let app = Router::new()
         .route("/v1/virtual-accounts", post(create))
         .with_state(mock.clone());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let address = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let address = test_support::http::serve(app).await;
     (format!("http://{address}/"), mock)
 }
 
@@ -166,9 +164,7 @@ async fn a_wrong_key_is_reported_not_fatal() {
 
 #[tokio::test]
 async fn nothing_listening_is_a_transport_error() {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    drop(listener);
+    let base = format!("http://127.0.0.1:{}", test_support::http::free_port());
     let settings = settings(base, Stop::Requests(4));
     let client = load::client(&settings).unwrap();
     let workload = Workload::Create {

@@ -12,7 +12,7 @@ use domain::nuban;
 use ops::config::SandboxConfig;
 use provider_sandbox::{sign, spawn};
 use serde_json::{Value, json};
-use tokio::net::TcpListener;
+use test_support::eventually;
 
 const KEY: &str = "test-sandbox-key";
 const SECRET: &str = "test-notification-secret";
@@ -34,7 +34,7 @@ struct Bank {
 
 impl Bank {
     async fn start(config: SandboxConfig) -> Bank {
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let (listener, _) = test_support::http::listener().await;
         let address = spawn(config, listener).await.expect("sandbox starts");
         Bank {
             base: format!("http://{address}"),
@@ -96,24 +96,6 @@ fn unique(prefix: &str) -> String {
     domain::ids::new_id(prefix)
 }
 
-/// Polls `check` every 50 ms until it yields a value or `within` passes.
-async fn eventually<T, F, Fut>(within: Duration, mut check: F) -> Option<T>
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + within;
-    loop {
-        if let Some(value) = check().await {
-            return Some(value);
-        }
-        if Instant::now() > deadline {
-            return None;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 #[tokio::test]
 async fn wema_bank_answers_201_with_a_valid_number_and_repeats_it() {
     let bank = Bank::start(config()).await;
@@ -160,12 +142,15 @@ async fn access_bank_answers_202_then_activates_after_the_delay() {
         "a repeat while pending is still 202"
     );
 
-    let active = eventually(Duration::from_secs(3), || async {
+    let active = eventually(Duration::from_secs(3), async || {
         let (_, read) = bank.get("/access-bank/accounts/va_a").await;
-        (read["status"] == "active").then_some(read)
+        if read["status"] == "active" {
+            Ok(read)
+        } else {
+            Err(format!("not active within the delay: {read}"))
+        }
     })
-    .await
-    .expect("active within the delay");
+    .await;
     assert!(
         started.elapsed() >= Duration::from_millis(900),
         "not before the delay"
@@ -355,9 +340,7 @@ impl Inbox {
         let app = Router::new()
             .route("/providers/{bank}/notifications", post(receive))
             .with_state(inbox.clone());
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let address = listener.local_addr().expect("address");
-        tokio::spawn(async move { axum::serve(listener, app).await });
+        let address = test_support::http::serve(app).await;
         (format!("http://{address}"), inbox)
     }
 
@@ -404,12 +387,15 @@ async fn deposits_are_listed_and_notified_only_when_asked() {
     let loud_ref = loud["providerReference"].as_str().expect("reference");
     assert_ne!(silent_ref, loud_ref);
 
-    let received = eventually(Duration::from_secs(3), || async {
+    let received = eventually(Duration::from_secs(3), async || {
         let got = inbox.received();
-        (!got.is_empty()).then_some(got)
+        if got.is_empty() {
+            Err("the notification has not arrived")
+        } else {
+            Ok(got)
+        }
     })
-    .await
-    .expect("the notification arrives");
+    .await;
     // Give a wrongly sent silent notification the same chance to land before counting.
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(inbox.received().len(), 1, "notify: false sends nothing");
@@ -477,12 +463,15 @@ async fn a_refused_notification_is_retried_with_the_same_body() {
     let number = opened["accountNumber"].as_str().expect("a number");
     let (_, sent) = bank.deposit("wema-bank", number, 700, true).await;
 
-    let received = eventually(Duration::from_secs(4), || async {
+    let received = eventually(Duration::from_secs(4), async || {
         let got = inbox.received();
-        (!got.is_empty()).then_some(got)
+        if got.is_empty() {
+            Err("not delivered on a retry")
+        } else {
+            Ok(got)
+        }
     })
-    .await
-    .expect("delivered on a retry");
+    .await;
     assert_eq!(
         inbox.attempts(),
         2,

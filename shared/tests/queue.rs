@@ -3,14 +3,13 @@
 //! Each RabbitMQ test declares its own topology under a random prefix and deletes it after.
 
 use std::collections::BTreeSet;
-use std::future::Future;
-use std::panic::AssertUnwindSafe;
 use std::time::Duration;
 
+use futures::StreamExt;
 use futures::stream::BoxStream;
-use futures::{FutureExt, StreamExt};
 use lapin::options::QueueDeleteOptions;
 use shared::queue::{Broker, Delivery, MemoryBroker, QUEUES, QueueError, RabbitBroker};
+use test_support::{on_both_brokers, with_rabbit};
 use tokio::time::{Instant, sleep, timeout};
 
 /// How long anything that should happen may take.
@@ -21,76 +20,12 @@ const QUIET: Duration = Duration::from_millis(400);
 type Deliveries = BoxStream<'static, Result<Delivery, QueueError>>;
 
 // ---------------------------------------------------------------------------------------------
-// Harness
-
-fn amqp_url() -> Option<String> {
-    match std::env::var("TEST_AMQP_URL") {
-        Ok(url) if !url.is_empty() => Some(url),
-        _ if std::env::var_os("CI").is_some() => {
-            panic!("TEST_AMQP_URL is not set but CI is: CI must run the RabbitMQ tests")
-        }
-        _ => {
-            eprintln!("skipped: TEST_AMQP_URL not set");
-            None
-        }
-    }
-}
-
-struct Topology {
-    url: String,
-    prefix: String,
-}
-
-/// Runs `check` on a RabbitBroker with a fresh prefix (nothing declared yet), then deletes the
-/// prefix's queues and exchanges whether or not the check passed.
-async fn with_rabbit<F, Fut>(check: F)
-where
-    F: FnOnce(RabbitBroker, Topology) -> Fut,
-    Fut: Future<Output = ()>,
-{
-    let Some(url) = amqp_url() else { return };
-    let prefix = format!("t{}", ulid::Ulid::new().to_string().to_lowercase());
-    let broker = RabbitBroker::connect(&url, &prefix)
-        .await
-        .expect("connect to TEST_AMQP_URL");
-    let topology = Topology {
-        url: url.clone(),
-        prefix: prefix.clone(),
-    };
-    let outcome = AssertUnwindSafe(check(broker, topology))
-        .catch_unwind()
-        .await;
-    delete_topology(&url, &prefix).await;
-    if let Err(panic) = outcome {
-        std::panic::resume_unwind(panic);
-    }
-}
+// Harness: `on_both_brokers!` and `with_rabbit` are test_support's.
 
 async fn admin(url: &str) -> lapin::Connection {
     lapin::Connection::connect(url, lapin::ConnectionProperties::default())
         .await
         .expect("admin connection")
-}
-
-async fn delete_topology(url: &str, prefix: &str) {
-    shared::queue::delete_topology(url, prefix).await;
-}
-
-/// Each named check runs as `<check>::memory` and `<check>::rabbit`.
-macro_rules! on_both_brokers {
-    ($($check:ident),* $(,)?) => {$(
-        mod $check {
-            #[tokio::test]
-            async fn memory() {
-                super::$check(shared::queue::MemoryBroker::new()).await;
-            }
-
-            #[tokio::test]
-            async fn rabbit() {
-                super::with_rabbit(|broker, _| super::$check(broker)).await;
-            }
-        }
-    )*};
 }
 
 async fn next(stream: &mut Deliveries) -> Delivery {

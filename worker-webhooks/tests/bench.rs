@@ -7,71 +7,46 @@
 //! cargo test -p worker-webhooks --test bench -- --ignored --nocapture
 //! ```
 
-mod support;
-
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use domain::Mode;
 use ops::config::Config;
-use sea_orm::TransactionTrait;
 use shared::crypto::Cipher;
-use shared::db::events;
-use shared::queue::{Broker, MemoryBroker, RabbitBroker};
+use shared::queue::Broker;
 use shared::relay::Relay;
-use support::receiver::Receiver;
-use support::{Setup, TestDb, setup};
+use test_support::store::count_deliveries_with_status;
+use test_support::{Backend, Receiver, Setup, TestBroker, TestDb, record_event, setup};
 use tokio_util::sync::CancellationToken;
 
 const THROUGHPUT_EVENTS: usize = 2000;
 const LATENCY_EVENTS: usize = 500;
 
-#[derive(Clone)]
-enum Backend {
-    Sqlite,
-    Postgres { db: String, amqp: String },
-}
-
-impl Backend {
-    fn name(&self) -> &'static str {
-        match self {
-            Backend::Sqlite => "SQLite + in-process queue",
-            Backend::Postgres { .. } => "PostgreSQL + RabbitMQ",
-        }
+fn name(backend: &Backend) -> &'static str {
+    match backend {
+        Backend::Sqlite => "SQLite + in-process queue",
+        Backend::Postgres(_) => "PostgreSQL + RabbitMQ",
     }
 }
 
+/// Dropped, it removes its broker prefix and database.
 struct Rig {
-    _db: TestDb,
     setup: Setup,
     broker: Arc<dyn Broker>,
     relay: Relay,
     config: Config,
     receiver: Receiver,
     stop: CancellationToken,
-    rabbit: Option<(String, String)>,
+    _broker: TestBroker,
+    _db: TestDb,
 }
 
 impl Rig {
     async fn new(backend: &Backend) -> Rig {
-        let (db, broker, rabbit): (TestDb, Arc<dyn Broker>, _) = match backend {
-            Backend::Sqlite => {
-                let broker = MemoryBroker::new();
-                broker.declare().await.unwrap();
-                (TestDb::sqlite(), Arc::new(broker), None)
-            }
-            Backend::Postgres { db, amqp } => {
-                let prefix = format!("b{}", ulid::Ulid::new().to_string().to_lowercase());
-                let broker = RabbitBroker::connect(amqp, &prefix).await.unwrap();
-                broker.declare().await.unwrap();
-                (
-                    TestDb::postgres(db).await,
-                    Arc::new(broker),
-                    Some((amqp.clone(), prefix)),
-                )
-            }
-        };
+        let db = TestDb::new(backend).await;
+        let test_broker = TestBroker::for_backend(backend).await;
+        let broker = test_broker.broker.clone();
         let setup = setup(&db.url, None).await;
         let receiver = Receiver::start().await;
         setup.set_url(&setup.business.id, &receiver.url).await;
@@ -79,14 +54,14 @@ impl Rig {
         let mut config = Config::default();
         config.database.url = Some(db.url.clone());
         Rig {
-            _db: db,
             setup,
             broker,
             relay,
             config,
             receiver,
             stop: CancellationToken::new(),
-            rabbit,
+            _broker: test_broker,
+            _db: db,
         }
     }
 
@@ -111,27 +86,14 @@ impl Rig {
     }
 
     async fn record(&self, n: usize) -> String {
-        let txn = self.setup.db.begin().await.unwrap();
-        let event = events::record(
-            &txn,
-            &self.setup.business.id,
-            Mode::Test,
-            events::ACCOUNT_DEACTIVATED,
-            &serde_json::json!({"id": format!("va_{n}"), "object": "virtual_account", "status": "deactivated"}),
-            domain::time::now(),
-        )
-        .await
-        .unwrap();
-        txn.commit().await.unwrap();
-        event.id
+        let data = serde_json::json!({"id": format!("va_{n}"), "object": "virtual_account", "status": "deactivated"});
+        record_event(&self.setup.db, &self.setup.business.id, Mode::Test, &data).await
     }
 
+    /// Stops the workers, then (dropped) removes the broker prefix and the database.
     async fn finish(self) {
         self.stop.cancel();
         tokio::time::sleep(Duration::from_millis(200)).await;
-        if let Some((url, prefix)) = &self.rabbit {
-            shared::queue::delete_topology(url, prefix).await;
-        }
     }
 }
 
@@ -151,11 +113,7 @@ async fn throughput(backend: &Backend, workers: usize) -> (f64, f64) {
         .wait_for(THROUGHPUT_EVENTS, Duration::from_secs(600))
         .await;
     let received = started.elapsed();
-    while rig
-        .setup
-        .count("SELECT COUNT(*) FROM deliveries WHERE status = 'succeeded'")
-        .await
-        < THROUGHPUT_EVENTS as i64
+    while count_deliveries_with_status(&rig.setup.db, "succeeded").await < THROUGHPUT_EVENTS as u64
     {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
@@ -216,11 +174,11 @@ async fn latency(backend: &Backend, kick: bool) -> (Duration, Duration, Duration
 #[ignore = "measurement; run with --ignored --nocapture"]
 async fn measure_deliveries_per_second_and_commit_to_receipt_latency() {
     let mut backends = vec![Backend::Sqlite];
-    if let (Ok(db), Ok(amqp)) = (
+    if let (Ok(db), Ok(_)) = (
         std::env::var("TEST_DATABASE_URL"),
         std::env::var("TEST_AMQP_URL"),
     ) {
-        backends.push(Backend::Postgres { db, amqp });
+        backends.push(Backend::Postgres(db));
     }
     let profile = if cfg!(debug_assertions) {
         "debug"
@@ -229,7 +187,7 @@ async fn measure_deliveries_per_second_and_commit_to_receipt_latency() {
     };
     println!("\nworker-webhooks, {profile} build, fast local receiver (200 at once)");
     for backend in &backends {
-        println!("\n{}:", backend.name());
+        println!("\n{}:", name(backend));
         for workers in [1, 2] {
             let (received, recorded) = throughput(backend, workers).await;
             println!(

@@ -7,49 +7,26 @@ mod support;
 
 use std::collections::HashSet;
 use std::net::SocketAddr;
-use std::process::{Child, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
 use shared::queue::{Broker, RabbitBroker};
-use support::receiver::{Receiver, Reply};
-use support::{TestDb, binary, setup};
-
-struct Process(Child);
-
-impl Process {
-    fn kill_9(&mut self) {
-        std::process::Command::new("kill")
-            .args(["-9", &self.0.id().to_string()])
-            .status()
-            .unwrap();
-        let _ = self.0.wait();
-    }
-}
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-async fn eventually(what: &str, within: Duration, mut check: impl AsyncFnMut() -> bool) {
-    let started = Instant::now();
-    while !check().await {
-        assert!(started.elapsed() < within, "{what} after {within:?}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
+use support::binary;
+use test_support::process::Process;
+use test_support::store::{count_deliveries_with_status, delivery_state, delivery_states_of_event};
+use test_support::{
+    RabbitPrefix, Receiver, Reply, TestDb, amqp_url, postgres_url, setup, wait_until,
+};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_workers_share_the_work_survive_a_kill_and_replay_a_dead_letter() {
-    let (Some(pg), Some(amqp)) = (support::postgres_url(), support::amqp_url()) else {
+    let (Some(pg), Some(amqp)) = (postgres_url(), amqp_url()) else {
         return;
     };
     let test_db = TestDb::postgres(&pg).await;
     let setup = setup(&test_db.url, None).await;
-    let prefix = format!("w{}", ulid::Ulid::new().to_string().to_lowercase());
+    let rabbit = RabbitPrefix::new(&amqp, 'w');
+    let prefix = rabbit.prefix.clone();
     let dir = tempfile::tempdir().unwrap();
     let env = [
         ("VAS_DATABASE__URL", test_db.url.clone()),
@@ -61,16 +38,8 @@ async fn two_workers_share_the_work_survive_a_kill_and_replay_a_dead_letter() {
         ("VAS_WEBHOOKS__CONCURRENCY", "8".into()),
         ("RUST_LOG", "warn".into()),
     ];
-    let start = || {
-        Process(
-            binary(dir.path())
-                .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("worker-webhooks starts"),
-        )
-    };
+    let start =
+        || Process::quiet(binary(dir.path()).envs(env.iter().map(|(k, v)| (*k, v.as_str()))));
 
     // Every answer takes a while, so a kill lands while deliveries are in flight.
     let receiver = Receiver::start().await;
@@ -83,7 +52,7 @@ async fn two_workers_share_the_work_survive_a_kill_and_replay_a_dead_letter() {
         ids.insert(setup.record(&setup.business.id, n).await);
     }
     // More requests held at once than one worker's 8 slots: both workers are mid-delivery.
-    eventually(
+    wait_until(
         "both workers in flight",
         Duration::from_secs(30),
         async || {
@@ -98,15 +67,10 @@ async fn two_workers_share_the_work_survive_a_kill_and_replay_a_dead_letter() {
     .await;
     a.kill_9();
 
-    eventually(
+    wait_until(
         "every event delivered after the kill",
         Duration::from_secs(60),
-        async || {
-            setup
-                .count("SELECT COUNT(*) FROM deliveries WHERE status = 'succeeded'")
-                .await
-                == 40
-        },
+        async || count_deliveries_with_status(&setup.db, "succeeded").await == 40,
     )
     .await;
     let received = receiver.requests();
@@ -117,37 +81,22 @@ async fn two_workers_share_the_work_survive_a_kill_and_replay_a_dead_letter() {
         "the killed worker's deliveries in flight were sent again"
     );
     for r in &received {
-        assert!(
-            standardwebhooks::Webhook::new(&setup.business.test.webhook_secret)
-                .unwrap()
-                .verify(&r.body, &r.headers)
-                .is_ok()
-        );
+        assert!(r.verifies(&setup.business.test.webhook_secret));
     }
 
     // A receiver down for the whole schedule: dead, in the dead-letter queue, listed.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = test_support::http::free_port();
     let other = setup.other_business("Down Ltd").await;
     setup
         .set_url(&other.id, &format!("http://127.0.0.1:{port}/hook"))
         .await;
     let event_id = setup.record(&other.id, 1000).await;
-    eventually("dead-lettered", Duration::from_secs(30), async || {
-        setup
-            .count(&format!(
-                "SELECT COUNT(*) FROM deliveries WHERE event_id = '{event_id}' \
-                 AND status = 'dead' AND attempts = 3"
-            ))
-            .await
-            == 1
+    wait_until("dead-lettered", Duration::from_secs(30), async || {
+        delivery_states_of_event(&setup.db, &event_id).await == [("dead".to_owned(), 3)]
     })
     .await;
     let broker = RabbitBroker::connect(&amqp, &prefix).await.unwrap();
-    eventually("in webhooks.dead", Duration::from_secs(10), async || {
+    wait_until("in webhooks.dead", Duration::from_secs(10), async || {
         broker.depth("webhooks", true).await.unwrap() >= 1
     })
     .await;
@@ -176,15 +125,11 @@ async fn two_workers_share_the_work_survive_a_kill_and_replay_a_dead_letter() {
     );
     let arrived = back.wait_for(1, Duration::from_secs(30)).await;
     assert_eq!(arrived[0].webhook_id(), event_id);
-    eventually("replayed delivery succeeded", Duration::from_secs(10), async || {
-        setup
-            .count(&format!(
-                "SELECT COUNT(*) FROM deliveries WHERE id = '{delivery_id}' AND status = 'succeeded'"
-            ))
-            .await
-            == 1
-    })
+    wait_until(
+        "replayed delivery succeeded",
+        Duration::from_secs(10),
+        async || delivery_state(&setup.db, &delivery_id).await.0 == "succeeded",
+    )
     .await;
-    drop(_b);
-    shared::queue::delete_topology(&amqp, &prefix).await;
+    // The workers are killed (dropped) before their prefix is deleted: `rabbit` was made first.
 }

@@ -1,0 +1,7 @@
+//! The accounts API as a caller sees it, on SQLite and on PostgreSQL, one file per concern.
+
+mod create;
+mod deactivate;
+mod http_conventions;
+mod list;
+mod secrets;

@@ -1,0 +1,101 @@
+//! The workspace's binaries as an operator runs them: a clean environment, signals, exit codes.
+
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+/// `binary` with an empty environment but `PATH`, so only what the test sets configures it.
+pub fn clean_command(binary: impl AsRef<OsStr>) -> Command {
+    let mut cmd = Command::new(binary);
+    cmd.env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default());
+    cmd
+}
+
+/// [`clean_command`] run in `dir` (where `api dev` and the operator commands keep `.vas-dev`).
+pub fn command_in(binary: impl AsRef<OsStr>, dir: &Path) -> Command {
+    let mut cmd = clean_command(binary);
+    cmd.current_dir(dir);
+    cmd
+}
+
+/// Another binary of the workspace, beside `built` (a test's `CARGO_BIN_EXE_…`); built on
+/// demand when a narrower `cargo test -p` did not build it.
+pub fn sibling_binary(built: &str, name: &str) -> PathBuf {
+    let path = Path::new(built).with_file_name(name);
+    if !path.exists() {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let status = Command::new(cargo)
+            .args(["build", "-p", name])
+            .status()
+            .expect("cargo runs");
+        assert!(status.success(), "building {name}");
+    }
+    path
+}
+
+/// A running binary, killed when the test ends however it ends.
+pub struct Process(pub Child);
+
+impl Process {
+    /// Starts `cmd` with its output discarded.
+    pub fn quiet(cmd: &mut Command) -> Process {
+        let child = cmd
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("starting {:?}: {e}", cmd.get_program()));
+        Process(child)
+    }
+
+    /// Sends a signal as an operator would (`-TERM`, `-KILL`).
+    pub fn signal(&self, signal: &str) {
+        Command::new("kill")
+            .args([signal, &self.0.id().to_string()])
+            .status()
+            .expect("kill runs");
+    }
+
+    /// SIGKILL: no drain, no goodbye; returns once the process is gone.
+    pub fn kill_9(&mut self) {
+        self.signal("-KILL");
+        let _ = self.0.wait();
+    }
+
+    /// Its exit status; panics if it has not exited within `within`.
+    pub fn wait(&mut self, within: Duration) -> ExitStatus {
+        let started = Instant::now();
+        loop {
+            if let Some(status) = self.0.try_wait().expect("try_wait") {
+                return status;
+            }
+            assert!(
+                started.elapsed() < within,
+                "process did not exit within {within:?}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Waits up to a minute for `url` to answer 2xx.
+pub async fn wait_healthy(client: &reqwest::Client, url: &str) {
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(60) {
+        if let Ok(resp) = client.get(url).send().await
+            && resp.status().is_success()
+        {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("{url} never became healthy");
+}

@@ -1,0 +1,412 @@
+//! What is stored, read and changed by name, so a test says what it checks rather than how the
+//! tables spell it. Counts are over the whole test database (each test has its own).
+
+use sea_orm::entity::prelude::DateTimeUtc;
+use sea_orm::sea_query::{Expr, IntoCondition};
+use sea_orm::{
+    ColumnTrait, Condition, DatabaseConnection, EntityTrait, PaginatorTrait, QueryFilter,
+    QuerySelect,
+};
+use serde_json::Value;
+use shared::db::entities::{
+    business_mode, delivery, delivery_attempt, deposit, event, outbox, provider_notification,
+    virtual_account,
+};
+
+// ---------------------------------------------------------------------------------------------
+// Accounts
+
+/// Virtual accounts stored, of every business and mode.
+pub async fn count_accounts(db: &DatabaseConnection) -> u64 {
+    virtual_account::Entity::find()
+        .count(db)
+        .await
+        .expect("count")
+}
+
+/// Sealed values under the key whose ciphertexts start with `key_prefix`: identities, webhook
+/// secrets and previous webhook secrets together.
+pub async fn secrets_sealed_with(db: &DatabaseConnection, key_prefix: &str) -> u64 {
+    let identities = virtual_account::Entity::find()
+        .filter(virtual_account::Column::IdentityEnc.starts_with(key_prefix))
+        .count(db)
+        .await
+        .expect("count");
+    let current = business_mode::Entity::find()
+        .filter(business_mode::Column::WebhookSecretEnc.starts_with(key_prefix))
+        .count(db)
+        .await
+        .expect("count");
+    let previous = business_mode::Entity::find()
+        .filter(business_mode::Column::PreviousWebhookSecretEnc.starts_with(key_prefix))
+        .count(db)
+        .await
+        .expect("count");
+    identities + current + previous
+}
+
+// ---------------------------------------------------------------------------------------------
+// Jobs (the outbox)
+
+/// Jobs not completed (waiting, running, or dead): what is still owed.
+pub async fn outbox_backlog(db: &DatabaseConnection) -> u64 {
+    count_jobs(db, outbox::Column::CompletedAt.is_null()).await
+}
+
+/// Jobs given up on (dead-lettered).
+pub async fn dead_jobs(db: &DatabaseConnection) -> u64 {
+    count_jobs(db, outbox::Column::DeadAt.is_not_null()).await
+}
+
+/// Unfinished jobs on the `provisioning` queue about `account_id`.
+pub async fn open_provisioning_jobs_for(db: &DatabaseConnection, account_id: &str) -> u64 {
+    count_jobs(
+        db,
+        Condition::all()
+            .add(outbox::Column::Queue.eq("provisioning"))
+            .add(outbox::Column::CompletedAt.is_null())
+            .add(outbox::Column::Payload.contains(account_id)),
+    )
+    .await
+}
+
+/// Unfinished jobs of this kind (`provision`, `close`, `deliver`, `recheck`).
+pub async fn open_jobs_of_kind(db: &DatabaseConnection, kind: &str) -> u64 {
+    count_jobs(
+        db,
+        Condition::all()
+            .add(outbox::Column::CompletedAt.is_null())
+            .add(outbox::Column::Payload.contains(kind_field(kind))),
+    )
+    .await
+}
+
+/// Jobs of this kind about `account_id`, finished or not.
+pub async fn jobs_of_kind_for(db: &DatabaseConnection, kind: &str, account_id: &str) -> u64 {
+    count_jobs(
+        db,
+        Condition::all()
+            .add(outbox::Column::Payload.contains(kind_field(kind)))
+            .add(outbox::Column::Payload.contains(account_id)),
+    )
+    .await
+}
+
+/// Jobs about `account_id` that carry the id of the request that caused them (`req_…`).
+pub async fn jobs_carrying_a_request_id_for(db: &DatabaseConnection, account_id: &str) -> u64 {
+    count_jobs(
+        db,
+        Condition::all()
+            .add(outbox::Column::Payload.contains(account_id))
+            .add(outbox::Column::RequestId.starts_with("req_")),
+    )
+    .await
+}
+
+/// One job's progress as its row records it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JobState {
+    /// Runs that ended in a retry.
+    pub attempts: i32,
+    pub last_error: Option<String>,
+    /// Handed to the broker (and not rescheduled since).
+    pub published: bool,
+    pub completed: bool,
+    pub dead: bool,
+}
+
+/// The job `job_id` as its row stands.
+pub async fn job(db: &DatabaseConnection, job_id: &str) -> JobState {
+    let row = outbox::Entity::find_by_id(job_id)
+        .one(db)
+        .await
+        .expect("read job")
+        .unwrap_or_else(|| panic!("no job {job_id}"));
+    JobState {
+        attempts: row.attempts,
+        last_error: row.last_error,
+        published: row.published_at.is_some(),
+        completed: row.completed_at.is_some(),
+        dead: row.dead_at.is_some(),
+    }
+}
+
+async fn count_jobs(db: &DatabaseConnection, filter: impl IntoCondition) -> u64 {
+    outbox::Entity::find()
+        .filter(filter)
+        .count(db)
+        .await
+        .expect("count")
+}
+
+/// How a job's payload names its kind (`{"kind":"provision",…}`).
+fn kind_field(kind: &str) -> String {
+    format!("\"kind\":\"{kind}\"")
+}
+
+// ---------------------------------------------------------------------------------------------
+// Events, deliveries and attempts
+
+/// Events recorded, of every type.
+pub async fn count_events(db: &DatabaseConnection) -> u64 {
+    event::Entity::find().count(db).await.expect("count")
+}
+
+/// Events of this type (e.g. `virtualaccount.active`).
+pub async fn count_events_of_type(db: &DatabaseConnection, event_type: &str) -> u64 {
+    event::Entity::find()
+        .filter(event::Column::EventType.eq(event_type))
+        .count(db)
+        .await
+        .expect("count")
+}
+
+/// Events of this type whose data mentions `subject` (an account id, a provider reference).
+pub async fn count_events_about(db: &DatabaseConnection, event_type: &str, subject: &str) -> u64 {
+    event::Entity::find()
+        .filter(event::Column::EventType.eq(event_type))
+        .filter(event::Column::Data.contains(subject))
+        .count(db)
+        .await
+        .expect("count")
+}
+
+/// The `data` of every event of this type, as JSON.
+pub async fn event_data_of_type(db: &DatabaseConnection, event_type: &str) -> Vec<Value> {
+    event::Entity::find()
+        .select_only()
+        .column(event::Column::Data)
+        .filter(event::Column::EventType.eq(event_type))
+        .into_tuple::<String>()
+        .all(db)
+        .await
+        .expect("read events")
+        .iter()
+        .map(|data| serde_json::from_str(data).expect("event data is JSON"))
+        .collect()
+}
+
+/// Deliveries, in any state.
+pub async fn count_deliveries(db: &DatabaseConnection) -> u64 {
+    delivery::Entity::find().count(db).await.expect("count")
+}
+
+/// Deliveries in this state (`pending`, `succeeded`, `dead`).
+pub async fn count_deliveries_with_status(db: &DatabaseConnection, status: &str) -> u64 {
+    delivery::Entity::find()
+        .filter(delivery::Column::Status.eq(status))
+        .count(db)
+        .await
+        .expect("count")
+}
+
+/// A delivery's state and attempts so far, by the delivery's id.
+pub async fn delivery_state(db: &DatabaseConnection, delivery_id: &str) -> (String, i32) {
+    delivery_states(db, delivery::Column::Id.eq(delivery_id))
+        .await
+        .pop()
+        .unwrap_or_else(|| panic!("no delivery {delivery_id}"))
+}
+
+/// The state and attempts of each delivery of one event.
+pub async fn delivery_states_of_event(
+    db: &DatabaseConnection,
+    event_id: &str,
+) -> Vec<(String, i32)> {
+    delivery_states(db, delivery::Column::EventId.eq(event_id)).await
+}
+
+async fn delivery_states(
+    db: &DatabaseConnection,
+    filter: impl IntoCondition,
+) -> Vec<(String, i32)> {
+    delivery::Entity::find()
+        .select_only()
+        .column(delivery::Column::Status)
+        .column(delivery::Column::Attempts)
+        .filter(filter)
+        .into_tuple::<(String, i32)>()
+        .all(db)
+        .await
+        .expect("read deliveries")
+}
+
+/// Delivery attempts whose recorded error mentions every one of `words`.
+pub async fn count_attempts_whose_error_mentions(db: &DatabaseConnection, words: &[&str]) -> u64 {
+    let mut query = delivery_attempt::Entity::find();
+    for word in words {
+        query = query.filter(delivery_attempt::Column::Error.contains(*word));
+    }
+    query.count(db).await.expect("count")
+}
+
+// ---------------------------------------------------------------------------------------------
+// Deposits and provider notifications
+
+/// Deposits recorded, in any state.
+pub async fn count_deposits(db: &DatabaseConnection) -> u64 {
+    deposit::Entity::find().count(db).await.expect("count")
+}
+
+/// Provider notifications stored, whatever came of them.
+pub async fn count_notifications(db: &DatabaseConnection) -> u64 {
+    provider_notification::Entity::find()
+        .count(db)
+        .await
+        .expect("count")
+}
+
+/// Provider notifications with this outcome (`recorded`, `unmatched`, `invalid`, `ignored`).
+pub async fn count_notifications_with_outcome(db: &DatabaseConnection, outcome: &str) -> u64 {
+    provider_notification::Entity::find()
+        .filter(provider_notification::Column::Outcome.eq(outcome))
+        .count(db)
+        .await
+        .expect("count")
+}
+
+/// Notifications with this outcome for this provider reference (as read from the body).
+pub async fn count_notifications_for_reference(
+    db: &DatabaseConnection,
+    outcome: &str,
+    reference: &str,
+) -> u64 {
+    provider_notification::Entity::find()
+        .filter(provider_notification::Column::Outcome.eq(outcome))
+        .filter(provider_notification::Column::ProviderReference.eq(reference))
+        .count(db)
+        .await
+        .expect("count")
+}
+
+/// Notifications with this outcome whose stored body mentions `text` (for bodies that could not
+/// be read as a transfer, which have no provider reference).
+pub async fn count_notifications_mentioning(
+    db: &DatabaseConnection,
+    outcome: &str,
+    text: &str,
+) -> u64 {
+    provider_notification::Entity::find()
+        .filter(provider_notification::Column::Outcome.eq(outcome))
+        .filter(provider_notification::Column::Body.contains(text))
+        .count(db)
+        .await
+        .expect("count")
+}
+
+// ---------------------------------------------------------------------------------------------
+// Changes made behind the API's back: states a test needs that the API would not (yet) produce.
+
+/// Sets an account's status directly (e.g. `failed`, `deactivated`).
+pub async fn set_account_status(db: &DatabaseConnection, account_id: &str, status: &str) {
+    let updated = virtual_account::Entity::update_many()
+        .col_expr(virtual_account::Column::Status, Expr::value(status))
+        .filter(virtual_account::Column::Id.eq(account_id))
+        .exec(db)
+        .await
+        .expect("update account");
+    assert_eq!(updated.rows_affected, 1, "no account {account_id}");
+}
+
+/// Revokes a business's secret key for `mode` (`test` or `live`) now.
+pub async fn revoke_key(db: &DatabaseConnection, business_id: &str, mode: &str) {
+    let updated = business_mode::Entity::update_many()
+        .col_expr(
+            business_mode::Column::KeyRevokedAt,
+            Expr::value(domain::time::now()),
+        )
+        .filter(business_mode::Column::BusinessId.eq(business_id))
+        .filter(business_mode::Column::Mode.eq(mode))
+        .exec(db)
+        .await
+        .expect("revoke key");
+    assert_eq!(updated.rows_affected, 1, "no {mode} mode for {business_id}");
+}
+
+/// Ends every rotation's overlap: previous webhook secrets expired long ago.
+pub async fn expire_previous_webhook_secrets(db: &DatabaseConnection) {
+    business_mode::Entity::update_many()
+        .col_expr(
+            business_mode::Column::PreviousSecretExpiresAt,
+            Expr::value(long_ago()),
+        )
+        .exec(db)
+        .await
+        .expect("expire previous secrets");
+}
+
+/// Every unfinished job last published long ago, as if its message had been lost back then.
+pub async fn make_published_jobs_overdue(db: &DatabaseConnection) {
+    outbox::Entity::update_many()
+        .col_expr(outbox::Column::PublishedAt, Expr::value(long_ago()))
+        .filter(outbox::Column::CompletedAt.is_null())
+        .exec(db)
+        .await
+        .expect("age jobs");
+}
+
+/// Replaces a job's payload (e.g. with one a newer version might write).
+pub async fn overwrite_job_payload(db: &DatabaseConnection, job_id: &str, payload: &str) {
+    let updated = outbox::Entity::update_many()
+        .col_expr(outbox::Column::Payload, Expr::value(payload))
+        .filter(outbox::Column::Id.eq(job_id))
+        .exec(db)
+        .await
+        .expect("update job");
+    assert_eq!(updated.rows_affected, 1, "no job {job_id}");
+}
+
+fn long_ago() -> DateTimeUtc {
+    "2000-01-01T00:00:00Z".parse().expect("a time")
+}
+
+/// Deposit conflicts kept for this provider reference whose second report mentions `text`.
+pub async fn count_deposit_conflicts(db: &DatabaseConnection, reference: &str, text: &str) -> u64 {
+    use shared::db::entities::deposit_conflict;
+    deposit_conflict::Entity::find()
+        .filter(deposit_conflict::Column::ProviderReference.eq(reference))
+        .filter(deposit_conflict::Column::Reported.contains(text))
+        .count(db)
+        .await
+        .expect("count")
+}
+
+/// The request digest an idempotency key stored.
+pub async fn idempotency_request_hash(db: &DatabaseConnection, key: &str) -> String {
+    use shared::db::entities::idempotency_key;
+    idempotency_key::Entity::find()
+        .filter(idempotency_key::Column::Key.eq(key))
+        .one(db)
+        .await
+        .expect("read")
+        .expect("the key is stored")
+        .request_hash
+}
+
+/// Makes a key look as if it was stored before keyed digests (a plain SHA-256 of its body).
+pub async fn set_idempotency_request_hash(db: &DatabaseConnection, key: &str, hash: &str) {
+    use shared::db::entities::idempotency_key;
+    idempotency_key::Entity::update_many()
+        .col_expr(idempotency_key::Column::RequestHash, hash.into())
+        .filter(idempotency_key::Column::Key.eq(key))
+        .exec(db)
+        .await
+        .expect("update");
+}
+
+/// Makes the database's clock run `hours` ahead for sessions opened from now on (PostgreSQL
+/// only): a function shadowing `clock_timestamp()` first on the database's search path.
+pub async fn shift_database_clock(db: &DatabaseConnection, database: &str, hours: u32) {
+    use sea_orm::ConnectionTrait;
+    db.execute_unprepared(&format!(
+        "CREATE FUNCTION public.clock_timestamp() RETURNS timestamptz AS \
+         $$ SELECT pg_catalog.clock_timestamp() + interval '{hours} hours' $$ LANGUAGE sql"
+    ))
+    .await
+    .expect("create the shadowing function");
+    db.execute_unprepared(&format!(
+        "ALTER DATABASE {database} SET search_path = public, pg_catalog"
+    ))
+    .await
+    .expect("put it first on the search path");
+}
