@@ -37,8 +37,9 @@ provider notifications are authenticated by their signature.
 are RFC 3339 UTC. Money is integer kobo (`150000` is NGN 1,500.00). Ids are prefixed and \
 time-ordered (`va_…`, `dep_…`, `rck_…`, `evt_…`). Every response carries `X-Request-Id`.
 
-**Errors** are `application/problem+json` (RFC 9457) with a stable `code`; `type` is \
-`/problems/{code}`, which this service serves. A 422 lists every invalid field in `errors`.
+**Errors** are `application/problem+json` (RFC 9457), every one the `Problem` schema, with a \
+stable `code`; `type` is `/problems/{code}`, which this service serves. A 422 lists every invalid \
+field in `errors`.
 
 **Idempotency.** Creating an account needs an `Idempotency-Key` (1–200 characters): a retry with \
 the same key and body returns the first answer (`Idempotent-Replayed: true`) and creates nothing.";

@@ -118,7 +118,8 @@ impl std::fmt::Debug for OpenAccount {
     }
 }
 
-/// A transaction as the provider reports it. The schema states what [`Self::problems`] checks.
+// Its schema (the notification body's `data`) states what `problems` checks.
+/// A transaction as the provider reports it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 #[schema(as = ProviderTransaction)]

@@ -35,11 +35,10 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(deactivate))
 }
 
+// The rules are those `domain::NewAccount::parse` applies (the handler reads the body with it);
+// `tests::the_create_schema_states_the_rules_new_account_parse_applies` holds the two together.
 /// `POST /virtual-accounts`. Exactly one of `customerBvn` and `customerNin`; unknown members are
 /// refused (`unknown_field`); every invalid field is listed in one 422.
-///
-/// The rules are those `domain::NewAccount::parse` applies (the handler reads the body with it);
-/// `tests::the_create_schema_states_the_rules_new_account_parse_applies` holds the two together.
 #[derive(ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 #[schema(example = json!({

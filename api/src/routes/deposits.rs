@@ -13,7 +13,6 @@ use shared::db::deposits::{self, Recorded};
 use shared::db::rechecks;
 use shared::providers::{ProviderError, RemoteTransaction, SimulatedDeposit};
 use shared::views::{DepositView, Page, RecheckView};
-
 use utoipa::ToSchema;
 use utoipa::openapi::schema::{Object, ObjectBuilder, Type};
 use utoipa_axum::router::OpenApiRouter;
@@ -455,9 +454,9 @@ async fn read_recheck(
     Ok(Json(RecheckView::from(&recheck)))
 }
 
-/// A deposit notification, as a provider bank sends it. The handler reads the raw body (its
-/// signature covers the bytes) and then this envelope: an `event` other than `transfer.received`,
-/// or none, is stored and acknowledged without reading `data`.
+// Documents the body `notification` reads from the raw bytes (the signature covers them): an
+// `event` other than `transfer.received`, or none, is stored and acknowledged without `data`.
+/// A deposit notification, as a provider bank sends it.
 #[derive(Debug, ToSchema)]
 pub struct ProviderNotification {
     /// `transfer.received` is acted on; any other event is stored and acknowledged.
