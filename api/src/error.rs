@@ -5,8 +5,9 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use domain::FieldError;
 use serde::Serialize;
+use utoipa::ToSchema;
 
-use crate::request_id;
+pub mod responses;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
@@ -62,151 +63,124 @@ fn validation_detail(errors: &[FieldError]) -> String {
     }
 }
 
-/// A problem type this service documents at `/problems/{code}`.
-pub struct ProblemType {
-    pub code: &'static str,
-    pub status: u16,
-    pub title: &'static str,
-    pub description: &'static str,
+/// Declares [`ProblemCode`]: each code written once, with its status, title and description (what
+/// `GET /problems/{code}` serves and the OpenAPI document lists).
+macro_rules! problem_codes {
+    ($($(#[$doc:meta])* $variant:ident = $code:tt, $status:tt, $title:tt, $description:tt;)*) => {
+        /// The error, one of the codes `GET /problems/{code}` describes (SPEC §2).
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, ToSchema)]
+        pub enum ProblemCode {
+            $($(#[$doc])* #[serde(rename = $code)] $variant,)*
+        }
+
+        impl ProblemCode {
+            pub const ALL: &'static [ProblemCode] = &[$(ProblemCode::$variant),*];
+
+            pub fn as_str(self) -> &'static str {
+                match self { $(ProblemCode::$variant => $code,)* }
+            }
+
+            pub fn status(self) -> u16 {
+                match self { $(ProblemCode::$variant => $status,)* }
+            }
+
+            pub fn title(self) -> &'static str {
+                match self { $(ProblemCode::$variant => $title,)* }
+            }
+
+            pub fn description(self) -> &'static str {
+                match self { $(ProblemCode::$variant => $description,)* }
+            }
+        }
+    };
 }
 
-pub const PROBLEM_TYPES: &[ProblemType] = &[
-    ProblemType {
-        code: "invalid_json",
-        status: 400,
-        title: "Invalid JSON",
-        description: "The body is not JSON, or not a JSON object.",
-    },
-    ProblemType {
-        code: "idempotency_key_missing",
-        status: 400,
-        title: "Idempotency key missing",
-        description: "Creating an account needs an Idempotency-Key header: a value of your choosing, the same on every retry of one request.",
-    },
-    ProblemType {
-        code: "idempotency_key_invalid",
-        status: 400,
-        title: "Idempotency key invalid",
-        description: "An Idempotency-Key is 1 to 200 characters.",
-    },
-    ProblemType {
-        code: "unauthorized",
-        status: 401,
-        title: "Unauthorized",
-        description: "Send a valid secret key as `Authorization: Bearer sk_…`. A missing, malformed, unknown or revoked key all get this answer.",
-    },
-    ProblemType {
-        code: "kyb_not_approved",
-        status: 403,
-        title: "KYB not approved",
-        description: "Live keys work once the business's verification (KYB) is approved. Use the test key until then.",
-    },
-    ProblemType {
-        code: "browser_request_refused",
-        status: 403,
-        title: "Browser request refused",
-        description: "The request carried an Origin header, so it came from a browser. Secret keys belong on a server: call this API from your backend.",
-    },
-    ProblemType {
-        code: "test_mode_only",
-        status: 403,
-        title: "Test mode only",
-        description: "This operation exists only with a test key.",
-    },
-    ProblemType {
-        code: "not_found",
-        status: 404,
-        title: "Not found",
-        description: "There is no such resource for this key's business and mode.",
-    },
-    ProblemType {
-        code: "method_not_allowed",
-        status: 405,
-        title: "Method not allowed",
-        description: "The path exists but does not take this method.",
-    },
-    ProblemType {
-        code: "idempotency_key_in_use",
-        status: 409,
-        title: "Idempotency key in use",
-        description: "Another request with the same Idempotency-Key is still being processed. Retry shortly to get its result.",
-    },
-    ProblemType {
-        code: "invalid_state",
-        status: 409,
-        title: "Invalid state",
-        description: "The operation does not apply to the resource in its current status.",
-    },
-    ProblemType {
-        code: "payload_too_large",
-        status: 413,
-        title: "Payload too large",
-        description: "Bodies are at most 64 KiB.",
-    },
-    ProblemType {
-        code: "unsupported_media_type",
-        status: 415,
-        title: "Unsupported media type",
-        description: "Send bodies as application/json.",
-    },
-    ProblemType {
-        code: "validation_failed",
-        status: 422,
-        title: "Validation failed",
-        description: "One or more fields are invalid; `errors` lists every one with its field, code and message.",
-    },
-    ProblemType {
-        code: "idempotency_key_reused",
-        status: 422,
-        title: "Idempotency key reused",
-        description: "This Idempotency-Key was first used with a different body. Use a new key for a new request.",
-    },
-    ProblemType {
-        code: "identity_rejected",
-        status: 422,
-        title: "Identity rejected",
-        description: "The provider bank rejected the customer's BVN or NIN. The account is kept as failed; `detail` gives the bank's reason.",
-    },
-    ProblemType {
-        code: "rate_limited",
-        status: 429,
-        title: "Rate limited",
-        description: "Over a limit (500 new accounts per business and mode in any rolling hour). Retry after the seconds in Retry-After.",
-    },
-    ProblemType {
-        code: "internal_error",
-        status: 500,
-        title: "Internal error",
-        description: "Something failed on our side. Retrying with the same Idempotency-Key is safe.",
-    },
-];
+problem_codes! {
+    InvalidJson = "invalid_json", 400, "Invalid JSON",
+        "The body is not JSON, or not a JSON object.";
+    IdempotencyKeyMissing = "idempotency_key_missing", 400, "Idempotency key missing",
+        "Creating an account needs an Idempotency-Key header: a value of your choosing, the same on every retry of one request.";
+    IdempotencyKeyInvalid = "idempotency_key_invalid", 400, "Idempotency key invalid",
+        "An Idempotency-Key is 1 to 200 characters.";
+    Unauthorized = "unauthorized", 401, "Unauthorized",
+        "Send a valid secret key as `Authorization: Bearer sk_…`. A missing, malformed, unknown or revoked key all get this answer.";
+    KybNotApproved = "kyb_not_approved", 403, "KYB not approved",
+        "Live keys work once the business's verification (KYB) is approved. Use the test key until then.";
+    BrowserRequestRefused = "browser_request_refused", 403, "Browser request refused",
+        "The request carried an Origin header, so it came from a browser. Secret keys belong on a server: call this API from your backend.";
+    TestModeOnly = "test_mode_only", 403, "Test mode only",
+        "This operation exists only with a test key.";
+    NotFound = "not_found", 404, "Not found",
+        "There is no such resource for this key's business and mode.";
+    MethodNotAllowed = "method_not_allowed", 405, "Method not allowed",
+        "The path exists but does not take this method.";
+    IdempotencyKeyInUse = "idempotency_key_in_use", 409, "Idempotency key in use",
+        "Another request with the same Idempotency-Key is still being processed. Retry shortly to get its result.";
+    InvalidState = "invalid_state", 409, "Invalid state",
+        "The operation does not apply to the resource in its current status.";
+    SettlementAccountMissing = "settlement_account_missing", 409, "Settlement account missing",
+        "A payout needs a settlement account in this mode: set one with `PUT /settlement-account` first.";
+    PayoutsOnHold = "payouts_on_hold", 409, "Payouts on hold",
+        "Live payouts are held for 24 hours after the settlement account changes. Retry after the seconds in Retry-After.";
+    PayloadTooLarge = "payload_too_large", 413, "Payload too large",
+        "Bodies are at most 64 KiB.";
+    UnsupportedMediaType = "unsupported_media_type", 415, "Unsupported media type",
+        "Send bodies as application/json.";
+    ValidationFailed = "validation_failed", 422, "Validation failed",
+        "One or more fields are invalid; `errors` lists every one with its field, code and message.";
+    IdempotencyKeyReused = "idempotency_key_reused", 422, "Idempotency key reused",
+        "This Idempotency-Key was first used with a different body. Use a new key for a new request.";
+    IdentityRejected = "identity_rejected", 422, "Identity rejected",
+        "The provider bank rejected the customer's BVN or NIN. The account is kept as failed; `detail` gives the bank's reason.";
+    InsufficientBalance = "insufficient_balance", 422, "Insufficient balance",
+        "The payout is larger than the available balance; `detail` gives the available amount.";
+    BankAccountNotFound = "bank_account_not_found", 422, "Bank account not found",
+        "The bank's name enquiry found no account with that number at that bank.";
+    RateLimited = "rate_limited", 429, "Rate limited",
+        "Over a limit (500 new accounts per business and mode in any rolling hour). Retry after the seconds in Retry-After.";
+    InternalError = "internal_error", 500, "Internal error",
+        "Something failed on our side. Retrying with the same Idempotency-Key is safe.";
+}
 
-impl ApiError {
-    pub fn code(&self) -> &'static str {
-        match self {
-            ApiError::InvalidJson(_) => "invalid_json",
-            ApiError::IdempotencyKeyMissing => "idempotency_key_missing",
-            ApiError::IdempotencyKeyInvalid => "idempotency_key_invalid",
-            ApiError::Unauthorized => "unauthorized",
-            ApiError::KybNotApproved => "kyb_not_approved",
-            ApiError::BrowserRequestRefused => "browser_request_refused",
-            ApiError::TestModeOnly => "test_mode_only",
-            ApiError::NotFound => "not_found",
-            ApiError::IdempotencyKeyInUse => "idempotency_key_in_use",
-            ApiError::InvalidState(_) => "invalid_state",
-            ApiError::MethodNotAllowed => "method_not_allowed",
-            ApiError::PayloadTooLarge => "payload_too_large",
-            ApiError::UnsupportedMediaType => "unsupported_media_type",
-            ApiError::Validation(_) => "validation_failed",
-            ApiError::IdempotencyKeyReused => "idempotency_key_reused",
-            ApiError::IdentityRejected(_) => "identity_rejected",
-            ApiError::RateLimited { .. } => "rate_limited",
-            ApiError::Internal(_) => "internal_error",
-        }
+impl ProblemCode {
+    pub fn parse(code: &str) -> Option<Self> {
+        Self::ALL.iter().copied().find(|c| c.as_str() == code)
     }
 
-    pub fn problem_type(&self) -> &'static ProblemType {
-        problem_type(self.code()).expect("every code is catalogued")
+    /// The problem's `type`: a page this service serves.
+    pub fn type_uri(self) -> String {
+        format!("/problems/{}", self.as_str())
+    }
+}
+
+impl std::fmt::Display for ProblemCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl ApiError {
+    pub fn code(&self) -> ProblemCode {
+        match self {
+            ApiError::InvalidJson(_) => ProblemCode::InvalidJson,
+            ApiError::IdempotencyKeyMissing => ProblemCode::IdempotencyKeyMissing,
+            ApiError::IdempotencyKeyInvalid => ProblemCode::IdempotencyKeyInvalid,
+            ApiError::Unauthorized => ProblemCode::Unauthorized,
+            ApiError::KybNotApproved => ProblemCode::KybNotApproved,
+            ApiError::BrowserRequestRefused => ProblemCode::BrowserRequestRefused,
+            ApiError::TestModeOnly => ProblemCode::TestModeOnly,
+            ApiError::NotFound => ProblemCode::NotFound,
+            ApiError::IdempotencyKeyInUse => ProblemCode::IdempotencyKeyInUse,
+            ApiError::InvalidState(_) => ProblemCode::InvalidState,
+            ApiError::MethodNotAllowed => ProblemCode::MethodNotAllowed,
+            ApiError::PayloadTooLarge => ProblemCode::PayloadTooLarge,
+            ApiError::UnsupportedMediaType => ProblemCode::UnsupportedMediaType,
+            ApiError::Validation(_) => ProblemCode::ValidationFailed,
+            ApiError::IdempotencyKeyReused => ProblemCode::IdempotencyKeyReused,
+            ApiError::IdentityRejected(_) => ProblemCode::IdentityRejected,
+            ApiError::RateLimited { .. } => ProblemCode::RateLimited,
+            ApiError::Internal(_) => ProblemCode::InternalError,
+        }
     }
 
     pub fn validation(field: &str, code: &'static str, message: impl Into<String>) -> Self {
@@ -214,47 +188,92 @@ impl ApiError {
     }
 }
 
-pub fn problem_type(code: &str) -> Option<&'static ProblemType> {
-    PROBLEM_TYPES.iter().find(|p| p.code == code)
+/// An error as the caller receives it: RFC 9457 `application/problem+json`. The one error shape of
+/// the API: every operation's error responses refer to this schema.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+#[schema(example = json!({
+    "type": "/problems/validation_failed", "title": "Validation failed", "status": 422,
+    "detail": "customerBvn must be exactly 11 digits", "code": "validation_failed",
+    "requestId": "req_01J9Z6W8Q3X4T5V6B7N8M9P0QR",
+    "errors": [{"field": "customerBvn", "code": "invalid_format", "message": "customerBvn must be exactly 11 digits"}]
+}))]
+pub struct Problem {
+    /// `/problems/{code}`, a page this service serves.
+    #[schema(example = "/problems/not_found", pattern = "^/problems/[a-z_]+$")]
+    pub r#type: String,
+    pub title: String,
+    /// The HTTP status, repeated.
+    #[schema(minimum = 400, maximum = 599)]
+    pub status: u16,
+    /// What went wrong, for people; never a stack trace, SQL or secret.
+    pub detail: String,
+    pub code: ProblemCode,
+    /// The request's `X-Request-Id`.
+    #[schema(required = true)]
+    pub request_id: Option<String>,
+    /// With `validation_failed`: every field error at once.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub errors: Option<Vec<InvalidField>>,
 }
 
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct Problem<'a> {
-    r#type: String,
-    title: &'static str,
-    status: u16,
-    detail: String,
-    code: &'static str,
-    request_id: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    errors: Option<&'a [FieldError]>,
+/// One invalid field.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = FieldError)]
+pub struct InvalidField {
+    /// The member, e.g. `customerBvn` (`data.amount` for nested ones).
+    pub field: String,
+    /// E.g. `required`, `invalid_type`, `invalid_format`, `invalid_value`, `too_short`,
+    /// `too_long`, `out_of_range`, `unknown_field`, `exactly_one_required`,
+    /// `not_allowed_in_mode`.
+    pub code: String,
+    pub message: String,
+}
+
+impl From<&FieldError> for InvalidField {
+    fn from(e: &FieldError) -> Self {
+        Self {
+            field: e.field.clone(),
+            code: e.code.to_owned(),
+            message: e.message.clone(),
+        }
+    }
+}
+
+impl Problem {
+    fn of(error: &ApiError) -> Self {
+        let code = error.code();
+        Problem {
+            r#type: code.type_uri(),
+            title: code.title().to_owned(),
+            status: code.status(),
+            detail: match error {
+                ApiError::Internal(_) => "something failed on our side; it is safe to retry".into(),
+                other => other.to_string(),
+            },
+            code,
+            // Read from the request's task-local id (ops), not from `request_id`, which depends
+            // on this module for its own 500.
+            request_id: ops::telemetry::request_id(),
+            errors: match error {
+                ApiError::Validation(errors) => {
+                    Some(errors.iter().map(InvalidField::from).collect())
+                }
+                _ => None,
+            },
+        }
+    }
 }
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let kind = self.problem_type();
         if let ApiError::Internal(err) = &self {
             // The cause goes to the log with the request id; the caller sees neither SQL nor stack.
             tracing::error!(error = format!("{err:#}"), "internal error");
         }
-        let detail = match &self {
-            ApiError::Internal(_) => "something failed on our side; it is safe to retry".into(),
-            other => other.to_string(),
-        };
-        let body = Problem {
-            r#type: format!("/problems/{}", kind.code),
-            title: kind.title,
-            status: kind.status,
-            detail,
-            code: kind.code,
-            request_id: request_id::current(),
-            errors: match &self {
-                ApiError::Validation(errors) => Some(errors),
-                _ => None,
-            },
-        };
-        let status = StatusCode::from_u16(kind.status).expect("catalogued statuses are valid");
+        let body = Problem::of(&self);
+        let status = StatusCode::from_u16(body.status).expect("catalogued statuses are valid");
         let mut response = (status, axum::Json(body)).into_response();
         response.headers_mut().insert(
             header::CONTENT_TYPE,

@@ -9,30 +9,25 @@ pub mod routes;
 pub mod runtime;
 pub mod state;
 
-use axum::Router;
 use axum::extract::Request;
 use axum::http::header;
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::{Extension, Router};
 
 pub use state::AppState;
 
 use crate::error::ApiError;
 
-/// Every route, served at `/…` and at `/v1/…`.
+/// Every route, served at `/…` and at `/v1/…`, with the OpenAPI document built from the same
+/// registration (`routes::api`).
 pub fn router(state: AppState) -> Router {
     ops::metrics::install();
-    let api = Router::new()
-        .merge(routes::accounts::routes())
-        .merge(routes::deposits::routes())
-        .merge(routes::events::routes())
-        .route("/problems/{code}", get(routes::problems::describe))
-        .route("/healthz", get(routes::health::healthz))
-        .route("/readyz", get(routes::health::readyz))
-        .route("/metrics", get(ops::metrics::endpoint))
-        .route("/openapi.json", get(openapi::openapi_json))
-        .route("/docs", get(openapi::docs));
+    let (api, registered) = routes::api().split_for_parts();
+    let document = openapi::document(registered)
+        .to_pretty_json()
+        .expect("the OpenAPI document serialises");
+    let api = api.layer(Extension(routes::docs::Document(document.into())));
     Router::new()
         .merge(api.clone())
         .nest("/v1", api)

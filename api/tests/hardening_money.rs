@@ -166,8 +166,14 @@ async fn a_deposit_follows_the_account_state_when_it_was_paid(backend: Backend) 
     };
     assert_eq!(status_of("txn-before"), "credited", "paid while active");
     assert_eq!(status_of("txn-after"), "flagged", "paid after deactivation");
-    assert_eq!(store::count_events_of_type(&app.db, "deposit.received").await, 1);
-    assert_eq!(store::count_events_of_type(&app.db, "deposit.flagged").await, 1);
+    assert_eq!(
+        store::count_events_of_type(&app.db, "deposit.received").await,
+        1
+    );
+    assert_eq!(
+        store::count_events_of_type(&app.db, "deposit.flagged").await,
+        1
+    );
 }
 
 /// The same provider reference with another amount: the first report stands, the second is

@@ -10,10 +10,10 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::routing::{get, post};
 use axum::{Json, Router};
+use serde_json::{Value, json};
 use test_support::{
     Backend, TestApp, account_body, captured_logs, spawn_app_with, start_provisioning_worker, store,
 };
-use serde_json::{Value, json};
 
 test_support::on_both_databases!(
     a_number_already_held_is_the_providers_error_never_a_500,

@@ -10,7 +10,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::get;
 use sea_orm::DatabaseConnection;
-use serde_json::{Value, json};
+use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use ops::config::Config;
@@ -89,13 +89,30 @@ pub async fn serve_ops(
     Ok(address)
 }
 
-async fn readyz(State(state): State<OpsState>) -> (StatusCode, Json<Value>) {
+async fn readyz(State(state): State<OpsState>) -> (StatusCode, Json<Readiness>) {
     readiness(&state.db, state.broker.as_ref()).await
+}
+
+/// Whether the process can serve: its database and its broker answer.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub struct Readiness {
+    /// `ok` or `unavailable`.
+    #[schema(example = "ok")]
+    pub status: &'static str,
+    /// `ok` or `unreachable`.
+    #[schema(example = "ok")]
+    pub database: &'static str,
+    /// `ok` or `unreachable`.
+    #[schema(example = "ok")]
+    pub broker: &'static str,
 }
 
 /// `/readyz` of the api and of every worker: 200 when the database answers a ping and the broker
 /// is connected, else 503 naming which one is `unreachable`.
-pub async fn readiness(db: &DatabaseConnection, broker: &dyn Broker) -> (StatusCode, Json<Value>) {
+pub async fn readiness(
+    db: &DatabaseConnection,
+    broker: &dyn Broker,
+) -> (StatusCode, Json<Readiness>) {
     let database = match db.ping().await {
         Ok(()) => true,
         Err(e) => {
@@ -112,11 +129,11 @@ pub async fn readiness(db: &DatabaseConnection, broker: &dyn Broker) -> (StatusC
         } else {
             StatusCode::SERVICE_UNAVAILABLE
         },
-        Json(json!({
-            "status": if ready { "ok" } else { "unavailable" },
-            "database": word(database),
-            "broker": word(broker),
-        })),
+        Json(Readiness {
+            status: if ready { "ok" } else { "unavailable" },
+            database: word(database),
+            broker: word(broker),
+        }),
     )
 }
 

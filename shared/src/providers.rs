@@ -111,13 +111,22 @@ pub fn scrub_identity_numbers(text: &str) -> String {
     out
 }
 
+// Its schema (the notification body's `data`) states what `problems` checks.
 /// A transaction as the provider reports it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
+#[schema(as = ProviderTransaction)]
 pub struct RemoteTransaction {
+    /// The provider's transaction reference: one deposit per reference.
+    #[schema(min_length = 1, max_length = 200)]
     pub reference: String,
+    /// The virtual account's number.
+    #[schema(min_length = 1, max_length = 200, example = "0123456789")]
     pub account_number: String,
+    /// Integer kobo, positive.
+    #[schema(minimum = 1)]
     pub amount: i64,
+    #[schema(schema_with = crate::views::schema::currency)]
     pub currency: String,
     #[serde(default)]
     pub sender_name: Option<String>,
@@ -127,6 +136,7 @@ pub struct RemoteTransaction {
     pub sender_bank_name: Option<String>,
     #[serde(default)]
     pub narration: Option<String>,
+    #[schema(value_type = String, format = DateTime)]
     pub paid_at: DateTime<Utc>,
 }
 

@@ -1,15 +1,21 @@
 //! `/virtual-accounts`: create, list, get, deactivate.
 
+use std::borrow::Cow;
+use std::time::Duration;
+
+use axum::Json;
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
-use axum::{Json, Router};
 use serde_json::{Map, Value};
-use std::time::Duration;
+use utoipa::openapi::RefOr;
+use utoipa::openapi::schema::{AllOfBuilder, ObjectBuilder, OneOfBuilder, Schema, SchemaType};
+use utoipa::{PartialSchema, ToSchema};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use domain::provider::settlement;
-use domain::validation::{FieldError, bounded_text, optional_string, reject_unknown};
+use domain::validation::{FieldError, reject_unknown};
 use domain::{AccountStatus, Mode, NewAccount};
 use shared::crypto::RequestDigest;
 use shared::db::accounts::{
@@ -18,16 +24,107 @@ use shared::db::accounts::{
 use shared::providers::{self, ProviderError};
 use shared::views::{AccountView, Page};
 
+use super::fields::Text;
+use crate::error::responses as problem;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{Caller, IdempotencyKey, JsonObject, OptionalJsonObject, Path, QueryPairs};
-use crate::openapi as doc;
 use crate::state::AppState;
 
-pub fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/virtual-accounts", post(create).get(list))
-        .route("/virtual-accounts/{id}", get(read))
-        .route("/virtual-accounts/{id}/deactivate", post(deactivate))
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(create, list))
+        .routes(routes!(read))
+        .routes(routes!(deactivate))
+}
+
+// The rules are those `domain::NewAccount::parse` applies (the handler reads the body with it);
+// `tests::the_create_schema_states_the_rules_new_account_parse_applies` holds the two together.
+/// `POST /virtual-accounts`. Exactly one of `customerBvn` and `customerNin`; unknown members are
+/// refused (`unknown_field`); every invalid field is listed in one 422.
+#[derive(ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schema(example = json!({
+    "customerName": "Ada Obi", "customerEmail": "ada@example.com", "customerPhone": "08031234567",
+    "customerBvn": "22212345678", "preferredBank": "test-bank", "customerReference": "user-42"
+}))]
+#[allow(dead_code)] // read by `NewAccount::parse` from the JSON object, not through this type
+struct CreateAccountFields {
+    /// 1–100 characters after trimming, no control characters.
+    #[schema(
+        min_length = 1,
+        max_length = 100,
+        pattern = r"^\s*[^\s\x00-\x1f\x7f-\x9f][^\x00-\x1f\x7f-\x9f]*$"
+    )]
+    customer_name: String,
+    /// A valid address whose domain has a dot; at most 254 characters.
+    #[schema(format = Email, max_length = 254, example = "ada@example.com")]
+    customer_email: String,
+    /// A Nigerian mobile number: `0XXXXXXXXXX`, `234XXXXXXXXXX` or `+234XXXXXXXXXX`, in a mobile
+    /// range (the pattern follows libphonenumber's ranges, which the service checks); returned
+    /// normalised to E.164.
+    #[schema(
+        pattern = r"^(0|234|\+234)((702[0-24-9]|819[01])[0-9]{6}|(7(0[13-9]|[12][0-9])|8(0[1-9]|1[0-8])|9(0[1-9]|1[1-6]))[0-9]{7})$",
+        example = "08031234567"
+    )]
+    customer_phone: String,
+    /// Bank Verification Number: 11 ASCII digits. Never returned.
+    #[schema(value_type = String, required = false, pattern = "^[0-9]{11}$", min_length = 11, max_length = 11, example = "22212345678")]
+    customer_bvn: Option<String>,
+    /// National Identification Number: 11 ASCII digits. Never returned.
+    #[schema(value_type = String, required = false, pattern = "^[0-9]{11}$", min_length = 11, max_length = 11)]
+    customer_nin: Option<String>,
+    /// One allowed in the key's mode: `test-bank` is refused with a live key.
+    #[schema(value_type = shared::views::schema::Bank)]
+    preferred_bank: String,
+    /// Your reference for the customer, 1–100 characters. While it has a `pending` or `active`
+    /// account, creating again returns that account with 200.
+    #[schema(
+        min_length = 1,
+        max_length = 100,
+        pattern = r"^[^\x00-\x1f\x7f-\x9f]*[^\s\x00-\x1f\x7f-\x9f][^\x00-\x1f\x7f-\x9f]*$"
+    )]
+    customer_reference: Option<String>,
+}
+
+/// The create body's schema: its fields, and exactly one of `customerBvn` and `customerNin`
+/// (`allOf: [<the fields>, oneOf: [required customerBvn, required customerNin]]`), a rule a
+/// derived schema cannot state.
+pub struct CreateAccountRequest;
+
+impl PartialSchema for CreateAccountRequest {
+    fn schema() -> RefOr<Schema> {
+        let requires = |field: &str| {
+            ObjectBuilder::new()
+                .schema_type(SchemaType::AnyValue)
+                .required(field)
+                .build()
+        };
+        let fields = CreateAccountFields::schema();
+        let description = match &fields {
+            RefOr::T(Schema::Object(o)) => o.description.clone(),
+            _ => None,
+        };
+        AllOfBuilder::new()
+            .description(description)
+            .item(fields)
+            .item(
+                OneOfBuilder::new()
+                    .description(Some("Exactly one of customerBvn and customerNin."))
+                    .item(requires("customerBvn"))
+                    .item(requires("customerNin")),
+            )
+            .into()
+    }
+}
+
+impl ToSchema for CreateAccountRequest {
+    fn name() -> Cow<'static, str> {
+        Cow::Borrowed("CreateAccountRequest")
+    }
+
+    fn schemas(schemas: &mut Vec<(String, RefOr<Schema>)>) {
+        CreateAccountFields::schemas(schemas);
+    }
 }
 
 /// Create a virtual account
@@ -50,7 +147,7 @@ pub fn routes() -> Router<AppState> {
         ("Idempotency-Key" = String, Header, min_length = 1, max_length = 200,
             description = "Your key for this request, 1–200 characters, the same on every retry of it. Kept at least 24 hours, per business and mode."),
     ),
-    request_body(content = doc::CreateAccountRequest, content_type = "application/json"),
+    request_body(content = CreateAccountRequest, content_type = "application/json"),
     responses(
         (status = 200, description = "`customerReference` already has a pending or active account: that account; nothing was created.",
             body = AccountView, headers(
@@ -67,15 +164,15 @@ pub fn routes() -> Router<AppState> {
                 ("RateLimit" = String, description = "The creation limit now: `\"accounts\";r=<remaining>;t=<seconds>`."),
                 ("RateLimit-Policy" = String, description = "`\"accounts\";q=500;w=3600`: 500 new accounts per business and mode in any rolling hour."),
                 ("Idempotent-Replayed" = String, description = "`true` when this answer replays an earlier request with the same Idempotency-Key."))),
-        (status = 400, response = doc::CreateBadRequest),
-        (status = 401, response = doc::Unauthorized),
-        (status = 403, response = doc::Forbidden),
-        (status = 409, response = doc::IdempotencyKeyInUse),
-        (status = 413, response = doc::PayloadTooLarge),
-        (status = 415, response = doc::UnsupportedMediaType),
-        (status = 422, response = doc::CreateUnprocessable),
-        (status = 429, response = doc::RateLimited),
-        (status = 500, response = doc::InternalError),
+        (status = 400, response = problem::CreateBadRequest),
+        (status = 401, response = problem::Unauthorized),
+        (status = 403, response = problem::Forbidden),
+        (status = 409, response = problem::IdempotencyKeyInUse),
+        (status = 413, response = problem::PayloadTooLarge),
+        (status = 415, response = problem::UnsupportedMediaType),
+        (status = 422, response = problem::CreateUnprocessable),
+        (status = 429, response = problem::RateLimited),
+        (status = 500, response = problem::InternalError),
     ),
 )]
 async fn create(
@@ -222,10 +319,10 @@ fn canonical_body(body: Map<String, Value>) -> String {
     ),
     responses(
         (status = 200, description = "A page of accounts.", body = Page<AccountView>),
-        (status = 401, response = doc::Unauthorized),
-        (status = 403, response = doc::Forbidden),
-        (status = 422, response = doc::ValidationFailed),
-        (status = 500, response = doc::InternalError),
+        (status = 401, response = problem::Unauthorized),
+        (status = 403, response = problem::Forbidden),
+        (status = 422, response = problem::ValidationFailed),
+        (status = 500, response = problem::InternalError),
     ),
 )]
 async fn list(
@@ -290,10 +387,10 @@ async fn list(
     params(("id" = String, Path, description = "The account id, `va_…`.")),
     responses(
         (status = 200, description = "The account.", body = AccountView),
-        (status = 401, response = doc::Unauthorized),
-        (status = 403, response = doc::Forbidden),
-        (status = 404, response = doc::NotFound),
-        (status = 500, response = doc::InternalError),
+        (status = 401, response = problem::Unauthorized),
+        (status = 403, response = problem::Forbidden),
+        (status = 404, response = problem::NotFound),
+        (status = 500, response = problem::InternalError),
     ),
 )]
 async fn read(
@@ -305,6 +402,38 @@ async fn read(
         .await?
         .ok_or(ApiError::NotFound)?;
     Ok(Json(AccountView::from(&account)))
+}
+
+/// `POST /virtual-accounts/{id}/deactivate`: the body is optional.
+#[derive(Debug, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DeactivateRequest {
+    #[schema(schema_with = reason_schema)]
+    pub reason: Option<String>,
+}
+
+const REASON: Text = Text {
+    name: "reason",
+    min: 1,
+    max: 200,
+    trim: true,
+    about: "Why, for your records:",
+};
+
+fn reason_schema() -> utoipa::openapi::schema::Object {
+    REASON.schema()
+}
+
+impl DeactivateRequest {
+    fn parse(body: &Map<String, Value>) -> ApiResult<Self> {
+        let mut errors = Vec::new();
+        reject_unknown(body, &[REASON.name], &mut errors);
+        let reason = REASON.read(body, &mut errors);
+        if !errors.is_empty() {
+            return Err(ApiError::Validation(errors));
+        }
+        Ok(Self { reason })
+    }
 }
 
 /// Deactivate a virtual account
@@ -320,19 +449,19 @@ async fn read(
     tag = "Virtual accounts",
     security(("bearerAuth" = [])),
     params(("id" = String, Path, description = "The account id, `va_…`.")),
-    request_body(content = Option<doc::DeactivateRequest>, content_type = "application/json",
+    request_body(content = Option<DeactivateRequest>, content_type = "application/json",
         description = "Optional: send no body, or `{\"reason\": \"…\"}`."),
     responses(
         (status = 200, description = "The account, now deactivated.", body = AccountView),
-        (status = 400, response = doc::BadRequest),
-        (status = 401, response = doc::Unauthorized),
-        (status = 403, response = doc::Forbidden),
-        (status = 404, response = doc::NotFound),
-        (status = 409, response = doc::InvalidState),
-        (status = 413, response = doc::PayloadTooLarge),
-        (status = 415, response = doc::UnsupportedMediaType),
-        (status = 422, response = doc::ValidationFailed),
-        (status = 500, response = doc::InternalError),
+        (status = 400, response = problem::BadRequest),
+        (status = 401, response = problem::Unauthorized),
+        (status = 403, response = problem::Forbidden),
+        (status = 404, response = problem::NotFound),
+        (status = 409, response = problem::InvalidState),
+        (status = 413, response = problem::PayloadTooLarge),
+        (status = 415, response = problem::UnsupportedMediaType),
+        (status = 422, response = problem::ValidationFailed),
+        (status = 500, response = problem::InternalError),
     ),
 )]
 async fn deactivate(
@@ -341,13 +470,7 @@ async fn deactivate(
     Path(id): Path<String>,
     OptionalJsonObject(body): OptionalJsonObject,
 ) -> ApiResult<Json<AccountView>> {
-    let mut errors = Vec::new();
-    reject_unknown(&body, &["reason"], &mut errors);
-    let reason = optional_string(&body, "reason", &mut errors)
-        .and_then(|r| bounded_text("reason", r, 1, 200, true, &mut errors));
-    if !errors.is_empty() {
-        return Err(ApiError::Validation(errors));
-    }
+    let DeactivateRequest { reason } = DeactivateRequest::parse(&body)?;
     let outcome = accounts::deactivate(
         &state.db,
         caller.business_id(),
@@ -375,6 +498,163 @@ async fn deactivate(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use domain::Bank;
+    use serde_json::json;
+
+    /// Whether a string `value` satisfies a string property's schema (type, lengths, pattern,
+    /// enum): what a client validating against the document would decide.
+    fn schema_accepts(property: &Value, value: &str) -> bool {
+        let property = match property.get("$ref").and_then(Value::as_str) {
+            Some("#/components/schemas/Bank") => {
+                serde_json::to_value(shared::views::schema::Bank::schema()).unwrap()
+            }
+            Some(other) => panic!("unexpected reference {other}"),
+            None => property.clone(),
+        };
+        let chars = value.chars().count() as u64;
+        property["minLength"]
+            .as_u64()
+            .is_none_or(|min| chars >= min)
+            && property["maxLength"]
+                .as_u64()
+                .is_none_or(|max| chars <= max)
+            && property["pattern"]
+                .as_str()
+                .is_none_or(|p| regex::Regex::new(p).unwrap().is_match(value))
+            && property["enum"]
+                .as_array()
+                .is_none_or(|values| values.iter().any(|v| v == value))
+    }
+
+    #[test]
+    fn the_deactivate_body_declares_what_it_reads() {
+        super::super::fields::assert_declares_what_it_reads::<DeactivateRequest, _>(
+            DeactivateRequest::parse,
+        );
+    }
+
+    #[test]
+    fn the_create_schema_states_the_rules_new_account_parse_applies() {
+        let schema = serde_json::to_value(CreateAccountRequest::schema()).unwrap();
+        let fields = &schema["allOf"][0];
+        let properties = fields["properties"].as_object().unwrap();
+        let valid = json!({
+            "customerName": "Ada Obi", "customerEmail": "ada@example.com",
+            "customerPhone": "08031234567", "customerBvn": "22212345678",
+            "preferredBank": "test-bank", "customerReference": "user-42"
+        });
+        // The fields `field` has errors on, with `value` in place of the valid one.
+        let refused = |field: &str, value: Option<Value>| -> bool {
+            let mut body = valid.as_object().unwrap().clone();
+            if field == "customerNin" {
+                body.remove("customerBvn");
+            }
+            match value {
+                Some(v) => body.insert(field.to_owned(), v),
+                None => body.remove(field),
+            };
+            match NewAccount::parse(&body, Mode::Test) {
+                Ok(_) => false,
+                Err(errors) => errors.iter().any(|e| e.field == field),
+            }
+        };
+
+        // The members: every declared one is read, any other is refused.
+        assert!(refused("nickname", Some(json!("x"))), "undeclared member");
+        assert_eq!(fields["additionalProperties"], false);
+        let required: Vec<_> = fields["required"].as_array().unwrap().iter().collect();
+        for name in properties.keys() {
+            let must = required.iter().any(|r| *r == name);
+            if name != "customerBvn" && name != "customerNin" {
+                assert_eq!(refused(name, None), must, "{name}: required?");
+            }
+        }
+        assert!(
+            refused("customerBvn", Some(Value::Null)),
+            "neither identity"
+        );
+
+        let long = |n: usize| "x".repeat(n);
+        let email = |tail: usize| {
+            format!(
+                "{}@{}.{}.{}.com",
+                "a".repeat(64),
+                "b".repeat(63),
+                "c".repeat(63),
+                "d".repeat(tail)
+            )
+        };
+        let samples: Vec<(&str, Vec<String>)> = vec![
+            (
+                "customerName",
+                vec![
+                    "A".into(),
+                    " Ada ".into(),
+                    long(100),
+                    long(101),
+                    String::new(),
+                    "   ".into(),
+                    "a\u{1}b".into(),
+                    "a\u{85}b".into(),
+                ],
+            ),
+            ("customerEmail", vec![email(57), email(58)]),
+            (
+                "customerPhone",
+                vec![
+                    "08031234567".into(),
+                    "+2347061234567".into(),
+                    "2349051234567".into(),
+                    "0803123456".into(),
+                    "080312345678".into(),
+                    "+44803123456".into(),
+                ],
+            ),
+            (
+                "customerBvn",
+                vec![
+                    "22212345678".into(),
+                    "2221234567".into(),
+                    "222123456789".into(),
+                    "2221234567a".into(),
+                ],
+            ),
+            (
+                "customerNin",
+                vec!["22212345678".into(), "2221234567".into()],
+            ),
+            (
+                "preferredBank",
+                Bank::ALL
+                    .iter()
+                    .map(|b| b.slug().to_owned())
+                    .chain(["nope".to_owned()])
+                    .collect(),
+            ),
+            (
+                "customerReference",
+                vec![
+                    "user-42".into(),
+                    " a ".into(),
+                    long(100),
+                    long(101),
+                    String::new(),
+                    "   ".into(),
+                    "a\tb".into(),
+                ],
+            ),
+        ];
+        for (field, values) in samples {
+            assert!(properties.contains_key(field), "{field} is documented");
+            for value in values {
+                assert_eq!(
+                    schema_accepts(&properties[field], &value),
+                    !refused(field, Some(json!(value))),
+                    "{field} = {value:?}: the schema and NewAccount::parse disagree"
+                );
+            }
+        }
+    }
 
     #[test]
     fn the_canonical_body_ignores_key_order_and_spacing_only() {

@@ -1,37 +1,39 @@
 //! Deposits, rechecks, simulated deposits, and provider notifications.
 
+use axum::Json;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
-use axum::routing::{get, post};
-use axum::{Json, Router};
 use chrono::{DateTime, Utc};
-use domain::validation::{FieldError, bounded_text, optional_string, reject_unknown};
+use domain::validation::{FieldError, optional_string, reject_unknown};
 use domain::{AccountStatus, Bank, Mode};
-use serde_json::{Map, Value, json};
+use serde::Serialize;
+use serde_json::{Map, Value};
 use shared::db::accounts::{self, Account};
 use shared::db::deposits::{self, Accepted, Recorded};
 use shared::db::rechecks;
 use shared::providers::{ProviderError, RemoteTransaction, SimulatedDeposit};
 use shared::views::{DepositView, Page, RecheckView};
+use utoipa::ToSchema;
+use utoipa::openapi::schema::{Object, ObjectBuilder, Type};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
+use super::fields::Text;
+use crate::error::responses as problem;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{Caller, JsonObject, OptionalJsonObject, Path, QueryPairs, RawBody};
-use crate::openapi as doc;
 use crate::state::AppState;
 
 /// The longest window a recheck may cover.
 const MAX_RECHECK_WINDOW: chrono::Duration = chrono::Duration::days(31);
 
-pub fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/virtual-accounts/{id}/deposits", get(list_deposits))
-        .route(
-            "/virtual-accounts/{id}/simulate-deposit",
-            post(simulate_deposit),
-        )
-        .route("/virtual-accounts/{id}/recheck", post(request_recheck))
-        .route("/virtual-accounts/{id}/rechecks/{rid}", get(read_recheck))
-        .route("/providers/{bank}/notifications", post(notification))
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list_deposits))
+        .routes(routes!(simulate_deposit))
+        .routes(routes!(request_recheck))
+        .routes(routes!(read_recheck))
+        .routes(routes!(notification))
 }
 
 async fn caller_account(state: &AppState, caller: &Caller, id: &str) -> ApiResult<Account> {
@@ -57,11 +59,11 @@ async fn caller_account(state: &AppState, caller: &Caller, id: &str) -> ApiResul
     ),
     responses(
         (status = 200, description = "A page of deposits.", body = Page<DepositView>),
-        (status = 401, response = doc::Unauthorized),
-        (status = 403, response = doc::Forbidden),
-        (status = 404, response = doc::NotFound),
-        (status = 422, response = doc::ValidationFailed),
-        (status = 500, response = doc::InternalError),
+        (status = 401, response = problem::Unauthorized),
+        (status = 403, response = problem::Forbidden),
+        (status = 404, response = problem::NotFound),
+        (status = 422, response = problem::ValidationFailed),
+        (status = 500, response = problem::InternalError),
     ),
 )]
 async fn list_deposits(
@@ -82,6 +84,107 @@ async fn list_deposits(
     Ok(Json(Page::new(data, page, page_size, total)))
 }
 
+/// `POST /virtual-accounts/{id}/simulate-deposit` (test mode).
+#[derive(Debug, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schema(example = json!({"amount": 150000, "senderName": "Chidi Okeke", "narration": "Invoice 42", "notify": true}))]
+pub struct SimulateDepositRequest {
+    #[schema(schema_with = amount_schema)]
+    pub amount: i64,
+    #[schema(schema_with = sender_name_schema)]
+    pub sender_name: Option<String>,
+    #[schema(schema_with = narration_schema)]
+    pub narration: Option<String>,
+    /// `true` (default): the test provider notifies the service as a real bank would. `false`: the
+    /// notification is lost, so that a recheck can find the deposit.
+    #[serde(default)]
+    #[schema(default = true, nullable)]
+    pub notify: bool,
+}
+
+/// The largest simulated deposit, in kobo (NGN 10 billion).
+const AMOUNT_MAX: i64 = 1_000_000_000_000;
+
+const SENDER_NAME: Text = Text {
+    name: "senderName",
+    min: 1,
+    max: 100,
+    trim: true,
+    about: "",
+};
+
+const NARRATION: Text = Text {
+    name: "narration",
+    min: 1,
+    max: 200,
+    trim: true,
+    about: "",
+};
+
+fn amount_schema() -> Object {
+    ObjectBuilder::new()
+        .schema_type(Type::Integer)
+        .format(Some(utoipa::openapi::SchemaFormat::KnownFormat(
+            utoipa::openapi::KnownFormat::Int64,
+        )))
+        .minimum(Some(1))
+        .maximum(Some(AMOUNT_MAX))
+        .description(Some(format!("Integer kobo, 1 to {AMOUNT_MAX}.")))
+        .build()
+}
+
+fn sender_name_schema() -> Object {
+    SENDER_NAME.schema()
+}
+
+fn narration_schema() -> Object {
+    NARRATION.schema()
+}
+
+impl SimulateDepositRequest {
+    fn parse(body: &Map<String, Value>) -> ApiResult<Self> {
+        let mut errors = Vec::new();
+        reject_unknown(
+            body,
+            &["amount", SENDER_NAME.name, NARRATION.name, "notify"],
+            &mut errors,
+        );
+        let amount = parse_amount(body, &mut errors);
+        let sender_name = SENDER_NAME.read(body, &mut errors);
+        let narration = NARRATION.read(body, &mut errors);
+        let notify = match body.get("notify") {
+            None | Some(Value::Null) => true,
+            Some(Value::Bool(b)) => *b,
+            Some(_) => {
+                errors.push(FieldError::new(
+                    "notify",
+                    "invalid_type",
+                    "notify must be true or false",
+                ));
+                true
+            }
+        };
+        match amount {
+            Some(amount) if errors.is_empty() => Ok(Self {
+                amount,
+                sender_name,
+                narration,
+                notify,
+            }),
+            _ => Err(ApiError::Validation(errors)),
+        }
+    }
+}
+
+/// The test provider accepted the simulated transfer.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+#[schema(as = SimulatedDeposit)]
+pub struct SimulatedDepositAccepted {
+    /// The provider's transaction reference; the deposit carries it as `providerReference`.
+    pub provider_reference: String,
+}
+
 /// Simulate a deposit (test mode)
 ///
 /// Asks the test provider to send money to the account. With `notify: true` (default) the
@@ -95,18 +198,18 @@ async fn list_deposits(
     tag = "Deposits",
     security(("bearerAuth" = [])),
     params(("id" = String, Path, description = "The account id, `va_…`.")),
-    request_body(content = doc::SimulateDepositRequest, content_type = "application/json"),
+    request_body(content = SimulateDepositRequest, content_type = "application/json"),
     responses(
-        (status = 202, description = "The test provider accepted the transfer.", body = doc::SimulatedDeposit),
-        (status = 400, response = doc::BadRequest),
-        (status = 401, response = doc::Unauthorized),
-        (status = 403, response = doc::ForbiddenTestOnly),
-        (status = 404, response = doc::NotFound),
-        (status = 409, response = doc::InvalidState),
-        (status = 413, response = doc::PayloadTooLarge),
-        (status = 415, response = doc::UnsupportedMediaType),
-        (status = 422, response = doc::ValidationFailed),
-        (status = 500, response = doc::InternalError),
+        (status = 202, description = "The test provider accepted the transfer.", body = SimulatedDepositAccepted),
+        (status = 400, response = problem::BadRequest),
+        (status = 401, response = problem::Unauthorized),
+        (status = 403, response = problem::ForbiddenTestOnly),
+        (status = 404, response = problem::NotFound),
+        (status = 409, response = problem::InvalidState),
+        (status = 413, response = problem::PayloadTooLarge),
+        (status = 415, response = problem::UnsupportedMediaType),
+        (status = 422, response = problem::ValidationFailed),
+        (status = 500, response = problem::InternalError),
     ),
 )]
 async fn simulate_deposit(
@@ -114,36 +217,16 @@ async fn simulate_deposit(
     caller: Caller,
     Path(id): Path<String>,
     JsonObject(body): JsonObject,
-) -> ApiResult<(StatusCode, Json<Value>)> {
+) -> ApiResult<(StatusCode, Json<SimulatedDepositAccepted>)> {
     if caller.mode() != Mode::Test {
         return Err(ApiError::TestModeOnly);
     }
-    let mut errors = Vec::new();
-    reject_unknown(
-        &body,
-        &["amount", "senderName", "narration", "notify"],
-        &mut errors,
-    );
-    let amount = parse_amount(&body, &mut errors);
-    let sender_name = optional_string(&body, "senderName", &mut errors)
-        .and_then(|v| bounded_text("senderName", v, 1, 100, true, &mut errors));
-    let narration = optional_string(&body, "narration", &mut errors)
-        .and_then(|v| bounded_text("narration", v, 1, 200, true, &mut errors));
-    let notify = match body.get("notify") {
-        None | Some(Value::Null) => true,
-        Some(Value::Bool(b)) => *b,
-        Some(_) => {
-            errors.push(FieldError::new(
-                "notify",
-                "invalid_type",
-                "notify must be true or false",
-            ));
-            true
-        }
-    };
-    if !errors.is_empty() {
-        return Err(ApiError::Validation(errors));
-    }
+    let SimulateDepositRequest {
+        amount,
+        sender_name,
+        narration,
+        notify,
+    } = SimulateDepositRequest::parse(&body)?;
     let account = caller_account(&state, &caller, &id).await?;
     let Some(account_number) = account.account_number.clone() else {
         return Err(ApiError::InvalidState(format!(
@@ -154,7 +237,7 @@ async fn simulate_deposit(
     let request = SimulatedDeposit {
         bank: account.bank.clone(),
         account_number,
-        amount: amount.expect("validated"),
+        amount,
         sender_name,
         narration,
         notify,
@@ -173,7 +256,9 @@ async fn simulate_deposit(
         })?;
     Ok((
         StatusCode::ACCEPTED,
-        Json(json!({"providerReference": reference})),
+        Json(SimulatedDepositAccepted {
+            provider_reference: reference,
+        }),
     ))
 }
 
@@ -191,11 +276,11 @@ fn parse_amount(body: &Map<String, Value>, errors: &mut Vec<FieldError>) -> Opti
                 .filter(|f| f.fract() == 0.0 && f.abs() < 9.0e15)
                 .map(|f| f as i64)
         }) {
-            Some(a) if a > 0 && a <= 1_000_000_000_000 => Some(a),
+            Some(a) if (1..=AMOUNT_MAX).contains(&a) => Some(a),
             Some(_) => bad(
                 errors,
                 "out_of_range",
-                "amount must be a positive number of kobo, at most 1000000000000",
+                &format!("amount must be a positive number of kobo, at most {AMOUNT_MAX}"),
             ),
             None => bad(
                 errors,
@@ -208,6 +293,58 @@ fn parse_amount(body: &Map<String, Value>, errors: &mut Vec<FieldError>) -> Opti
             "invalid_type",
             "amount must be a whole number of kobo",
         ),
+    }
+}
+
+/// `POST /virtual-accounts/{id}/recheck`: the body is optional. The window defaults to the 24 hours
+/// before `to`, `to` to now; `from` must be before `to`, at most 31 days apart, and `to` not in the
+/// future.
+#[derive(Debug, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RecheckRequest {
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub from: DateTime<Utc>,
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub to: DateTime<Utc>,
+}
+
+impl RecheckRequest {
+    /// The window asked for, with the defaults applied.
+    fn parse(body: &Map<String, Value>, now: DateTime<Utc>) -> ApiResult<Self> {
+        let mut errors = Vec::new();
+        reject_unknown(body, &["from", "to"], &mut errors);
+        let to = parse_time(body, "to", &mut errors).unwrap_or(now);
+        let from =
+            parse_time(body, "from", &mut errors).unwrap_or(to - chrono::Duration::hours(24));
+        if errors.is_empty() {
+            if from >= to {
+                errors.push(FieldError::new(
+                    "from",
+                    "out_of_range",
+                    "from must be before to",
+                ));
+            } else if to - from > MAX_RECHECK_WINDOW {
+                errors.push(FieldError::new(
+                    "from",
+                    "out_of_range",
+                    format!(
+                        "a recheck covers at most {} days",
+                        MAX_RECHECK_WINDOW.num_days()
+                    ),
+                ));
+            }
+            if to > now + chrono::Duration::minutes(5) {
+                errors.push(FieldError::new(
+                    "to",
+                    "out_of_range",
+                    "to must not be in the future",
+                ));
+            }
+        }
+        if !errors.is_empty() {
+            return Err(ApiError::Validation(errors));
+        }
+        Ok(Self { from, to })
     }
 }
 
@@ -225,19 +362,19 @@ fn parse_amount(body: &Map<String, Value>, errors: &mut Vec<FieldError>) -> Opti
     tag = "Rechecks",
     security(("bearerAuth" = [])),
     params(("id" = String, Path, description = "The account id, `va_…`.")),
-    request_body(content = Option<doc::RecheckRequest>, content_type = "application/json",
+    request_body(content = Option<RecheckRequest>, content_type = "application/json",
         description = "Optional: send no body for the last 24 hours."),
     responses(
         (status = 202, description = "The recheck, queued (or the one already queued or running).", body = RecheckView),
-        (status = 400, response = doc::BadRequest),
-        (status = 401, response = doc::Unauthorized),
-        (status = 403, response = doc::Forbidden),
-        (status = 404, response = doc::NotFound),
-        (status = 409, response = doc::InvalidState),
-        (status = 413, response = doc::PayloadTooLarge),
-        (status = 415, response = doc::UnsupportedMediaType),
-        (status = 422, response = doc::ValidationFailed),
-        (status = 500, response = doc::InternalError),
+        (status = 400, response = problem::BadRequest),
+        (status = 401, response = problem::Unauthorized),
+        (status = 403, response = problem::Forbidden),
+        (status = 404, response = problem::NotFound),
+        (status = 409, response = problem::InvalidState),
+        (status = 413, response = problem::PayloadTooLarge),
+        (status = 415, response = problem::UnsupportedMediaType),
+        (status = 422, response = problem::ValidationFailed),
+        (status = 500, response = problem::InternalError),
     ),
 )]
 async fn request_recheck(
@@ -247,35 +384,7 @@ async fn request_recheck(
     OptionalJsonObject(body): OptionalJsonObject,
 ) -> ApiResult<(StatusCode, Json<RecheckView>)> {
     let now = domain::time::now();
-    let mut errors = Vec::new();
-    reject_unknown(&body, &["from", "to"], &mut errors);
-    let to = parse_time(&body, "to", &mut errors).unwrap_or(now);
-    let from = parse_time(&body, "from", &mut errors).unwrap_or(to - chrono::Duration::hours(24));
-    if errors.is_empty() {
-        if from >= to {
-            errors.push(FieldError::new(
-                "from",
-                "out_of_range",
-                "from must be before to",
-            ));
-        } else if to - from > MAX_RECHECK_WINDOW {
-            errors.push(FieldError::new(
-                "from",
-                "out_of_range",
-                "a recheck covers at most 31 days",
-            ));
-        }
-        if to > now + chrono::Duration::minutes(5) {
-            errors.push(FieldError::new(
-                "to",
-                "out_of_range",
-                "to must not be in the future",
-            ));
-        }
-    }
-    if !errors.is_empty() {
-        return Err(ApiError::Validation(errors));
-    }
+    let RecheckRequest { from, to } = RecheckRequest::parse(&body, now)?;
     let account = caller_account(&state, &caller, &id).await?;
     let status = AccountStatus::parse(&account.status);
     if !matches!(
@@ -327,10 +436,10 @@ fn parse_time(
     ),
     responses(
         (status = 200, description = "The recheck.", body = RecheckView),
-        (status = 401, response = doc::Unauthorized),
-        (status = 403, response = doc::Forbidden),
-        (status = 404, response = doc::NotFound),
-        (status = 500, response = doc::InternalError),
+        (status = 401, response = problem::Unauthorized),
+        (status = 403, response = problem::Forbidden),
+        (status = 404, response = problem::NotFound),
+        (status = 500, response = problem::InternalError),
     ),
 )]
 async fn read_recheck(
@@ -343,6 +452,49 @@ async fn read_recheck(
         .await?
         .ok_or(ApiError::NotFound)?;
     Ok(Json(RecheckView::from(&recheck)))
+}
+
+// Documents the body `notification` reads from the raw bytes (the signature covers them): an
+// `event` other than `transfer.received`, or none, is stored and acknowledged without `data`.
+/// A deposit notification, as a provider bank sends it.
+#[derive(Debug, ToSchema)]
+pub struct ProviderNotification {
+    /// `transfer.received` is acted on; any other event is stored and acknowledged.
+    #[schema(example = "transfer.received")]
+    pub event: String,
+    /// The transaction (required with `transfer.received`).
+    pub data: Option<RemoteTransaction>,
+}
+
+/// The notification is stored; the provider need not send it again.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct NotificationReceipt {
+    #[schema(schema_with = always_true)]
+    pub received: bool,
+    /// The stored notification's id.
+    pub id: String,
+    pub outcome: NotificationOutcome,
+}
+
+/// What became of a stored notification: `recorded` (a new deposit), `duplicate` (already
+/// recorded), `ignored` (an event not acted on), `unmatched` (no account has that number; kept
+/// for operators), `invalid` (signed, but not readable as a notification; kept for operators).
+/// A body received again answers what became of it the first time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum NotificationOutcome {
+    Recorded,
+    Duplicate,
+    Ignored,
+    Unmatched,
+    Invalid,
+}
+
+fn always_true() -> Object {
+    ObjectBuilder::new()
+        .schema_type(Type::Boolean)
+        .enum_values(Some([true]))
+        .build()
 }
 
 /// `POST /providers/{bank}/notifications`: a bank tells us money arrived. The signature decides
@@ -365,16 +517,14 @@ async fn read_recheck(
         ("X-Provider-Signature" = String, Header, pattern = "^[0-9a-fA-F]{128}$",
             description = "Hex HMAC-SHA512 of the raw body with the bank's notification secret."),
     ),
-    request_body(content = doc::ProviderNotification, content_type = "application/json"),
+    request_body(content = ProviderNotification, content_type = "application/json"),
     responses(
-        (status = 200, description = "Stored.", body = doc::NotificationReceipt),
-        (status = 400, response = doc::BadRequest),
-        (status = 401, response = doc::Unauthorized),
-        (status = 403, response = doc::BrowserRefused),
-        (status = 404, response = doc::NotFound),
-        (status = 413, response = doc::PayloadTooLarge),
-        (status = 422, response = doc::ValidationFailed),
-        (status = 500, response = doc::InternalError),
+        (status = 200, description = "Stored.", body = NotificationReceipt),
+        (status = 401, response = problem::Unauthorized),
+        (status = 403, response = problem::BrowserRefused),
+        (status = 404, response = problem::NotFound),
+        (status = 413, response = problem::PayloadTooLarge),
+        (status = 500, response = problem::InternalError),
     ),
 )]
 async fn notification(
@@ -382,7 +532,7 @@ async fn notification(
     Path(bank): Path<String>,
     headers: HeaderMap,
     RawBody(body): RawBody,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<NotificationReceipt>> {
     let bank = Bank::parse(&bank).ok_or(ApiError::NotFound)?;
     let signature = headers
         .get("x-provider-signature")
@@ -411,9 +561,11 @@ async fn notification(
             )
             .await?;
             tracing::warn!(notification_id = %id, bank = bank.slug(), error = %problem, "signed notification could not be read; kept as invalid");
-            return Ok(Json(
-                json!({"received": true, "id": id, "outcome": "invalid"}),
-            ));
+            return Ok(Json(NotificationReceipt {
+                received: true,
+                id,
+                outcome: NotificationOutcome::Invalid,
+            }));
         }
     };
     let accepted = deposits::accept_notification(
@@ -428,6 +580,11 @@ async fn notification(
     let (id, outcome) = match accepted {
         Accepted::Repeated { id, outcome } => {
             tracing::info!(notification_id = %id, bank = bank.slug(), "notification received again; stored once");
+            let outcome = serde_json::from_value(Value::String(outcome)).map_err(|e| {
+                ApiError::Internal(anyhow::anyhow!(
+                    "a stored notification outcome is unreadable: {e}"
+                ))
+            })?;
             (id, outcome)
         }
         Accepted::Stored { id, recorded } => {
@@ -435,21 +592,23 @@ async fn notification(
                 Recorded::New(deposit) => {
                     state.relay.kick();
                     tracing::info!(deposit_id = %deposit.id, account_id = %deposit.account_id, status = %deposit.status, "deposit recorded");
-                    "recorded"
+                    NotificationOutcome::Recorded
                 }
-                Recorded::Duplicate if transaction.is_some() => "duplicate",
-                Recorded::Duplicate => "ignored",
+                Recorded::Duplicate if transaction.is_some() => NotificationOutcome::Duplicate,
+                Recorded::Duplicate => NotificationOutcome::Ignored,
                 Recorded::Unmatched => {
                     tracing::warn!(notification_id = %id, bank = bank.slug(), "notification for an unknown account number kept as unmatched");
-                    "unmatched"
+                    NotificationOutcome::Unmatched
                 }
             };
-            (id, outcome.to_owned())
+            (id, outcome)
         }
     };
-    Ok(Json(
-        json!({"received": true, "id": id, "outcome": outcome}),
-    ))
+    Ok(Json(NotificationReceipt {
+        received: true,
+        id,
+        outcome,
+    }))
 }
 
 /// A signed notification's text, and its transaction when it is a `transfer.received` (another
@@ -499,4 +658,31 @@ fn parse_transaction(data: Option<&Value>) -> ApiResult<RemoteTransaction> {
         return Err(ApiError::Validation(errors));
     }
     Ok(tx.without_nul())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::routes::fields::assert_declares_what_it_reads;
+
+    #[test]
+    fn each_body_declares_what_it_reads() {
+        assert_declares_what_it_reads::<SimulateDepositRequest, _>(SimulateDepositRequest::parse);
+        assert_declares_what_it_reads::<RecheckRequest, _>(|body| {
+            RecheckRequest::parse(body, domain::time::now())
+        });
+    }
+
+    #[test]
+    fn the_amount_schema_states_the_limit_the_parser_applies() {
+        let schema = serde_json::to_value(amount_schema()).unwrap();
+        let max = schema["maximum"].as_i64().unwrap();
+        let parse = |amount: i64| {
+            let body = Map::from_iter([("amount".to_owned(), Value::from(amount))]);
+            SimulateDepositRequest::parse(&body).is_ok()
+        };
+        assert_eq!(schema["minimum"], 1);
+        assert!(parse(1) && parse(max));
+        assert!(!parse(0) && !parse(max + 1));
+    }
 }

@@ -1,9 +1,8 @@
 //! `/events`: a caller's events, their delivery attempts, and resending.
 
+use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
-use axum::routing::{get, post};
-use axum::{Json, Router};
 use domain::FieldError;
 use domain::time::rfc3339;
 use serde::Serialize;
@@ -13,17 +12,19 @@ use shared::db::events::{self, Event};
 use shared::views::Page;
 use utoipa::ToSchema;
 use utoipa::openapi::schema::{Object, ObjectBuilder, Type};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
+use crate::error::responses as problem;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{Caller, Path, QueryPairs};
-use crate::openapi as doc;
 use crate::state::AppState;
 
-pub fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/events", get(list))
-        .route("/events/{id}", get(read))
-        .route("/events/{id}/resend", post(resend))
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list))
+        .routes(routes!(read))
+        .routes(routes!(resend))
 }
 
 /// An event: the webhook envelope (the body every delivery of it carries), plus its deliveries
@@ -160,10 +161,10 @@ impl DeliveryView {
     ),
     responses(
         (status = 200, description = "A page of events.", body = Page<EventView>),
-        (status = 401, response = doc::Unauthorized),
-        (status = 403, response = doc::Forbidden),
-        (status = 422, response = doc::ValidationFailed),
-        (status = 500, response = doc::InternalError),
+        (status = 401, response = problem::Unauthorized),
+        (status = 403, response = problem::Forbidden),
+        (status = 422, response = problem::ValidationFailed),
+        (status = 500, response = problem::InternalError),
     ),
 )]
 async fn list(
@@ -221,10 +222,10 @@ async fn with_deliveries(state: &AppState, event: &Event) -> ApiResult<EventView
     params(("id" = String, Path, description = "The event id, `evt_…`.")),
     responses(
         (status = 200, description = "The event, with its deliveries.", body = EventView),
-        (status = 401, response = doc::Unauthorized),
-        (status = 403, response = doc::Forbidden),
-        (status = 404, response = doc::NotFound),
-        (status = 500, response = doc::InternalError),
+        (status = 401, response = problem::Unauthorized),
+        (status = 403, response = problem::Forbidden),
+        (status = 404, response = problem::NotFound),
+        (status = 500, response = problem::InternalError),
     ),
 )]
 async fn read(
@@ -252,11 +253,11 @@ async fn read(
     params(("id" = String, Path, description = "The event id, `evt_…`.")),
     responses(
         (status = 202, description = "Scheduled: the event, with its deliveries.", body = EventView),
-        (status = 401, response = doc::Unauthorized),
-        (status = 403, response = doc::Forbidden),
-        (status = 404, response = doc::NotFound),
-        (status = 409, response = doc::InvalidState),
-        (status = 500, response = doc::InternalError),
+        (status = 401, response = problem::Unauthorized),
+        (status = 403, response = problem::Forbidden),
+        (status = 404, response = problem::NotFound),
+        (status = 409, response = problem::InvalidState),
+        (status = 500, response = problem::InternalError),
     ),
 )]
 async fn resend(

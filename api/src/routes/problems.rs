@@ -1,10 +1,31 @@
 //! `GET /problems/{code}`: what each error `type` means.
 
 use axum::Json;
-use serde_json::{Value, json};
+use serde::Serialize;
+use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
-use crate::error::{ApiError, ApiResult, problem_type};
+use crate::error::responses as problem;
+use crate::error::{ApiError, ApiResult, ProblemCode};
 use crate::extract::Path;
+use crate::state::AppState;
+
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(describe))
+}
+
+/// What an error `type` means.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ProblemDescription {
+    #[schema(example = "/problems/not_found")]
+    pub r#type: String,
+    pub code: ProblemCode,
+    pub title: &'static str,
+    #[schema(minimum = 400, maximum = 599)]
+    pub status: u16,
+    pub description: &'static str,
+}
 
 /// Describe an error type
 ///
@@ -14,20 +35,20 @@ use crate::extract::Path;
     path = "/problems/{code}",
     operation_id = "describeProblem",
     tag = "Problems",
-    params(("code" = String, Path, description = "A problem code, e.g. `validation_failed`.")),
+    params(("code" = ProblemCode, Path, description = "A problem code, e.g. `validation_failed`.")),
     responses(
-        (status = 200, description = "The problem type.", body = crate::openapi::ProblemDescription),
-        (status = 403, response = crate::openapi::BrowserRefused),
-        (status = 404, response = crate::openapi::NotFound),
+        (status = 200, description = "The problem type.", body = ProblemDescription),
+        (status = 403, response = problem::BrowserRefused),
+        (status = 404, response = problem::NotFound),
     ),
 )]
-pub async fn describe(Path(code): Path<String>) -> ApiResult<Json<Value>> {
-    let p = problem_type(&code).ok_or(ApiError::NotFound)?;
-    Ok(Json(json!({
-        "type": format!("/problems/{}", p.code),
-        "code": p.code,
-        "title": p.title,
-        "status": p.status,
-        "description": p.description,
-    })))
+pub async fn describe(Path(code): Path<String>) -> ApiResult<Json<ProblemDescription>> {
+    let code = ProblemCode::parse(&code).ok_or(ApiError::NotFound)?;
+    Ok(Json(ProblemDescription {
+        r#type: code.type_uri(),
+        code,
+        title: code.title(),
+        status: code.status(),
+        description: code.description(),
+    }))
 }

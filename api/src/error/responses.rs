@@ -1,0 +1,189 @@
+//! The error responses an operation lists (`#/components/responses/<Name>`). Every one is a
+//! [`Problem`](super::Problem), referenced by `$ref`, so a client generated from the document has
+//! one error type; the codes a response may carry are in its description, in one example each,
+//! and in `x-problem-codes`. Status, titles and descriptions come from [`ProblemCode`].
+
+use serde_json::json;
+use utoipa::ToResponse;
+use utoipa::openapi::example::ExampleBuilder;
+use utoipa::openapi::extensions::Extensions;
+use utoipa::openapi::header::{Header, HeaderBuilder};
+use utoipa::openapi::response::{Response, ResponseBuilder};
+use utoipa::openapi::schema::{ObjectBuilder, Schema, Type};
+use utoipa::openapi::{ContentBuilder, Ref, RefOr};
+
+use super::ProblemCode;
+
+/// The media type of every error body.
+pub const PROBLEM_JSON: &str = "application/problem+json";
+
+/// Declares the reusable error responses, each listing the codes it may carry (all of one status),
+/// and [`all`], which the document registers.
+macro_rules! problem_responses {
+    ($($(#[$doc:meta])* $name:ident => [$($code:ident),+ $(,)?];)*) => {
+        $(
+            $(#[$doc])*
+            pub struct $name;
+
+            impl<'r> ToResponse<'r> for $name {
+                fn response() -> (&'r str, RefOr<Response>) {
+                    (stringify!($name), RefOr::T(problem_response(&[$(ProblemCode::$code),+])))
+                }
+            }
+        )*
+
+        /// Every error response, by component name.
+        pub fn all() -> Vec<(&'static str, RefOr<Response>)> {
+            vec![$(<$name as ToResponse>::response()),*]
+        }
+    };
+}
+
+problem_responses! {
+    /// 400 for bodies.
+    BadRequest => [InvalidJson];
+    /// 400 on account creation: the body or the `Idempotency-Key`.
+    CreateBadRequest => [InvalidJson, IdempotencyKeyMissing, IdempotencyKeyInvalid];
+    Unauthorized => [Unauthorized];
+    /// 403 on authenticated operations.
+    Forbidden => [KybNotApproved, BrowserRequestRefused];
+    /// 403 on test-mode-only operations.
+    ForbiddenTestOnly => [TestModeOnly, KybNotApproved, BrowserRequestRefused];
+    /// 403 anywhere: a request with an `Origin` header.
+    BrowserRefused => [BrowserRequestRefused];
+    NotFound => [NotFound];
+    InvalidState => [InvalidState];
+    IdempotencyKeyInUse => [IdempotencyKeyInUse];
+    PayloadTooLarge => [PayloadTooLarge];
+    UnsupportedMediaType => [UnsupportedMediaType];
+    ValidationFailed => [ValidationFailed];
+    /// 422 on account creation.
+    CreateUnprocessable => [ValidationFailed, IdempotencyKeyReused, IdentityRejected];
+    RateLimited => [RateLimited];
+    InternalError => [InternalError];
+}
+
+/// A response header carried by some codes.
+struct ExtraHeader {
+    name: &'static str,
+    description: &'static str,
+    integer: bool,
+    codes: &'static [ProblemCode],
+}
+
+const RATE_LIMIT: &str =
+    "The account-creation limit now: `\"accounts\";r=<remaining>;t=<seconds until a slot frees>`.";
+const RATE_LIMIT_POLICY: &str = "The account-creation limit: `\"accounts\";q=500;w=3600` (500 per business and mode in any rolling hour).";
+
+const ERROR_HEADERS: &[ExtraHeader] = &[
+    ExtraHeader {
+        name: "Retry-After",
+        description: "Seconds to wait before trying again.",
+        integer: true,
+        codes: &[ProblemCode::RateLimited, ProblemCode::PayoutsOnHold],
+    },
+    ExtraHeader {
+        name: "RateLimit",
+        description: RATE_LIMIT,
+        integer: false,
+        codes: &[ProblemCode::RateLimited, ProblemCode::IdentityRejected],
+    },
+    ExtraHeader {
+        name: "RateLimit-Policy",
+        description: RATE_LIMIT_POLICY,
+        integer: false,
+        codes: &[ProblemCode::RateLimited, ProblemCode::IdentityRejected],
+    },
+];
+
+/// An example body of `code`.
+fn example(code: ProblemCode) -> serde_json::Value {
+    let mut example = json!({
+        "type": code.type_uri(),
+        "title": code.title(),
+        "status": code.status(),
+        "detail": code.description(),
+        "code": code,
+        "requestId": "req_01J9Z6W8Q3X4T5V6B7N8M9P0QR",
+    });
+    if code == ProblemCode::ValidationFailed {
+        example["detail"] = json!("customerBvn must be exactly 11 digits");
+        example["errors"] = json!([{"field": "customerBvn", "code": "invalid_format", "message": "customerBvn must be exactly 11 digits"}]);
+    }
+    example
+}
+
+fn problem_response(codes: &[ProblemCode]) -> Response {
+    let status = codes[0].status();
+    assert!(
+        codes.iter().all(|c| c.status() == status),
+        "one response, one status: {codes:?}"
+    );
+    let mut description = codes
+        .iter()
+        .map(|c| c.title())
+        .collect::<Vec<_>>()
+        .join(" / ");
+    description.push_str(".\n\n");
+    for c in codes {
+        description.push_str(&format!("- `{c}`: {}\n", c.description()));
+    }
+    let content = ContentBuilder::new()
+        .schema(Some(Ref::from_schema_name("Problem")))
+        .examples_from_iter(codes.iter().map(|&c| {
+            (
+                c.as_str(),
+                ExampleBuilder::new()
+                    .summary(c.title())
+                    .value(Some(example(c)))
+                    .build(),
+            )
+        }))
+        .build();
+    let mut response = ResponseBuilder::new()
+        .description(description)
+        .content(PROBLEM_JSON, content)
+        .extensions(Some(Extensions::from_iter([(
+            "x-problem-codes",
+            json!(codes),
+        )])));
+    for h in ERROR_HEADERS {
+        let carried: Vec<_> = codes.iter().filter(|c| h.codes.contains(c)).collect();
+        if carried.is_empty() {
+            continue;
+        }
+        let when = if carried.len() == codes.len() {
+            String::new()
+        } else {
+            let which: Vec<_> = carried.iter().map(|c| format!("`{c}`")).collect();
+            format!(" With {} only.", which.join(", "))
+        };
+        let schema_type = if h.integer {
+            Type::Integer
+        } else {
+            Type::String
+        };
+        response = response.header(
+            h.name,
+            header(
+                ObjectBuilder::new().schema_type(schema_type),
+                &format!("{}{when}", h.description),
+                carried.len() == codes.len(),
+            ),
+        );
+    }
+    response.build()
+}
+
+/// A response header; `required` is set through `extensions` because utoipa's `Header` has no
+/// such field (the OpenAPI Header Object does).
+pub fn header(schema: impl Into<RefOr<Schema>>, description: &str, required: bool) -> Header {
+    let mut header = HeaderBuilder::new()
+        .schema(Some(schema))
+        .description(Some(description))
+        .build();
+    if required {
+        header.extensions = Some(Extensions::from_iter([("required", true)]));
+    }
+    header
+}
