@@ -44,6 +44,8 @@ pub enum ApiError {
     IdentityRejected(String),
     #[error("too many new accounts; retry after {retry_after_secs} s")]
     RateLimited { retry_after_secs: u64 },
+    #[error("too many failed authentications from this address; retry after {retry_after_secs} s")]
+    TooManyFailedAuthentications { retry_after_secs: u64 },
     #[error("internal error")]
     Internal(#[source] anyhow::Error),
 }
@@ -171,7 +173,7 @@ pub const PROBLEM_TYPES: &[ProblemType] = &[
         code: "rate_limited",
         status: 429,
         title: "Rate limited",
-        description: "Over a limit (500 new accounts per business and mode in any rolling hour). Retry after the seconds in Retry-After.",
+        description: "Over a limit (500 new accounts per business and mode in any rolling hour, or 20 failed authentications from one address in a minute). Retry after the seconds in Retry-After.",
     },
     ProblemType {
         code: "internal_error",
@@ -200,7 +202,9 @@ impl ApiError {
             ApiError::Validation(_) => "validation_failed",
             ApiError::IdempotencyKeyReused => "idempotency_key_reused",
             ApiError::IdentityRejected(_) => "identity_rejected",
-            ApiError::RateLimited { .. } => "rate_limited",
+            ApiError::RateLimited { .. } | ApiError::TooManyFailedAuthentications { .. } => {
+                "rate_limited"
+            }
             ApiError::Internal(_) => "internal_error",
         }
     }
@@ -260,7 +264,9 @@ impl IntoResponse for ApiError {
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/problem+json"),
         );
-        if let ApiError::RateLimited { retry_after_secs } = self {
+        if let ApiError::RateLimited { retry_after_secs }
+        | ApiError::TooManyFailedAuthentications { retry_after_secs } = self
+        {
             response
                 .headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from(retry_after_secs));

@@ -293,7 +293,7 @@ async fn every_bad_key_gets_the_same_401(backend: Backend) {
     // A revoked key is refused like one that never existed.
     app.db
         .execute_unprepared(&format!(
-            "UPDATE business_modes SET key_revoked_at = CURRENT_TIMESTAMP \
+            "UPDATE api_keys SET revoked_at = CURRENT_TIMESTAMP \
              WHERE business_id = '{}' AND mode = 'live'",
             app.business.id
         ))
