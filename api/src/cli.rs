@@ -6,9 +6,11 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::{Parser, Subcommand, ValueEnum};
 use domain::business::validate_business_name;
+use domain::keys::KeyGrace;
 use domain::{KybStatus, Mode};
 use ops::config::Config;
 use shared::db::businesses;
+use shared::db::keys::{self, KeyAction, KeyChange};
 
 use crate::runtime;
 
@@ -52,6 +54,11 @@ pub enum AdminCommand {
     Webhook {
         #[command(subcommand)]
         command: WebhookCommand,
+    },
+    /// Secret keys: roll (issue a new one) and revoke.
+    Key {
+        #[command(subcommand)]
+        command: KeyCommand,
     },
     /// The encryption key of stored secrets.
     Crypto {
@@ -97,6 +104,26 @@ pub enum WebhookCommand {
     },
     /// Issue a new webhook secret; the old one keeps signing beside it for 24 hours.
     RotateSecret {
+        id: String,
+        #[arg(long, value_enum)]
+        mode: ModeArg,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum KeyCommand {
+    /// Issue a new secret key (printed this once, as JSON); the current one stops at once, or
+    /// after the grace. A key still expiring from an earlier roll stops at once.
+    Roll {
+        id: String,
+        #[arg(long, value_enum)]
+        mode: ModeArg,
+        /// Seconds the current key keeps working beside the new one (at most 604800, 7 days).
+        #[arg(long, default_value_t = 0)]
+        grace: u64,
+    },
+    /// Stop every working key of the mode at once; `key roll` then issues a fresh one.
+    Revoke {
         id: String,
         #[arg(long, value_enum)]
         mode: ModeArg,
@@ -222,6 +249,34 @@ async fn admin(command: AdminCommand, config: Config) -> anyhow::Result<()> {
                 println!("{secret}");
             }
         },
+        AdminCommand::Key { command } => {
+            let (id, mode, action) = match command {
+                KeyCommand::Roll { id, mode, grace } => {
+                    // Checked before anything is written: a too-long grace is an operator error.
+                    (id, mode, KeyAction::Roll(KeyGrace::from_secs(grace)?))
+                }
+                KeyCommand::Revoke { id, mode } => (id, mode, KeyAction::Revoke),
+            };
+            let mode = Mode::from(mode);
+            let change = keys::change(&db, &id, mode, action, domain::time::now())
+                .await?
+                .with_context(|| format!("no business {id}"))?;
+            match change {
+                KeyChange::Rolled(rolled) => {
+                    println!("{}", serde_json::to_string_pretty(&rolled)?);
+                }
+                KeyChange::Revoked(count) => {
+                    println!(
+                        "{}",
+                        serde_json::to_string_pretty(&serde_json::json!({
+                            "id": id,
+                            "mode": mode,
+                            "revokedKeys": count,
+                        }))?
+                    );
+                }
+            }
+        }
         AdminCommand::Crypto {
             command: CryptoCommand::Reencrypt { dry_run },
         } => {

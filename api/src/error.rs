@@ -45,6 +45,8 @@ pub enum ApiError {
     IdentityRejected(String),
     #[error("too many new accounts; retry after {retry_after_secs} s")]
     RateLimited { retry_after_secs: u64 },
+    #[error("too many failed authentications from this address; retry after {retry_after_secs} s")]
+    TooManyFailedAuthentications { retry_after_secs: u64 },
     #[error("internal error")]
     Internal(#[source] anyhow::Error),
 }
@@ -137,7 +139,7 @@ problem_codes! {
     BankAccountNotFound = "bank_account_not_found", 422, "Bank account not found",
         "The bank's name enquiry found no account with that number at that bank.";
     RateLimited = "rate_limited", 429, "Rate limited",
-        "Over a limit (500 new accounts per business and mode in any rolling hour). Retry after the seconds in Retry-After.";
+        "Over a limit (500 new accounts per business and mode in any rolling hour, or too many failed authentications from one address in a minute). Retry after the seconds in Retry-After.";
     InternalError = "internal_error", 500, "Internal error",
         "Something failed on our side. Retrying with the same Idempotency-Key is safe.";
 }
@@ -178,7 +180,9 @@ impl ApiError {
             ApiError::Validation(_) => ProblemCode::ValidationFailed,
             ApiError::IdempotencyKeyReused => ProblemCode::IdempotencyKeyReused,
             ApiError::IdentityRejected(_) => ProblemCode::IdentityRejected,
-            ApiError::RateLimited { .. } => ProblemCode::RateLimited,
+            ApiError::RateLimited { .. } | ApiError::TooManyFailedAuthentications { .. } => {
+                ProblemCode::RateLimited
+            }
             ApiError::Internal(_) => ProblemCode::InternalError,
         }
     }
@@ -279,7 +283,9 @@ impl IntoResponse for ApiError {
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/problem+json"),
         );
-        if let ApiError::RateLimited { retry_after_secs } = self {
+        if let ApiError::RateLimited { retry_after_secs }
+        | ApiError::TooManyFailedAuthentications { retry_after_secs } = self
+        {
             response
                 .headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from(retry_after_secs));

@@ -2,18 +2,20 @@
 //! query strings.
 
 use std::collections::HashMap;
+use std::net::SocketAddr;
 
 use axum::body::Bytes;
-use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::extract::{ConnectInfo, FromRequest, FromRequestParts, Request};
 use axum::http::header;
 use axum::http::request::Parts;
+use chrono::{DateTime, Utc};
 use domain::keys::{hash_secret_key, secret_key_mode};
 use domain::{KybStatus, Mode};
 use serde_json::{Map, Value};
-use shared::db::businesses::{KeyOwner, find_key_owner};
+use shared::db::keys::{KeyOwner, find_owner, record_use};
 
 use crate::error::ApiError;
-use crate::state::AppState;
+use crate::state::{AppState, CachedKey};
 
 pub const MAX_BODY_BYTES: usize = 64 * 1024;
 const DRAIN_BYTES: usize = 1024 * 1024;
@@ -59,33 +61,67 @@ impl FromRequestParts<AppState> for Caller {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        let key = parts
+        let now = domain::time::now();
+        let hash = parts
             .headers
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
             // The scheme name is case-insensitive (RFC 9110 §11.1).
             .and_then(|v| v.split_once(' '))
             .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
-            .map(|(_, key)| key)
-            .map(str::trim)
-            .ok_or(ApiError::Unauthorized)?;
-        // A key that is not even shaped like ours costs no lookup.
-        secret_key_mode(key).ok_or(ApiError::Unauthorized)?;
-        let hash = hash_secret_key(key);
-        let owner = match state.auth_cache.get(&hash) {
-            Some(owner) => owner,
-            None => {
-                let owner = find_key_owner(&state.db, &hash).await?;
-                state.auth_cache.put(hash, owner.clone());
-                owner
+            .map(|(_, key)| key.trim())
+            // A key that is not even shaped like ours costs no lookup.
+            .filter(|key| secret_key_mode(key).is_some())
+            .map(hash_secret_key);
+        if let Some(hash) = &hash
+            && let Some(cached) = state.auth_cache.get(hash)
+        {
+            if cached.owner.works_at(now) {
+                return authenticated(state, &cached, now).await;
             }
-        };
-        let owner = owner.ok_or(ApiError::Unauthorized)?;
-        if owner.mode == Mode::Live && owner.kyb_status != KybStatus::Approved {
-            return Err(ApiError::KybNotApproved);
+            // A rolled key's grace ended while it was cached.
+            state.auth_cache.forget(hash);
         }
-        Ok(Caller(owner))
+        // The TCP peer; absent only when the router is served without connect info.
+        let client = parts
+            .extensions
+            .get::<ConnectInfo<SocketAddr>>()
+            .map(|ConnectInfo(addr)| addr.ip());
+        if let Some(retry_after_secs) = client.and_then(|c| state.auth_failures.retry_after(c)) {
+            return Err(ApiError::TooManyFailedAuthentications { retry_after_secs });
+        }
+        let owner = match &hash {
+            Some(hash) => find_owner(&state.db, hash, now).await?,
+            None => None,
+        };
+        let (Some(hash), Some(owner)) = (hash, owner) else {
+            if let Some(client) = client {
+                state.auth_failures.record(client);
+            }
+            return Err(ApiError::Unauthorized);
+        };
+        let cached = state.auth_cache.insert(hash, owner);
+        authenticated(state, &cached, now).await
     }
+}
+
+/// A working key was presented: stamp its use (once a minute) and apply the KYB rule.
+async fn authenticated(
+    state: &AppState,
+    key: &CachedKey,
+    now: DateTime<Utc>,
+) -> Result<Caller, ApiError> {
+    if key.claim_use_stamp(now)
+        && let Err(e) = record_use(&state.db, &key.owner.key_id, now).await
+    {
+        // Only the dashboard's "last used" is late; the request itself is fine.
+        tracing::warn!(error = %e, "recording a key's last use failed");
+    }
+    let owner = &key.owner;
+    if owner.mode == Mode::Live && owner.kyb_status != KybStatus::Approved {
+        return Err(ApiError::KybNotApproved);
+    }
+    Ok(Caller(owner.clone()))
 }
 
 /// A JSON object body: 415 unless `application/json`, 413 over 64 KiB, 400 unless an object.

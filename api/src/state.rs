@@ -1,11 +1,14 @@
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
+use chrono::{DateTime, Utc};
+use moka::sync::Cache;
 use ops::config::Config;
 use sea_orm::DatabaseConnection;
 use shared::crypto::Cipher;
-use shared::db::businesses::KeyOwner;
+use shared::db::keys::KeyOwner;
 use shared::providers::Providers;
 use shared::relay::Relay;
 
@@ -16,6 +19,7 @@ pub struct AppState {
     pub cipher: Arc<Cipher>,
     pub config: Arc<Config>,
     pub auth_cache: AuthCache,
+    pub auth_failures: AuthFailures,
     pub providers: Providers,
     /// Woken after a commit that wrote a job due now.
     pub relay: Relay,
@@ -28,54 +32,231 @@ impl AppState {
             db,
             cipher,
             providers: Providers::from_config(&config),
-            config: Arc::new(config),
             auth_cache: AuthCache::new(ttl),
+            auth_failures: AuthFailures::new(config.limits.auth_failures_per_minute),
+            config: Arc::new(config),
             relay,
         }
     }
 }
 
-/// Key hash → owner, for a few seconds: authentication costs no query on a hot path, and a KYB
-/// approval or revocation made by another process is seen within the TTL.
-/// When a key was looked up, and whose it was (None: nobody's).
-type CachedOwner = (Instant, Option<KeyOwner>);
+/// Working keys this process has seen, more than any business has; past it the least useful
+/// entries are evicted one by one, never the whole cache.
+const CACHED_KEYS: u64 = 100_000;
 
+/// Key hash → owner of a working key, for a few seconds: authentication costs no query on a hot
+/// path, and a KYB approval, roll or revocation made by another process is seen within the TTL
+/// (a rolled key's own expiry is honoured exactly). Unknown keys are not cached: what they cost
+/// is bounded by [`AuthFailures`] instead, and they cannot push working keys out.
 #[derive(Clone)]
 pub struct AuthCache {
-    ttl: Duration,
-    entries: Arc<Mutex<HashMap<String, CachedOwner>>>,
+    keys: Option<Cache<String, Arc<CachedKey>>>,
+}
+
+/// A working key's owner, and the minute of its last use as this process last saw it.
+#[derive(Debug)]
+pub struct CachedKey {
+    pub owner: KeyOwner,
+    /// Minutes since the epoch; i64::MIN when never used.
+    used_minute: AtomicI64,
+}
+
+impl CachedKey {
+    pub fn new(owner: KeyOwner) -> Self {
+        let used_minute = owner.last_used_at.map_or(i64::MIN, minute_number);
+        Self {
+            owner,
+            used_minute: AtomicI64::new(used_minute),
+        }
+    }
+
+    /// True once per minute (per process): when `at`'s minute is later than the stored one, so
+    /// the caller writes the new minute; every other request of that minute writes nothing.
+    pub fn claim_use_stamp(&self, at: DateTime<Utc>) -> bool {
+        let minute = minute_number(at);
+        let mut seen = self.used_minute.load(Ordering::Relaxed);
+        while seen < minute {
+            match self.used_minute.compare_exchange(
+                seen,
+                minute,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return true,
+                Err(now_seen) => seen = now_seen,
+            }
+        }
+        false
+    }
+}
+
+fn minute_number(t: DateTime<Utc>) -> i64 {
+    t.timestamp().div_euclid(60)
 }
 
 impl AuthCache {
     fn new(ttl: Duration) -> Self {
+        let keys = (!ttl.is_zero()).then(|| {
+            Cache::builder()
+                .max_capacity(CACHED_KEYS)
+                .time_to_live(ttl)
+                .build()
+        });
+        Self { keys }
+    }
+
+    pub fn get(&self, key_hash: &str) -> Option<Arc<CachedKey>> {
+        self.keys.as_ref()?.get(key_hash)
+    }
+
+    /// Caches a working key's owner (when caching is on) and returns the entry to use.
+    pub fn insert(&self, key_hash: String, owner: KeyOwner) -> Arc<CachedKey> {
+        let entry = Arc::new(CachedKey::new(owner));
+        if let Some(keys) = &self.keys {
+            keys.insert(key_hash, entry.clone());
+        }
+        entry
+    }
+
+    pub fn forget(&self, key_hash: &str) {
+        if let Some(keys) = &self.keys {
+            keys.invalidate(key_hash);
+        }
+    }
+}
+
+/// The window failed authentications are counted in.
+const FAILURE_WINDOW: Duration = Duration::from_secs(60);
+/// Client addresses tracked at once; past it the least useful are evicted one by one.
+const TRACKED_ADDRESSES: u64 = 100_000;
+
+/// Failed authentications per client address in fixed one-minute windows: over the limit, the
+/// address's requests are refused (429) before any database lookup, until its window ends.
+#[derive(Clone)]
+pub struct AuthFailures {
+    limit: u32,
+    windows: Cache<IpAddr, Arc<FailureWindow>>,
+}
+
+#[derive(Debug)]
+struct FailureWindow {
+    started: Instant,
+    failures: AtomicU32,
+}
+
+impl AuthFailures {
+    fn new(limit: u32) -> Self {
         Self {
-            ttl,
-            entries: Arc::default(),
+            limit,
+            windows: Cache::builder()
+                .max_capacity(TRACKED_ADDRESSES)
+                .time_to_live(FAILURE_WINDOW)
+                .build(),
         }
     }
 
-    /// Some(answer) when cached and fresh; the answer itself may be "no such key".
-    pub fn get(&self, key_hash: &str) -> Option<Option<KeyOwner>> {
-        let entries = self.entries.lock().expect("auth cache lock");
-        entries
-            .get(key_hash)
-            .filter(|(at, _)| at.elapsed() < self.ttl)
-            .map(|(_, owner)| owner.clone())
+    /// Seconds until the address may try again, when it is over the limit.
+    pub fn retry_after(&self, client: IpAddr) -> Option<u64> {
+        if self.limit == 0 {
+            return None;
+        }
+        let window = self.windows.get(&client_key(client))?;
+        let left = FAILURE_WINDOW.checked_sub(window.started.elapsed())?;
+        (window.failures.load(Ordering::Relaxed) >= self.limit)
+            .then(|| left.as_secs_f64().ceil().max(1.0) as u64)
     }
 
-    pub fn put(&self, key_hash: String, owner: Option<KeyOwner>) {
-        if self.ttl.is_zero() {
+    /// Counts one failed authentication from the address.
+    pub fn record(&self, client: IpAddr) {
+        if self.limit == 0 {
             return;
         }
-        let mut entries = self.entries.lock().expect("auth cache lock");
-        // Unknown keys are cached too (against floods of bad keys); bound the map so they can't
-        // grow it without limit.
-        if entries.len() >= 10_000 {
-            entries.retain(|_, (at, _)| at.elapsed() < self.ttl);
-            if entries.len() >= 10_000 {
-                entries.clear();
-            }
+        let key = client_key(client);
+        let mut window = self.windows.get_with(key, Self::fresh_window);
+        if window.started.elapsed() >= FAILURE_WINDOW {
+            window = Self::fresh_window();
+            self.windows.insert(key, window.clone());
         }
-        entries.insert(key_hash, (Instant::now(), owner));
+        if window.failures.fetch_add(1, Ordering::Relaxed) + 1 == self.limit {
+            tracing::warn!(
+                client = %key,
+                limit = self.limit,
+                "too many failed authentications from one address: refusing it for the rest of \
+                 the minute"
+            );
+        }
+    }
+
+    fn fresh_window() -> Arc<FailureWindow> {
+        Arc::new(FailureWindow {
+            started: Instant::now(),
+            failures: AtomicU32::new(0),
+        })
+    }
+}
+
+/// The unit a client is counted by: an IPv4 address, or an IPv6 /64 (one subscriber's
+/// allocation; counting single IPv6 addresses would let one client rotate through 2^64 of them).
+fn client_key(addr: IpAddr) -> IpAddr {
+    match addr {
+        IpAddr::V4(v4) => IpAddr::V4(v4),
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => IpAddr::V6((u128::from(v6) & !((1u128 << 64) - 1)).into()),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ipv6_clients_are_counted_per_64_and_mapped_ipv4_as_ipv4() {
+        let a: IpAddr = "2001:db8:1:2:aaaa::1".parse().unwrap();
+        let b: IpAddr = "2001:db8:1:2:ffff::9".parse().unwrap();
+        let other: IpAddr = "2001:db8:1:3::1".parse().unwrap();
+        assert_eq!(client_key(a), client_key(b));
+        assert_ne!(client_key(a), client_key(other));
+        let mapped: IpAddr = "::ffff:192.0.2.7".parse().unwrap();
+        assert_eq!(client_key(mapped), "192.0.2.7".parse::<IpAddr>().unwrap());
+    }
+
+    #[test]
+    fn an_address_is_refused_after_the_limit_and_others_are_not() {
+        let failures = AuthFailures::new(3);
+        let client: IpAddr = "192.0.2.1".parse().unwrap();
+        let other: IpAddr = "192.0.2.2".parse().unwrap();
+        for _ in 0..2 {
+            failures.record(client);
+        }
+        assert_eq!(failures.retry_after(client), None);
+        failures.record(client);
+        let retry = failures.retry_after(client).expect("over the limit");
+        assert!((1..=60).contains(&retry), "{retry}");
+        assert_eq!(failures.retry_after(other), None);
+        assert_eq!(AuthFailures::new(0).retry_after(client), None);
+    }
+
+    #[test]
+    fn the_use_stamp_is_claimed_once_per_minute() {
+        let at = DateTime::parse_from_rfc3339("2024-05-01T10:42:10Z")
+            .unwrap()
+            .to_utc();
+        let owner = KeyOwner {
+            key_id: "key_1".into(),
+            business_id: "biz_1".into(),
+            business_name: "Acme".into(),
+            mode: domain::Mode::Test,
+            kyb_status: domain::KybStatus::Approved,
+            expires_at: None,
+            last_used_at: Some(at - chrono::TimeDelta::minutes(3)),
+        };
+        let entry = CachedKey::new(owner);
+        assert!(entry.claim_use_stamp(at));
+        assert!(!entry.claim_use_stamp(at + chrono::TimeDelta::seconds(40)));
+        assert!(entry.claim_use_stamp(at + chrono::TimeDelta::seconds(50)));
+        // A clock that steps back claims nothing.
+        assert!(!entry.claim_use_stamp(at));
     }
 }

@@ -1,6 +1,7 @@
 //! Secret API keys and webhook secrets: their shape and how they are generated and recognised.
 
 use base64::Engine;
+use chrono::{DateTime, DurationRound, Utc};
 use rand::Rng;
 use rand::distr::Alphanumeric;
 use sha2::{Digest, Sha256};
@@ -45,6 +46,56 @@ pub fn sha256_hex(text: &str) -> String {
     hex::encode(Sha256::digest(text.as_bytes()))
 }
 
+/// The end of a key the dashboard may show beside its mode's prefix: never more of it.
+pub fn key_last_four(key: &str) -> String {
+    let start = key.len().saturating_sub(4);
+    key.get(start..).unwrap_or_default().to_owned()
+}
+
+/// When a key was last used is kept to the minute (SPEC §1): the stored stamp only changes, and
+/// the database is only written, when the minute does.
+pub fn last_used_minute(t: DateTime<Utc>) -> DateTime<Utc> {
+    t.duration_trunc(chrono::TimeDelta::minutes(1))
+        .expect("a minute divides any timestamp")
+}
+
+/// How long a rolled key keeps working beside its successor: none (it stops at once) up to
+/// 7 days (SPEC §1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct KeyGrace(u32);
+
+impl KeyGrace {
+    pub const MAX_SECS: u64 = 7 * 24 * 3600;
+
+    pub fn from_secs(secs: u64) -> Result<Self, KeyGraceTooLong> {
+        if secs > Self::MAX_SECS {
+            return Err(KeyGraceTooLong(secs));
+        }
+        Ok(KeyGrace(u32::try_from(secs).expect("7 days fit in u32")))
+    }
+
+    pub fn as_duration(self) -> chrono::TimeDelta {
+        chrono::TimeDelta::seconds(i64::from(self.0))
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KeyGraceTooLong(pub u64);
+
+impl std::fmt::Display for KeyGraceTooLong {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "a grace of {} seconds is too long: a rolled key keeps working at most 7 days \
+             ({} seconds)",
+            self.0,
+            KeyGrace::MAX_SECS
+        )
+    }
+}
+
+impl std::error::Error for KeyGraceTooLong {}
+
 /// `whsec_` + base64 of 32 random bytes, as Standard Webhooks libraries expect.
 pub fn generate_webhook_secret() -> String {
     let mut bytes = [0u8; WEBHOOK_SECRET_BYTES];
@@ -71,6 +122,37 @@ mod tests {
         assert_eq!(secret_key_mode("pk_test_abc"), None);
         assert_eq!(hash_secret_key(&test).len(), 64);
         assert_ne!(hash_secret_key(&test), test);
+    }
+
+    #[test]
+    fn grace_is_at_most_seven_days() {
+        assert_eq!(
+            KeyGrace::from_secs(0).unwrap().as_duration().num_seconds(),
+            0
+        );
+        assert_eq!(
+            KeyGrace::from_secs(604_800)
+                .unwrap()
+                .as_duration()
+                .num_seconds(),
+            604_800
+        );
+        let err = KeyGrace::from_secs(604_801).unwrap_err();
+        assert!(err.to_string().contains("at most 7 days"), "{err}");
+        assert!(KeyGrace::from_secs(u64::MAX).is_err());
+    }
+
+    #[test]
+    fn last_used_is_kept_to_the_minute_and_last_four_is_the_tail() {
+        let t = DateTime::parse_from_rfc3339("2024-05-01T10:42:59.123456Z")
+            .unwrap()
+            .to_utc();
+        assert_eq!(
+            last_used_minute(t).to_rfc3339(),
+            "2024-05-01T10:42:00+00:00"
+        );
+        let key = generate_secret_key(Mode::Live);
+        assert_eq!(key_last_four(&key), key[key.len() - 4..]);
     }
 
     #[test]

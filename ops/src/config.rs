@@ -76,6 +76,9 @@ pub struct CryptoConfig {
 #[serde(default, deny_unknown_fields)]
 pub struct LimitsConfig {
     pub accounts_per_hour: u32,
+    /// Failed authentications one client address may make in a minute before its requests are
+    /// answered 429 without a database lookup (0: no limit).
+    pub auth_failures_per_minute: u32,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -227,6 +230,7 @@ impl Default for LimitsConfig {
     fn default() -> Self {
         Self {
             accounts_per_hour: 500,
+            auth_failures_per_minute: 20,
         }
     }
 }

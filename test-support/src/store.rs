@@ -310,17 +310,18 @@ pub async fn set_account_status(db: &DatabaseConnection, account_id: &str, statu
 
 /// Revokes a business's secret key for `mode` (`test` or `live`) now.
 pub async fn revoke_key(db: &DatabaseConnection, business_id: &str, mode: &str) {
-    let updated = business_mode::Entity::update_many()
-        .col_expr(
-            business_mode::Column::KeyRevokedAt,
-            Expr::value(domain::time::now()),
-        )
-        .filter(business_mode::Column::BusinessId.eq(business_id))
-        .filter(business_mode::Column::Mode.eq(mode))
-        .exec(db)
-        .await
-        .expect("revoke key");
-    assert_eq!(updated.rows_affected, 1, "no {mode} mode for {business_id}");
+    // What `api admin key revoke` does: every working key of the mode stops at once.
+    let mode = domain::Mode::parse(mode).expect("test or live");
+    let changed = shared::db::keys::change(
+        db,
+        business_id,
+        mode,
+        shared::db::keys::KeyAction::Revoke,
+        domain::time::now(),
+    )
+    .await
+    .expect("revoke key");
+    assert!(changed.is_some(), "no {mode} mode for {business_id}");
 }
 
 /// Ends every rotation's overlap: previous webhook secrets expired long ago.

@@ -109,7 +109,9 @@ pub async fn serve(
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
     let maintenance = tokio::spawn(maintenance(state.db.clone(), shutdown.clone()));
-    axum::serve(listener, crate::router(state))
+    // With the peer address: failed authentications are limited per client address.
+    let app = crate::router(state).into_make_service_with_connect_info::<std::net::SocketAddr>();
+    axum::serve(listener, app)
         .with_graceful_shutdown(shutdown.clone().cancelled_owned())
         .await
         .context("serving HTTP")?;

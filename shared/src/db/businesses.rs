@@ -8,7 +8,7 @@ use serde::Serialize;
 use super::entities::{business, business_mode};
 use crate::crypto::Cipher;
 use domain::ids::new_id;
-use domain::keys::{generate_secret_key, generate_webhook_secret, hash_secret_key};
+use domain::keys::generate_webhook_secret;
 use domain::time::now;
 use domain::{KybStatus, Mode};
 
@@ -61,13 +61,10 @@ pub async fn create(
     .await?;
     let mut issued = Vec::new();
     for mode in Mode::ALL {
-        let secret_key = generate_secret_key(mode);
         let webhook_secret = generate_webhook_secret();
         business_mode::ActiveModel {
             business_id: Set(id.clone()),
             mode: Set(mode.as_str().to_owned()),
-            secret_key_hash: Set(hash_secret_key(&secret_key)),
-            key_revoked_at: Set(None),
             webhook_url: Set(None),
             webhook_secret_enc: Set(
                 cipher.encrypt(&webhook_secret, &webhook_secret_context(&id, mode))
@@ -79,6 +76,7 @@ pub async fn create(
         }
         .insert(&txn)
         .await?;
+        let secret_key = super::keys::issue(&txn, &id, mode, at).await?;
         issued.push(IssuedKeys {
             secret_key,
             webhook_secret,
@@ -155,42 +153,4 @@ pub async fn rotate_webhook_secret(
     active.update(&txn).await?;
     txn.commit().await?;
     Ok(Some(secret))
-}
-
-/// Who a presented key belongs to, for authentication.
-#[derive(Debug, Clone)]
-pub struct KeyOwner {
-    pub business_id: String,
-    pub business_name: String,
-    pub mode: Mode,
-    pub kyb_status: KybStatus,
-}
-
-/// Looks a key up by its hash; revoked keys and unknown ones are both None.
-pub async fn find_key_owner<C: ConnectionTrait>(
-    db: &C,
-    key_hash: &str,
-) -> Result<Option<KeyOwner>, DbErr> {
-    let Some(row) = business_mode::Entity::find()
-        .filter(business_mode::Column::SecretKeyHash.eq(key_hash))
-        .filter(business_mode::Column::KeyRevokedAt.is_null())
-        .one(db)
-        .await?
-    else {
-        return Ok(None);
-    };
-    let Some(biz) = find(db, &row.business_id).await? else {
-        return Ok(None);
-    };
-    let (Some(mode), Some(kyb_status)) =
-        (Mode::parse(&row.mode), KybStatus::parse(&biz.kyb_status))
-    else {
-        return Err(DbErr::Custom(format!("corrupt business row {}", biz.id)));
-    };
-    Ok(Some(KeyOwner {
-        business_id: biz.id,
-        business_name: biz.name,
-        mode,
-        kyb_status,
-    }))
 }

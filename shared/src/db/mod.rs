@@ -6,6 +6,7 @@ pub mod deliveries;
 pub mod deposits;
 pub mod entities;
 pub mod events;
+pub mod keys;
 pub mod outbox;
 pub mod rechecks;
 pub mod reencrypt;

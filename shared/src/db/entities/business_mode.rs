@@ -1,5 +1,6 @@
-//! A business's credentials and settings in one mode. Its row is also the lock that makes the
-//! hourly account limit exact: creations in one business and mode serialise on it.
+//! A business's settings in one mode (its keys are `api_keys` rows). Its row is also the lock
+//! that makes the hourly account limit exact (creations in one business and mode serialise on
+//! it) and that serialises rolling and revoking the mode's keys.
 
 use sea_orm::entity::prelude::*;
 
@@ -10,10 +11,6 @@ pub struct Model {
     pub business_id: String,
     #[sea_orm(primary_key, auto_increment = false)]
     pub mode: String,
-    /// SHA-256 of the secret key; the key itself is never stored.
-    #[sea_orm(unique)]
-    pub secret_key_hash: String,
-    pub key_revoked_at: Option<DateTimeUtc>,
     pub webhook_url: Option<String>,
     /// Encrypted `whsec_…`.
     pub webhook_secret_enc: String,

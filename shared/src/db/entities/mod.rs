@@ -1,5 +1,6 @@
 //! sea-orm entities, one per table. Enumerations are stored as their lowercase names.
 
+pub mod api_key;
 pub mod business;
 pub mod business_mode;
 pub mod delivery;
