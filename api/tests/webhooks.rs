@@ -82,7 +82,7 @@ async fn record_event(app: &TestApp, business_id: &str, mode: Mode, data: Value)
         &txn,
         business_id,
         mode,
-        events::ACCOUNT_DEACTIVATED,
+        domain::EventType::VirtualAccountDeactivated,
         &data,
         domain::time::now(),
     )

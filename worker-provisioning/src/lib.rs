@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use backoff::backoff::Backoff;
-use domain::{AccountStatus, Bank, IdentityType, Mode};
+use domain::{AccountStatus, Bank, Mode};
 use ops::config::{Config, ProvisioningConfig};
 use sea_orm::{DatabaseConnection, EntityTrait, TransactionTrait};
 use shared::crypto::Cipher;
@@ -73,23 +73,20 @@ impl Provisioner {
             .one(&self.db)
             .await
             .map_err(|e| e.to_string())?;
-        let Some(account) = account else {
-            return Ok(None);
-        };
-        let bank = Bank::parse(&account.bank).ok_or("account has an unknown bank")?;
-        let mode = Mode::parse(&account.mode).ok_or("account has an unknown mode")?;
-        Ok(Some((account, bank, mode)))
+        Ok(account.map(|account| {
+            let (bank, mode) = (account.bank, account.mode);
+            (account, bank, mode)
+        }))
     }
 
     async fn provision(&self, row: &JobRow, account_id: &str) -> Result<JobOutcome, String> {
         let Some((account, bank, mode)) = self.load(account_id).await? else {
             return Ok(JobOutcome::Done);
         };
-        if account.status == AccountStatus::Deactivated.as_str() && account.account_number.is_none()
-        {
+        if account.status == AccountStatus::Deactivated && account.account_number.is_none() {
             return self.close_if_opened(&account, bank, mode).await;
         }
-        if account.status != AccountStatus::Pending.as_str() {
+        if account.status != AccountStatus::Pending {
             return Ok(JobOutcome::Done); // settled already
         }
         let remote = match self.providers.account(bank, mode, &account.id).await {
@@ -156,7 +153,6 @@ impl Provisioner {
     ) -> Result<shared::providers::RemoteAccount, ProviderError> {
         let identity = accounts::reveal_identity(&self.cipher, account)
             .map_err(|e| ProviderError::Refused(format!("cannot decrypt the identity: {e}")))?;
-        let kind = IdentityType::parse(&account.identity_type).unwrap_or(IdentityType::Bvn);
         let request = OpenAccount {
             reference: account.id.clone(),
             account_name: account.account_name.clone(),
@@ -166,7 +162,7 @@ impl Provisioner {
             bvn: None,
             nin: None,
         }
-        .identity(kind, identity);
+        .identity(account.identity_type, identity);
         self.providers
             .open_account(bank, mode, &request, Duration::from_secs(10))
             .await

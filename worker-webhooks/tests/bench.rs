@@ -116,7 +116,7 @@ impl Rig {
             &txn,
             &self.setup.business.id,
             Mode::Test,
-            events::ACCOUNT_DEACTIVATED,
+            domain::EventType::VirtualAccountDeactivated,
             &serde_json::json!({"id": format!("va_{n}"), "object": "virtual_account", "status": "deactivated"}),
             domain::time::now(),
         )

@@ -9,7 +9,7 @@ use serde_json::{Map, Value};
 use std::time::Duration;
 
 use domain::validation::{FieldError, bounded_text, optional_string, reject_unknown};
-use domain::{AccountStatus, Mode, NewAccount};
+use domain::{AccountStatus, NewAccount};
 use shared::db::accounts::{
     self, CreateOutcome, CreateRequest, DeactivateOutcome, LimitState, ListQuery, Settlement,
 };
@@ -170,7 +170,7 @@ async fn open_at_provider(
         request.identity_number.expose().to_owned(),
     );
     let bank = request.preferred_bank;
-    let mode = Mode::parse(&created.mode).unwrap_or(Mode::Test);
+    let mode = created.mode;
     match state
         .providers
         .open_account(bank, mode, &open, timeout)

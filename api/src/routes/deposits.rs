@@ -152,7 +152,7 @@ async fn simulate_deposit(
         )));
     };
     let request = SimulatedDeposit {
-        bank: account.bank.clone(),
+        bank: account.bank.to_string(),
         account_number,
         amount: amount.expect("validated"),
         sender_name,
@@ -277,10 +277,9 @@ async fn request_recheck(
         return Err(ApiError::Validation(errors));
     }
     let account = caller_account(&state, &caller, &id).await?;
-    let status = AccountStatus::parse(&account.status);
     if !matches!(
-        status,
-        Some(AccountStatus::Active | AccountStatus::Deactivated)
+        account.status,
+        AccountStatus::Active | AccountStatus::Deactivated
     ) {
         return Err(ApiError::InvalidState(format!(
             "a {} account cannot be rechecked",

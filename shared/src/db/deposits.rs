@@ -12,12 +12,9 @@ use super::entities::{deposit, provider_notification, virtual_account};
 use crate::providers::RemoteTransaction;
 use crate::views::{AccountView, DepositView};
 use domain::ids::new_id;
-use domain::{AccountStatus, Bank, Mode};
+use domain::{AccountStatus, Bank, DepositSource, DepositStatus, EventType, Mode};
 
 pub use deposit::Model as Deposit;
-
-pub const DEPOSIT_RECEIVED: &str = "deposit.received";
-pub const DEPOSIT_FLAGGED: &str = "deposit.flagged";
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Source {
@@ -27,10 +24,10 @@ pub enum Source {
 }
 
 impl Source {
-    fn as_str(&self) -> &'static str {
+    fn kind(&self) -> DepositSource {
         match self {
-            Source::Notification => "notification",
-            Source::Recheck(_) => "recheck",
+            Source::Notification => DepositSource::Notification,
+            Source::Recheck(_) => DepositSource::Recheck,
         }
     }
 
@@ -78,27 +75,27 @@ async fn record_in<C: ConnectionTrait>(
     now: DateTime<Utc>,
 ) -> Result<Recorded, DbErr> {
     let Some(account) = virtual_account::Entity::find()
-        .filter(virtual_account::Column::Mode.eq(mode.as_str()))
-        .filter(virtual_account::Column::Bank.eq(bank.slug()))
+        .filter(virtual_account::Column::Mode.eq(mode))
+        .filter(virtual_account::Column::Bank.eq(bank))
         .filter(virtual_account::Column::AccountNumber.eq(tx.account_number.as_str()))
         .one(db)
         .await?
     else {
         return Ok(Recorded::Unmatched);
     };
-    let status = if account.status == AccountStatus::Active.as_str() {
-        "credited"
+    let status = if account.status == AccountStatus::Active {
+        DepositStatus::Credited
     } else {
         // Deactivated (or any other state that should not take money): never lost, never credited.
-        "flagged"
+        DepositStatus::Flagged
     };
     let row = deposit::Model {
         id: new_id("dep"),
         account_id: account.id.clone(),
         business_id: account.business_id.clone(),
-        mode: mode.as_str().to_owned(),
-        bank: bank.slug().to_owned(),
-        status: status.to_owned(),
+        mode,
+        bank,
+        status,
         amount: tx.amount,
         currency: tx.currency.clone(),
         provider_reference: tx.reference.clone(),
@@ -106,7 +103,7 @@ async fn record_in<C: ConnectionTrait>(
         sender_account_number: tx.sender_account_number.clone(),
         sender_bank_name: tx.sender_bank_name.clone(),
         narration: tx.narration.clone(),
-        source: source.as_str().to_owned(),
+        source: source.kind(),
         recheck_id: source.recheck_id(),
         received_at: tx.paid_at,
         created_at: now,
@@ -115,9 +112,9 @@ async fn record_in<C: ConnectionTrait>(
         id: Set(row.id.clone()),
         account_id: Set(row.account_id.clone()),
         business_id: Set(row.business_id.clone()),
-        mode: Set(row.mode.clone()),
-        bank: Set(row.bank.clone()),
-        status: Set(row.status.clone()),
+        mode: Set(row.mode),
+        bank: Set(row.bank),
+        status: Set(row.status),
         amount: Set(row.amount),
         currency: Set(row.currency.clone()),
         provider_reference: Set(row.provider_reference.clone()),
@@ -125,7 +122,7 @@ async fn record_in<C: ConnectionTrait>(
         sender_account_number: Set(row.sender_account_number.clone()),
         sender_bank_name: Set(row.sender_bank_name.clone()),
         narration: Set(row.narration.clone()),
-        source: Set(row.source.clone()),
+        source: Set(row.source),
         recheck_id: Set(row.recheck_id.clone()),
         received_at: Set(row.received_at),
         created_at: Set(row.created_at),
@@ -146,10 +143,9 @@ async fn record_in<C: ConnectionTrait>(
     }
     let mut data = DepositView::from(&row);
     data.account = Some(AccountView::from(&account));
-    let event_type = if status == "credited" {
-        DEPOSIT_RECEIVED
-    } else {
-        DEPOSIT_FLAGGED
+    let event_type = match status {
+        DepositStatus::Credited => EventType::DepositReceived,
+        DepositStatus::Flagged => EventType::DepositFlagged,
     };
     super::events::record(db, &account.business_id, mode, event_type, &data, now).await?;
     Ok(Recorded::New(Box::new(row)))
@@ -179,8 +175,8 @@ pub async fn accept_notification(
     let id = new_id("ntf");
     provider_notification::Entity::insert(provider_notification::ActiveModel {
         id: Set(id.clone()),
-        bank: Set(bank.slug().to_owned()),
-        mode: Set(mode.as_str().to_owned()),
+        bank: Set(bank),
+        mode: Set(mode),
         body: Set(body.to_owned()),
         provider_reference: Set(transaction.map(|t| t.reference.clone())),
         outcome: Set(outcome.to_owned()),
@@ -204,8 +200,8 @@ pub async fn keep_invalid_notification(
     let id = new_id("ntf");
     provider_notification::Entity::insert(provider_notification::ActiveModel {
         id: Set(id.clone()),
-        bank: Set(bank.slug().to_owned()),
-        mode: Set(mode.as_str().to_owned()),
+        bank: Set(bank),
+        mode: Set(mode),
         body: Set(body.to_owned()),
         provider_reference: Set(None),
         outcome: Set("invalid".to_owned()),

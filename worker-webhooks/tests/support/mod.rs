@@ -157,7 +157,7 @@ impl Setup {
             &txn,
             business_id,
             Mode::Test,
-            events::ACCOUNT_DEACTIVATED,
+            domain::EventType::VirtualAccountDeactivated,
             &serde_json::json!({"id": format!("va_{n}"), "status": "deactivated"}),
             domain::time::now(),
         )

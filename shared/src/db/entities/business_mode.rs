@@ -1,6 +1,7 @@
 //! A business's credentials and settings in one mode. Its row is also the lock that makes the
 //! hourly account limit exact: creations in one business and mode serialise on it.
 
+use domain::Mode;
 use sea_orm::entity::prelude::*;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
@@ -9,7 +10,7 @@ pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
     pub business_id: String,
     #[sea_orm(primary_key, auto_increment = false)]
-    pub mode: String,
+    pub mode: Mode,
     /// SHA-256 of the secret key; the key itself is never stored.
     #[sea_orm(unique)]
     pub secret_key_hash: String,
