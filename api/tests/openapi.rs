@@ -277,7 +277,12 @@ async fn the_schemas_name_the_values_the_domain_uses() {
         enum_of("Mode"),
         Mode::ALL.map(|m| m.as_str().to_owned()).to_vec()
     );
-    assert_eq!(enum_of("EventType"), shared::db::events::TYPES.to_vec());
+    assert_eq!(
+        enum_of("EventType"),
+        domain::EventType::ALL
+            .map(|t| t.as_str().to_owned())
+            .to_vec()
+    );
     // One Problem, its code an enum of every code: SPEC §2's and 405's `method_not_allowed`.
     assert_eq!(
         schemas["Problem"]["properties"]["code"]["$ref"],

@@ -6,37 +6,19 @@ use super::validation::{
     FieldError, bounded_text, optional_string, reject_unknown, required_string,
 };
 use super::{Bank, Mode};
+use crate::text_enum::text_enum;
 
-/// `pending → active → deactivated`, `pending → failed`, `pending → deactivated`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum AccountStatus {
-    Pending,
-    Active,
-    Deactivated,
-    Failed,
+text_enum! {
+    /// `pending → active → deactivated`, `pending → failed`, `pending → deactivated`.
+    pub enum AccountStatus {
+        Pending = "pending",
+        Active = "active",
+        Deactivated = "deactivated",
+        Failed = "failed",
+    }
 }
 
 impl AccountStatus {
-    pub const ALL: [AccountStatus; 4] = [
-        AccountStatus::Pending,
-        AccountStatus::Active,
-        AccountStatus::Deactivated,
-        AccountStatus::Failed,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            AccountStatus::Pending => "pending",
-            AccountStatus::Active => "active",
-            AccountStatus::Deactivated => "deactivated",
-            AccountStatus::Failed => "failed",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|st| st.as_str() == s)
-    }
-
     /// The state machine: the only transitions an account may take.
     pub fn can_become(self, next: AccountStatus) -> bool {
         use AccountStatus::*;
@@ -52,26 +34,11 @@ impl AccountStatus {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum IdentityType {
-    Bvn,
-    Nin,
-}
-
-impl IdentityType {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            IdentityType::Bvn => "bvn",
-            IdentityType::Nin => "nin",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "bvn" => Some(IdentityType::Bvn),
-            "nin" => Some(IdentityType::Nin),
-            _ => None,
-        }
+text_enum! {
+    /// Which identity number the account was opened with (its value is never returned).
+    pub enum IdentityType {
+        Bvn = "bvn",
+        Nin = "nin",
     }
 }
 

@@ -1,30 +1,21 @@
 use super::Mode;
 
-/// The provider banks a caller may ask for (`preferredBank`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Bank {
-    WemaBank,
-    AccessBank,
-    TitanTrustBank,
-    TestBank,
+use crate::text_enum::text_enum;
+
+text_enum! {
+    /// The provider bank (`test-bank` exists in test mode only).
+    pub enum Bank {
+        WemaBank = "wema-bank",
+        AccessBank = "access-bank",
+        TitanTrustBank = "titan-trust-bank",
+        TestBank = "test-bank",
+    }
 }
 
 impl Bank {
-    pub const ALL: [Bank; 4] = [
-        Bank::WemaBank,
-        Bank::AccessBank,
-        Bank::TitanTrustBank,
-        Bank::TestBank,
-    ];
-
     /// The identifier callers send and see as `preferredBank`.
-    pub fn slug(self) -> &'static str {
-        match self {
-            Bank::WemaBank => "wema-bank",
-            Bank::AccessBank => "access-bank",
-            Bank::TitanTrustBank => "titan-trust-bank",
-            Bank::TestBank => "test-bank",
-        }
+    pub const fn slug(self) -> &'static str {
+        self.as_str()
     }
 
     pub fn name(self) -> &'static str {
@@ -45,10 +36,6 @@ impl Bank {
             // Not a real bank: a code no real bank has, so test numbers can never collide with one.
             Bank::TestBank => "999",
         }
-    }
-
-    pub fn parse(slug: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|b| b.slug() == slug)
     }
 
     pub fn allowed_in(self, mode: Mode) -> bool {

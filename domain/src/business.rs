@@ -1,62 +1,19 @@
-use serde::{Deserialize, Serialize};
+use crate::text_enum::text_enum;
 
-/// Test and live data never mix: a request's mode is its key's mode.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Mode {
-    Test,
-    Live,
-}
-
-impl Mode {
-    pub const ALL: [Mode; 2] = [Mode::Test, Mode::Live];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Mode::Test => "test",
-            Mode::Live => "live",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "test" => Some(Mode::Test),
-            "live" => Some(Mode::Live),
-            _ => None,
-        }
+text_enum! {
+    /// The mode of the key a request was made with; test and live data never mix.
+    pub enum Mode {
+        Test = "test",
+        Live = "live",
     }
 }
 
-impl std::fmt::Display for Mode {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum KybStatus {
-    Pending,
-    Approved,
-    Rejected,
-}
-
-impl KybStatus {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            KybStatus::Pending => "pending",
-            KybStatus::Approved => "approved",
-            KybStatus::Rejected => "rejected",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "pending" => Some(KybStatus::Pending),
-            "approved" => Some(KybStatus::Approved),
-            "rejected" => Some(KybStatus::Rejected),
-            _ => None,
-        }
+text_enum! {
+    /// A business's KYB review: live keys work only once it is approved.
+    pub enum KybStatus {
+        Pending = "pending",
+        Approved = "approved",
+        Rejected = "rejected",
     }
 }
 

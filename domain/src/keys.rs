@@ -19,7 +19,7 @@ pub fn generate_secret_key(mode: Mode) -> String {
         .take(SECRET_KEY_CHARS)
         .map(char::from)
         .collect();
-    format!("sk_{}_{body}", mode.as_str())
+    format!("sk_{mode}_{body}")
 }
 
 /// The mode a presented key claims, if it has the shape of one of ours.

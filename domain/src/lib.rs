@@ -1,9 +1,14 @@
 //! The domain: types validated on construction, their rules and state machines, NUBAN, ids and
-//! time. No I/O: this crate depends on nothing that opens a file, a socket or a database.
+//! time. No I/O: this crate depends on nothing that opens a file, a socket or a database (the
+//! `db` feature adds only sea-orm's derive macros and traits, so the enumerations can be columns).
+
+mod text_enum;
 
 pub mod account;
 pub mod bank;
 pub mod business;
+pub mod deposit;
+pub mod event;
 pub mod ids;
 pub mod keys;
 pub mod nuban;
@@ -14,4 +19,6 @@ pub mod validation;
 pub use account::{AccountStatus, IdentityNumber, IdentityType, NewAccount};
 pub use bank::Bank;
 pub use business::{KybStatus, Mode};
+pub use deposit::{DepositSource, DepositStatus, RecheckStatus};
+pub use event::{DeliveryStatus, EventType};
 pub use validation::FieldError;

@@ -1,14 +1,17 @@
 //! The JSON shapes callers see (responses and event data), built from stored rows.
 //!
-//! Each view also describes itself for the OpenAPI document (`utoipa::ToSchema`). The rows keep
-//! statuses, modes and banks as strings; the `schema` module below names their allowed values.
+//! Each view also describes itself for the OpenAPI document (`utoipa::ToSchema`). Statuses, modes
+//! and banks are the domain's enums, in the rows and in the views alike. Views are built from the
+//! entities (rows), never from the query modules, so those can build views without a cycle.
 
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use crate::db::accounts::Account;
-use domain::Bank;
+use crate::db::entities::{deposit, recheck, virtual_account};
 use domain::time::rfc3339;
+use domain::{
+    AccountStatus, Bank, DepositSource, DepositStatus, IdentityType, Mode, RecheckStatus,
+};
 
 /// A virtual account. The BVN/NIN itself is never returned, not even masked.
 #[derive(Debug, Clone, Serialize, ToSchema)]
@@ -19,10 +22,8 @@ pub struct AccountView {
     pub id: String,
     #[schema(schema_with = schema::virtual_account_object)]
     pub object: &'static str,
-    #[schema(value_type = schema::Mode)]
-    pub mode: String,
-    #[schema(value_type = schema::AccountStatus)]
-    pub status: String,
+    pub mode: Mode,
+    pub status: AccountStatus,
     /// The NUBAN; null until the account is active.
     #[schema(required = true, pattern = "^[0-9]{10}$", example = "0123456789")]
     pub account_number: Option<String>,
@@ -31,8 +32,7 @@ pub struct AccountView {
     pub account_name: String,
     #[schema(example = "Test Bank")]
     pub bank_name: &'static str,
-    #[schema(value_type = schema::Bank)]
-    pub preferred_bank: String,
+    pub preferred_bank: Bank,
     pub customer_name: String,
     #[schema(format = Email)]
     pub customer_email: String,
@@ -41,8 +41,7 @@ pub struct AccountView {
     pub customer_phone: String,
     #[schema(required = true)]
     pub customer_reference: Option<String>,
-    #[schema(value_type = schema::IdentityType)]
-    pub identity_type: String,
+    pub identity_type: IdentityType,
     #[schema(format = DateTime)]
     pub created_at: String,
     #[schema(required = true, format = DateTime)]
@@ -54,22 +53,22 @@ pub struct AccountView {
     pub failure_reason: Option<String>,
 }
 
-impl From<&Account> for AccountView {
-    fn from(a: &Account) -> Self {
+impl From<&virtual_account::Model> for AccountView {
+    fn from(a: &virtual_account::Model) -> Self {
         Self {
             id: a.id.clone(),
             object: "virtual_account",
-            mode: a.mode.clone(),
-            status: a.status.clone(),
+            mode: a.mode,
+            status: a.status,
             account_number: a.account_number.clone(),
             account_name: a.account_name.clone(),
-            bank_name: Bank::parse(&a.bank).map_or("", Bank::name),
-            preferred_bank: a.bank.clone(),
+            bank_name: a.bank.name(),
+            preferred_bank: a.bank,
             customer_name: a.customer_name.clone(),
             customer_email: a.customer_email.clone(),
             customer_phone: a.customer_phone.clone(),
             customer_reference: a.customer_reference.clone(),
-            identity_type: a.identity_type.clone(),
+            identity_type: a.identity_type,
             created_at: rfc3339(&a.created_at),
             activated_at: a.activated_at.as_ref().map(rfc3339),
             deactivated_at: a.deactivated_at.as_ref().map(rfc3339),
@@ -116,8 +115,7 @@ pub struct DepositView {
     #[schema(pattern = "^va_")]
     pub account_id: String,
     /// `flagged`: it reached a deactivated account, recorded but never credited.
-    #[schema(value_type = schema::DepositStatus)]
-    pub status: String,
+    pub status: DepositStatus,
     /// Integer kobo (150000 is NGN 1,500.00).
     #[schema(minimum = 1, example = 150000)]
     pub amount: i64,
@@ -133,8 +131,7 @@ pub struct DepositView {
     pub sender_bank_name: Option<String>,
     #[schema(required = true)]
     pub narration: Option<String>,
-    #[schema(value_type = schema::DepositSource)]
-    pub source: String,
+    pub source: DepositSource,
     #[schema(format = DateTime)]
     pub received_at: String,
     #[schema(format = DateTime)]
@@ -144,13 +141,13 @@ pub struct DepositView {
     pub account: Option<AccountView>,
 }
 
-impl From<&crate::db::deposits::Deposit> for DepositView {
-    fn from(d: &crate::db::deposits::Deposit) -> Self {
+impl From<&deposit::Model> for DepositView {
+    fn from(d: &deposit::Model) -> Self {
         Self {
             id: d.id.clone(),
             object: "deposit",
             account_id: d.account_id.clone(),
-            status: d.status.clone(),
+            status: d.status,
             amount: d.amount,
             currency: d.currency.clone(),
             provider_reference: d.provider_reference.clone(),
@@ -158,7 +155,7 @@ impl From<&crate::db::deposits::Deposit> for DepositView {
             sender_account_number: d.sender_account_number.clone(),
             sender_bank_name: d.sender_bank_name.clone(),
             narration: d.narration.clone(),
-            source: d.source.clone(),
+            source: d.source,
             received_at: rfc3339(&d.received_at),
             created_at: rfc3339(&d.created_at),
             account: None,
@@ -177,8 +174,7 @@ pub struct RecheckView {
     pub object: &'static str,
     #[schema(pattern = "^va_")]
     pub account_id: String,
-    #[schema(value_type = schema::RecheckStatus)]
-    pub status: String,
+    pub status: RecheckStatus,
     #[schema(format = DateTime)]
     pub from: String,
     #[schema(format = DateTime)]
@@ -195,13 +191,13 @@ pub struct RecheckView {
     pub completed_at: Option<String>,
 }
 
-impl From<&crate::db::rechecks::Recheck> for RecheckView {
-    fn from(r: &crate::db::rechecks::Recheck) -> Self {
+impl From<&recheck::Model> for RecheckView {
+    fn from(r: &recheck::Model) -> Self {
         Self {
             id: r.id.clone(),
             object: "recheck",
             account_id: r.account_id.clone(),
-            status: r.status.clone(),
+            status: r.status,
             from: rfc3339(&r.window_from),
             to: rfc3339(&r.window_to),
             deposits_found: r.deposits_found,
@@ -212,87 +208,15 @@ impl From<&crate::db::rechecks::Recheck> for RecheckView {
     }
 }
 
-/// Schema-only types for the OpenAPI document: the values that the views' string fields take.
-/// `api`'s OpenAPI test checks them against the domain (`AccountStatus::ALL`, `Bank::ALL`, …).
+/// Schema helpers for the OpenAPI document: constants, and the domain's enumerations under the
+/// names the document's registration uses (they derive their own schemas).
 pub mod schema {
-    use utoipa::ToSchema;
     use utoipa::openapi::schema::{Object, ObjectBuilder, Type};
 
-    /// The mode of the key a request was made with; test and live data never mix.
-    #[derive(ToSchema)]
-    #[schema(rename_all = "lowercase")]
-    pub enum Mode {
-        Test,
-        Live,
-    }
-
-    /// `pending → active → deactivated`, `pending → failed`, `pending → deactivated`.
-    #[derive(ToSchema)]
-    #[schema(rename_all = "lowercase")]
-    pub enum AccountStatus {
-        Pending,
-        Active,
-        Deactivated,
-        Failed,
-    }
-
-    /// The provider bank (`test-bank` exists in test mode only).
-    #[derive(ToSchema)]
-    #[schema(rename_all = "kebab-case")]
-    pub enum Bank {
-        WemaBank,
-        AccessBank,
-        TitanTrustBank,
-        TestBank,
-    }
-
-    /// Which identity number the account was opened with (its value is never returned).
-    #[derive(ToSchema)]
-    #[schema(rename_all = "lowercase")]
-    pub enum IdentityType {
-        Bvn,
-        Nin,
-    }
-
-    #[derive(ToSchema)]
-    #[schema(rename_all = "lowercase")]
-    pub enum DepositStatus {
-        Credited,
-        Flagged,
-    }
-
-    /// How the deposit became known: the provider notified it, or a recheck found it.
-    #[derive(ToSchema)]
-    #[schema(rename_all = "lowercase")]
-    pub enum DepositSource {
-        Notification,
-        Recheck,
-    }
-
-    /// `queued → running → completed | failed`.
-    #[derive(ToSchema)]
-    #[schema(rename_all = "lowercase")]
-    pub enum RecheckStatus {
-        Queued,
-        Running,
-        Completed,
-        Failed,
-    }
-
-    /// What happened (SPEC §4); `data` is the account or the deposit it happened to.
-    #[derive(ToSchema)]
-    pub enum EventType {
-        #[serde(rename = "virtualaccount.active")]
-        VirtualAccountActive,
-        #[serde(rename = "virtualaccount.failed")]
-        VirtualAccountFailed,
-        #[serde(rename = "virtualaccount.deactivated")]
-        VirtualAccountDeactivated,
-        #[serde(rename = "deposit.received")]
-        DepositReceived,
-        #[serde(rename = "deposit.flagged")]
-        DepositFlagged,
-    }
+    pub use domain::{
+        AccountStatus, Bank, DeliveryStatus, DepositSource, DepositStatus, EventType, IdentityType,
+        Mode, RecheckStatus,
+    };
 
     fn constant(value: &str) -> Object {
         ObjectBuilder::new()

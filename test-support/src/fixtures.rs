@@ -91,7 +91,7 @@ pub async fn record_event(
         &txn,
         business_id,
         mode,
-        events::ACCOUNT_DEACTIVATED,
+        domain::EventType::VirtualAccountDeactivated,
         data,
         domain::time::now(),
     )

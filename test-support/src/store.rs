@@ -411,3 +411,43 @@ pub async fn shift_database_clock(db: &DatabaseConnection, database: &str, hours
     .await
     .expect("put it first on the search path");
 }
+
+/// Writes a raw text into one column of an account, bypassing the typed entity: a value no
+/// version of the service writes (a hand edit, a newer version's state).
+pub async fn corrupt_account_column(
+    db: &DatabaseConnection,
+    account_id: &str,
+    column: &str,
+    value: &str,
+) {
+    use sea_orm::ConnectionTrait;
+    db.execute_unprepared(&format!(
+        "UPDATE virtual_accounts SET {column} = '{value}' WHERE id = '{account_id}'"
+    ))
+    .await
+    .expect("corrupt the account row");
+}
+
+/// The account's stored status text and number, read without the typed entity (so a corrupt
+/// row can still be inspected).
+pub async fn account_status_and_number(
+    db: &DatabaseConnection,
+    account_id: &str,
+) -> (String, Option<String>) {
+    use sea_orm::{ConnectionTrait, Statement};
+    let backend = db.get_database_backend();
+    let row = db
+        .query_one_raw(Statement::from_string(
+            backend,
+            format!(
+                "SELECT status, account_number FROM virtual_accounts WHERE id = '{account_id}'"
+            ),
+        ))
+        .await
+        .expect("read")
+        .expect("the account exists");
+    (
+        row.try_get_by_index(0).expect("status"),
+        row.try_get_by_index(1).expect("number"),
+    )
+}

@@ -74,23 +74,20 @@ impl Provisioner {
             .one(&self.db)
             .await
             .map_err(|e| e.to_string())?;
-        let Some(account) = account else {
-            return Ok(None);
-        };
-        let bank = Bank::parse(&account.bank).ok_or("account has an unknown bank")?;
-        let mode = Mode::parse(&account.mode).ok_or("account has an unknown mode")?;
-        Ok(Some((account, bank, mode)))
+        Ok(account.map(|account| {
+            let (bank, mode) = (account.bank, account.mode);
+            (account, bank, mode)
+        }))
     }
 
     async fn provision(&self, row: &JobRow, account_id: &str) -> Result<JobOutcome, String> {
         let Some((account, bank, mode)) = self.load(account_id).await? else {
             return Ok(JobOutcome::Done);
         };
-        if account.status == AccountStatus::Deactivated.as_str() && account.account_number.is_none()
-        {
+        if account.status == AccountStatus::Deactivated && account.account_number.is_none() {
             return self.close_if_opened(&account, bank, mode).await;
         }
-        if account.status != AccountStatus::Pending.as_str() {
+        if account.status != AccountStatus::Pending {
             return Ok(JobOutcome::Done); // settled already
         }
         let remote = match self.providers.account(bank, mode, &account.id).await {

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use backoff::backoff::Backoff;
-use domain::{Bank, Mode};
+use domain::RecheckStatus;
 use ops::config::{Config, RecheckConfig};
 use sea_orm::DatabaseConnection;
 use shared::db::deposits::{self, Recorded, Source};
@@ -70,7 +70,7 @@ impl Rechecker {
         rechecks::set_status(
             &self.db,
             recheck_id,
-            rechecks::FAILED,
+            RecheckStatus::Failed,
             None,
             Some(reason),
             domain::time::now(),
@@ -88,20 +88,23 @@ impl Rechecker {
         else {
             return Ok(JobOutcome::Done);
         };
-        if recheck.status == rechecks::COMPLETED || recheck.status == rechecks::FAILED {
+        if recheck.status.is_finished() {
             return Ok(JobOutcome::Done); // a repeat of a finished job
         }
         let now = domain::time::now();
-        rechecks::set_status(&self.db, recheck_id, rechecks::RUNNING, None, None, now)
-            .await
-            .map_err(db_err)?;
+        rechecks::set_status(
+            &self.db,
+            recheck_id,
+            RecheckStatus::Running,
+            None,
+            None,
+            now,
+        )
+        .await
+        .map_err(db_err)?;
         // Every way this run can end for good ends the recheck too: one left `running` would be
         // returned to every later request for the account, and nothing would ever finish it.
-        let Some(mode) = Mode::parse(&recheck.mode) else {
-            return self
-                .fail(recheck_id, "the recheck has an unknown mode".into())
-                .await;
-        };
+        let mode = recheck.mode;
         let Some(account) =
             accounts::find(&self.db, &recheck.business_id, mode, &recheck.account_id)
                 .await
@@ -109,14 +112,7 @@ impl Rechecker {
         else {
             return self.fail(recheck_id, "the account is gone".into()).await;
         };
-        let Some(bank) = Bank::parse(&account.bank) else {
-            return self
-                .fail(
-                    recheck_id,
-                    format!("the account has an unknown bank {}", account.bank),
-                )
-                .await;
-        };
+        let bank = account.bank;
         let transactions = match self
             .providers
             .transactions(
@@ -172,7 +168,7 @@ impl Rechecker {
         rechecks::set_status(
             &self.db,
             recheck_id,
-            rechecks::COMPLETED,
+            RecheckStatus::Completed,
             Some(found as i32),
             None,
             domain::time::now(),

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use async_trait::async_trait;
 use chrono::Utc;
-use domain::Mode;
+use domain::{DeliveryStatus, Mode};
 use ops::config::WebhooksConfig;
 use reqwest::header::{CONTENT_TYPE, HeaderValue, RETRY_AFTER};
 use sea_orm::{DatabaseConnection, EntityTrait};
@@ -63,7 +63,7 @@ impl Deliverer {
         else {
             return Ok(JobOutcome::Done);
         };
-        if delivery.status != deliveries::PENDING
+        if delivery.status != DeliveryStatus::Pending
             || delivery.job_id.as_deref().is_some_and(|j| j != row.id)
         {
             // Finished, or superseded by a replay or resend whose own job carries it on.
@@ -89,11 +89,7 @@ impl Deliverer {
                 error: format!("event {} is missing", delivery.event_id),
             });
         };
-        let Some(mode) = Mode::parse(&delivery.mode) else {
-            return Ok(JobOutcome::Dead {
-                error: format!("delivery has an unknown mode {}", delivery.mode),
-            });
-        };
+        let mode = delivery.mode;
         let keys = match self.signing_keys(&delivery.business_id, mode).await {
             Ok(keys) => keys,
             Err(error) => {
@@ -111,12 +107,11 @@ impl Deliverer {
 
     /// The mode's current key, and the previous one while its rotation overlap lasts.
     async fn signing_keys(&self, business_id: &str, mode: Mode) -> Result<Vec<SigningKey>, String> {
-        let settings =
-            business_mode::Entity::find_by_id((business_id.to_owned(), mode.as_str().to_owned()))
-                .one(&self.db)
-                .await
-                .map_err(|e| e.to_string())?
-                .ok_or_else(|| format!("business {business_id} has no {mode} settings"))?;
+        let settings = business_mode::Entity::find_by_id((business_id.to_owned(), mode))
+            .one(&self.db)
+            .await
+            .map_err(|e| e.to_string())?
+            .ok_or_else(|| format!("business {business_id} has no {mode} settings"))?;
         let context = webhook_secret_context(business_id, mode);
         let key = |sealed: &str| -> Result<SigningKey, String> {
             let secret = self
@@ -280,7 +275,7 @@ impl Deliverer {
         tracing::info!(delivery_id, "delivery moved on while this attempt ran");
         Ok(match current {
             Some(d)
-                if d.status == deliveries::PENDING
+                if d.status == DeliveryStatus::Pending
                     && d.job_id.as_deref().is_none_or(|j| j == row.id) =>
             {
                 let now = domain::time::now();

@@ -7,6 +7,7 @@ use std::io::Write;
 use anyhow::Context;
 use chrono::{DateTime, NaiveDate, Utc};
 use domain::time::rfc3339;
+use domain::{DeliveryStatus, EventType, Mode};
 use ops::config::Config;
 use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter};
 use sea_orm_migration::MigratorTrait;
@@ -44,9 +45,9 @@ pub async fn open_database(config: &Config) -> anyhow::Result<DatabaseConnection
 pub struct DeadLine {
     pub id: String,
     pub event_id: String,
-    pub event_type: Option<String>,
+    pub event_type: Option<EventType>,
     pub business_id: String,
-    pub mode: String,
+    pub mode: Mode,
     pub url: String,
     pub attempts: i32,
     pub last_status_code: Option<i32>,
@@ -67,9 +68,9 @@ pub async fn dead_list(
         let line = DeadLine {
             id: d.id.clone(),
             event_id: d.event_id.clone(),
-            event_type: types.get(&d.event_id).cloned(),
+            event_type: types.get(&d.event_id).copied(),
             business_id: d.business_id.clone(),
-            mode: d.mode.clone(),
+            mode: d.mode,
             url: d.url.clone(),
             attempts: d.attempts,
             last_status_code: d.last_status_code,
@@ -85,7 +86,7 @@ pub async fn dead_list(
 async fn event_types(
     db: &DatabaseConnection,
     dead: &[Delivery],
-) -> anyhow::Result<HashMap<String, String>> {
+) -> anyhow::Result<HashMap<String, EventType>> {
     let mut types = HashMap::new();
     let ids: Vec<String> = dead.iter().map(|d| d.event_id.clone()).collect();
     for chunk in ids.chunks(500) {
@@ -113,7 +114,7 @@ pub enum ReplayTarget {
 struct ReplayLine<'a> {
     id: &'a str,
     event_id: &'a str,
-    status: &'a str,
+    status: DeliveryStatus,
     url: &'a str,
 }
 
@@ -146,7 +147,7 @@ pub async fn replay(
         let line = ReplayLine {
             id: &d.id,
             event_id: &d.event_id,
-            status: &d.status,
+            status: d.status,
             url: &d.url,
         };
         writeln!(out, "{}", serde_json::to_string(&line)?)?;

@@ -112,7 +112,7 @@ async fn exercise(setup: &Setup, cmd: impl Fn() -> Command) {
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(now.status, "pending");
+    assert_eq!(now.status, domain::DeliveryStatus::Pending);
     assert_eq!(now.attempts, 0, "a fresh schedule");
     assert_eq!(
         now.event_id, old.event_id,

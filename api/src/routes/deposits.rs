@@ -235,7 +235,7 @@ async fn simulate_deposit(
         )));
     };
     let request = SimulatedDeposit {
-        bank: account.bank.clone(),
+        bank: account.bank.to_string(),
         account_number,
         amount,
         sender_name,
@@ -386,10 +386,9 @@ async fn request_recheck(
     let now = domain::time::now();
     let RecheckRequest { from, to } = RecheckRequest::parse(&body, now)?;
     let account = caller_account(&state, &caller, &id).await?;
-    let status = AccountStatus::parse(&account.status);
     if !matches!(
-        status,
-        Some(AccountStatus::Active | AccountStatus::Deactivated)
+        account.status,
+        AccountStatus::Active | AccountStatus::Deactivated
     ) {
         return Err(ApiError::InvalidState(format!(
             "a {} account cannot be rechecked",

@@ -3,8 +3,8 @@
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
-use domain::FieldError;
 use domain::time::rfc3339;
+use domain::{DeliveryStatus, EventType, FieldError, Mode};
 use serde::Serialize;
 use serde_json::Value;
 use shared::db::deliveries::{self, Attempt, Delivery};
@@ -39,10 +39,8 @@ pub struct EventView {
     #[schema(schema_with = event_object)]
     pub object: &'static str,
     #[serde(rename = "type")]
-    #[schema(value_type = shared::views::schema::EventType)]
-    pub event_type: String,
-    #[schema(value_type = shared::views::schema::Mode)]
-    pub mode: String,
+    pub event_type: EventType,
+    pub mode: Mode,
     #[schema(format = DateTime)]
     pub created_at: String,
     /// The account (`virtualaccount.*`) or the deposit with its `account` (`deposit.*`), as the
@@ -63,10 +61,7 @@ pub struct DeliveryView {
     #[schema(example = "whd_01J9Z6W8Q3X4T5V6B7N8M9P0QR")]
     pub id: String,
     pub url: String,
-    /// `pending` (being attempted or waiting for its next attempt), `succeeded` (a 2xx came back),
-    /// `dead` (every attempt failed; an operator can replay it, a caller can resend the event).
-    #[schema(schema_with = delivery_statuses)]
-    pub status: String,
+    pub status: DeliveryStatus,
     #[schema(format = DateTime)]
     pub created_at: String,
     /// When the next attempt is due; null once the delivery succeeded or died.
@@ -105,17 +100,13 @@ fn event_object() -> Object {
     string_enum(&["event"])
 }
 
-fn delivery_statuses() -> Object {
-    string_enum(&[deliveries::PENDING, deliveries::SUCCEEDED, deliveries::DEAD])
-}
-
 impl EventView {
     fn new(event: &Event, deliveries: Option<Vec<DeliveryView>>) -> Self {
         Self {
             id: event.id.clone(),
             object: "event",
-            event_type: event.event_type.clone(),
-            mode: event.mode.clone(),
+            event_type: event.event_type,
+            mode: event.mode,
             created_at: rfc3339(&event.created_at),
             data: serde_json::from_str(&event.data).unwrap_or(Value::Null),
             deliveries,
@@ -128,7 +119,7 @@ impl DeliveryView {
         Self {
             id: delivery.id.clone(),
             url: delivery.url.clone(),
-            status: delivery.status.clone(),
+            status: delivery.status,
             created_at: rfc3339(&delivery.created_at),
             next_attempt_at: delivery.next_attempt_at.as_ref().map(rfc3339),
             completed_at: delivery.completed_at.as_ref().map(rfc3339),
@@ -175,16 +166,20 @@ async fn list(
     let mut errors = Vec::new();
     let page = query.int("page", 1, 1, 1_000_000, &mut errors);
     let page_size = query.int("pageSize", 20, 1, 100, &mut errors);
-    let event_type = query.get("type");
-    if let Some(t) = event_type
-        && !events::TYPES.contains(&t)
-    {
-        errors.push(FieldError::new(
-            "type",
-            "invalid_value",
-            format!("type must be one of {}", events::TYPES.join(", ")),
-        ));
-    }
+    let event_type = query.get("type").and_then(|t| {
+        let parsed = EventType::parse(t);
+        if parsed.is_none() {
+            errors.push(FieldError::new(
+                "type",
+                "invalid_value",
+                format!(
+                    "type must be one of {}",
+                    EventType::ALL.map(EventType::as_str).join(", ")
+                ),
+            ));
+        }
+        parsed
+    });
     if !errors.is_empty() {
         return Err(ApiError::Validation(errors));
     }

@@ -156,11 +156,12 @@ async fn reencrypting_after_a_key_rotation_retires_the_old_key(backend: Backend)
         .map(|a| accounts::reveal_identity(&new_only, a).unwrap())
         .collect();
     assert_eq!(revealed, identities);
-    let test_mode = business_mode::Entity::find_by_id((app.business.id.clone(), "test".to_owned()))
-        .one(&app.db)
-        .await
-        .unwrap()
-        .unwrap();
+    let test_mode =
+        business_mode::Entity::find_by_id((app.business.id.clone(), domain::Mode::Test))
+            .one(&app.db)
+            .await
+            .unwrap()
+            .unwrap();
     let context = businesses::webhook_secret_context(&app.business.id, Mode::Test);
     assert_eq!(
         new_only

@@ -15,7 +15,7 @@ use super::outbox::{Job, enqueue};
 use crate::crypto::Cipher;
 use domain::ids::new_id;
 use domain::provider::OpenAccount;
-use domain::{AccountStatus, IdentityNumber, IdentityType, Mode, NewAccount};
+use domain::{AccountStatus, EventType, IdentityNumber, Mode, NewAccount};
 
 pub use domain::provider::Settlement;
 pub use virtual_account::Model as Account;
@@ -108,7 +108,7 @@ pub async fn create(
 
     let inserted = idempotency_key::Entity::insert(idempotency_key::ActiveModel {
         business_id: Set(req.business_id.to_owned()),
-        mode: Set(req.mode.as_str().to_owned()),
+        mode: Set(req.mode),
         key: Set(req.idempotency_key.to_owned()),
         request_hash: Set(req.request.stored().to_owned()),
         state: Set(IN_FLIGHT.to_owned()),
@@ -237,11 +237,11 @@ pub async fn settle_creation(
 
 /// The creation status an account's state stands for (201 numbered, 202 waiting, 422 rejected).
 fn status_for(account: &Account) -> u16 {
-    match AccountStatus::parse(&account.status) {
-        Some(AccountStatus::Active) => 201,
-        Some(AccountStatus::Failed) => 422,
-        Some(AccountStatus::Deactivated) if account.activated_at.is_some() => 201,
-        _ => 202,
+    match account.status {
+        AccountStatus::Active => 201,
+        AccountStatus::Failed => 422,
+        AccountStatus::Deactivated if account.activated_at.is_some() => 201,
+        AccountStatus::Deactivated | AccountStatus::Pending => 202,
     }
 }
 
@@ -258,21 +258,21 @@ pub async fn settle<C: ConnectionTrait + TransactionTrait>(
     let update = virtual_account::Entity::update_many()
         .col_expr(Col::UpdatedAt, now.into())
         .filter(Col::Id.eq(account_id))
-        .filter(Col::Status.eq(AccountStatus::Pending.as_str()));
+        .filter(Col::Status.eq(AccountStatus::Pending));
     let (update, event) = match settlement {
         Settlement::Pending => return Ok(Settled::Unchanged),
         Settlement::Active { account_number } => (
             update
-                .col_expr(Col::Status, AccountStatus::Active.as_str().into())
+                .col_expr(Col::Status, AccountStatus::Active.into())
                 .col_expr(Col::AccountNumber, Some(account_number.clone()).into())
                 .col_expr(Col::ActivatedAt, Some(now).into()),
-            announce_active.then_some(super::events::ACCOUNT_ACTIVE),
+            announce_active.then_some(EventType::VirtualAccountActive),
         ),
         Settlement::Rejected { reason } => (
             update
-                .col_expr(Col::Status, AccountStatus::Failed.as_str().into())
+                .col_expr(Col::Status, AccountStatus::Failed.into())
                 .col_expr(Col::FailureReason, Some(reason.clone()).into()),
-            Some(super::events::ACCOUNT_FAILED),
+            Some(EventType::VirtualAccountFailed),
         ),
     };
     let rows_affected = match settlement {
@@ -351,7 +351,8 @@ async fn number_held<C: ConnectionTrait>(
         holder = ?holder,
         "the provider bank gave an account number that another account already holds; the account stays pending"
     );
-    metrics::counter!("provider_duplicate_numbers_total", "bank" => account.bank).increment(1);
+    metrics::counter!("provider_duplicate_numbers_total", "bank" => account.bank.as_str())
+        .increment(1);
     Ok(())
 }
 
@@ -370,7 +371,7 @@ async fn close_late_number<C: ConnectionTrait + TransactionTrait>(
         .col_expr(Col::AccountNumber, Some(account_number.to_owned()).into())
         .col_expr(Col::UpdatedAt, now.into())
         .filter(Col::Id.eq(account_id))
-        .filter(Col::Status.eq(AccountStatus::Deactivated.as_str()))
+        .filter(Col::Status.eq(AccountStatus::Deactivated))
         .filter(Col::AccountNumber.is_null());
     // A number another account holds is not kept, but the bank's account is closed all the same.
     let kept = match write_number(db, keep).await? {
@@ -401,15 +402,13 @@ async fn close_late_number<C: ConnectionTrait + TransactionTrait>(
 async fn record_account_event<C: ConnectionTrait>(
     db: &C,
     account: &Account,
-    event_type: &str,
+    event_type: EventType,
     now: DateTime<Utc>,
 ) -> Result<(), DbErr> {
-    let mode = Mode::parse(&account.mode)
-        .ok_or_else(|| DbErr::Custom(format!("account {} has a bad mode", account.id)))?;
     super::events::record(
         db,
         &account.business_id,
-        mode,
+        account.mode,
         event_type,
         &crate::views::AccountView::from(account),
         now,
@@ -434,7 +433,7 @@ async fn key_names_account<C: ConnectionTrait>(
 ) -> Result<(), DbErr> {
     idempotency_key::ActiveModel {
         business_id: Set(req.business_id.to_owned()),
-        mode: Set(req.mode.as_str().to_owned()),
+        mode: Set(req.mode),
         key: Set(req.idempotency_key.to_owned()),
         account_id: Set(Some(account_id.to_owned())),
         updated_at: Set(now),
@@ -473,7 +472,7 @@ async fn lock_business_mode(
     mode: Mode,
 ) -> Result<(), DbErr> {
     // FOR UPDATE on PostgreSQL; SQLite has one writer at a time already.
-    business_mode::Entity::find_by_id((business_id.to_owned(), mode.as_str().to_owned()))
+    business_mode::Entity::find_by_id((business_id.to_owned(), mode))
         .lock_exclusive()
         .one(txn)
         .await?
@@ -487,7 +486,7 @@ async fn find_key<C: ConnectionTrait>(
 ) -> Result<Option<idempotency_key::Model>, DbErr> {
     idempotency_key::Entity::find_by_id((
         req.business_id.to_owned(),
-        req.mode.as_str().to_owned(),
+        req.mode,
         req.idempotency_key.to_owned(),
     ))
     .one(db)
@@ -525,7 +524,7 @@ async fn complete_key<C: ConnectionTrait>(
 ) -> Result<(), DbErr> {
     idempotency_key::ActiveModel {
         business_id: Set(req.business_id.to_owned()),
-        mode: Set(req.mode.as_str().to_owned()),
+        mode: Set(req.mode),
         key: Set(req.idempotency_key.to_owned()),
         state: Set(COMPLETED.to_owned()),
         response_status: Set(Some(i32::from(status))),
@@ -545,12 +544,11 @@ async fn find_live_by_reference<C: ConnectionTrait>(
 ) -> Result<Option<Account>, DbErr> {
     virtual_account::Entity::find()
         .filter(virtual_account::Column::BusinessId.eq(req.business_id))
-        .filter(virtual_account::Column::Mode.eq(req.mode.as_str()))
+        .filter(virtual_account::Column::Mode.eq(req.mode))
         .filter(virtual_account::Column::CustomerReference.eq(reference))
-        .filter(virtual_account::Column::Status.is_in([
-            AccountStatus::Pending.as_str(),
-            AccountStatus::Active.as_str(),
-        ]))
+        .filter(
+            virtual_account::Column::Status.is_in([AccountStatus::Pending, AccountStatus::Active]),
+        )
         .one(db)
         .await
 }
@@ -565,7 +563,7 @@ async fn limit_state<C: ConnectionTrait>(
     let in_window = || {
         virtual_account::Entity::find()
             .filter(virtual_account::Column::BusinessId.eq(req.business_id))
-            .filter(virtual_account::Column::Mode.eq(req.mode.as_str()))
+            .filter(virtual_account::Column::Mode.eq(req.mode))
             .filter(virtual_account::Column::CreatedAt.gt(since))
     };
     let count = in_window().count(db).await?;
@@ -607,16 +605,16 @@ async fn insert_account(
     virtual_account::ActiveModel {
         id: Set(id.clone()),
         business_id: Set(req.business_id.to_owned()),
-        mode: Set(req.mode.as_str().to_owned()),
-        status: Set(AccountStatus::Pending.as_str().to_owned()),
-        bank: Set(a.preferred_bank.slug().to_owned()),
+        mode: Set(req.mode),
+        status: Set(AccountStatus::Pending),
+        bank: Set(a.preferred_bank),
         account_number: Set(None),
         account_name: Set(format!("{}/{}", req.business_name, a.customer_name)),
         customer_name: Set(a.customer_name.clone()),
         customer_email: Set(a.customer_email.clone()),
         customer_phone: Set(a.customer_phone.clone()),
         customer_reference: Set(a.customer_reference.clone()),
-        identity_type: Set(a.identity_type.as_str().to_owned()),
+        identity_type: Set(a.identity_type),
         identity_enc: Set(cipher.encrypt(a.identity_number.expose(), &identity_context(&id))),
         failure_reason: Set(None),
         deactivation_reason: Set(None),
@@ -635,8 +633,7 @@ async fn insert_account(
 /// or is not a BVN/NIN, is an error (its text never holds the number).
 pub fn open_request(cipher: &Cipher, account: &Account) -> Result<OpenAccount, DbErr> {
     let unreadable = |why: String| DbErr::Custom(format!("account {}: {why}", account.id));
-    let identity_type = IdentityType::parse(&account.identity_type)
-        .ok_or_else(|| unreadable("unknown identity type".into()))?;
+    let identity_type = account.identity_type;
     let identity_number = reveal_identity(cipher, account)
         .map_err(|e| unreadable(format!("the identity does not decrypt: {e}")))
         .and_then(|plain| {
@@ -671,7 +668,7 @@ pub async fn find<C: ConnectionTrait>(
 ) -> Result<Option<Account>, DbErr> {
     virtual_account::Entity::find_by_id(id.to_owned())
         .filter(virtual_account::Column::BusinessId.eq(business_id))
-        .filter(virtual_account::Column::Mode.eq(mode.as_str()))
+        .filter(virtual_account::Column::Mode.eq(mode))
         .one(db)
         .await
 }
@@ -693,9 +690,9 @@ pub async fn list<C: ConnectionTrait>(
     use virtual_account::Column as C_;
     let mut select = virtual_account::Entity::find()
         .filter(C_::BusinessId.eq(business_id))
-        .filter(C_::Mode.eq(mode.as_str()));
+        .filter(C_::Mode.eq(mode));
     if let Some(status) = query.status {
-        select = select.filter(C_::Status.eq(status.as_str()));
+        select = select.filter(C_::Status.eq(status));
     }
     if let Some(q) = query.q.filter(|q| !q.is_empty()) {
         // Case-insensitive substring, with LIKE's wildcards in the search text taken literally.
@@ -751,15 +748,14 @@ pub async fn deactivate(
     let txn = db.begin().await?;
     let Some(account) = virtual_account::Entity::find_by_id(id.to_owned())
         .filter(virtual_account::Column::BusinessId.eq(business_id))
-        .filter(virtual_account::Column::Mode.eq(mode.as_str()))
+        .filter(virtual_account::Column::Mode.eq(mode))
         .lock_exclusive()
         .one(&txn)
         .await?
     else {
         return Ok(DeactivateOutcome::NotFound);
     };
-    let status = AccountStatus::parse(&account.status)
-        .ok_or_else(|| DbErr::Custom(format!("account {id} has an unknown status")))?;
+    let status = account.status;
     if status == AccountStatus::Deactivated {
         return Ok(DeactivateOutcome::AlreadyDeactivated(account));
     }
@@ -767,12 +763,12 @@ pub async fn deactivate(
         return Ok(DeactivateOutcome::InvalidState(account));
     }
     let mut active: virtual_account::ActiveModel = account.into();
-    active.status = Set(AccountStatus::Deactivated.as_str().to_owned());
+    active.status = Set(AccountStatus::Deactivated);
     active.deactivated_at = Set(Some(now));
     active.deactivation_reason = Set(reason);
     active.updated_at = Set(now);
     let account = active.update(&txn).await?;
-    record_account_event(&txn, &account, super::events::ACCOUNT_DEACTIVATED, now).await?;
+    record_account_event(&txn, &account, EventType::VirtualAccountDeactivated, now).await?;
     enqueue(
         &txn,
         &Job::Close {

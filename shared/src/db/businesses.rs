@@ -18,7 +18,7 @@ use domain::{KybStatus, Mode};
 pub struct IssuedBusiness {
     pub id: String,
     pub name: String,
-    pub kyb_status: &'static str,
+    pub kyb_status: KybStatus,
     pub test: IssuedKeys,
     pub live: IssuedKeys,
 }
@@ -53,7 +53,7 @@ pub async fn create(
     business::ActiveModel {
         id: Set(id.clone()),
         name: Set(name.to_owned()),
-        kyb_status: Set(kyb.as_str().to_owned()),
+        kyb_status: Set(kyb),
         created_at: Set(at),
         updated_at: Set(at),
     }
@@ -64,7 +64,7 @@ pub async fn create(
         let webhook_secret = generate_webhook_secret();
         business_mode::ActiveModel {
             business_id: Set(id.clone()),
-            mode: Set(mode.as_str().to_owned()),
+            mode: Set(mode),
             webhook_url: Set(None),
             webhook_secret_enc: Set(
                 cipher.encrypt(&webhook_secret, &webhook_secret_context(&id, mode))
@@ -88,7 +88,7 @@ pub async fn create(
     Ok(IssuedBusiness {
         id,
         name: name.to_owned(),
-        kyb_status: kyb.as_str(),
+        kyb_status: kyb,
         test,
         live,
     })
@@ -101,7 +101,7 @@ pub async fn find<C: ConnectionTrait>(db: &C, id: &str) -> Result<Option<busines
 /// Sets the KYB status; false when there is no such business.
 pub async fn set_kyb<C: ConnectionTrait>(db: &C, id: &str, kyb: KybStatus) -> Result<bool, DbErr> {
     let res = business::Entity::update_many()
-        .col_expr(business::Column::KybStatus, kyb.as_str().into())
+        .col_expr(business::Column::KybStatus, kyb.into())
         .col_expr(business::Column::UpdatedAt, now().into())
         .filter(business::Column::Id.eq(id))
         .exec(db)
@@ -120,7 +120,7 @@ pub async fn set_webhook_url<C: ConnectionTrait>(
         .col_expr(business_mode::Column::WebhookUrl, url.into())
         .col_expr(business_mode::Column::UpdatedAt, now().into())
         .filter(business_mode::Column::BusinessId.eq(id))
-        .filter(business_mode::Column::Mode.eq(mode.as_str()))
+        .filter(business_mode::Column::Mode.eq(mode))
         .exec(db)
         .await?;
     Ok(res.rows_affected == 1)
@@ -136,7 +136,7 @@ pub async fn rotate_webhook_secret(
 ) -> Result<Option<String>, DbErr> {
     let txn = db.begin().await?;
     // Locked: two rotations at once would each print a secret, and only one would take effect.
-    let Some(row) = business_mode::Entity::find_by_id((id.to_owned(), mode.as_str().to_owned()))
+    let Some(row) = business_mode::Entity::find_by_id((id.to_owned(), mode))
         .lock_exclusive()
         .one(&txn)
         .await?
@@ -153,4 +153,22 @@ pub async fn rotate_webhook_secret(
     active.update(&txn).await?;
     txn.commit().await?;
     Ok(Some(secret))
+}
+
+/// The webhook URL configured for a business's mode, if any.
+pub async fn webhook_url<C: ConnectionTrait>(
+    db: &C,
+    business_id: &str,
+    mode: Mode,
+) -> Result<Option<String>, DbErr> {
+    Ok(business_mode::Entity::find()
+        .select_only()
+        .column(business_mode::Column::WebhookUrl)
+        .filter(business_mode::Column::BusinessId.eq(business_id))
+        .filter(business_mode::Column::Mode.eq(mode))
+        .into_tuple::<Option<String>>()
+        .one(db)
+        .await?
+        .flatten()
+        .filter(|url| !url.is_empty()))
 }

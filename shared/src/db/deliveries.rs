@@ -8,17 +8,15 @@ use sea_orm::{
     QueryFilter, QueryOrder, TransactionTrait,
 };
 
+use super::businesses::webhook_url;
+use super::entities::event::Model as Event;
 use super::entities::{delivery, delivery_attempt};
-use super::events::Event;
 use super::outbox::{self, Job};
+use domain::DeliveryStatus;
 use domain::ids::new_id;
 
 pub use delivery::Model as Delivery;
 pub use delivery_attempt::Model as Attempt;
-
-pub const PENDING: &str = "pending";
-pub const SUCCEEDED: &str = "succeeded";
-pub const DEAD: &str = "dead";
 
 /// Writes a delivery of `event` to `url` and the job that makes its first attempt now, in the
 /// caller's transaction.
@@ -34,9 +32,9 @@ pub async fn create<C: ConnectionTrait>(
         id: Set(id.clone()),
         event_id: Set(event.id.clone()),
         business_id: Set(event.business_id.clone()),
-        mode: Set(event.mode.clone()),
+        mode: Set(event.mode),
         url: Set(url.to_owned()),
-        status: Set(PENDING.to_owned()),
+        status: Set(DeliveryStatus::Pending),
         attempts: Set(0),
         next_attempt_at: Set(Some(now)),
         last_status_code: Set(None),
@@ -114,11 +112,7 @@ pub async fn restart<C: ConnectionTrait>(
     let Some(current) = find(db, delivery_id).await? else {
         return Ok(None);
     };
-    let url = match domain::Mode::parse(&current.mode) {
-        Some(mode) => super::events::webhook_url(db, &current.business_id, mode).await?,
-        None => None,
-    };
-    let url = match url {
+    let url = match webhook_url(db, &current.business_id, current.mode).await? {
         Some(url) if url != current.url => {
             let taken = delivery::Entity::find()
                 .filter(delivery::Column::EventId.eq(current.event_id.as_str()))
@@ -141,7 +135,7 @@ pub async fn restart<C: ConnectionTrait>(
     .await?;
     delivery::Entity::update_many()
         .col_expr(delivery::Column::Url, url.into())
-        .col_expr(delivery::Column::Status, PENDING.into())
+        .col_expr(delivery::Column::Status, DeliveryStatus::Pending.into())
         .col_expr(delivery::Column::Attempts, 0.into())
         .col_expr(delivery::Column::NextAttemptAt, Some(now).into())
         .col_expr(
@@ -153,7 +147,7 @@ pub async fn restart<C: ConnectionTrait>(
         .filter(delivery::Column::Id.eq(delivery_id))
         .exec(db)
         .await?;
-    if current.status == PENDING
+    if current.status == DeliveryStatus::Pending
         && let Some(old) = &current.job_id
     {
         outbox::complete(db, old, now).await?;
@@ -168,12 +162,10 @@ pub async fn resend(
     event: &Event,
     now: DateTime<Utc>,
 ) -> Result<Option<Delivery>, DbErr> {
-    let mode = domain::Mode::parse(&event.mode)
-        .ok_or_else(|| DbErr::Custom(format!("event {} has a bad mode", event.id)))?;
     // Two tries: a concurrent resend may insert the delivery between our look and our insert.
     for _ in 0..2 {
         let txn = db.begin().await?;
-        let Some(url) = super::events::webhook_url(&txn, &event.business_id, mode).await? else {
+        let Some(url) = webhook_url(&txn, &event.business_id, event.mode).await? else {
             return Ok(None);
         };
         let existing = delivery::Entity::find()
@@ -256,7 +248,7 @@ pub async fn record_attempt(
         .col_expr(Col::LastError, attempt.error.clone().into())
         .col_expr(Col::UpdatedAt, now.into())
         .filter(Col::Id.eq(delivery.id.as_str()))
-        .filter(Col::Status.eq(PENDING))
+        .filter(Col::Status.eq(DeliveryStatus::Pending))
         .filter(Col::Attempts.eq(delivery.attempts))
         .filter(
             sea_orm::Condition::any()
@@ -265,12 +257,12 @@ pub async fn record_attempt(
         );
     update = match next {
         Next::Succeeded => update
-            .col_expr(Col::Status, SUCCEEDED.into())
+            .col_expr(Col::Status, DeliveryStatus::Succeeded.into())
             .col_expr(Col::NextAttemptAt, none.into())
             .col_expr(Col::CompletedAt, Some(now).into()),
         Next::RetryAt(at) => update.col_expr(Col::NextAttemptAt, Some(*at).into()),
         Next::Dead => update
-            .col_expr(Col::Status, DEAD.into())
+            .col_expr(Col::Status, DeliveryStatus::Dead.into())
             .col_expr(Col::NextAttemptAt, none.into())
             .col_expr(Col::CompletedAt, Some(now).into()),
     };
@@ -285,7 +277,8 @@ pub async fn list_dead<C: ConnectionTrait>(
     business_id: Option<&str>,
     since: Option<DateTime<Utc>>,
 ) -> Result<Vec<Delivery>, DbErr> {
-    let mut select = delivery::Entity::find().filter(delivery::Column::Status.eq(DEAD));
+    let mut select =
+        delivery::Entity::find().filter(delivery::Column::Status.eq(DeliveryStatus::Dead));
     if let Some(business_id) = business_id {
         select = select.filter(delivery::Column::BusinessId.eq(business_id));
     }
@@ -303,7 +296,7 @@ pub async fn list_dead<C: ConnectionTrait>(
 pub async fn count_dead<C: ConnectionTrait>(db: &C) -> Result<u64, DbErr> {
     use sea_orm::PaginatorTrait;
     delivery::Entity::find()
-        .filter(delivery::Column::Status.eq(DEAD))
+        .filter(delivery::Column::Status.eq(DeliveryStatus::Dead))
         .count(db)
         .await
 }
@@ -333,7 +326,7 @@ pub async fn replay_all_dead(
         // Only if it is still dead: another replay may have beaten us to it.
         let still_dead = find(&txn, &dead.id)
             .await?
-            .is_some_and(|d| d.status == DEAD);
+            .is_some_and(|d| d.status == DeliveryStatus::Dead);
         if still_dead && let Some(d) = restart(&txn, &dead.id, now).await? {
             replayed.push(d);
         }

@@ -12,12 +12,9 @@ use super::entities::{deposit, deposit_conflict, provider_notification, virtual_
 use crate::providers::RemoteTransaction;
 use crate::views::{AccountView, DepositView};
 use domain::ids::new_id;
-use domain::{Bank, Mode};
+use domain::{Bank, DepositSource, DepositStatus, EventType, Mode};
 
 pub use deposit::Model as Deposit;
-
-pub const DEPOSIT_RECEIVED: &str = "deposit.received";
-pub const DEPOSIT_FLAGGED: &str = "deposit.flagged";
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Source {
@@ -27,10 +24,10 @@ pub enum Source {
 }
 
 impl Source {
-    fn as_str(&self) -> &'static str {
+    fn kind(&self) -> DepositSource {
         match self {
-            Source::Notification => "notification",
-            Source::Recheck(_) => "recheck",
+            Source::Notification => DepositSource::Notification,
+            Source::Recheck(_) => DepositSource::Recheck,
         }
     }
 
@@ -80,8 +77,8 @@ async fn record_in<C: ConnectionTrait>(
     // Locked: a deactivation committing at the same moment is either seen whole (its
     // `deactivated_at` decides below) or waits for this deposit, never half of each.
     let Some(account) = virtual_account::Entity::find()
-        .filter(virtual_account::Column::Mode.eq(mode.as_str()))
-        .filter(virtual_account::Column::Bank.eq(bank.slug()))
+        .filter(virtual_account::Column::Mode.eq(mode))
+        .filter(virtual_account::Column::Bank.eq(bank))
         .filter(virtual_account::Column::AccountNumber.eq(tx.account_number.as_str()))
         .lock_exclusive()
         .one(db)
@@ -92,14 +89,18 @@ async fn record_in<C: ConnectionTrait>(
     let credited =
         domain::account::credits_deposit(account.activated_at, account.deactivated_at, tx.paid_at);
     // Paid while the account was not active (after its deactivation): never lost, never credited.
-    let status = if credited { "credited" } else { "flagged" };
+    let status = if credited {
+        DepositStatus::Credited
+    } else {
+        DepositStatus::Flagged
+    };
     let row = deposit::Model {
         id: new_id("dep"),
         account_id: account.id.clone(),
         business_id: account.business_id.clone(),
-        mode: mode.as_str().to_owned(),
-        bank: bank.slug().to_owned(),
-        status: status.to_owned(),
+        mode,
+        bank,
+        status,
         amount: tx.amount,
         currency: tx.currency.clone(),
         provider_reference: tx.reference.clone(),
@@ -107,7 +108,7 @@ async fn record_in<C: ConnectionTrait>(
         sender_account_number: tx.sender_account_number.clone(),
         sender_bank_name: tx.sender_bank_name.clone(),
         narration: tx.narration.clone(),
-        source: source.as_str().to_owned(),
+        source: source.kind(),
         recheck_id: source.recheck_id(),
         received_at: tx.paid_at,
         created_at: now,
@@ -116,9 +117,9 @@ async fn record_in<C: ConnectionTrait>(
         id: Set(row.id.clone()),
         account_id: Set(row.account_id.clone()),
         business_id: Set(row.business_id.clone()),
-        mode: Set(row.mode.clone()),
-        bank: Set(row.bank.clone()),
-        status: Set(row.status.clone()),
+        mode: Set(row.mode),
+        bank: Set(row.bank),
+        status: Set(row.status),
         amount: Set(row.amount),
         currency: Set(row.currency.clone()),
         provider_reference: Set(row.provider_reference.clone()),
@@ -126,7 +127,7 @@ async fn record_in<C: ConnectionTrait>(
         sender_account_number: Set(row.sender_account_number.clone()),
         sender_bank_name: Set(row.sender_bank_name.clone()),
         narration: Set(row.narration.clone()),
-        source: Set(row.source.clone()),
+        source: Set(row.source),
         recheck_id: Set(row.recheck_id.clone()),
         received_at: Set(row.received_at),
         created_at: Set(row.created_at),
@@ -148,10 +149,9 @@ async fn record_in<C: ConnectionTrait>(
     }
     let mut data = DepositView::from(&row);
     data.account = Some(AccountView::from(&account));
-    let event_type = if credited {
-        DEPOSIT_RECEIVED
-    } else {
-        DEPOSIT_FLAGGED
+    let event_type = match status {
+        DepositStatus::Credited => EventType::DepositReceived,
+        DepositStatus::Flagged => EventType::DepositFlagged,
     };
     super::events::record(db, &account.business_id, mode, event_type, &data, now).await?;
     Ok(Recorded::New(Box::new(row)))
@@ -190,10 +190,10 @@ async fn keep_conflict<C: ConnectionTrait>(
     deposit_conflict::Entity::insert(deposit_conflict::ActiveModel {
         id: Set(new_id("dcf")),
         deposit_id: Set(first.id.clone()),
-        mode: Set(mode.as_str().to_owned()),
-        bank: Set(bank.slug().to_owned()),
+        mode: Set(mode),
+        bank: Set(bank),
         provider_reference: Set(tx.reference.clone()),
-        source: Set(source.as_str().to_owned()),
+        source: Set(source.kind()),
         reported: Set(serde_json::to_string(tx).expect("transactions serialise")),
         created_at: Set(now),
     })
@@ -309,8 +309,8 @@ async fn claim_notification<C: ConnectionTrait>(
     let id = new_id("ntf");
     let inserted = provider_notification::Entity::insert(provider_notification::ActiveModel {
         id: Set(id.clone()),
-        bank: Set(bank.slug().to_owned()),
-        mode: Set(mode.as_str().to_owned()),
+        bank: Set(bank),
+        mode: Set(mode),
         body: Set(body.to_owned()),
         body_digest: Set(Some(digest.clone())),
         provider_reference: Set(None),

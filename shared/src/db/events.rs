@@ -8,26 +8,11 @@ use sea_orm::{
 };
 use serde::Serialize;
 
-use super::entities::{business_mode, event};
-use domain::Mode;
+use super::entities::event;
 use domain::ids::new_id;
+use domain::{EventType, Mode};
 
 pub use event::Model as Event;
-
-pub const ACCOUNT_ACTIVE: &str = "virtualaccount.active";
-pub const ACCOUNT_FAILED: &str = "virtualaccount.failed";
-pub const ACCOUNT_DEACTIVATED: &str = "virtualaccount.deactivated";
-pub const DEPOSIT_RECEIVED: &str = "deposit.received";
-pub const DEPOSIT_FLAGGED: &str = "deposit.flagged";
-
-/// Every event type of SPEC §4.
-pub const TYPES: [&str; 5] = [
-    ACCOUNT_ACTIVE,
-    ACCOUNT_FAILED,
-    ACCOUNT_DEACTIVATED,
-    DEPOSIT_RECEIVED,
-    DEPOSIT_FLAGGED,
-];
 
 /// Records an event in the caller's transaction. When the business has a webhook URL for the
 /// mode, a delivery to it and the job that drives it are written in the same transaction: the
@@ -37,62 +22,46 @@ pub async fn record<C: ConnectionTrait>(
     db: &C,
     business_id: &str,
     mode: Mode,
-    event_type: &str,
+    event_type: EventType,
     data: &impl Serialize,
     now: DateTime<Utc>,
 ) -> Result<Event, DbErr> {
     let row = event::Model {
         id: new_id("evt"),
         business_id: business_id.to_owned(),
-        mode: mode.as_str().to_owned(),
-        event_type: event_type.to_owned(),
+        mode,
+        event_type,
         data: serde_json::to_string(data).expect("event data serialises"),
         created_at: now,
     };
     event::Entity::insert(event::ActiveModel {
         id: Set(row.id.clone()),
         business_id: Set(row.business_id.clone()),
-        mode: Set(row.mode.clone()),
-        event_type: Set(row.event_type.clone()),
+        mode: Set(row.mode),
+        event_type: Set(row.event_type),
         data: Set(row.data.clone()),
         created_at: Set(now),
     })
     .exec_without_returning(db)
     .await?;
-    if let Some(url) = webhook_url(db, business_id, mode).await? {
+    if let Some(url) = super::businesses::webhook_url(db, business_id, mode).await? {
         super::deliveries::create(db, &row, &url, now).await?;
     }
     Ok(row)
 }
 
-/// The webhook URL configured for a business's mode, if any.
-pub async fn webhook_url<C: ConnectionTrait>(
-    db: &C,
-    business_id: &str,
-    mode: Mode,
-) -> Result<Option<String>, DbErr> {
-    Ok(business_mode::Entity::find()
-        .select_only()
-        .column(business_mode::Column::WebhookUrl)
-        .filter(business_mode::Column::BusinessId.eq(business_id))
-        .filter(business_mode::Column::Mode.eq(mode.as_str()))
-        .into_tuple::<Option<String>>()
-        .one(db)
-        .await?
-        .flatten()
-        .filter(|url| !url.is_empty()))
-}
-
 /// The webhook body of an event, SPEC §4: `{"id","type","mode","createdAt","data"}`. Built from
 /// the stored row alone, so every attempt (and every replay) sends the same bytes.
 pub fn envelope(event: &Event) -> String {
-    let string = |s: &str| serde_json::to_string(s).expect("strings serialise");
+    fn json(value: impl Serialize) -> String {
+        serde_json::to_string(&value).expect("ids, enums and times serialise")
+    }
     format!(
         r#"{{"id":{},"type":{},"mode":{},"createdAt":{},"data":{}}}"#,
-        string(&event.id),
-        string(&event.event_type),
-        string(&event.mode),
-        string(&domain::time::rfc3339(&event.created_at)),
+        json(&event.id),
+        json(event.event_type),
+        json(event.mode),
+        json(domain::time::rfc3339(&event.created_at)),
         event.data,
     )
 }
@@ -106,7 +75,7 @@ pub async fn find<C: ConnectionTrait>(
 ) -> Result<Option<Event>, DbErr> {
     event::Entity::find_by_id(id.to_owned())
         .filter(event::Column::BusinessId.eq(business_id))
-        .filter(event::Column::Mode.eq(mode.as_str()))
+        .filter(event::Column::Mode.eq(mode))
         .one(db)
         .await
 }
@@ -116,13 +85,13 @@ pub async fn list<C: ConnectionTrait>(
     db: &C,
     business_id: &str,
     mode: Mode,
-    event_type: Option<&str>,
+    event_type: Option<EventType>,
     page: u64,
     page_size: u64,
 ) -> Result<(Vec<Event>, u64), DbErr> {
     let mut select = event::Entity::find()
         .filter(event::Column::BusinessId.eq(business_id))
-        .filter(event::Column::Mode.eq(mode.as_str()));
+        .filter(event::Column::Mode.eq(mode));
     if let Some(event_type) = event_type {
         select = select.filter(event::Column::EventType.eq(event_type));
     }
@@ -146,8 +115,8 @@ mod tests {
         let event = Event {
             id: "evt_1".into(),
             business_id: "biz_1".into(),
-            mode: "test".into(),
-            event_type: ACCOUNT_ACTIVE.into(),
+            mode: Mode::Test,
+            event_type: EventType::VirtualAccountActive,
             data: r#"{"id":"va_1","status":"active"}"#.into(),
             created_at: DateTime::parse_from_rfc3339("2025-01-02T03:04:05.678Z")
                 .unwrap()

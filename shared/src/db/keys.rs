@@ -28,7 +28,7 @@ pub(crate) async fn issue<C: ConnectionTrait>(
     api_key::ActiveModel {
         id: Set(new_id("key")),
         business_id: Set(business_id.to_owned()),
-        mode: Set(mode.as_str().to_owned()),
+        mode: Set(mode),
         key_hash: Set(hash_secret_key(&secret_key)),
         last_four: Set(Some(key_last_four(&secret_key))),
         created_at: Set(at),
@@ -98,7 +98,7 @@ pub async fn change(
     let locked = business_mode::Entity::update_many()
         .col_expr(business_mode::Column::UpdatedAt, Expr::value(at))
         .filter(business_mode::Column::BusinessId.eq(business_id))
-        .filter(business_mode::Column::Mode.eq(mode.as_str()))
+        .filter(business_mode::Column::Mode.eq(mode))
         .exec(&txn)
         .await?;
     if locked.rows_affected == 0 {
@@ -106,7 +106,7 @@ pub async fn change(
     }
     let working = api_key::Entity::find()
         .filter(api_key::Column::BusinessId.eq(business_id))
-        .filter(api_key::Column::Mode.eq(mode.as_str()))
+        .filter(api_key::Column::Mode.eq(mode))
         .filter(working_at(at))
         .all(&txn)
         .await?;
@@ -168,7 +168,7 @@ pub async fn list_working<C: ConnectionTrait>(
 ) -> Result<Vec<KeySummary>, DbErr> {
     let keys = api_key::Entity::find()
         .filter(api_key::Column::BusinessId.eq(business_id))
-        .filter(api_key::Column::Mode.eq(mode.as_str()))
+        .filter(api_key::Column::Mode.eq(mode))
         .filter(working_at(at))
         .order_by_desc(api_key::Column::CreatedAt)
         .all(db)
@@ -223,14 +223,7 @@ pub async fn find_owner<C: ConnectionTrait>(
     let Some(biz) = super::businesses::find(db, &key.business_id).await? else {
         return Ok(None);
     };
-    let (Some(mode), Some(kyb_status)) =
-        (Mode::parse(&key.mode), KybStatus::parse(&biz.kyb_status))
-    else {
-        return Err(DbErr::Custom(format!(
-            "corrupt key or business row {}",
-            key.id
-        )));
-    };
+    let (mode, kyb_status) = (key.mode, biz.kyb_status);
     Ok(Some(KeyOwner {
         key_id: key.id,
         business_id: biz.id,

@@ -13,7 +13,7 @@ pub mod reencrypt;
 
 use std::time::Duration;
 
-use sea_orm::{ConnectOptions, Database, DatabaseConnection, DbBackend, DbErr};
+use sea_orm::{ConnectOptions, Database, DatabaseConnection, DbBackend, DbErr, SqlErr};
 
 /// Opens a pool. SQLite gets one connection: its writers serialise anyway, and one connection
 /// turns "database is locked" errors into an orderly queue.
@@ -57,10 +57,66 @@ pub async fn clock<C: sea_orm::ConnectionTrait>(
 }
 
 /// True when the error is a unique-constraint violation (a duplicate that the schema refused),
-/// recognised by its SQLSTATE / SQLite code, so a server's message language does not matter.
+/// told by its SQLSTATE (PostgreSQL 23505; SQLite's extended codes 2067 and 1555) through sea-orm,
+/// never by the message text, which a server with another `lc_messages` words differently.
 pub fn is_unique_violation(err: &DbErr) -> bool {
-    matches!(
-        err.sql_err(),
-        Some(sea_orm::SqlErr::UniqueConstraintViolation(_))
-    )
+    matches!(err.sql_err(), Some(SqlErr::UniqueConstraintViolation(_)))
+}
+
+#[cfg(test)]
+mod tests {
+    use sea_orm::{ConnectionTrait, TransactionTrait};
+
+    use super::*;
+
+    /// A duplicate insert, then a NOT NULL violation, in one transaction on `url` (one connection,
+    /// so a PostgreSQL temporary table stays visible).
+    async fn violations(url: &str) -> (DbErr, DbErr) {
+        let db = Database::connect(url).await.unwrap();
+        let txn = db.begin().await.unwrap();
+        txn.execute_unprepared("CREATE TEMPORARY TABLE dup (k TEXT PRIMARY KEY, v TEXT NOT NULL)")
+            .await
+            .unwrap();
+        txn.execute_unprepared("INSERT INTO dup (k, v) VALUES ('a', 'x')")
+            .await
+            .unwrap();
+        let duplicate = txn
+            .execute_unprepared("INSERT INTO dup (k, v) VALUES ('a', 'y')")
+            .await
+            .unwrap_err();
+        txn.rollback().await.unwrap();
+        let txn = db.begin().await.unwrap();
+        txn.execute_unprepared("CREATE TEMPORARY TABLE dup (k TEXT PRIMARY KEY, v TEXT NOT NULL)")
+            .await
+            .unwrap();
+        let null = txn
+            .execute_unprepared("INSERT INTO dup (k, v) VALUES ('b', NULL)")
+            .await
+            .unwrap_err();
+        txn.rollback().await.unwrap();
+        (duplicate, null)
+    }
+
+    #[tokio::test]
+    async fn unique_violations_are_told_by_their_code_not_their_wording() {
+        let mut urls = vec!["sqlite::memory:".to_owned()];
+        urls.extend(
+            std::env::var("TEST_DATABASE_URL")
+                .ok()
+                .filter(|u| !u.is_empty()),
+        );
+        for url in &urls {
+            let (duplicate, null) = violations(url).await;
+            assert!(is_unique_violation(&duplicate), "{url}: {duplicate}");
+            assert!(!is_unique_violation(&null), "{url}: {null}");
+        }
+        // The English words alone are not a unique violation (a server set to another language
+        // words a real one differently; its code is what counts).
+        for text in [
+            "duplicate key value violates unique constraint \"dup_pkey\"",
+            "UNIQUE constraint failed: dup.k",
+        ] {
+            assert!(!is_unique_violation(&DbErr::Custom(text.into())), "{text}");
+        }
+    }
 }

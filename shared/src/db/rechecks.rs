@@ -9,14 +9,10 @@ use sea_orm::{
 use super::accounts::Account;
 use super::entities::recheck;
 use super::outbox::{Job, enqueue};
+use domain::RecheckStatus;
 use domain::ids::new_id;
 
 pub use recheck::Model as Recheck;
-
-pub const QUEUED: &str = "queued";
-pub const RUNNING: &str = "running";
-pub const COMPLETED: &str = "completed";
-pub const FAILED: &str = "failed";
 
 /// Queues a recheck and its job, or returns the one already queued or running for the account.
 pub async fn request(
@@ -33,8 +29,8 @@ pub async fn request(
         id: new_id("rck"),
         account_id: account.id.clone(),
         business_id: account.business_id.clone(),
-        mode: account.mode.clone(),
-        status: QUEUED.to_owned(),
+        mode: account.mode,
+        status: RecheckStatus::Queued,
         window_from: from,
         window_to: to,
         deposits_found: None,
@@ -48,8 +44,8 @@ pub async fn request(
         id: Set(row.id.clone()),
         account_id: Set(row.account_id.clone()),
         business_id: Set(row.business_id.clone()),
-        mode: Set(row.mode.clone()),
-        status: Set(row.status.clone()),
+        mode: Set(row.mode),
+        status: Set(row.status),
         window_from: Set(from),
         window_to: Set(to),
         deposits_found: Set(None),
@@ -87,7 +83,7 @@ pub async fn request(
 async fn find_open(db: &DatabaseConnection, account_id: &str) -> Result<Option<Recheck>, DbErr> {
     recheck::Entity::find()
         .filter(recheck::Column::AccountId.eq(account_id))
-        .filter(recheck::Column::Status.is_in([QUEUED, RUNNING]))
+        .filter(recheck::Column::Status.is_in(RecheckStatus::OPEN))
         .one(db)
         .await
 }
@@ -111,18 +107,17 @@ pub async fn find_by_id(db: &DatabaseConnection, id: &str) -> Result<Option<Rech
 pub async fn set_status(
     db: &DatabaseConnection,
     id: &str,
-    status: &str,
+    status: RecheckStatus,
     deposits_found: Option<i32>,
     failure_reason: Option<String>,
     now: DateTime<Utc>,
 ) -> Result<bool, DbErr> {
-    let finished = status == COMPLETED || status == FAILED;
     let mut update = recheck::Entity::update_many()
         .col_expr(recheck::Column::Status, status.into())
         .col_expr(recheck::Column::UpdatedAt, now.into())
         .filter(recheck::Column::Id.eq(id))
-        .filter(recheck::Column::Status.is_in([QUEUED, RUNNING]));
-    if finished {
+        .filter(recheck::Column::Status.is_in(RecheckStatus::OPEN));
+    if status.is_finished() {
         update = update
             .col_expr(recheck::Column::CompletedAt, Some(now).into())
             .col_expr(recheck::Column::DepositsFound, deposits_found.into())

@@ -16,7 +16,6 @@ use super::accounts::identity_context;
 use super::businesses::webhook_secret_context;
 use super::entities::{business_mode, virtual_account};
 use crate::crypto::Cipher;
-use domain::Mode;
 
 const BATCH: u64 = 500;
 
@@ -126,11 +125,7 @@ async fn webhook_secrets<C: ConnectionTrait>(
         .await?;
     for row in rows {
         let label = format!("{}:{}", row.business_id, row.mode);
-        let Some(mode) = Mode::parse(&row.mode) else {
-            report.unreadable.push(label);
-            continue;
-        };
-        let context = webhook_secret_context(&row.business_id, mode);
+        let context = webhook_secret_context(&row.business_id, row.mode);
         let columns = [
             (Col::WebhookSecretEnc, Some(row.webhook_secret_enc.as_str())),
             (
@@ -155,7 +150,7 @@ async fn webhook_secrets<C: ConnectionTrait>(
             let replaced = business_mode::Entity::update_many()
                 .col_expr(column, Expr::value(resealed))
                 .filter(Col::BusinessId.eq(row.business_id.as_str()))
-                .filter(Col::Mode.eq(row.mode.as_str()))
+                .filter(Col::Mode.eq(row.mode))
                 .filter(column.eq(sealed))
                 .exec(db)
                 .await?

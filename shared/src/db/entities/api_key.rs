@@ -1,6 +1,7 @@
 //! A secret key of a business and mode. A business and mode has at most two working keys: the
 //! current one (`expires_at` unset) and one rolled away that works until `expires_at`.
 
+use domain::Mode;
 use sea_orm::entity::prelude::*;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
@@ -9,7 +10,7 @@ pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
     pub id: String,
     pub business_id: String,
-    pub mode: String,
+    pub mode: Mode,
     /// SHA-256 of the secret key; the key itself is never stored.
     #[sea_orm(unique)]
     pub key_hash: String,

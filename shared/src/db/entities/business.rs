@@ -1,3 +1,4 @@
+use domain::KybStatus;
 use sea_orm::entity::prelude::*;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
@@ -6,7 +7,7 @@ pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
     pub id: String,
     pub name: String,
-    pub kyb_status: String,
+    pub kyb_status: KybStatus,
     pub created_at: DateTimeUtc,
     pub updated_at: DateTimeUtc,
 }

@@ -2,6 +2,7 @@
 //! that makes the hourly account limit exact (creations in one business and mode serialise on
 //! it) and that serialises rolling and revoking the mode's keys.
 
+use domain::Mode;
 use sea_orm::entity::prelude::*;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
@@ -10,7 +11,7 @@ pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
     pub business_id: String,
     #[sea_orm(primary_key, auto_increment = false)]
-    pub mode: String,
+    pub mode: Mode,
     pub webhook_url: Option<String>,
     /// Encrypted `whsec_…`.
     pub webhook_secret_enc: String,

@@ -1,5 +1,6 @@
 //! One event on its way to one endpoint: the schedule of attempts and how it ended.
 
+use domain::{DeliveryStatus, Mode};
 use sea_orm::entity::prelude::*;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
@@ -10,11 +11,10 @@ pub struct Model {
     pub id: String,
     pub event_id: String,
     pub business_id: String,
-    pub mode: String,
+    pub mode: Mode,
     /// The endpoint, as configured when the delivery was made.
     pub url: String,
-    /// `pending`, `succeeded` or `dead`.
-    pub status: String,
+    pub status: DeliveryStatus,
     /// Attempts made in the current schedule (a replay or resend starts again at 0).
     pub attempts: i32,
     pub next_attempt_at: Option<DateTimeUtc>,

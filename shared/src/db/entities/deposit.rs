@@ -1,3 +1,4 @@
+use domain::{Bank, DepositSource, DepositStatus, Mode};
 use sea_orm::entity::prelude::*;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
@@ -7,10 +8,9 @@ pub struct Model {
     pub id: String,
     pub account_id: String,
     pub business_id: String,
-    pub mode: String,
-    pub bank: String,
-    /// `credited` or `flagged` (money reached a deactivated account: recorded, never credited).
-    pub status: String,
+    pub mode: Mode,
+    pub bank: Bank,
+    pub status: DepositStatus,
     /// Kobo.
     pub amount: i64,
     pub currency: String,
@@ -19,8 +19,7 @@ pub struct Model {
     pub sender_account_number: Option<String>,
     pub sender_bank_name: Option<String>,
     pub narration: Option<String>,
-    /// `notification` or `recheck`.
-    pub source: String,
+    pub source: DepositSource,
     /// The recheck that found it, when a recheck did.
     pub recheck_id: Option<String>,
     /// When the bank says the money was paid.

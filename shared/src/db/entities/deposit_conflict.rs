@@ -1,3 +1,4 @@
+use domain::{Bank, DepositSource, Mode};
 use sea_orm::entity::prelude::*;
 
 /// A transaction reported again under a recorded reference with other content: the first report
@@ -9,11 +10,11 @@ pub struct Model {
     pub id: String,
     /// The deposit the first report made.
     pub deposit_id: String,
-    pub mode: String,
-    pub bank: String,
+    pub mode: Mode,
+    pub bank: Bank,
     pub provider_reference: String,
     /// `notification` or `recheck`: how the conflicting report arrived.
-    pub source: String,
+    pub source: DepositSource,
     /// The conflicting report, as the provider's transaction JSON.
     pub reported: String,
     pub created_at: DateTimeUtc,

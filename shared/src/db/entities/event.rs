@@ -1,3 +1,4 @@
+use domain::{EventType, Mode};
 use sea_orm::entity::prelude::*;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
@@ -6,10 +7,10 @@ pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
     pub id: String,
     pub business_id: String,
-    pub mode: String,
-    /// e.g. `virtualaccount.active`.
+    pub mode: Mode,
+    /// e.g. `virtualaccount.active`: see `EventType`.
     #[sea_orm(column_name = "type")]
-    pub event_type: String,
+    pub event_type: EventType,
     /// JSON of the event's `data`.
     pub data: String,
     pub created_at: DateTimeUtc,

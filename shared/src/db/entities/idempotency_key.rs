@@ -1,3 +1,4 @@
+use domain::Mode;
 use sea_orm::entity::prelude::*;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
@@ -6,7 +7,7 @@ pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
     pub business_id: String,
     #[sea_orm(primary_key, auto_increment = false)]
-    pub mode: String,
+    pub mode: Mode,
     #[sea_orm(primary_key, auto_increment = false)]
     pub key: String,
     /// SHA-256 of the canonical request body.

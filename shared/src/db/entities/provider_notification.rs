@@ -1,3 +1,4 @@
+use domain::{Bank, Mode};
 use sea_orm::entity::prelude::*;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
@@ -5,8 +6,8 @@ use sea_orm::entity::prelude::*;
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
     pub id: String,
-    pub bank: String,
-    pub mode: String,
+    pub bank: Bank,
+    pub mode: Mode,
     /// The raw body as the bank sent it.
     pub body: String,
     /// SHA-256 of the body: a bank's retry of the same body is stored once (null on rows

@@ -1,3 +1,4 @@
+use domain::{Mode, RecheckStatus};
 use sea_orm::entity::prelude::*;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
@@ -7,9 +8,8 @@ pub struct Model {
     pub id: String,
     pub account_id: String,
     pub business_id: String,
-    pub mode: String,
-    /// `queued`, `running`, `completed` or `failed`.
-    pub status: String,
+    pub mode: Mode,
+    pub status: RecheckStatus,
     pub window_from: DateTimeUtc,
     pub window_to: DateTimeUtc,
     pub deposits_found: Option<i32>,

@@ -1,3 +1,4 @@
+use domain::{AccountStatus, Bank, IdentityType, Mode};
 use sea_orm::entity::prelude::*;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
@@ -6,16 +7,16 @@ pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
     pub id: String,
     pub business_id: String,
-    pub mode: String,
-    pub status: String,
-    pub bank: String,
+    pub mode: Mode,
+    pub status: AccountStatus,
+    pub bank: Bank,
     pub account_number: Option<String>,
     pub account_name: String,
     pub customer_name: String,
     pub customer_email: String,
     pub customer_phone: String,
     pub customer_reference: Option<String>,
-    pub identity_type: String,
+    pub identity_type: IdentityType,
     /// Encrypted BVN/NIN, bound to this row's id.
     pub identity_enc: String,
     pub failure_reason: Option<String>,
