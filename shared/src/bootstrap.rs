@@ -71,7 +71,7 @@ pub fn configured_cipher(config: &Config) -> anyhow::Result<Cipher> {
         .key
         .as_deref()
         .context("VAS_CRYPTO__KEY is not set")?;
-    Cipher::new(key, &config.crypto.previous_keys).context("VAS_CRYPTO__KEY")
+    cipher(key, config)
 }
 
 /// The configured key, else the dev data folder's generated one (created on first use).
@@ -80,7 +80,11 @@ pub fn cipher_or_dev(config: &Config) -> anyhow::Result<Cipher> {
         Some(key) => key.clone(),
         None => dev_key(&config.dev.data_dir)?,
     };
-    Cipher::new(&key, &config.crypto.previous_keys).context("VAS_CRYPTO__KEY")
+    cipher(&key, config)
+}
+
+fn cipher(key: &str, config: &Config) -> anyhow::Result<Cipher> {
+    Cipher::new(key, &config.crypto.previous_keys).context("VAS_CRYPTO__KEY")
 }
 
 fn dev_key(dir: &Path) -> anyhow::Result<String> {
