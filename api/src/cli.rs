@@ -9,6 +9,7 @@ use domain::business::validate_business_name;
 use domain::keys::KeyGrace;
 use domain::{KybStatus, Mode};
 use ops::config::Config;
+use shared::bootstrap;
 use shared::db::businesses;
 use shared::db::keys::{self, KeyAction, KeyChange};
 
@@ -177,9 +178,9 @@ pub async fn run(command: Command, config: Config) -> anyhow::Result<()> {
                 .url
                 .clone()
                 .context("VAS_DATABASE__URL is not set")?;
-            let db = runtime::connect(&url, &config).await?;
-            runtime::migrate(&db).await?;
-            println!("migrations applied to {}", runtime::redact(&url));
+            let db = bootstrap::connect_database(&url, &config).await?;
+            bootstrap::migrate(&db).await?;
+            println!("migrations applied to {}", ops::redact_url(&url));
             Ok(())
         }
         Command::Dev => crate::runtime::dev::run(config).await,
@@ -188,17 +189,12 @@ pub async fn run(command: Command, config: Config) -> anyhow::Result<()> {
 }
 
 async fn admin(command: AdminCommand, config: Config) -> anyhow::Result<()> {
-    let url = runtime::database_url_or_dev(&config)?;
-    let db = runtime::connect(&url, &config).await?;
-    // The dev folder is migrated on the fly so admin commands work before the first `api dev`.
-    if config.database.url.is_none() {
-        runtime::migrate(&db).await?;
-    }
+    let db = bootstrap::open_database_or_dev(&config).await?;
     match command {
         AdminCommand::Business { command } => match command {
             BusinessCommand::Create { name, kyb } => {
                 let name = validate_business_name(&name).map_err(anyhow::Error::msg)?;
-                let cipher = runtime::cipher_or_dev(&config)?;
+                let cipher = bootstrap::cipher_or_dev(&config)?;
                 let issued = businesses::create(&db, &cipher, &name, kyb.into()).await?;
                 println!("{}", serde_json::to_string_pretty(&issued)?);
             }
@@ -236,7 +232,7 @@ async fn admin(command: AdminCommand, config: Config) -> anyhow::Result<()> {
                 println!("{mode} webhook URL of {id} set to {parsed}");
             }
             WebhookCommand::RotateSecret { id, mode } => {
-                let cipher = runtime::cipher_or_dev(&config)?;
+                let cipher = bootstrap::cipher_or_dev(&config)?;
                 let secret = businesses::rotate_webhook_secret(
                     &db,
                     &cipher,
@@ -280,7 +276,7 @@ async fn admin(command: AdminCommand, config: Config) -> anyhow::Result<()> {
         AdminCommand::Crypto {
             command: CryptoCommand::Reencrypt { dry_run },
         } => {
-            let cipher = runtime::cipher_or_dev(&config)?;
+            let cipher = bootstrap::cipher_or_dev(&config)?;
             let report = shared::db::reencrypt::run(&db, &cipher, dry_run).await?;
             println!("{}", serde_json::to_string_pretty(&report)?);
             anyhow::ensure!(

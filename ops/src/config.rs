@@ -2,7 +2,9 @@
 //! `VAS_CONFIG`), then `VAS_` environment variables with `__` between levels.
 
 use std::net::SocketAddr;
+use std::num::NonZeroU64;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use figment::Figment;
 use figment::providers::{Env, Format, Serialized, Toml};
@@ -55,6 +57,23 @@ pub struct HttpConfig {
     pub auth_cache_secs: u64,
     /// How long the API waits for a provider bank before answering 202 and leaving it to the worker.
     pub provider_timeout_ms: u64,
+    /// Every listener (api, provider-sandbox, the workers' ops ports): seconds a client may take
+    /// to send a request's head, counted from its first byte (see `ops::http`).
+    pub header_read_timeout_secs: NonZeroU64,
+    /// Seconds a client may take to send a request's body once its head has arrived.
+    pub body_read_timeout_secs: NonZeroU64,
+    /// Seconds a kept-alive connection may wait for the next request before it is closed.
+    pub idle_timeout_secs: NonZeroU64,
+}
+
+impl HttpConfig {
+    pub fn server_timeouts(&self) -> crate::http::Timeouts {
+        crate::http::Timeouts {
+            header_read: Duration::from_secs(self.header_read_timeout_secs.get()),
+            body_read: Duration::from_secs(self.body_read_timeout_secs.get()),
+            idle: Duration::from_secs(self.idle_timeout_secs.get()),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -214,6 +233,9 @@ impl Default for HttpConfig {
             bind: ([127, 0, 0, 1], 8080).into(),
             auth_cache_secs: 5,
             provider_timeout_ms: 3000,
+            header_read_timeout_secs: NonZeroU64::new(10).expect("not zero"),
+            body_read_timeout_secs: NonZeroU64::new(30).expect("not zero"),
+            idle_timeout_secs: NonZeroU64::new(60).expect("not zero"),
         }
     }
 }
@@ -477,6 +499,32 @@ mod tests {
         assert!(err.contains("VAS_CRYPTO__KEY"), "{err}");
         config.crypto.key = Some("k".into());
         assert!(config.require_production().is_ok());
+    }
+
+    #[test]
+    fn server_timeouts_are_read_from_the_environment_and_never_zero() {
+        figment::Jail::expect_with(|jail| {
+            assert_eq!(
+                Config::load(None).expect("loads").http.server_timeouts(),
+                crate::http::Timeouts {
+                    header_read: Duration::from_secs(10),
+                    body_read: Duration::from_secs(30),
+                    idle: Duration::from_secs(60),
+                }
+            );
+            jail.set_env("VAS_HTTP__HEADER_READ_TIMEOUT_SECS", "2");
+            jail.set_env("VAS_HTTP__BODY_READ_TIMEOUT_SECS", "3");
+            jail.set_env("VAS_HTTP__IDLE_TIMEOUT_SECS", "4");
+            let timeouts = Config::load(None).expect("loads").http.server_timeouts();
+            assert_eq!(timeouts.header_read, Duration::from_secs(2));
+            assert_eq!(timeouts.body_read, Duration::from_secs(3));
+            assert_eq!(timeouts.idle, Duration::from_secs(4));
+            // Zero would close every connection at once: refused, naming the setting.
+            jail.set_env("VAS_HTTP__IDLE_TIMEOUT_SECS", "0");
+            let err = Config::load(None).unwrap_err().to_string();
+            assert!(err.contains("HTTP.IDLE_TIMEOUT_SECS"), "{err}");
+            Ok(())
+        });
     }
 
     #[test]

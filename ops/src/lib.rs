@@ -1,7 +1,9 @@
-//! How every process starts and is operated: configuration, logging, metrics, the shutdown
-//! signal and the `main` wrapper. No database or broker here: the provider sandbox uses it too.
+//! How every process starts and is operated: configuration, logging, metrics, the HTTP server of
+//! every listener, the shutdown signal and the `main` wrapper. No database or broker here: the
+//! provider sandbox uses it too.
 
 pub mod config;
+pub mod http;
 pub mod metrics;
 pub mod telemetry;
 

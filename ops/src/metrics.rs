@@ -6,7 +6,11 @@
 //! `webhook_delivery_duration_seconds`, `webhook_dead_letters`,
 //! `provider_calls_total{bank,operation,outcome}`, `provider_call_duration_seconds{bank,operation}`;
 //! the provider sandbox's own `sandbox_requests_total{method,route,status}` and
-//! `sandbox_request_duration_seconds{method,route}`.
+//! `sandbox_request_duration_seconds{method,route}`; `http_connection_timeouts_total{phase}`
+//! (`header`, `body`, `idle`: connections a listener closed, see [`crate::http`]).
+//!
+//! Every label takes its values from a fixed set (a series lives as long as the process, so a
+//! label a client could choose would grow memory without bound).
 
 use std::sync::OnceLock;
 
@@ -57,12 +61,28 @@ pub const SANDBOX_HTTP: HttpMetricNames = HttpMetricNames {
     duration: "sandbox_request_duration_seconds",
 };
 
-/// One request being timed: its method and route template (`/v1/virtual-accounts/{id}`, never
-/// the raw path, so ids do not become labels; `unmatched` when no route matched).
+/// One request being timed. Its labels come from fixed sets only, so no request can add a
+/// series (each lives as long as the process): the method as [`method_label`] names it, the
+/// route is the template (`/v1/virtual-accounts/{id}`, never the raw path, so ids do not become
+/// labels) or `unmatched` when no route matched.
 pub struct HttpObservation {
-    method: String,
+    method: &'static str,
     route: String,
     started: std::time::Instant,
+}
+
+/// A request method as a label: GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS, else `other`.
+pub fn method_label(method: &axum::http::Method) -> &'static str {
+    match method.as_str() {
+        "GET" => "GET",
+        "HEAD" => "HEAD",
+        "POST" => "POST",
+        "PUT" => "PUT",
+        "PATCH" => "PATCH",
+        "DELETE" => "DELETE",
+        "OPTIONS" => "OPTIONS",
+        _ => "other",
+    }
 }
 
 impl HttpObservation {
@@ -72,7 +92,7 @@ impl HttpObservation {
             .get::<axum::extract::MatchedPath>()
             .map_or_else(|| "unmatched".to_owned(), |p| p.as_str().to_owned());
         Self {
-            method: request.method().as_str().to_owned(),
+            method: method_label(request.method()),
             route,
             started: std::time::Instant::now(),
         }
@@ -85,7 +105,7 @@ impl HttpObservation {
         status: axum::http::StatusCode,
     ) -> std::time::Duration {
         let elapsed = self.started.elapsed();
-        metrics::counter!(names.requests, "method" => self.method.clone(), "route" => self.route.clone(), "status" => status.as_u16().to_string())
+        metrics::counter!(names.requests, "method" => self.method, "route" => self.route.clone(), "status" => status.as_u16().to_string())
             .increment(1);
         metrics::histogram!(names.duration, "method" => self.method, "route" => self.route)
             .record(elapsed.as_secs_f64());
@@ -102,4 +122,21 @@ pub async fn endpoint() -> ([(axum::http::HeaderName, &'static str); 1], String)
         )],
         render(),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn methods_outside_the_known_set_share_one_label() {
+        for known in ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"] {
+            let method = axum::http::Method::from_bytes(known.as_bytes()).unwrap();
+            assert_eq!(method_label(&method), known);
+        }
+        for made_up in ["XMETHOD0001", "get", "CONNECT", "TRACE", "PROPFIND"] {
+            let method = axum::http::Method::from_bytes(made_up.as_bytes()).unwrap();
+            assert_eq!(method_label(&method), "other", "{made_up}");
+        }
+    }
 }

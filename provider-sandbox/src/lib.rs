@@ -15,6 +15,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use anyhow::Context;
 use ops::config::SandboxConfig;
+use tokio_util::sync::CancellationToken;
 
 pub use notify::sign;
 pub use routes::router;
@@ -109,18 +110,33 @@ impl Sandbox {
     }
 }
 
-/// Serves a new sandbox on `listener` in a background task; returns the address it listens on.
+/// Serves a new sandbox on `listener` (with the listeners' time limits) until `shutdown`, letting
+/// requests in flight finish.
+pub async fn serve(
+    config: SandboxConfig,
+    listener: tokio::net::TcpListener,
+    timeouts: ops::http::Timeouts,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
+    let app = router(Sandbox::new(config)?);
+    ops::http::serve(listener, app, timeouts, shutdown).await;
+    Ok(())
+}
+
+/// Serves a new sandbox on `listener` in a background task for as long as the process runs
+/// (`api dev`, tests); returns the address it listens on.
 pub async fn spawn(
     config: SandboxConfig,
     listener: tokio::net::TcpListener,
+    timeouts: ops::http::Timeouts,
 ) -> anyhow::Result<SocketAddr> {
-    let sandbox = Sandbox::new(config)?;
+    let app = router(Sandbox::new(config)?);
     let address = listener.local_addr()?;
-    let app = router(sandbox);
-    tokio::spawn(async move {
-        if let Err(e) = axum::serve(listener, app).await {
-            tracing::error!(error = %e, "provider sandbox stopped serving");
-        }
-    });
+    tokio::spawn(ops::http::serve(
+        listener,
+        app,
+        timeouts,
+        CancellationToken::new(),
+    ));
     Ok(address)
 }

@@ -4,10 +4,9 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::Context;
 use clap::Parser;
 use ops::config::Config;
-use provider_sandbox::{Sandbox, router};
+use tokio_util::sync::CancellationToken;
 use tracing::info;
 
 /// Simulates the provider banks (wema-bank, access-bank, titan-trust-bank, test-bank) over HTTP.
@@ -26,17 +25,12 @@ async fn main() -> ExitCode {
 }
 
 async fn run(config: Config) -> anyhow::Result<()> {
-    let bind = config.sandbox.bind;
-    let listener = tokio::net::TcpListener::bind(bind)
-        .await
-        .with_context(|| format!("binding {bind}"))?;
-    let addr = listener.local_addr()?;
-    let app = router(Sandbox::new(config.sandbox)?);
-    info!(address = %addr, "provider sandbox listening");
-
-    axum::serve(listener, app)
-        .with_graceful_shutdown(ops::shutdown_signal())
-        .await?;
+    let listener = ops::http::bind(config.sandbox.bind).await?;
+    info!(address = %listener.local_addr()?, "provider sandbox listening");
+    let shutdown = CancellationToken::new();
+    ops::cancel_on_signal(shutdown.clone());
+    let timeouts = config.http.server_timeouts();
+    provider_sandbox::serve(config.sandbox, listener, timeouts, shutdown).await?;
     info!("provider sandbox stopped");
     Ok(())
 }

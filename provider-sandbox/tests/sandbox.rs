@@ -35,7 +35,9 @@ struct Bank {
 impl Bank {
     async fn start(config: SandboxConfig) -> Bank {
         let (listener, _) = test_support::http::listener().await;
-        let address = spawn(config, listener).await.expect("sandbox starts");
+        let address = spawn(config, listener, ops::http::Timeouts::default())
+            .await
+            .expect("sandbox starts");
         Bank {
             base: format!("http://{address}"),
             http: reqwest::Client::new(),

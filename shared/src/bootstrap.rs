@@ -1,7 +1,10 @@
-//! What every process shares to be run: opening the database, the key and the broker from the
-//! configuration, the shutdown signal, and a worker's ops endpoints (`/healthz`, `/readyz`).
+//! Opening what a process works with, from the configuration: the database (the configured one,
+//! else the dev data folder's), the key (likewise), the broker; and a worker's run (its ops port
+//! with `/healthz`, `/readyz`, `/metrics`, the relay, the drain on SIGTERM). How a process is
+//! served and stopped (HTTP, signals, `main`) is the `ops` crate's.
 
 use std::net::SocketAddr;
+use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::Context;
@@ -10,6 +13,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::get;
 use sea_orm::DatabaseConnection;
+use sea_orm_migration::MigratorTrait;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
@@ -19,19 +23,93 @@ use ops::{cancel_on_signal, redact_url};
 use crate::crypto::Cipher;
 use crate::queue::{Broker, RabbitBroker};
 
+/// The database URL: the configured one, else the dev data folder's SQLite file (the folder is
+/// created).
+pub fn database_url_or_dev(config: &Config) -> anyhow::Result<String> {
+    match &config.database.url {
+        Some(url) => Ok(url.clone()),
+        None => {
+            std::fs::create_dir_all(&config.dev.data_dir).with_context(|| {
+                format!(
+                    "creating the dev data folder {}",
+                    config.dev.data_dir.display()
+                )
+            })?;
+            Ok(config.dev_database_url())
+        }
+    }
+}
+
 pub async fn connect_database(url: &str, config: &Config) -> anyhow::Result<DatabaseConnection> {
     crate::db::connect(url, config.database.max_connections)
         .await
         .with_context(|| format!("connecting to the database ({})", redact_url(url)))
 }
 
+pub async fn migrate(db: &DatabaseConnection) -> anyhow::Result<()> {
+    migrations::Migrator::up(db, None)
+        .await
+        .context("running migrations")
+}
+
+/// The database of the operator commands (`api admin`, `worker-webhooks dead|replay`): the
+/// configured one, else the dev data folder's, migrated on the fly so the commands work before
+/// the first `api dev`.
+pub async fn open_database_or_dev(config: &Config) -> anyhow::Result<DatabaseConnection> {
+    let url = database_url_or_dev(config)?;
+    let db = connect_database(&url, config).await?;
+    if config.database.url.is_none() {
+        migrate(&db).await?;
+    }
+    Ok(db)
+}
+
+/// The configured key; a production process cannot start without it.
 pub fn configured_cipher(config: &Config) -> anyhow::Result<Cipher> {
     let key = config
         .crypto
         .key
         .as_deref()
         .context("VAS_CRYPTO__KEY is not set")?;
+    cipher(key, config)
+}
+
+/// The configured key, else the dev data folder's generated one (created on first use).
+pub fn cipher_or_dev(config: &Config) -> anyhow::Result<Cipher> {
+    let key = match &config.crypto.key {
+        Some(key) => key.clone(),
+        None => dev_key(&config.dev.data_dir)?,
+    };
+    cipher(&key, config)
+}
+
+fn cipher(key: &str, config: &Config) -> anyhow::Result<Cipher> {
     Cipher::new(key, &config.crypto.previous_keys).context("VAS_CRYPTO__KEY")
+}
+
+fn dev_key(dir: &Path) -> anyhow::Result<String> {
+    let path = dir.join("crypto.key");
+    if let Ok(key) = std::fs::read_to_string(&path) {
+        return Ok(key.trim().to_owned());
+    }
+    std::fs::create_dir_all(dir)?;
+    let key = Cipher::generate_key();
+    write_private(&path, &key).with_context(|| format!("writing {}", path.display()))?;
+    Ok(key)
+}
+
+fn write_private(path: &Path, contents: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    let mut file = options.open(path)?;
+    file.write_all(contents.as_bytes())?;
+    file.sync_all()
 }
 
 /// RabbitMQ from `VAS_AMQP__URL`, its topology declared.
@@ -64,28 +142,30 @@ struct OpsState {
     broker: Arc<dyn Broker>,
 }
 
-/// Serves a worker's `/healthz` and `/readyz` until `shutdown`; returns the bound address.
+/// Serves a worker's `/healthz`, `/readyz` and `/metrics` on `VAS_OPS__BIND` (with the
+/// listeners' time limits) until `shutdown`; returns the bound address.
 pub async fn serve_ops(
-    bind: SocketAddr,
+    config: &Config,
     db: DatabaseConnection,
     broker: Arc<dyn Broker>,
     shutdown: CancellationToken,
 ) -> anyhow::Result<SocketAddr> {
     ops::metrics::install();
-    let listener = tokio::net::TcpListener::bind(bind)
+    let listener = ops::http::bind(config.ops.bind)
         .await
-        .with_context(|| format!("binding the ops port {bind}"))?;
+        .context("the ops port")?;
     let address = listener.local_addr()?;
     let app = axum::Router::new()
         .route("/healthz", get(|| async { Json(json!({"status": "ok"})) }))
         .route("/readyz", get(readyz))
         .route("/metrics", get(ops::metrics::endpoint))
         .with_state(OpsState { db, broker });
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app)
-            .with_graceful_shutdown(shutdown.cancelled_owned())
-            .await;
-    });
+    tokio::spawn(ops::http::serve(
+        listener,
+        app,
+        config.http.server_timeouts(),
+        shutdown,
+    ));
     Ok(address)
 }
 
@@ -162,13 +242,7 @@ where
     cancel_on_signal(shutdown.clone());
     // The ops port outlives the drain, so health and metrics stay readable while work finishes.
     let ops_stop = CancellationToken::new();
-    let ops = serve_ops(
-        config.ops.bind,
-        db.clone(),
-        broker.clone(),
-        ops_stop.clone(),
-    )
-    .await?;
+    let ops = serve_ops(config, db.clone(), broker.clone(), ops_stop.clone()).await?;
     tracing::info!(address = %ops, "{name} ops listening");
     let relay = crate::relay::Relay::new(db.clone(), broker.clone());
     let relay_task = tokio::spawn(relay.clone().run(shutdown.clone()));

@@ -74,7 +74,7 @@ pub async fn spawn_app_with(backend: Backend, tweak: impl FnOnce(&mut Config)) -
     let db = shared::db::connect(&test_db.url, config.database.max_connections)
         .await
         .expect("connect");
-    api::runtime::migrate(&db).await.expect("migrate");
+    shared::bootstrap::migrate(&db).await.expect("migrate");
     let cipher = Cipher::new(&crypto_key, &[]).unwrap();
     let business = businesses::create(&db, &cipher, "Acme Ltd", KybStatus::Pending)
         .await
@@ -87,7 +87,8 @@ pub async fn spawn_app_with(backend: Backend, tweak: impl FnOnce(&mut Config)) -
             let mut sandbox = config.sandbox.clone();
             sandbox.notify_url = Some(format!("http://{addr}"));
             let (sandbox_listener, _) = crate::http::listener().await;
-            let sandbox_addr = provider_sandbox::spawn(sandbox, sandbox_listener)
+            let timeouts = config.http.server_timeouts();
+            let sandbox_addr = provider_sandbox::spawn(sandbox, sandbox_listener, timeouts)
                 .await
                 .unwrap();
             format!("http://{sandbox_addr}")
@@ -125,7 +126,12 @@ fn serve_on(
 ) {
     let cipher = Arc::new(Cipher::new(config.crypto.key.as_deref().unwrap(), &[]).unwrap());
     let state = AppState::new(db.clone(), cipher, config.clone(), relay);
-    crate::http::serve_listener(listener, api::router(state));
+    // The production server (its time limits, the peer address for handlers), never stopped.
+    tokio::spawn(api::runtime::serve(
+        state,
+        listener,
+        CancellationToken::new(),
+    ));
 }
 
 /// Starts one more API instance on the same database (as another `api serve` process would be).

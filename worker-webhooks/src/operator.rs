@@ -4,40 +4,13 @@
 use std::collections::HashMap;
 use std::io::Write;
 
-use anyhow::Context;
 use chrono::{DateTime, NaiveDate, Utc};
 use domain::time::rfc3339;
 use domain::{DeliveryStatus, EventType, Mode};
-use ops::config::Config;
 use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter};
-use sea_orm_migration::MigratorTrait;
 use serde::Serialize;
 use shared::db::deliveries::{self, Delivery};
 use shared::db::entities::event;
-
-/// The configured database, else the dev data folder's SQLite file (as `api admin` does),
-/// migrated on the fly so the commands work before the first `api dev`.
-pub async fn open_database(config: &Config) -> anyhow::Result<DatabaseConnection> {
-    let url = match &config.database.url {
-        Some(url) => url.clone(),
-        None => {
-            std::fs::create_dir_all(&config.dev.data_dir).with_context(|| {
-                format!(
-                    "creating the dev data folder {}",
-                    config.dev.data_dir.display()
-                )
-            })?;
-            config.dev_database_url()
-        }
-    };
-    let db = shared::bootstrap::connect_database(&url, config).await?;
-    if config.database.url.is_none() {
-        migrations::Migrator::up(&db, None)
-            .await
-            .context("running migrations on the dev database")?;
-    }
-    Ok(db)
-}
 
 /// A dead delivery as `dead list` prints it: one JSON object per line.
 #[derive(Debug, Serialize)]

@@ -7,6 +7,7 @@ use anyhow::Context;
 use domain::KybStatus;
 use ops::config::Config;
 use sea_orm::{EntityTrait, PaginatorTrait};
+use shared::bootstrap;
 use shared::db::{businesses, entities::business};
 use shared::queue::{Broker, MemoryBroker};
 use shared::relay::Relay;
@@ -19,12 +20,12 @@ pub async fn run(mut config: Config) -> anyhow::Result<()> {
         config.amqp.url.is_none(),
         "api dev runs its own in-process queue: unset VAS_AMQP__URL"
     );
-    let url = super::database_url_or_dev(&config)?;
-    let db = super::connect(&url, &config).await?;
-    super::migrate(&db).await?;
-    let cipher = Arc::new(super::cipher_or_dev(&config)?);
+    let url = bootstrap::database_url_or_dev(&config)?;
+    let db = bootstrap::connect_database(&url, &config).await?;
+    bootstrap::migrate(&db).await?;
+    let cipher = Arc::new(bootstrap::cipher_or_dev(&config)?);
 
-    let listener = super::bind(config.http.bind).await?;
+    let listener = ops::http::bind(config.http.bind).await?;
     let address = listener.local_addr().context("reading the bound address")?;
 
     // The sandbox serves every test-mode bank, keeps its state beside the database, and sends
@@ -37,8 +38,10 @@ pub async fn run(mut config: Config) -> anyhow::Result<()> {
         sandbox
             .notify_url
             .get_or_insert_with(|| format!("http://{address}"));
-        let sandbox_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-        let sandbox_address = provider_sandbox::spawn(sandbox, sandbox_listener).await?;
+        let sandbox_listener = ops::http::bind(([127, 0, 0, 1], 0).into()).await?;
+        let sandbox_address =
+            provider_sandbox::spawn(sandbox, sandbox_listener, config.http.server_timeouts())
+                .await?;
         config.sandbox.url = Some(format!("http://{sandbox_address}"));
     }
 
@@ -95,7 +98,7 @@ pub async fn run(mut config: Config) -> anyhow::Result<()> {
 
     tracing::info!(address = %address, "api listening");
     print_banner(&db, &cipher, &url, address).await?;
-    super::serve(AppState::new(db, cipher, config, relay), listener, shutdown).await?;
+    super::serve(AppState::new(db, cipher, config, relay), listener, shutdown).await;
     for task in background {
         let _ = task.await;
     }
@@ -111,7 +114,7 @@ async fn print_banner(
     let existing = business::Entity::find().count(db).await?;
     println!();
     println!("  Virtual Account Service (dev) at http://{address}");
-    println!("  data: {}", super::redact(url));
+    println!("  data: {}", ops::redact_url(url));
     if existing == 0 {
         let demo = businesses::create(db, cipher, "Demo Business", KybStatus::Pending).await?;
         println!(

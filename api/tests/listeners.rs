@@ -1,0 +1,101 @@
+//! The api's listener bounds slow clients (slowloris): a request head or body sent a byte at a
+//! time is cut off at the configured limit (`VAS_HTTP__HEADER_READ_TIMEOUT_SECS`,
+//! `VAS_HTTP__BODY_READ_TIMEOUT_SECS`), and handlers still see the caller's address.
+
+mod common;
+
+use std::net::SocketAddr;
+use std::num::NonZeroU64;
+use std::time::{Duration, Instant};
+
+use common::{Backend, spawn_app_with};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+on_both_databases!(
+    a_head_sent_a_byte_a_second_is_disconnected_at_the_header_limit,
+    a_body_sent_a_byte_a_second_is_answered_408_at_the_body_limit,
+);
+
+const LIMIT: Duration = Duration::from_secs(2);
+
+fn two_seconds() -> NonZeroU64 {
+    NonZeroU64::new(LIMIT.as_secs()).unwrap()
+}
+
+/// Sends `head` at once, then `trickle` one byte a second, until the server answers and closes
+/// (or 10 s pass); returns what it answered and when it let go, from the first trickled byte.
+async fn trickle(addr: SocketAddr, head: &[u8], trickle: &[u8]) -> (String, Option<Duration>) {
+    let mut stream = TcpStream::connect(addr).await.unwrap();
+    stream.write_all(head).await.unwrap();
+    let started = Instant::now();
+    let (mut read, mut write) = stream.into_split();
+    let trickle = trickle.to_vec();
+    let writer = tokio::spawn(async move {
+        for byte in trickle {
+            if write.write_all(&[byte]).await.is_err() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    });
+    let mut answer = Vec::new();
+    // End of stream or a reset: either way the server let go.
+    let outcome = tokio::time::timeout(Duration::from_secs(10), read.read_to_end(&mut answer))
+        .await
+        .ok()
+        .map(|_| started.elapsed());
+    writer.abort();
+    (String::from_utf8_lossy(&answer).into_owned(), outcome)
+}
+
+async fn a_head_sent_a_byte_a_second_is_disconnected_at_the_header_limit(backend: Backend) {
+    let app = spawn_app_with(backend, |c| c.http.header_read_timeout_secs = two_seconds()).await;
+    let (answer, closed) = trickle(
+        app.addr,
+        b"",
+        b"GET /v1/healthz HTTP/1.1\r\nHost: localhost\r\nUser-Agent: slowloris\r\n\r\n",
+    )
+    .await;
+    println!("api, one header byte a second: disconnected after {closed:?} (limit {LIMIT:?})");
+    let closed = closed.expect("still connected after 10 s");
+    assert!(answer.is_empty(), "nothing is answered: {answer}");
+    assert!(
+        closed < LIMIT + Duration::from_millis(1500),
+        "disconnected after {closed:?}, the limit is {LIMIT:?}"
+    );
+}
+
+async fn a_body_sent_a_byte_a_second_is_answered_408_at_the_body_limit(backend: Backend) {
+    let app = spawn_app_with(backend, |c| c.http.body_read_timeout_secs = two_seconds()).await;
+    app.approve_kyb().await;
+    let body = serde_json::to_vec(&common::account_body(1, "wema-bank")).unwrap();
+    let head = format!(
+        "POST /v1/virtual-accounts HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {}\r\n\
+         Idempotency-Key: slow-body\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        app.test_key(),
+        body.len()
+    );
+    let (answer, closed) = trickle(app.addr, head.as_bytes(), &body).await;
+    println!(
+        "api, one body byte a second: {:?} after {closed:?} (limit {LIMIT:?})",
+        answer.lines().next()
+    );
+    let closed = closed.expect("still connected after 10 s");
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(
+        closed < LIMIT + Duration::from_millis(1500),
+        "answered after {closed:?}, the limit is {LIMIT:?}"
+    );
+    let list: serde_json::Value = app
+        .get(app.test_key(), "/v1/virtual-accounts")
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        list["data"].as_array().map(Vec::len),
+        Some(0),
+        "nothing was created from the partial body: {list}"
+    );
+}

@@ -1,0 +1,51 @@
+//! A worker's ops port (`/healthz`, `/readyz`, `/metrics`) is served with the listeners' time
+//! limits: a request head sent a byte at a time is cut off at the configured header limit.
+
+use std::num::NonZeroU64;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ops::config::Config;
+use shared::queue::MemoryBroker;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio_util::sync::CancellationToken;
+
+#[tokio::test]
+async fn a_head_sent_a_byte_a_second_is_disconnected_at_the_header_limit() {
+    let mut config = Config::default();
+    config.http.header_read_timeout_secs = NonZeroU64::new(2).unwrap();
+    let db = sea_orm::Database::connect("sqlite::memory:").await.unwrap();
+    let stop = CancellationToken::new();
+    let address =
+        shared::bootstrap::serve_ops(&config, db, Arc::new(MemoryBroker::new()), stop.clone())
+            .await
+            .unwrap();
+
+    let healthz = reqwest::get(format!("http://{address}/healthz"))
+        .await
+        .unwrap();
+    assert_eq!(healthz.status().as_u16(), 200, "a prompt client is served");
+
+    let started = Instant::now();
+    let stream = tokio::net::TcpStream::connect(address).await.unwrap();
+    let (mut read, mut write) = stream.into_split();
+    let writer = tokio::spawn(async move {
+        for byte in b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n" {
+            if write.write_all(&[*byte]).await.is_err() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    });
+    let mut answer = Vec::new();
+    // End of stream or a reset: either way the worker let go.
+    let outcome =
+        tokio::time::timeout(Duration::from_secs(10), read.read_to_end(&mut answer)).await;
+    let elapsed = started.elapsed();
+    writer.abort();
+    stop.cancel();
+    println!("ops port, one header byte a second: disconnected after {elapsed:?} (limit 2 s)");
+    assert!(outcome.is_ok(), "still connected after 10 s");
+    assert!(answer.is_empty(), "nothing is answered");
+    assert!(elapsed < Duration::from_millis(3500), "{elapsed:?}");
+}
