@@ -11,7 +11,8 @@ pub struct Model {
     pub event_id: String,
     pub business_id: String,
     pub mode: String,
-    /// The endpoint, as configured when the delivery was made.
+    /// The endpoint of its latest attempt (or, before any, the one it was made for). Every
+    /// attempt goes to the mode's webhook URL of its moment; each attempt records its own.
     pub url: String,
     /// `pending`, `succeeded` or `dead`.
     pub status: String,
