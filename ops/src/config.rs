@@ -111,6 +111,17 @@ pub struct WebhooksConfig {
     pub timeout_secs: u64,
     /// The longest `Retry-After` from a receiver that is honoured, in seconds.
     pub max_retry_after_secs: u64,
+    /// Deliveries one worker sends to one endpoint (webhook URL) at once; the others of that
+    /// endpoint are rescheduled a little later, without spending an attempt, so a slow endpoint
+    /// holds this many of the `concurrency` slots at most.
+    pub max_in_flight_per_endpoint: u16,
+    /// Consecutive failed attempts at one endpoint that open its circuit: its deliveries then
+    /// wait (spending no attempts) until a single probe succeeds.
+    pub circuit_failure_threshold: u32,
+    /// How long an open circuit waits before its first probe, in seconds; doubled after each
+    /// failed probe up to `circuit_max_cooldown_secs`.
+    pub circuit_cooldown_secs: u64,
+    pub circuit_max_cooldown_secs: u64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -264,6 +275,10 @@ impl Default for WebhooksConfig {
             concurrency: 64,
             timeout_secs: 10,
             max_retry_after_secs: 36000,
+            max_in_flight_per_endpoint: 4,
+            circuit_failure_threshold: 5,
+            circuit_cooldown_secs: 30,
+            circuit_max_cooldown_secs: 600,
         }
     }
 }

@@ -1,6 +1,8 @@
-//! One attempt of one delivery: re-read the delivery, sign the event's envelope with the mode's
-//! webhook secret (and the previous one during a rotation), POST it, record what happened, and
-//! tell the consumer when to run again (or that the delivery is dead).
+//! One attempt of one delivery: re-read the delivery, take the mode's current webhook URL (an
+//! endpoint that moved gets the retries too), wait for a slot at that endpoint (or come back
+//! later without spending an attempt), sign the event's envelope with the mode's webhook secret
+//! (and the previous one during a rotation), POST it, record what happened and where it went,
+//! and tell the consumer when to run again (or that the delivery is dead).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
@@ -20,6 +22,8 @@ use shared::db::outbox::{Job, JobOutcome, JobRow};
 use shared::signing::{self, SigningKey};
 use shared::worker::JobHandler;
 
+use crate::endpoints::{Admission, Endpoints, Limits, Outcome};
+
 /// The first this many bytes of a response are kept.
 pub const EXCERPT_BYTES: usize = 1024;
 /// How long to wait before trying again when the attempt could not even be prepared (the
@@ -31,6 +35,8 @@ pub struct Deliverer {
     db: DatabaseConnection,
     cipher: Arc<Cipher>,
     config: WebhooksConfig,
+    /// In-flight bounds and circuit breakers, per endpoint.
+    endpoints: Arc<Endpoints>,
     /// Test mode: any target, localhost included.
     test_client: reqwest::Client,
     /// Live mode: resolves only to public addresses, and connects only to those it checked.
@@ -42,6 +48,8 @@ pub struct Deliverer {
 struct Sent {
     record: AttemptRecord,
     retry_after: Option<Duration>,
+    /// False when no request was made (the target was refused before sending).
+    requested: bool,
 }
 
 impl Deliverer {
@@ -52,6 +60,7 @@ impl Deliverer {
             cipher,
             test_client: client(timeout, false),
             live_client: client(timeout, true),
+            endpoints: Endpoints::new(Limits::from_config(&config)),
             config,
         }
     }
@@ -80,6 +89,26 @@ impl Deliverer {
                 error: "not due yet: the previous attempt's schedule stands".into(),
             });
         }
+        let mode = delivery.mode;
+        let settings = match self.settings(&delivery.business_id, mode).await {
+            Ok(settings) => settings,
+            Err(error) => {
+                tracing::error!(
+                    delivery_id,
+                    error,
+                    "cannot read the webhook settings; the delivery waits"
+                );
+                return Ok(JobOutcome::Retry {
+                    after: NOT_ATTEMPTED_RETRY,
+                    error,
+                });
+            }
+        };
+        // Every attempt goes where the business says now, never to an endpoint it has left.
+        let Some(url) = settings.webhook_url.clone().filter(|u| !u.is_empty()) else {
+            let sent = refused(None, "no webhook URL is set for this mode".into());
+            return self.settle(row, &delivery, sent).await;
+        };
         let Some(event) = event::Entity::find_by_id(delivery.event_id.clone())
             .one(&self.db)
             .await
@@ -89,8 +118,7 @@ impl Deliverer {
                 error: format!("event {} is missing", delivery.event_id),
             });
         };
-        let mode = delivery.mode;
-        let keys = match self.signing_keys(&delivery.business_id, mode).await {
+        let keys = match self.signing_keys(&settings, mode) {
             Ok(keys) => keys,
             Err(error) => {
                 tracing::error!(delivery_id, error, "cannot sign; the delivery waits");
@@ -100,33 +128,99 @@ impl Deliverer {
                 });
             }
         };
+        let permit = match self
+            .endpoints
+            .admit(&url, &delivery.business_id, Instant::now())
+            .await
+        {
+            Admission::Go(permit) => permit,
+            Admission::Wait { after, reason } => {
+                // Handed back: no consumer slot is held while it waits, and no attempt is spent.
+                metrics::counter!("webhook_deliveries_deferred_total", "reason" => reason.label())
+                    .increment(1);
+                tracing::debug!(
+                    delivery_id,
+                    reason = reason.label(),
+                    after_ms = after.as_millis() as u64,
+                    "delivery deferred"
+                );
+                return Ok(JobOutcome::Retry {
+                    after,
+                    error: format!("deferred: {}", reason.label()),
+                });
+            }
+        };
         let body = events::envelope(&event);
-        let sent = self.send(&delivery.url, mode, &event.id, body, &keys).await;
+        let started = Instant::now();
+        let sent = self.send(&url, mode, &event.id, body, &keys).await;
+        let outcome = match (sent.requested, is_success(&sent.record)) {
+            (false, _) => Outcome::NotSent,
+            (true, true) => Outcome::Succeeded,
+            (true, false) => Outcome::Failed,
+        };
+        permit.finish(outcome, started.elapsed(), Instant::now());
         self.settle(row, &delivery, sent).await
     }
 
-    /// The mode's current key, and the previous one while its rotation overlap lasts.
-    async fn signing_keys(&self, business_id: &str, mode: Mode) -> Result<Vec<SigningKey>, String> {
-        let settings = business_mode::Entity::find_by_id((business_id.to_owned(), mode))
+    /// The business's settings in the mode: its webhook URL and secrets.
+    async fn settings(
+        &self,
+        business_id: &str,
+        mode: Mode,
+    ) -> Result<business_mode::Model, String> {
+        business_mode::Entity::find_by_id((business_id.to_owned(), mode))
             .one(&self.db)
             .await
             .map_err(|e| e.to_string())?
-            .ok_or_else(|| format!("business {business_id} has no {mode} settings"))?;
+            .ok_or_else(|| format!("business {business_id} has no {mode} settings"))
+    }
+
+    /// The mode's current key, and the previous one while its rotation overlap lasts: those of
+    /// them that decrypt. One that does not is logged (never its content) and left out, so a
+    /// damaged or foreign previous secret does not stop deliveries the current one can sign.
+    fn signing_keys(
+        &self,
+        settings: &business_mode::Model,
+        mode: Mode,
+    ) -> Result<Vec<SigningKey>, String> {
+        let business_id = settings.business_id.as_str();
         let context = webhook_secret_context(business_id, mode);
         let key = |sealed: &str| -> Result<SigningKey, String> {
             let secret = self
                 .cipher
                 .decrypt(sealed, &context)
-                .map_err(|e| format!("the webhook secret does not decrypt: {e}"))?;
-            SigningKey::from_secret(&secret).map_err(|e| e.to_string())
+                .map_err(|e| format!("does not decrypt: {e}"))?;
+            SigningKey::from_secret(&secret).map_err(|e| format!("is not a webhook secret: {e}"))
         };
-        let mut keys = vec![key(&settings.webhook_secret_enc)?];
+        let mut sealed = vec![("current", settings.webhook_secret_enc.as_str())];
         if let (Some(previous), Some(expires)) = (
             &settings.previous_webhook_secret_enc,
             settings.previous_secret_expires_at,
         ) && expires > domain::time::now()
         {
-            keys.push(key(previous)?);
+            sealed.push(("previous", previous));
+        }
+        let mut keys = Vec::with_capacity(sealed.len());
+        for (which, sealed) in sealed {
+            match key(sealed) {
+                Ok(k) => keys.push(k),
+                Err(error) => {
+                    metrics::counter!("webhook_secret_unusable_total", "secret_kind" => which)
+                        .increment(1);
+                    tracing::error!(
+                        business_id,
+                        %mode,
+                        secret_kind = which,
+                        error,
+                        "a webhook secret is unusable; signing with the others"
+                    );
+                }
+            }
+        }
+        if keys.is_empty() {
+            return Err(format!(
+                "no webhook secret of business {business_id} in {mode} mode is usable"
+            ));
         }
         Ok(keys)
     }
@@ -142,25 +236,17 @@ impl Deliverer {
     ) -> Sent {
         let attempted_at = domain::time::now();
         let started = Instant::now();
-        let refused = |error: String| Sent {
-            record: AttemptRecord {
-                attempted_at,
-                status_code: 0,
-                duration_ms: 0,
-                response_excerpt: None,
-                error: Some(error),
-            },
-            retry_after: None,
-        };
         let target = match url::Url::parse(url) {
             Ok(target) => target,
-            Err(e) => return refused(format!("the webhook URL is not valid: {e}")),
+            Err(e) => {
+                return refused(Some(url), format!("the webhook URL is not valid: {e}"));
+            }
         };
         let client = match mode {
             Mode::Live => {
                 // Addresses in the URL itself are judged here; names, by the client's resolver.
                 if let Err(e) = shared::ssrf::check_url_static(&target) {
-                    return refused(format!("refused: {e}"));
+                    return refused(Some(url), format!("refused: {e}"));
                 }
                 &self.live_client
             }
@@ -188,23 +274,27 @@ impl Deliverer {
                 Sent {
                     record: AttemptRecord {
                         attempted_at,
+                        url: Some(url.to_owned()),
                         status_code: i32::from(status.as_u16()),
                         duration_ms: elapsed_ms(started),
                         response_excerpt: excerpt,
                         error: (!status.is_success()).then(|| format!("HTTP {status}")),
                     },
                     retry_after,
+                    requested: true,
                 }
             }
             Err(e) => Sent {
                 record: AttemptRecord {
                     attempted_at,
+                    url: Some(url.to_owned()),
                     status_code: 0,
                     duration_ms: elapsed_ms(started),
                     response_excerpt: None,
                     error: Some(describe(&e)),
                 },
                 retry_after: None,
+                requested: true,
             },
         }
     }
@@ -219,7 +309,7 @@ impl Deliverer {
         let now = domain::time::now();
         let made = delivery.attempts + 1;
         let record = &sent.record;
-        let succeeded = (200..300).contains(&record.status_code);
+        let succeeded = is_success(record);
         // The schedule bounds how many tries there are and when the next is at the earliest; a
         // `Retry-After` can only push it later (up to the configured maximum), so a receiver
         // answering `Retry-After: 0` cannot use up the schedule in a second.
@@ -246,6 +336,7 @@ impl Deliverer {
             delivery_id = %delivery.id,
             event_id = %delivery.event_id,
             attempt = made,
+            endpoint = record.url.as_deref().map(crate::endpoints::endpoint_id).unwrap_or_default(),
             status_code = record.status_code,
             duration_ms = record.duration_ms,
             next = ?next,
@@ -329,6 +420,26 @@ fn observe(record: &AttemptRecord, next: &Next) {
     }
 }
 
+/// An attempt refused before any request was made.
+fn refused(url: Option<&str>, error: String) -> Sent {
+    Sent {
+        record: AttemptRecord {
+            attempted_at: domain::time::now(),
+            url: url.map(str::to_owned),
+            status_code: 0,
+            duration_ms: 0,
+            response_excerpt: None,
+            error: Some(error),
+        },
+        retry_after: None,
+        requested: false,
+    }
+}
+
+fn is_success(record: &AttemptRecord) -> bool {
+    (200..300).contains(&record.status_code)
+}
+
 fn client(timeout: Duration, live: bool) -> reqwest::Client {
     let mut builder = reqwest::Client::builder()
         .user_agent(USER_AGENT)
@@ -408,6 +519,7 @@ mod tests {
             for (status_code, duration_ms, next) in attempts {
                 let record = AttemptRecord {
                     attempted_at: domain::time::now(),
+                    url: None,
                     status_code: *status_code,
                     duration_ms: *duration_ms,
                     response_excerpt: None,

@@ -4,10 +4,14 @@
 //! exhausts the schedule is dead: marked so in the database and copied to the `webhooks.dead`
 //! queue. Operators list dead deliveries and replay them (see [`operator`]).
 //!
-//! Each delivery is its own job, so a slow endpoint holds one of the consumer's
-//! `webhooks.concurrency` slots (the prefetch) and nothing else.
+//! Each delivery is its own job, and each attempt goes to the mode's webhook URL of its moment.
+//! One endpoint holds at most `webhooks.max_in_flight_per_endpoint` of the consumer's
+//! `webhooks.concurrency` slots (the prefetch): its other deliveries are handed back to the outbox
+//! for a little later, without spending attempts, and an endpoint that keeps failing is backed
+//! off as a whole by a circuit breaker ([`endpoints`]).
 
 pub mod deliver;
+pub mod endpoints;
 pub mod operator;
 pub mod schedule;
 

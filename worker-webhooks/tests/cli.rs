@@ -38,6 +38,7 @@ async fn dead_delivery(setup: &Setup, business_id: &str, n: usize) -> (String, S
         .remove(0);
     let attempt = AttemptRecord {
         attempted_at: domain::time::now(),
+        url: Some(delivery.url.clone()),
         status_code: 503,
         duration_ms: 12,
         response_excerpt: Some("down".into()),

@@ -53,7 +53,8 @@ pub struct EventView {
     pub deliveries: Option<Vec<DeliveryView>>,
 }
 
-/// One delivery of an event to a webhook URL: the URL it was scheduled for, and every attempt.
+/// One delivery of an event: the webhook URL of its latest attempt (or, before any, the one it
+/// was made for), and every attempt with the URL it went to.
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 #[schema(as = Delivery)]
@@ -79,6 +80,10 @@ pub struct DeliveryView {
 pub struct AttemptView {
     #[schema(format = DateTime)]
     pub at: String,
+    /// Where it went: the mode's webhook URL at the time of the attempt (an endpoint that moved
+    /// gets the attempts after the move). Null when the mode had no webhook URL (nothing was
+    /// sent), or for attempts recorded before URLs were kept.
+    pub url: Option<String>,
     /// The receiver's HTTP status; 0 when no response came (network error, timeout, refused
     /// target).
     #[schema(minimum = 0, maximum = 599)]
@@ -127,6 +132,7 @@ impl DeliveryView {
                 .iter()
                 .map(|a| AttemptView {
                     at: rfc3339(&a.attempted_at),
+                    url: a.url.clone(),
                     status_code: a.status_code,
                     duration_ms: a.duration_ms,
                     response_body: a.response_excerpt.clone(),

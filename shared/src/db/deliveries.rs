@@ -201,6 +201,8 @@ pub async fn resend(
 #[derive(Debug, Clone)]
 pub struct AttemptRecord {
     pub attempted_at: DateTime<Utc>,
+    /// Where it went (the mode's webhook URL at the time); None when the mode had none.
+    pub url: Option<String>,
     /// The HTTP status, 0 when no response came.
     pub status_code: i32,
     pub duration_ms: i64,
@@ -219,7 +221,8 @@ pub enum Next {
 /// Records an attempt and moves the delivery on, if the attempt belongs to its current schedule
 /// (`job_id`, status and attempt count as they were read). Returns false when the delivery had
 /// moved on meanwhile (a replay, a resend, or a duplicate run of the same job): the attempt is
-/// still recorded, the delivery is left alone.
+/// still recorded, the delivery is left alone. A delivery moved on takes its attempt's URL, unless
+/// another delivery of the event already has it (one delivery per event and URL).
 pub async fn record_attempt(
     db: &DatabaseConnection,
     delivery: &Delivery,
@@ -234,6 +237,7 @@ pub async fn record_attempt(
         id: Set(new_id("wha")),
         delivery_id: Set(delivery.id.clone()),
         attempted_at: Set(attempt.attempted_at),
+        url: Set(attempt.url.clone()),
         status_code: Set(attempt.status_code),
         duration_ms: Set(attempt.duration_ms),
         response_excerpt: Set(attempt.response_excerpt.clone()),
@@ -267,6 +271,23 @@ pub async fn record_attempt(
             .col_expr(Col::CompletedAt, Some(now).into()),
     };
     let moved = update.exec(&txn).await?.rows_affected == 1;
+    if moved
+        && let Some(url) = attempt.url.as_deref()
+        && url != delivery.url
+    {
+        // In a savepoint: a collision with the event's other delivery leaves the URL as it was.
+        let savepoint = txn.begin().await?;
+        let relabelled = delivery::Entity::update_many()
+            .col_expr(Col::Url, url.into())
+            .filter(Col::Id.eq(delivery.id.as_str()))
+            .exec(&savepoint)
+            .await;
+        match relabelled {
+            Ok(_) => savepoint.commit().await?,
+            Err(e) if super::is_unique_violation(&e) => savepoint.rollback().await?,
+            Err(e) => return Err(e),
+        }
+    }
     txn.commit().await?;
     Ok(moved)
 }

@@ -12,7 +12,8 @@ pub struct Model {
     pub event_id: String,
     pub business_id: String,
     pub mode: Mode,
-    /// The endpoint, as configured when the delivery was made.
+    /// The endpoint of its latest attempt (or, before any, the one it was made for). Every
+    /// attempt goes to the mode's webhook URL of its moment; each attempt records its own.
     pub url: String,
     pub status: DeliveryStatus,
     /// Attempts made in the current schedule (a replay or resend starts again at 0).

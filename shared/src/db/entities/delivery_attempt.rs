@@ -9,6 +9,9 @@ pub struct Model {
     pub id: String,
     pub delivery_id: String,
     pub attempted_at: DateTimeUtc,
+    /// Where it went: the mode's webhook URL at the time. None when the mode had none (nothing
+    /// was sent), or for attempts recorded before URLs were kept.
+    pub url: Option<String>,
     /// The HTTP status, or 0 when no response came (network error, timeout, refused target).
     pub status_code: i32,
     pub duration_ms: i64,

@@ -1,0 +1,687 @@
+//! Fairness between endpoints, per worker process: each webhook URL may have at most
+//! `max_in_flight_per_endpoint` attempts in flight, and an endpoint that keeps failing is backed
+//! off as a whole by a circuit breaker. A delivery that may not go now is handed back to the
+//! outbox with a time to come back (see [`Admission::Wait`]), so it holds no consumer slot while
+//! it waits and spends none of its attempts.
+//!
+//! An endpoint that answers quickly frees its slots within moments: a delivery waits for one
+//! in-process, briefly ([`SHORT_WAIT`]), which costs less than a trip through the outbox. A slow
+//! endpoint's deliveries are handed back at once, and spread over the times its slots are
+//! expected to free up (its average attempt time divided among its slots), so its backlog is
+//! looked at about once per expected slot instead of every second.
+//!
+//! Operators see the breakers in metrics without any per-endpoint label (URLs are unbounded and
+//! may carry tokens): `webhook_endpoint_circuit_open` (endpoints whose circuit is open or
+//! half-open in this process), `webhook_circuit_transitions_total{state}` and
+//! `webhook_deliveries_deferred_total{reason}`; each transition is logged with the business id
+//! and a hashed endpoint id.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use ops::config::WebhooksConfig;
+use rand::Rng;
+use sha2::{Digest, Sha256};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+/// The longest a delivery waits in-process for a slot of an endpoint whose attempts take at most
+/// this long; a slower endpoint's deliveries do not wait at all.
+pub const SHORT_WAIT: Duration = Duration::from_millis(250);
+
+/// What an endpoint's attempt time is assumed to be before one has finished.
+const PRIOR_ATTEMPT_TIME: Duration = Duration::from_secs(1);
+/// The least time between two deferred deliveries' reservations at one endpoint.
+const MIN_SPACING: Duration = Duration::from_millis(50);
+/// Deferrals never reach further ahead than this: past it, a delivery simply looks again then.
+const HORIZON: Duration = Duration::from_secs(60);
+/// An endpoint idle (nothing in flight, circuit closed) this long is forgotten.
+const FORGET_AFTER: Duration = Duration::from_secs(15 * 60);
+const PRUNE_EVERY: Duration = Duration::from_secs(60);
+
+/// The limits, from the configuration.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    pub max_in_flight: usize,
+    pub failure_threshold: u32,
+    pub cooldown: Duration,
+    pub max_cooldown: Duration,
+}
+
+impl Limits {
+    pub fn from_config(config: &WebhooksConfig) -> Self {
+        let cooldown = Duration::from_secs(config.circuit_cooldown_secs.max(1));
+        Self {
+            max_in_flight: usize::from(config.max_in_flight_per_endpoint.max(1)),
+            failure_threshold: config.circuit_failure_threshold.max(1),
+            cooldown,
+            max_cooldown: Duration::from_secs(config.circuit_max_cooldown_secs).max(cooldown),
+        }
+    }
+}
+
+/// Why a delivery was handed back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WaitReason {
+    /// The endpoint has its most attempts in flight.
+    EndpointBusy,
+    /// The endpoint's circuit is open (or half-open with its probe in flight).
+    CircuitOpen,
+}
+
+impl WaitReason {
+    pub fn label(self) -> &'static str {
+        match self {
+            WaitReason::EndpointBusy => "endpoint_busy",
+            WaitReason::CircuitOpen => "circuit_open",
+        }
+    }
+}
+
+pub enum Admission {
+    /// Send now; report how it went with [`Permit::finish`].
+    Go(Permit),
+    /// Come back after this long.
+    Wait { after: Duration, reason: WaitReason },
+}
+
+/// How an attempt ended, as the breaker counts it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// A 2xx.
+    Succeeded,
+    /// A request was made and did not get a 2xx (an error status, a timeout, no connection).
+    Failed,
+    /// No request was made (the target was refused before sending): says nothing of the endpoint.
+    NotSent,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Circuit {
+    Closed { failures: u32 },
+    Open { until: Instant, cooldown: Duration },
+    HalfOpen { cooldown: Duration, probing: bool },
+}
+
+#[derive(Debug)]
+struct Endpoint {
+    /// Hashed URL, for logs.
+    id: String,
+    /// One permit per attempt that may be in flight.
+    slots: Arc<Semaphore>,
+    /// Start times of the attempts in flight, by permit number.
+    in_flight: Vec<(u64, Instant)>,
+    /// Moving average of attempt times.
+    average: Option<Duration>,
+    /// The last time handed to a deferred delivery.
+    reserved_until: Option<Instant>,
+    circuit: Circuit,
+    last_seen: Instant,
+}
+
+impl Endpoint {
+    fn new(url: &str, slots: usize, now: Instant) -> Self {
+        Self {
+            id: endpoint_id(url),
+            slots: Arc::new(Semaphore::new(slots)),
+            in_flight: Vec::new(),
+            average: None,
+            reserved_until: None,
+            circuit: Circuit::Closed { failures: 0 },
+            last_seen: now,
+        }
+    }
+
+    /// Whether its attempts are quick enough for a delivery to wait for a slot in-process: its
+    /// average, or before one is known, how long its attempts in flight have run so far.
+    fn quick(&self, now: Instant) -> bool {
+        match self.average {
+            Some(average) => average <= SHORT_WAIT,
+            None => self
+                .in_flight
+                .iter()
+                .all(|(_, started)| now.duration_since(*started) <= SHORT_WAIT),
+        }
+    }
+
+    fn idle(&self, now: Instant) -> bool {
+        self.in_flight.is_empty()
+            && matches!(self.circuit, Circuit::Closed { .. })
+            && self.reserved_until.is_none_or(|t| t <= now)
+            && now.duration_since(self.last_seen) >= FORGET_AFTER
+    }
+}
+
+/// The per-endpoint state of one worker process.
+pub struct Endpoints {
+    limits: Limits,
+    inner: Mutex<Inner>,
+}
+
+struct Inner {
+    endpoints: HashMap<String, Endpoint>,
+    next_permit: u64,
+    pruned_at: Option<Instant>,
+}
+
+/// Leave to send one attempt to one endpoint. Dropping it without [`Permit::finish`] (a
+/// cancelled attempt) frees its slot and tells the breaker nothing.
+pub struct Permit {
+    endpoints: Arc<Endpoints>,
+    slot: Option<OwnedSemaphorePermit>,
+    url: String,
+    business_id: String,
+    number: u64,
+    probe: bool,
+    finished: bool,
+}
+
+impl Permit {
+    /// Frees the slot and tells the breaker how the attempt went (`took`: its duration).
+    pub fn finish(mut self, outcome: Outcome, took: Duration, now: Instant) {
+        self.finished = true;
+        self.endpoints.release(&self, Some((outcome, took)), now);
+        self.slot.take();
+    }
+}
+
+impl Drop for Permit {
+    fn drop(&mut self) {
+        if !self.finished {
+            self.endpoints.release(self, None, Instant::now());
+        }
+    }
+}
+
+impl Endpoints {
+    pub fn new(limits: Limits) -> Arc<Self> {
+        Arc::new(Self {
+            limits,
+            inner: Mutex::new(Inner {
+                endpoints: HashMap::new(),
+                next_permit: 0,
+                pruned_at: None,
+            }),
+        })
+    }
+
+    /// May an attempt to `url` (on behalf of `business_id`, for logs) go now? Waits at most
+    /// [`SHORT_WAIT`], and only for a quick endpoint.
+    pub async fn admit(self: &Arc<Self>, url: &str, business_id: &str, now: Instant) -> Admission {
+        let (slots, quick, probe) = {
+            let mut inner = self.inner.lock().expect("endpoint state lock");
+            inner.prune(now);
+            let endpoint = inner
+                .endpoints
+                .entry(url.to_owned())
+                .or_insert_with(|| Endpoint::new(url, self.limits.max_in_flight, now));
+            endpoint.last_seen = now;
+            if let Circuit::Open { until, cooldown } = endpoint.circuit {
+                if now < until {
+                    // Spread over the next cool-down, so they do not all come back at once.
+                    let after = (until - now) + spread(cooldown);
+                    return Admission::Wait {
+                        after,
+                        reason: WaitReason::CircuitOpen,
+                    };
+                }
+                endpoint.circuit = Circuit::HalfOpen {
+                    cooldown,
+                    probing: false,
+                };
+                transition(endpoint, "half_open", business_id);
+            }
+            let mut probe = false;
+            if let Circuit::HalfOpen { cooldown, probing } = &mut endpoint.circuit {
+                if *probing {
+                    let after = Duration::from_secs(1) + spread(*cooldown / 2);
+                    return Admission::Wait {
+                        after,
+                        reason: WaitReason::CircuitOpen,
+                    };
+                }
+                *probing = true;
+                probe = true;
+            }
+            (endpoint.slots.clone(), endpoint.quick(now), probe)
+        };
+        let slot = match slots.clone().try_acquire_owned() {
+            Ok(slot) => Some(slot),
+            Err(_) if quick && !probe => tokio::time::timeout(SHORT_WAIT, slots.acquire_owned())
+                .await
+                .ok()
+                .and_then(Result::ok),
+            Err(_) => None,
+        };
+        let mut inner = self.inner.lock().expect("endpoint state lock");
+        inner.next_permit += 1;
+        let number = inner.next_permit;
+        let Some(endpoint) = inner.endpoints.get_mut(url) else {
+            // Forgotten meanwhile (it was idle): come back at once.
+            return Admission::Wait {
+                after: Duration::ZERO,
+                reason: WaitReason::EndpointBusy,
+            };
+        };
+        let Some(slot) = slot else {
+            if probe && let Circuit::HalfOpen { probing, .. } = &mut endpoint.circuit {
+                // Earlier attempts still hold the slots: the probe goes once one is free.
+                *probing = false;
+            }
+            let after = reserve(endpoint, self.limits.max_in_flight, now);
+            return Admission::Wait {
+                after,
+                reason: WaitReason::EndpointBusy,
+            };
+        };
+        endpoint.in_flight.push((number, Instant::now().max(now)));
+        drop(inner);
+        Admission::Go(Permit {
+            endpoints: self.clone(),
+            slot: Some(slot),
+            url: url.to_owned(),
+            business_id: business_id.to_owned(),
+            number,
+            probe,
+            finished: false,
+        })
+    }
+
+    fn release(&self, permit: &Permit, result: Option<(Outcome, Duration)>, now: Instant) {
+        let limits = &self.limits;
+        let mut inner = self.inner.lock().expect("endpoint state lock");
+        let Some(endpoint) = inner.endpoints.get_mut(&permit.url) else {
+            return;
+        };
+        endpoint.in_flight.retain(|(n, _)| *n != permit.number);
+        endpoint.last_seen = now;
+        let Some((outcome, took)) = result else {
+            if permit.probe
+                && let Circuit::HalfOpen { probing, .. } = &mut endpoint.circuit
+            {
+                *probing = false; // the next delivery probes instead
+            }
+            return;
+        };
+        if outcome != Outcome::NotSent {
+            endpoint.average = Some(match endpoint.average {
+                Some(average) => average.mul_f64(0.8) + took.mul_f64(0.2),
+                None => took,
+            });
+        }
+        let business_id = permit.business_id.as_str();
+        match (outcome, endpoint.circuit) {
+            (Outcome::NotSent, Circuit::HalfOpen { cooldown, .. }) if permit.probe => {
+                endpoint.circuit = Circuit::HalfOpen {
+                    cooldown,
+                    probing: false,
+                };
+            }
+            (Outcome::NotSent, _) => {}
+            (Outcome::Succeeded, Circuit::Closed { .. }) => {
+                endpoint.circuit = Circuit::Closed { failures: 0 };
+            }
+            (Outcome::Succeeded, _) => {
+                endpoint.circuit = Circuit::Closed { failures: 0 };
+                transition(endpoint, "closed", business_id);
+            }
+            (Outcome::Failed, Circuit::Closed { failures }) => {
+                let failures = failures + 1;
+                if failures >= limits.failure_threshold {
+                    endpoint.circuit = Circuit::Open {
+                        until: now + limits.cooldown,
+                        cooldown: limits.cooldown,
+                    };
+                    transition(endpoint, "open", business_id);
+                } else {
+                    endpoint.circuit = Circuit::Closed { failures };
+                }
+            }
+            (Outcome::Failed, Circuit::HalfOpen { cooldown, .. }) if permit.probe => {
+                let cooldown = (cooldown * 2).min(limits.max_cooldown);
+                endpoint.circuit = Circuit::Open {
+                    until: now + cooldown,
+                    cooldown,
+                };
+                transition(endpoint, "open", business_id);
+            }
+            // An attempt that started before the circuit opened: it confirms what is known.
+            (Outcome::Failed, _) => {}
+        }
+        let open = inner
+            .endpoints
+            .values()
+            .filter(|e| !matches!(e.circuit, Circuit::Closed { .. }))
+            .count();
+        metrics::gauge!("webhook_endpoint_circuit_open").set(open as f64);
+    }
+
+    /// Endpoints this process knows of (for tests).
+    pub fn known(&self) -> usize {
+        self.inner
+            .lock()
+            .expect("endpoint state lock")
+            .endpoints
+            .len()
+    }
+}
+
+impl Inner {
+    fn prune(&mut self, now: Instant) {
+        if self
+            .pruned_at
+            .is_some_and(|at| now.duration_since(at) < PRUNE_EVERY)
+        {
+            return;
+        }
+        self.pruned_at = Some(now);
+        self.endpoints.retain(|_, e| !e.idle(now));
+    }
+}
+
+/// A time to come back for a delivery of a busy endpoint: the next of the times its slots are
+/// expected to free up that no other deferred delivery holds yet.
+fn reserve(endpoint: &mut Endpoint, slots: usize, now: Instant) -> Duration {
+    let attempt = endpoint
+        .average
+        .unwrap_or(PRIOR_ATTEMPT_TIME)
+        .max(MIN_SPACING);
+    let spacing = (attempt / u32::try_from(slots).unwrap_or(u32::MAX)).max(MIN_SPACING);
+    // The line starts when the oldest attempt in flight is expected to end.
+    let first_free = endpoint
+        .in_flight
+        .iter()
+        .map(|(_, started)| *started + attempt)
+        .min()
+        .unwrap_or(now)
+        .max(now);
+    let last = endpoint
+        .reserved_until
+        .filter(|t| *t >= first_free)
+        .map_or(first_free, |t| t + spacing);
+    if last - now > HORIZON {
+        // Too far ahead to promise: look again then.
+        return HORIZON + spread(HORIZON / 4);
+    }
+    endpoint.reserved_until = Some(last);
+    // A little past the expected end, so the slot is free by then.
+    (last - now) + MIN_SPACING
+}
+
+/// Uniformly between zero and `up_to`.
+fn spread(up_to: Duration) -> Duration {
+    if up_to.is_zero() {
+        return up_to;
+    }
+    up_to.mul_f64(rand::rng().random_range(0.0..=1.0))
+}
+
+fn transition(endpoint: &Endpoint, state: &'static str, business_id: &str) {
+    metrics::counter!("webhook_circuit_transitions_total", "state" => state).increment(1);
+    match endpoint.circuit {
+        Circuit::Open { cooldown, .. } => tracing::warn!(
+            endpoint = %endpoint.id,
+            business_id,
+            cooldown_secs = cooldown.as_secs(),
+            "webhook endpoint keeps failing: circuit open, its deliveries wait"
+        ),
+        _ => {
+            tracing::info!(endpoint = %endpoint.id, business_id, state, "webhook endpoint circuit")
+        }
+    }
+}
+
+/// A short stable name for an endpoint that reveals nothing of its URL (which may carry a token).
+pub fn endpoint_id(url: &str) -> String {
+    hex::encode(&Sha256::digest(url.as_bytes())[..6])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limits() -> Limits {
+        Limits {
+            max_in_flight: 2,
+            failure_threshold: 3,
+            cooldown: Duration::from_secs(10),
+            max_cooldown: Duration::from_secs(30),
+        }
+    }
+
+    fn go(admission: Admission) -> Permit {
+        match admission {
+            Admission::Go(permit) => permit,
+            Admission::Wait { after, reason } => panic!("told to wait {after:?}: {reason:?}"),
+        }
+    }
+
+    fn wait(admission: Admission) -> (Duration, WaitReason) {
+        match admission {
+            Admission::Go(_) => panic!("let through"),
+            Admission::Wait { after, reason } => (after, reason),
+        }
+    }
+
+    const A: &str = "https://a.example/hook";
+    const B: &str = "https://b.example/hook";
+    const SLOW: Duration = Duration::from_secs(8);
+
+    #[tokio::test]
+    async fn each_endpoint_has_its_own_bound_and_a_freed_slot_is_taken_again() {
+        let endpoints = Endpoints::new(limits());
+        let t = Instant::now();
+        // Known to be slow: nobody waits for it in-process.
+        go(endpoints.admit(A, "biz_a", t).await).finish(Outcome::Succeeded, SLOW, t);
+        let first = go(endpoints.admit(A, "biz_a", t).await);
+        let _second = go(endpoints.admit(A, "biz_a", t).await);
+        let asked = Instant::now();
+        let (_, reason) = wait(endpoints.admit(A, "biz_a", t).await);
+        assert_eq!(reason, WaitReason::EndpointBusy);
+        assert!(
+            asked.elapsed() < Duration::from_millis(100),
+            "handed back at once"
+        );
+        // Another endpoint is not affected.
+        let _b = go(endpoints.admit(B, "biz_b", t).await);
+        first.finish(Outcome::Succeeded, SLOW, t);
+        let _third = go(endpoints.admit(A, "biz_a", t).await);
+    }
+
+    #[tokio::test]
+    async fn a_quick_endpoint_is_waited_for_briefly_in_process() {
+        let endpoints = Endpoints::new(limits());
+        let t = Instant::now();
+        let first = go(endpoints.admit(A, "biz_a", t).await);
+        let _second = go(endpoints.admit(A, "biz_a", t).await);
+        let freed = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            first.finish(
+                Outcome::Succeeded,
+                Duration::from_millis(50),
+                Instant::now(),
+            );
+        });
+        let asked = Instant::now();
+        let _third = go(endpoints.admit(A, "biz_a", Instant::now()).await);
+        assert!(asked.elapsed() >= Duration::from_millis(40));
+        freed.await.unwrap();
+        // No slot within the short wait: handed back.
+        let asked = Instant::now();
+        let (_, reason) = wait(endpoints.admit(A, "biz_a", Instant::now()).await);
+        assert_eq!(reason, WaitReason::EndpointBusy);
+        let waited = asked.elapsed();
+        assert!(
+            waited >= SHORT_WAIT && waited < SHORT_WAIT * 4,
+            "{waited:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_cancelled_attempt_frees_its_slot() {
+        let endpoints = Endpoints::new(limits());
+        let t = Instant::now();
+        go(endpoints.admit(A, "biz_a", t).await).finish(Outcome::Succeeded, SLOW, t);
+        let first = go(endpoints.admit(A, "biz_a", t).await);
+        let _second = go(endpoints.admit(A, "biz_a", t).await);
+        drop(first);
+        let _third = go(endpoints.admit(A, "biz_a", t).await);
+    }
+
+    #[tokio::test]
+    async fn deferrals_of_a_busy_endpoint_are_spread_over_its_expected_free_slots() {
+        let endpoints = Endpoints::new(limits());
+        let t = Instant::now();
+        // Learn that an attempt takes 8 s.
+        go(endpoints.admit(A, "biz_a", t).await).finish(Outcome::Succeeded, SLOW, t);
+        let _p1 = go(endpoints.admit(A, "biz_a", t).await);
+        let _p2 = go(endpoints.admit(A, "biz_a", t).await);
+        let mut afters = Vec::new();
+        for _ in 0..6 {
+            afters.push(wait(endpoints.admit(A, "biz_a", t).await).0.as_secs_f64());
+        }
+        // First free at 8 s, then every 8 s / 2 slots = 4 s.
+        for (after, expected) in afters.iter().zip([8.0, 12.0, 16.0, 20.0, 24.0, 28.0]) {
+            assert!(
+                (expected - 0.1..expected + 0.2).contains(after),
+                "{afters:?}"
+            );
+        }
+        // Past the horizon: look again in about a minute, without reserving.
+        let mut far = Vec::new();
+        for _ in 0..20 {
+            far.push(wait(endpoints.admit(A, "biz_a", t).await).0.as_secs_f64());
+        }
+        assert!(far.iter().any(|a| *a >= 60.0), "{far:?}");
+        assert!(far.iter().all(|a| *a <= 75.5), "{far:?}");
+    }
+
+    #[tokio::test]
+    async fn the_circuit_opens_after_consecutive_failures_probes_once_and_closes_on_success() {
+        let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+        let handle = recorder.handle();
+        // This test's own recorder (the process-wide one is shared by every test); the test
+        // runtime runs on this one thread.
+        let guard = metrics::set_default_local_recorder(&recorder);
+        let endpoints = Endpoints::new(limits());
+        let t = Instant::now();
+        let attempt = async |at: Instant, outcome: Outcome| {
+            go(endpoints.admit(A, "biz_a", at).await).finish(outcome, Duration::ZERO, at)
+        };
+        attempt(t, Outcome::Failed).await;
+        // A success resets the count: failures must be consecutive.
+        attempt(t, Outcome::Succeeded).await;
+        attempt(t, Outcome::Failed).await;
+        attempt(t, Outcome::Failed).await;
+        // Refused before sending: says nothing of the endpoint.
+        attempt(t, Outcome::NotSent).await;
+        attempt(t, Outcome::Failed).await;
+        // Open: everything waits out the cool-down (10 s), spread over the next one.
+        let (after, reason) = wait(
+            endpoints
+                .admit(A, "biz_a", t + Duration::from_secs(4))
+                .await,
+        );
+        assert_eq!(reason, WaitReason::CircuitOpen);
+        assert!(
+            (6.0..=16.0).contains(&after.as_secs_f64()),
+            "{after:?} after 4 s of 10"
+        );
+        // Another endpoint is not affected.
+        drop(go(endpoints.admit(B, "biz_b", t).await));
+        assert!(handle.render().contains("webhook_endpoint_circuit_open 1"));
+
+        // Half-open: one probe, the others wait for it.
+        let t = t + Duration::from_secs(10);
+        let probe = go(endpoints.admit(A, "biz_a", t).await);
+        assert_eq!(
+            wait(endpoints.admit(A, "biz_a", t).await).1,
+            WaitReason::CircuitOpen
+        );
+        // It fails: open again, for twice as long.
+        probe.finish(Outcome::Failed, Duration::ZERO, t);
+        let (after, _) = wait(
+            endpoints
+                .admit(A, "biz_a", t + Duration::from_secs(19))
+                .await,
+        );
+        assert!(after >= Duration::from_secs(1), "{after:?}");
+        let t = t + Duration::from_secs(20);
+        // A cancelled probe lets the next delivery probe.
+        drop(go(endpoints.admit(A, "biz_a", t).await));
+        let probe = go(endpoints.admit(A, "biz_a", t).await);
+        probe.finish(Outcome::Succeeded, SLOW, t);
+        // Closed: back to the in-flight bound only.
+        let _p1 = go(endpoints.admit(A, "biz_a", t).await);
+        let _p2 = go(endpoints.admit(A, "biz_a", t).await);
+        assert_eq!(
+            wait(endpoints.admit(A, "biz_a", t).await).1,
+            WaitReason::EndpointBusy
+        );
+        drop((_p1, _p2));
+        drop(guard);
+        let text = handle.render();
+        for line in [
+            r#"webhook_circuit_transitions_total{state="open"} 2"#,
+            r#"webhook_circuit_transitions_total{state="half_open"} 2"#,
+            r#"webhook_circuit_transitions_total{state="closed"} 1"#,
+            "webhook_endpoint_circuit_open 0",
+        ] {
+            assert!(
+                text.lines().any(|l| l == line),
+                "{line} missing from:\n{text}"
+            );
+        }
+        assert!(!text.contains("example"), "no URL in any label:\n{text}");
+    }
+
+    #[tokio::test]
+    async fn the_cool_down_doubles_up_to_its_maximum() {
+        let endpoints = Endpoints::new(limits());
+        let mut t = Instant::now();
+        for _ in 0..3 {
+            go(endpoints.admit(A, "biz_a", t).await).finish(Outcome::Failed, Duration::ZERO, t);
+        }
+        let mut cooldowns = Vec::new();
+        for _ in 0..4 {
+            // Step through the cool-down second by second until the probe goes.
+            let mut waited = 0;
+            let probe = loop {
+                match endpoints.admit(A, "biz_a", t).await {
+                    Admission::Go(p) => break p,
+                    Admission::Wait { .. } => {
+                        t += Duration::from_secs(1);
+                        waited += 1;
+                    }
+                }
+            };
+            cooldowns.push(waited);
+            probe.finish(Outcome::Failed, Duration::ZERO, t);
+        }
+        assert_eq!(cooldowns, [10, 20, 30, 30]);
+    }
+
+    #[tokio::test]
+    async fn idle_endpoints_are_forgotten() {
+        let endpoints = Endpoints::new(limits());
+        let t = Instant::now();
+        go(endpoints.admit(A, "biz_a", t).await).finish(Outcome::Succeeded, Duration::ZERO, t);
+        go(endpoints.admit(B, "biz_b", t).await).finish(Outcome::Succeeded, Duration::ZERO, t);
+        assert_eq!(endpoints.known(), 2);
+        let later = t + FORGET_AFTER + PRUNE_EVERY;
+        go(endpoints.admit(B, "biz_b", later).await).finish(
+            Outcome::Succeeded,
+            Duration::ZERO,
+            later,
+        );
+        assert_eq!(endpoints.known(), 1);
+    }
+
+    #[test]
+    fn endpoint_ids_are_short_stable_and_do_not_show_the_url() {
+        let id = endpoint_id("https://a.example/hook?token=s3cret");
+        assert_eq!(id.len(), 12);
+        assert_eq!(id, endpoint_id("https://a.example/hook?token=s3cret"));
+        assert_ne!(id, endpoint_id(A));
+    }
+}
