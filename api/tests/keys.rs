@@ -1,15 +1,12 @@
 //! Secret keys as callers and operators see them: rolling with and without a grace, revoking,
 //! the last-used minute, the auth cache and the limit on failed authentications per address.
 
-mod common;
-
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use common::{Backend, TestApp, TestDb, spawn_app};
 use domain::Mode;
 use domain::keys::{KeyGrace, generate_secret_key, hash_secret_key};
 use ops::config::Config;
@@ -20,8 +17,9 @@ use serde_json::Value;
 use shared::crypto::Cipher;
 use shared::db::entities::api_key;
 use shared::db::keys::{self, KeyAction, KeyChange, RolledKey};
+use test_support::{Backend, TestApp, TestDb, spawn_app};
 
-on_both_databases!(
+test_support::on_both_databases!(
     rolling_without_a_grace_stops_the_old_key_at_once,
     rolling_with_a_grace_keeps_the_old_key_until_the_grace_ends,
     a_third_roll_leaves_at_most_two_working_keys,

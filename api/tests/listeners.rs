@@ -2,17 +2,15 @@
 //! time is cut off at the configured limit (`VAS_HTTP__HEADER_READ_TIMEOUT_SECS`,
 //! `VAS_HTTP__BODY_READ_TIMEOUT_SECS`), and handlers still see the caller's address.
 
-mod common;
-
 use std::net::SocketAddr;
 use std::num::NonZeroU64;
 use std::time::{Duration, Instant};
 
-use common::{Backend, spawn_app_with};
+use test_support::{Backend, spawn_app_with};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-on_both_databases!(
+test_support::on_both_databases!(
     a_head_sent_a_byte_a_second_is_disconnected_at_the_header_limit,
     a_body_sent_a_byte_a_second_is_answered_408_at_the_body_limit,
 );
@@ -69,7 +67,7 @@ async fn a_head_sent_a_byte_a_second_is_disconnected_at_the_header_limit(backend
 async fn a_body_sent_a_byte_a_second_is_answered_408_at_the_body_limit(backend: Backend) {
     let app = spawn_app_with(backend, |c| c.http.body_read_timeout_secs = two_seconds()).await;
     app.approve_kyb().await;
-    let body = serde_json::to_vec(&common::account_body(1, "wema-bank")).unwrap();
+    let body = serde_json::to_vec(&test_support::account_body(1, "wema-bank")).unwrap();
     let head = format!(
         "POST /v1/virtual-accounts HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {}\r\n\
          Idempotency-Key: slow-body\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",

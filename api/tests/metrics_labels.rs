@@ -1,16 +1,14 @@
 //! Requests cannot grow `/metrics`: a stream of made-up methods and paths (unauthenticated) adds
 //! no series. Alone in its test binary because the metrics recorder is one per process.
 
-mod common;
-
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use api::AppState;
-use common::{Backend, TestDb};
 use shared::crypto::Cipher;
 use shared::queue::MemoryBroker;
 use shared::relay::Relay;
+use test_support::{Backend, TestDb};
 use tokio_util::sync::CancellationToken;
 
 /// The series of an exposition: each sample line without its value (`name{labels}`).
@@ -44,7 +42,7 @@ async fn a_thousand_made_up_methods_and_paths_leave_metrics_the_same_size() {
     // The app alone (no relay, no workers): nothing else records metrics meanwhile.
     let test_db = TestDb::new(&Backend::Sqlite).await;
     let key = Cipher::generate_key();
-    let config = common::test_config(&test_db.url, &key);
+    let config = test_support::test_config(&test_db.url, &key);
     let db = shared::db::connect(&test_db.url, 1).await.unwrap();
     shared::bootstrap::migrate(&db).await.unwrap();
     let relay = Relay::new(db.clone(), Arc::new(MemoryBroker::new()));
