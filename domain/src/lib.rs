@@ -3,6 +3,7 @@
 
 pub mod account;
 pub mod bank;
+pub mod banks;
 pub mod business;
 pub mod ids;
 pub mod keys;

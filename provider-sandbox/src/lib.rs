@@ -1,6 +1,7 @@
 //! The provider sandbox: the four test-mode banks (wema-bank, access-bank, titan-trust-bank,
 //! test-bank) speaking the provider protocol of SPEC §5, each under `/{bank-slug}`, plus a control
-//! call that sends money to an account with or without notifying the service.
+//! call that sends money to an account with or without notifying the service. For payouts: name
+//! enquiry and transfers with deterministic outcomes (see `transfers`).
 //!
 //! Runs as its own binary (`provider-sandbox`) or in-process (`api dev`, tests) through [`spawn`].
 
@@ -9,6 +10,7 @@ mod notify;
 mod routes;
 mod state;
 mod store;
+mod transfers;
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -78,6 +80,22 @@ impl Sandbox {
         }
     }
 
+    /// Starts the timers of transfers whose outcome is not announced yet: after a restart, a
+    /// transfer that was processing still settles and notifies.
+    pub fn resume_transfers(&self) {
+        let pending = {
+            let books = self
+                .inner
+                .ledger
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            books.ledger.unannounced_transfers()
+        };
+        for (bank, reference) in pending {
+            routes::watch_transfer(self.clone(), bank, reference);
+        }
+    }
+
     fn http(&self) -> &reqwest::Client {
         &self.inner.http
     }
@@ -115,6 +133,7 @@ pub async fn spawn(
     listener: tokio::net::TcpListener,
 ) -> anyhow::Result<SocketAddr> {
     let sandbox = Sandbox::new(config)?;
+    sandbox.resume_transfers();
     let address = listener.local_addr()?;
     let app = router(sandbox);
     tokio::spawn(async move {

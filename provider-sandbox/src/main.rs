@@ -31,7 +31,9 @@ async fn run(config: Config) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("binding {bind}"))?;
     let addr = listener.local_addr()?;
-    let app = router(Sandbox::new(config.sandbox)?);
+    let sandbox = Sandbox::new(config.sandbox)?;
+    sandbox.resume_transfers();
+    let app = router(sandbox);
     info!(address = %addr, "provider sandbox listening");
 
     axum::serve(listener, app)
