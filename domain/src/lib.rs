@@ -8,6 +8,7 @@ pub mod business;
 pub mod ids;
 pub mod keys;
 pub mod nuban;
+pub mod payout;
 pub mod time;
 pub mod validation;
 
