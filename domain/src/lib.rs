@@ -6,12 +6,14 @@ mod text_enum;
 
 pub mod account;
 pub mod bank;
+pub mod banks;
 pub mod business;
 pub mod deposit;
 pub mod event;
 pub mod ids;
 pub mod keys;
 pub mod nuban;
+pub mod payout;
 pub mod provider;
 pub mod time;
 pub mod validation;

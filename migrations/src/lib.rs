@@ -12,6 +12,7 @@ mod m0005_number_per_mode;
 mod m0006_api_keys;
 mod m0008_webhook_attempt_url;
 mod m0009_deposit_hardening;
+mod m0010_payouts;
 
 pub struct Migrator;
 
@@ -27,6 +28,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0006_api_keys::Migration),
             Box::new(m0008_webhook_attempt_url::Migration),
             Box::new(m0009_deposit_hardening::Migration),
+            Box::new(m0010_payouts::Migration),
         ]
     }
 }

@@ -165,6 +165,8 @@ pub struct SandboxConfig {
     /// Bearer key the service presents to the sandbox.
     pub key: String,
     pub activation_delay_secs: u64,
+    /// How long a transfer (payout) stays `processing` before its outcome.
+    pub transfer_delay_secs: u64,
     pub latency_ms: u64,
     /// Share of calls (0.0–1.0) that fail with a 503, to exercise retries.
     pub failure_rate: f64,
@@ -302,6 +304,7 @@ impl Default for SandboxConfig {
             secret: "sandbox-notification-secret".into(),
             key: "sandbox-key".into(),
             activation_delay_secs: 3,
+            transfer_delay_secs: 2,
             latency_ms: 0,
             failure_rate: 0.0,
             state_file: None,

@@ -1,6 +1,7 @@
 //! The provider sandbox: the four test-mode banks (wema-bank, access-bank, titan-trust-bank,
 //! test-bank) speaking the provider protocol of SPEC §5, each under `/{bank-slug}`, plus a control
-//! call that sends money to an account with or without notifying the service.
+//! call that sends money to an account with or without notifying the service. For payouts: name
+//! enquiry and transfers with deterministic outcomes (see `transfers`).
 //!
 //! Runs as its own binary (`provider-sandbox`) or in-process (`api dev`, tests) through [`spawn`].
 
@@ -9,6 +10,7 @@ mod notify;
 mod routes;
 mod state;
 mod store;
+mod transfers;
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -79,6 +81,22 @@ impl Sandbox {
         }
     }
 
+    /// Starts the timers of transfers whose outcome is not announced yet: after a restart, a
+    /// transfer that was processing still settles and notifies.
+    pub fn resume_transfers(&self) {
+        let pending = {
+            let books = self
+                .inner
+                .ledger
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            books.ledger.unannounced_transfers()
+        };
+        for (bank, reference) in pending {
+            routes::watch_transfer(self.clone(), bank, reference);
+        }
+    }
+
     fn http(&self) -> &reqwest::Client {
         &self.inner.http
     }
@@ -118,8 +136,9 @@ pub async fn serve(
     timeouts: ops::http::Timeouts,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
-    let app = router(Sandbox::new(config)?);
-    ops::http::serve(listener, app, timeouts, shutdown).await;
+    let sandbox = Sandbox::new(config)?;
+    sandbox.resume_transfers();
+    ops::http::serve(listener, router(sandbox), timeouts, shutdown).await;
     Ok(())
 }
 
@@ -130,7 +149,9 @@ pub async fn spawn(
     listener: tokio::net::TcpListener,
     timeouts: ops::http::Timeouts,
 ) -> anyhow::Result<SocketAddr> {
-    let app = router(Sandbox::new(config)?);
+    let sandbox = Sandbox::new(config)?;
+    sandbox.resume_transfers();
+    let app = router(sandbox);
     let address = listener.local_addr()?;
     tokio::spawn(ops::http::serve(
         listener,

@@ -26,9 +26,9 @@ pub fn sign(secret: &str, body: &[u8]) -> String {
 }
 
 #[derive(Serialize)]
-struct Notification<'a> {
+struct Notification<'a, T> {
     event: &'static str,
-    data: &'a Transaction,
+    data: &'a T,
 }
 
 /// Builds the client notifications go out with.
@@ -38,8 +38,8 @@ pub fn client() -> anyhow::Result<reqwest::Client> {
         .build()?)
 }
 
-/// Sends the notification in the background, retrying until a 2xx or the tries run out. The
-/// deposit is already recorded, so a lost notification is exactly what a recheck must find.
+/// Sends a deposit notification in the background, retrying until a 2xx or the tries run out.
+/// The deposit is already recorded, so a lost notification is exactly what a recheck must find.
 pub fn spawn_delivery(
     client: reqwest::Client,
     notify_url: Option<&str>,
@@ -47,10 +47,32 @@ pub fn spawn_delivery(
     bank: Bank,
     transaction: &Transaction,
 ) {
+    spawn_event(
+        client,
+        notify_url,
+        secret,
+        bank,
+        "transfer.received",
+        &transaction.reference,
+        transaction,
+    );
+}
+
+/// Sends `{"event", "data"}` to the service in the background, signed, retrying like a bank.
+pub fn spawn_event<T: Serialize>(
+    client: reqwest::Client,
+    notify_url: Option<&str>,
+    secret: &str,
+    bank: Bank,
+    event: &'static str,
+    reference: &str,
+    data: &T,
+) {
     let Some(base) = notify_url else {
         tracing::warn!(
-            provider_reference = %transaction.reference,
-            "no notify_url configured; deposit notification skipped"
+            provider_reference = %reference,
+            event,
+            "no notify_url configured; notification skipped"
         );
         return;
     };
@@ -59,18 +81,15 @@ pub fn spawn_delivery(
         base.trim_end_matches('/'),
         bank.slug()
     );
-    let body = match serde_json::to_vec(&Notification {
-        event: "transfer.received",
-        data: transaction,
-    }) {
+    let body = match serde_json::to_vec(&Notification { event, data }) {
         Ok(body) => body,
         Err(e) => {
-            tracing::error!(error = %e, "could not encode a deposit notification");
+            tracing::error!(error = %e, event, "could not encode a notification");
             return;
         }
     };
     let signature = sign(secret, &body);
-    let reference = transaction.reference.clone();
+    let reference = reference.to_owned();
     tokio::spawn(async move {
         deliver(&client, &url, body, &signature, &reference).await;
     });
@@ -94,23 +113,23 @@ async fn deliver(
             .await;
         match outcome {
             Ok(response) if response.status().is_success() => {
-                tracing::info!(provider_reference = %reference, attempt, "deposit notification delivered");
+                tracing::info!(provider_reference = %reference, attempt, "notification delivered");
                 return;
             }
             Ok(response) => tracing::warn!(
                 provider_reference = %reference, attempt, status = response.status().as_u16(),
-                "deposit notification refused"
+                "notification refused"
             ),
             Err(e) => tracing::warn!(
                 provider_reference = %reference, attempt, error = %e,
-                "deposit notification failed"
+                "notification failed"
             ),
         }
         if let Some(delay) = RETRY_DELAYS_SECS.get(attempt - 1) {
             tokio::time::sleep(Duration::from_secs(*delay)).await;
         }
     }
-    tracing::error!(provider_reference = %reference, attempts, "deposit notification given up");
+    tracing::error!(provider_reference = %reference, attempts, "notification given up");
 }
 
 #[cfg(test)]

@@ -21,6 +21,7 @@ use crate::Sandbox;
 use crate::error::ApiError;
 use crate::notify;
 use crate::state::{Account, NewAccount, Status, Transaction};
+use crate::transfers::{self, NewTransfer, TransferStatus, TransferView};
 
 pub fn router(sandbox: Sandbox) -> Router {
     // Latency and failures apply to the bank protocol only: the control call is the test
@@ -33,9 +34,16 @@ pub fn router(sandbox: Sandbox) -> Router {
             "/{bank}/accounts/{reference}/transactions",
             get(list_transactions),
         )
+        .route(
+            "/{bank}/banks/{bank_code}/accounts/{account_number}",
+            get(name_enquiry),
+        )
+        .route("/{bank}/transfers", post(create_transfer))
+        .route("/{bank}/transfers/{reference}", get(get_transfer))
         .route_layer(middleware::from_fn_with_state(sandbox.clone(), chaos));
     let authenticated = banks
         .route("/control/deposits", post(control_deposit))
+        .route("/control/transfers", get(control_transfers))
         .fallback(|| async { ApiError::not_found("no such path") })
         .layer(middleware::from_fn_with_state(
             sandbox.clone(),
@@ -336,4 +344,122 @@ async fn control_deposit(
     }
     let answer = json!({ "providerReference": transaction.reference });
     Ok((StatusCode::ACCEPTED, Json(answer)).into_response())
+}
+
+/// Name enquiry: the account's holder at a bank (any bank code with a valid NUBAN), or 404.
+async fn name_enquiry(
+    Path((bank, bank_code, account_number)): Path<(String, String, String)>,
+) -> Result<Response, ApiError> {
+    parse_bank(&bank)?;
+    let name = transfers::account_name(&bank_code, &account_number).ok_or_else(|| {
+        ApiError::not_found_code(
+            "account_not_found",
+            "no account with that number at that bank",
+        )
+    })?;
+    Ok(
+        Json(json!({"bankCode": bank_code, "accountNumber": account_number, "accountName": name}))
+            .into_response(),
+    )
+}
+
+/// `POST /transfers`: 202 processing; the same reference again answers the same transfer and
+/// never moves money twice.
+async fn create_transfer(
+    State(sandbox): State<Sandbox>,
+    Path(bank): Path<String>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let bank = parse_bank(&bank)?;
+    let new: NewTransfer = parse_body(&body)?;
+    if let Some(problem) = transfers::problems(&new) {
+        return Err(ApiError::unprocessable("invalid_transfer", problem));
+    }
+    let delay = chrono::Duration::seconds(
+        i64::try_from(sandbox.config().transfer_delay_secs).unwrap_or(i64::MAX / 1000),
+    );
+    let transfer = sandbox
+        .update(|ledger| ledger.create_transfer(bank, new, domain::time::now(), delay))
+        .await?;
+    if transfer.requests == 1 {
+        watch_transfer(sandbox.clone(), bank, transfer.reference.clone());
+    }
+    let view = json!({"reference": transfer.reference, "status": transfer.status});
+    Ok((StatusCode::ACCEPTED, Json(view)).into_response())
+}
+
+async fn get_transfer(
+    State(sandbox): State<Sandbox>,
+    Path((bank, reference)): Path<(String, String)>,
+) -> Result<Response, ApiError> {
+    let bank = parse_bank(&bank)?;
+    let transfer = sandbox
+        .update(|ledger| ledger.transfer(bank, &reference, domain::time::now()))
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("no transfer with reference '{reference}'")))?;
+    Ok(Json(TransferView::from(&transfer)).into_response())
+}
+
+/// Every transfer with how many times it was asked for: tests prove one transfer per payout.
+async fn control_transfers(State(sandbox): State<Sandbox>) -> Result<Response, ApiError> {
+    let all = sandbox.update(|ledger| ledger.all_transfers()).await?;
+    let data: Vec<Value> = all
+        .into_iter()
+        .map(|(bank, t)| {
+            json!({"bank": bank, "reference": t.reference, "amount": t.amount,
+                   "status": t.status, "requests": t.requests,
+                   "accountNumber": t.account_number, "bankCode": t.bank_code})
+        })
+        .collect();
+    Ok(Json(json!({ "data": data })).into_response())
+}
+
+/// Settles a transfer when it is due and notifies the service of each outcome once (the `03`
+/// success is never notified), like a bank's own processing.
+pub(crate) fn watch_transfer(sandbox: Sandbox, bank: domain::Bank, reference: String) {
+    tokio::spawn(async move {
+        loop {
+            let now = domain::time::now();
+            let transfer = match sandbox
+                .update(|ledger| ledger.transfer(bank, &reference, now))
+                .await
+            {
+                Ok(Some(transfer)) => transfer,
+                Ok(None) => return,
+                Err(e) => {
+                    tracing::error!(error = %e, "transfer state could not be saved; retrying");
+                    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                    continue;
+                }
+            };
+            if let Some(event) = transfer.status.event() {
+                let status = transfer.status;
+                let first = sandbox
+                    .update(|ledger| ledger.announce_transfer(bank, &reference, status))
+                    .await
+                    .unwrap_or(false);
+                if first && !transfers::notification_lost(&transfer) {
+                    let config = sandbox.config();
+                    notify::spawn_event(
+                        sandbox.http().clone(),
+                        config.notify_url.as_deref(),
+                        &config.secret,
+                        bank,
+                        event,
+                        &reference,
+                        &TransferView::from(&transfer),
+                    );
+                }
+            }
+            let next = match transfer.status {
+                TransferStatus::Processing => transfer.settles_at,
+                TransferStatus::Succeeded if transfer.amount.rem_euclid(100) == 2 => {
+                    transfer.settles_at + transfers::REVERSAL_AFTER
+                }
+                _ => return,
+            };
+            let wait = (next - domain::time::now()).to_std().unwrap_or_default();
+            tokio::time::sleep(wait + std::time::Duration::from_millis(5)).await;
+        }
+    });
 }

@@ -9,6 +9,8 @@ use domain::nuban;
 use rand::Rng;
 use serde::{Deserialize, Serialize};
 
+use crate::transfers::{NewTransfer, Transfer, TransferStatus, Transfers};
+
 /// An identity number starting with this is rejected, so callers can exercise the failure path.
 const REJECTED_IDENTITY_PREFIX: &str = "99999";
 
@@ -79,6 +81,9 @@ struct Book {
 pub struct Ledger {
     /// Keyed by bank slug, so the file stays readable and independent of enum layout.
     banks: BTreeMap<String, Book>,
+    /// Outgoing transfers, keyed by bank slug (absent from state files written before payouts).
+    #[serde(default)]
+    transfers: BTreeMap<String, Transfers>,
     /// Set by every change, so the owner knows to write the state file.
     #[serde(skip)]
     dirty: bool,
@@ -221,6 +226,65 @@ impl Ledger {
                 .cloned()
                 .collect(),
         )
+    }
+
+    /// Makes a transfer, or counts one more request for a reference already seen.
+    pub fn create_transfer(
+        &mut self,
+        bank: Bank,
+        new: NewTransfer,
+        now: DateTime<Utc>,
+        delay: Duration,
+    ) -> Transfer {
+        self.dirty = true;
+        self.transfers
+            .entry(bank.slug().to_owned())
+            .or_default()
+            .create(new, now, delay)
+    }
+
+    /// The transfer as it is at `now`; None when this bank never received it.
+    pub fn transfer(
+        &mut self,
+        bank: Bank,
+        reference: &str,
+        now: DateTime<Utc>,
+    ) -> Option<Transfer> {
+        let (transfer, changed) = self.transfers.get_mut(bank.slug())?.get(reference, now)?;
+        self.dirty |= changed;
+        Some(transfer)
+    }
+
+    /// Records that `status` of a transfer was announced; true the first time.
+    pub fn announce_transfer(
+        &mut self,
+        bank: Bank,
+        reference: &str,
+        status: TransferStatus,
+    ) -> bool {
+        let first = self
+            .transfers
+            .get_mut(bank.slug())
+            .is_some_and(|t| t.announce(reference, status));
+        self.dirty |= first;
+        first
+    }
+
+    /// Every transfer of every bank, with its bank's slug.
+    pub fn all_transfers(&self) -> Vec<(String, Transfer)> {
+        self.transfers
+            .iter()
+            .flat_map(|(bank, t)| t.all().into_iter().map(move |t| (bank.clone(), t)))
+            .collect()
+    }
+
+    /// Transfers whose outcome may still be unannounced (a restart stopped their timers).
+    pub fn unannounced_transfers(&self) -> Vec<(Bank, String)> {
+        self.transfers
+            .iter()
+            .filter_map(|(slug, t)| Some((Bank::parse(slug)?, t)))
+            .flat_map(|(bank, t)| t.unannounced().into_iter().map(move |r| (bank, r)))
+            .collect()
     }
 
     fn book(&mut self, bank: Bank) -> &mut Book {
