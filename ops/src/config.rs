@@ -10,6 +10,8 @@ use figment::Figment;
 use figment::providers::{Env, Format, Serialized, Toml};
 use serde::{Deserialize, Serialize};
 
+use crate::http::Timeouts;
+
 /// Unknown keys are refused inside each section (a typo fails loudly), but not at the top level:
 /// platforms set variables such as `VAS_PORT` of their own accord.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -66,9 +68,14 @@ pub struct HttpConfig {
     pub idle_timeout_secs: NonZeroU64,
 }
 
+/// A default limit in whole seconds (the defaults are never zero).
+fn whole_secs(limit: Duration) -> NonZeroU64 {
+    NonZeroU64::new(limit.as_secs()).expect("default limits are at least a second")
+}
+
 impl HttpConfig {
-    pub fn server_timeouts(&self) -> crate::http::Timeouts {
-        crate::http::Timeouts {
+    pub fn server_timeouts(&self) -> Timeouts {
+        Timeouts {
             header_read: Duration::from_secs(self.header_read_timeout_secs.get()),
             body_read: Duration::from_secs(self.body_read_timeout_secs.get()),
             idle: Duration::from_secs(self.idle_timeout_secs.get()),
@@ -246,9 +253,9 @@ impl Default for HttpConfig {
             bind: ([127, 0, 0, 1], 8080).into(),
             auth_cache_secs: 5,
             provider_timeout_ms: 3000,
-            header_read_timeout_secs: NonZeroU64::new(10).expect("not zero"),
-            body_read_timeout_secs: NonZeroU64::new(30).expect("not zero"),
-            idle_timeout_secs: NonZeroU64::new(60).expect("not zero"),
+            header_read_timeout_secs: whole_secs(Timeouts::DEFAULT.header_read),
+            body_read_timeout_secs: whole_secs(Timeouts::DEFAULT.body_read),
+            idle_timeout_secs: whole_secs(Timeouts::DEFAULT.idle),
         }
     }
 }

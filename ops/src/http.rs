@@ -48,9 +48,18 @@ pub struct Timeouts {
     pub idle: Duration,
 }
 
+impl Timeouts {
+    /// The limits when nothing is configured (`VAS_HTTP__…_TIMEOUT_SECS`).
+    pub const DEFAULT: Timeouts = Timeouts {
+        header_read: Duration::from_secs(10),
+        body_read: Duration::from_secs(30),
+        idle: Duration::from_secs(60),
+    };
+}
+
 impl Default for Timeouts {
     fn default() -> Self {
-        crate::config::HttpConfig::default().server_timeouts()
+        Self::DEFAULT
     }
 }
 

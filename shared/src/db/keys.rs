@@ -9,7 +9,7 @@ use sea_orm::{
 };
 use serde::Serialize;
 
-use super::entities::{api_key, business_mode};
+use super::entities::{api_key, business, business_mode};
 use domain::ids::new_id;
 use domain::keys::{
     KeyGrace, generate_secret_key, hash_secret_key, key_last_four, last_used_minute,
@@ -220,7 +220,10 @@ pub async fn find_owner<C: ConnectionTrait>(
     else {
         return Ok(None);
     };
-    let Some(biz) = super::businesses::find(db, &key.business_id).await? else {
+    let Some(biz) = business::Entity::find_by_id(key.business_id.clone())
+        .one(db)
+        .await?
+    else {
         return Ok(None);
     };
     let (mode, kyb_status) = (key.mode, biz.kyb_status);
