@@ -9,6 +9,7 @@ mod m0002_webhooks;
 mod m0003_deposits;
 mod m0004_job_request_ids;
 mod m0005_number_per_mode;
+mod m0007_outbox_lease;
 
 pub struct Migrator;
 
@@ -21,6 +22,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0003_deposits::Migration),
             Box::new(m0004_job_request_ids::Migration),
             Box::new(m0005_number_per_mode::Migration),
+            Box::new(m0007_outbox_lease::Migration),
         ]
     }
 }

@@ -5,6 +5,7 @@
 pub mod bootstrap;
 pub mod crypto;
 pub mod db;
+pub mod jobs;
 pub mod providers;
 pub mod queue;
 pub mod relay;

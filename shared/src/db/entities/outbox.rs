@@ -10,12 +10,17 @@ pub struct Model {
     pub id: String,
     /// The queue the job goes to, e.g. `provisioning`.
     pub queue: String,
-    /// JSON of a `Job`: ids only, never personal data.
+    /// JSON of the queue's job type (`crate::jobs`): ids only, never personal data.
     pub payload: String,
     /// Not before this time: delays live here, not in the broker.
     pub run_at: DateTimeUtc,
-    /// When the relay last handed it to the broker (None: not yet, or rescheduled since).
+    /// When the broker confirmed the relay's publish (None: not yet, or rescheduled since).
     pub published_at: Option<DateTimeUtc>,
+    /// A relay claimed the row to publish it and holds it until then; past it, the publish
+    /// was never confirmed (the relay died) and any relay may publish it.
+    pub publishing_until: Option<DateTimeUtc>,
+    /// When a consumer began the job (None: not since it was last published).
+    pub started_at: Option<DateTimeUtc>,
     /// Runs so far that ended in a retry.
     pub attempts: i32,
     pub completed_at: Option<DateTimeUtc>,
