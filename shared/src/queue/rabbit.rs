@@ -282,13 +282,11 @@ impl Inner {
             );
             return;
         }
-        let if_empty = QueueDeleteOptions {
-            if_empty: true,
-            ..QueueDeleteOptions::default()
-        };
+        // Empty a moment ago and unbound since, so nothing arrives any more. (Quorum queues do
+        // not take `if_empty`.)
         match within(
             &format!("deleting {name}"),
-            channel.queue_delete(name.as_str().into(), if_empty),
+            channel.queue_delete(name.as_str().into(), QueueDeleteOptions::default()),
         )
         .await
         {
