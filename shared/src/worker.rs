@@ -12,7 +12,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use chrono::{DateTime, Utc};
 use futures::StreamExt;
 use sea_orm::DatabaseConnection;
 use tokio::task::JoinSet;
@@ -295,35 +294,34 @@ impl<H: JobHandler> Consumer<H> {
     }
 
     /// Every `dead_letter_check_every`: if a dead job of this queue was replayed since the last
-    /// look, drops the stale copies from the dead-letter queue.
+    /// look, drops the stale copies from the dead-letter queue. Replays are counted over the
+    /// dead-letter queue's TTL (older copies are gone anyway), so the clocks of the process that
+    /// replays and of this one need not agree.
     async fn keep_dead_letters_current(self: Arc<Self>, shutdown: CancellationToken) {
         let queue = Self::QUEUE;
         let ttl = chrono::Duration::from_std(self.broker.dead_letter_bounds().ttl)
             .unwrap_or(chrono::Duration::days(7));
-        // Clocks of the process that replays and of this one differ a little.
-        let slack = chrono::Duration::minutes(1);
-        let mut since: Option<DateTime<Utc>> = None;
+        let mut tidied_at: Option<u64> = None;
         loop {
             tokio::select! {
                 () = shutdown.cancelled() => return,
                 () = tokio::time::sleep(self.dead_letter_check_every) => {}
             }
-            let now = domain::time::now();
-            let from = since.map_or(now - ttl, |s| s - slack);
-            let replayed = match outbox::replayed_dead_since(&self.db, queue, from).await {
+            let since = domain::time::now() - ttl;
+            let replayed = match outbox::replayed_dead_since(&self.db, queue, since).await {
                 Ok(n) => n,
                 Err(e) => {
                     tracing::debug!(queue, error = %e, "cannot look for replayed jobs");
                     continue;
                 }
             };
-            if replayed == 0 {
-                since = Some(now);
+            if tidied_at == Some(replayed) || (tidied_at.is_none() && replayed == 0) {
+                tidied_at = Some(replayed);
                 continue;
             }
             match self.drop_stale_dead_letters().await {
                 Ok((kept, dropped)) => {
-                    since = Some(now);
+                    tidied_at = Some(replayed);
                     if dropped > 0 {
                         tracing::info!(queue, kept, dropped, "dropped stale dead letters");
                     }

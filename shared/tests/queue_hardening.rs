@@ -311,7 +311,7 @@ async fn an_early_message_runs_the_job_at_its_time(env: Arc<Env>) {
         .publish("provisioning", &body, false)
         .await
         .unwrap();
-    outbox::mark_published(&env.db, &[id.clone()], until, ahead)
+    outbox::mark_published(&env.db, std::slice::from_ref(&id), until, ahead)
         .await
         .unwrap();
 
