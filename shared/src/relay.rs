@@ -2,10 +2,12 @@
 //! that wrote a job (low latency), and sweeping every second for anything due or left behind by
 //! a crash (no loss). Safe to run in many processes at once.
 //!
-//! A sweep claims a batch of due rows in a short transaction, publishes them outside it with
-//! confirms pipelined (all sent, then all confirms awaited), and marks the confirmed ones sent:
-//! no row lock is held across a broker round trip, so a consumer finishing a job never waits on
-//! the relay. A publish the broker refuses because a queue or exchange is missing (a fresh
+//! A sweep claims a batch of due rows in a short transaction (marking them published, with a
+//! lease until the broker confirms), publishes them outside it with confirms pipelined (all
+//! sent, then all confirms awaited), then records the confirms (and unpublishes what failed): no
+//! row lock is held across a broker round trip, so a consumer finishing a job never waits on the
+//! relay. A relay that dies mid-publish leaves its claims unconfirmed; they are published again
+//! when their lease ends. A publish the broker refuses because a queue or exchange is missing (a fresh
 //! node, a deleted queue) declares the topology again and is retried at once.
 //!
 //! Every so often the relay also looks for lost messages: published jobs that no consumer
@@ -103,8 +105,7 @@ impl Relay {
             }
             let claimed = rows.len();
             let (published, failed) = self.publish(rows).await;
-            let now = domain::time::now();
-            outbox::mark_published(&self.db, &published, until, now).await?;
+            outbox::confirm_published(&self.db, &published, until).await?;
             outbox::release_claims(&self.db, &failed, until).await?;
             total += published.len();
             if !failed.is_empty() || (claimed as u64) < BATCH {
@@ -136,22 +137,26 @@ impl Relay {
         let all: Vec<usize> = (0..rows.len()).collect();
         let mut verdicts: Vec<Result<(), QueueError>> =
             self.broker.publish_many(&outgoing(&all)).await;
-        let unroutable: Vec<usize> = all
+        if verdicts
             .iter()
-            .copied()
-            .filter(|&i| matches!(verdicts[i], Err(QueueError::Unroutable(_))))
-            .collect();
-        if !unroutable.is_empty() {
+            .any(|v| matches!(v, Err(QueueError::Unroutable(_))))
+        {
             // A queue or exchange is missing: the broker lost its definitions (a fresh node, a
-            // deleted queue). Declare them again and publish those once more.
+            // deleted queue). Declare them again and publish what failed once more (a missing
+            // exchange also closed the channel under the messages behind it).
+            let failed: Vec<usize> = all
+                .iter()
+                .copied()
+                .filter(|&i| verdicts[i].is_err())
+                .collect();
             tracing::warn!(
-                messages = unroutable.len(),
+                messages = failed.len(),
                 "the broker has no route for some jobs; declaring the topology again"
             );
             match self.broker.declare().await {
                 Ok(()) => {
-                    let again = self.broker.publish_many(&outgoing(&unroutable)).await;
-                    for (i, verdict) in unroutable.iter().zip(again) {
+                    let again = self.broker.publish_many(&outgoing(&failed)).await;
+                    for (i, verdict) in failed.iter().zip(again) {
                         verdicts[*i] = verdict;
                     }
                 }

@@ -293,6 +293,7 @@ on_both_brokers!(
     an_early_message_runs_the_job_at_its_time,
     the_relay_holds_no_row_while_it_publishes,
     a_long_outage_leaves_one_message_per_job,
+    a_relay_that_dies_mid_publish_leaves_nothing_behind,
     a_replayed_dead_job_leaves_no_copy_in_the_dead_letter_queue,
 );
 
@@ -311,7 +312,7 @@ async fn an_early_message_runs_the_job_at_its_time(env: Arc<Env>) {
         .publish("provisioning", &body, false)
         .await
         .unwrap();
-    outbox::mark_published(&env.db, std::slice::from_ref(&id), until, ahead)
+    outbox::confirm_published(&env.db, std::slice::from_ref(&id), until)
         .await
         .unwrap();
 
@@ -486,6 +487,36 @@ async fn a_long_outage_leaves_one_message_per_job(env: Arc<Env>) {
     }
 }
 
+/// Item 11, the other half: a relay that claimed jobs and died before the broker confirmed them
+/// (or never sent them) leaves them unconfirmed; once its claim's lease ends another relay
+/// publishes them, once each.
+async fn a_relay_that_dies_mid_publish_leaves_nothing_behind(env: Arc<Env>) {
+    let mut ids = Vec::new();
+    for n in 0..3 {
+        ids.push(env.enqueue(&provision(n), domain::time::now()).await);
+    }
+    let now = domain::time::now();
+    let until = outbox::claim_until(now, Duration::from_secs(2));
+    let claimed = outbox::claim_due(&env.db, now, until, 10).await.unwrap();
+    assert_eq!(claimed.len(), 3);
+    // The claiming relay is gone. Another one leaves its claims alone while they last...
+    let relay = env.relay(fast());
+    tokio::spawn(relay.clone().run(env.shutdown.child_token()));
+    sleep(Duration::from_millis(1000)).await;
+    assert_eq!(env.broker.depth("provisioning", false).await.unwrap(), 0);
+    // ...and publishes them when they end.
+    env.depth_becomes("provisioning", false, 3, Duration::from_secs(5))
+        .await;
+    for id in &ids {
+        assert!(
+            env.job(id).await.publishing_until.is_none(),
+            "{id} confirmed"
+        );
+    }
+    sleep(Duration::from_millis(1000)).await;
+    assert_eq!(env.broker.depth("provisioning", false).await.unwrap(), 3);
+}
+
 /// Item 13: a dead job's copy waits in the dead-letter queue until the job is replayed (as
 /// `worker-webhooks replay` does: the dead job completed, a new one made); then the copy goes,
 /// and a copy of a job still dead stays.
@@ -621,6 +652,24 @@ async fn a_deleted_work_queue_is_declared_again_without_a_restart() {
         env.enqueue(&provision(3), domain::time::now()).await;
         relay.kick();
         env.depth_becomes("provisioning", false, 1, Duration::from_secs(20))
+            .await;
+
+        // The exchange too (as on a fresh node): the publish fails on the channel, and the relay
+        // declares again all the same.
+        let admin = lapin::Connection::connect(&env.rabbit.as_ref().unwrap().0, Default::default())
+            .await
+            .unwrap();
+        let channel = admin.create_channel().await.unwrap();
+        channel
+            .exchange_delete(prefix.as_str().into(), Default::default())
+            .await
+            .unwrap();
+        let _ = admin.close(200, "done".into()).await;
+        for n in 4..7 {
+            env.enqueue(&provision(n), domain::time::now()).await;
+        }
+        relay.kick();
+        env.depth_becomes("provisioning", false, 4, Duration::from_secs(20))
             .await;
     })
     .catch_unwind()

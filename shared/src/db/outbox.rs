@@ -2,10 +2,10 @@
 //! started, then completed or rescheduled by the consumer. The row is the truth; a message only
 //! says "look at job X", so a lost message is republished and a repeated one finds the work done.
 //!
-//! A row's life: due (`published_at` empty) → claimed by one relay (`publishing_until`, a lease,
-//! in a short transaction) → published (`published_at`, once the broker confirmed it) → started
-//! by a consumer (`started_at`) → completed, dead, or rescheduled (due again later, with
-//! `published_at` empty). A published row is published again only when its message may be lost:
+//! A row's life: due (`published_at` empty) → claimed by one relay in a short transaction
+//! (`published_at` set, `publishing_until` its lease while unconfirmed) → confirmed by the broker
+//! (`publishing_until` empty) → started by a consumer (`started_at`) → completed, dead, or
+//! rescheduled (due again later, `published_at` empty). A published row is published again only when its message may be lost:
 //! not started (or started and not finished) past a lease, and fewer messages wait in its queue
 //! than such rows exist (see [`census`]), so a long outage leaves one message per job.
 
@@ -82,25 +82,30 @@ pub fn claim_until(now: DateTime<Utc>, lease: Duration) -> DateTime<Utc> {
         .unwrap_or(until)
 }
 
-/// Due rows that no relay has published or is publishing.
+/// Due rows that no relay has published, or whose publish a relay claimed and never confirmed
+/// within its lease (the relay died, or the broker never answered).
 fn unclaimed_due(now: DateTime<Utc>) -> Condition {
     Condition::all()
         .add(outbox::Column::CompletedAt.is_null())
         .add(outbox::Column::DeadAt.is_null())
         .add(outbox::Column::RunAt.lte(now))
-        .add(outbox::Column::PublishedAt.is_null())
         .add(
             Condition::any()
-                .add(outbox::Column::PublishingUntil.is_null())
+                .add(
+                    Condition::all()
+                        .add(outbox::Column::PublishedAt.is_null())
+                        .add(outbox::Column::PublishingUntil.is_null()),
+                )
                 .add(outbox::Column::PublishingUntil.lt(now)),
         )
 }
 
-/// Claims up to `batch` due rows for this relay to publish, until `until` (see [`claim_until`]).
-/// A short transaction with no broker round trip in it; `FOR UPDATE SKIP LOCKED` on PostgreSQL
-/// lets relays in many processes share the work. The caller publishes the rows, then settles
-/// each with [`mark_published`] or [`release_claims`]; a relay that dies first leaves its
-/// claims to expire.
+/// Claims up to `batch` due rows for this relay to publish now, unconfirmed until `until` (see
+/// [`claim_until`]). A short transaction with no broker round trip in it; `FOR UPDATE SKIP
+/// LOCKED` on PostgreSQL lets relays in many processes share the work. `published_at` is set
+/// here, before any consumer can see the message. The caller publishes the rows, then settles
+/// each with [`confirm_published`] or [`release_claims`]; a relay that dies first leaves its
+/// claims unconfirmed, and they are claimed again once `until` has passed.
 pub async fn claim_due(
     db: &DatabaseConnection,
     now: DateTime<Utc>,
@@ -117,7 +122,12 @@ pub async fn claim_due(
         .await?;
     if !rows.is_empty() {
         outbox::Entity::update_many()
+            .col_expr(outbox::Column::PublishedAt, Some(now).into())
             .col_expr(outbox::Column::PublishingUntil, Some(until).into())
+            .col_expr(
+                outbox::Column::StartedAt,
+                Option::<DateTime<Utc>>::None.into(),
+            )
             .filter(outbox::Column::Id.is_in(rows.iter().map(|r| r.id.clone())))
             .filter(unclaimed_due(now))
             .exec(&txn)
@@ -130,17 +140,15 @@ pub async fn claim_due(
 /// Records that the broker confirmed these claimed rows. A row that moved on meanwhile (its
 /// consumer already rescheduled it, or the claim expired and another relay took it) keeps its
 /// newer state.
-pub async fn mark_published<C: ConnectionTrait>(
+pub async fn confirm_published<C: ConnectionTrait>(
     db: &C,
     ids: &[String],
     until: DateTime<Utc>,
-    now: DateTime<Utc>,
 ) -> Result<u64, DbErr> {
     if ids.is_empty() {
         return Ok(0);
     }
     Ok(outbox::Entity::update_many()
-        .col_expr(outbox::Column::PublishedAt, Some(now).into())
         .col_expr(
             outbox::Column::PublishingUntil,
             Option::<DateTime<Utc>>::None.into(),
@@ -152,7 +160,7 @@ pub async fn mark_published<C: ConnectionTrait>(
         .rows_affected)
 }
 
-/// Gives back claims whose publish failed, so the next sweep tries them again.
+/// Gives back claims whose publish failed: unpublished, so the next sweep tries them again.
 pub async fn release_claims<C: ConnectionTrait>(
     db: &C,
     ids: &[String],
@@ -161,11 +169,10 @@ pub async fn release_claims<C: ConnectionTrait>(
     if ids.is_empty() {
         return Ok(0);
     }
+    let none = || Option::<DateTime<Utc>>::None;
     Ok(outbox::Entity::update_many()
-        .col_expr(
-            outbox::Column::PublishingUntil,
-            Option::<DateTime<Utc>>::None.into(),
-        )
+        .col_expr(outbox::Column::PublishedAt, none().into())
+        .col_expr(outbox::Column::PublishingUntil, none().into())
         .filter(outbox::Column::Id.is_in(ids.iter().cloned()))
         .filter(outbox::Column::PublishingUntil.eq(until))
         .exec(db)
@@ -173,14 +180,15 @@ pub async fn release_claims<C: ConnectionTrait>(
         .rows_affected)
 }
 
-/// Published rows whose message should be waiting as a ready message in their queue: not
-/// finished, and not started, or started longer than `lease` ago (that run is presumed dead: its
-/// message went back to the queue, or was lost with it).
+/// Published rows whose message should be waiting as a ready message in their queue: confirmed,
+/// not finished, and not started, or started longer than `lease` ago (that run is presumed dead:
+/// its message went back to the queue, or was lost with it).
 fn waiting(now: DateTime<Utc>, lease: Duration) -> Condition {
     Condition::all()
         .add(outbox::Column::CompletedAt.is_null())
         .add(outbox::Column::DeadAt.is_null())
         .add(outbox::Column::PublishedAt.is_not_null())
+        .add(outbox::Column::PublishingUntil.is_null())
         .add(
             Condition::any()
                 .add(outbox::Column::StartedAt.is_null())
@@ -260,6 +268,7 @@ pub async fn release_lost<C: ConnectionTrait>(
     let none = || Option::<DateTime<Utc>>::None;
     Ok(outbox::Entity::update_many()
         .col_expr(outbox::Column::PublishedAt, none().into())
+        .col_expr(outbox::Column::PublishingUntil, none().into())
         .col_expr(outbox::Column::StartedAt, none().into())
         .col_expr(outbox::Column::UpdatedAt, now.into())
         .filter(outbox::Column::Id.is_in(rows.iter().map(|r| r.id.clone())))

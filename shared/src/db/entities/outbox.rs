@@ -14,10 +14,10 @@ pub struct Model {
     pub payload: String,
     /// Not before this time: delays live here, not in the broker.
     pub run_at: DateTimeUtc,
-    /// When the broker confirmed the relay's publish (None: not yet, or rescheduled since).
+    /// When a relay last handed it to the broker (None: not yet, or rescheduled since).
     pub published_at: Option<DateTimeUtc>,
-    /// A relay claimed the row to publish it and holds it until then; past it, the publish
-    /// was never confirmed (the relay died) and any relay may publish it.
+    /// Set while the broker has not confirmed that publish: the claiming relay's lease. Past
+    /// it, the publish counts as unconfirmed (the relay died) and any relay publishes it again.
     pub publishing_until: Option<DateTimeUtc>,
     /// When a consumer began the job (None: not since it was last published).
     pub started_at: Option<DateTimeUtc>,
