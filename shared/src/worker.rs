@@ -13,13 +13,14 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use futures::StreamExt;
+use futures::stream::BoxStream;
 use sea_orm::DatabaseConnection;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::db::outbox::{self, JobMessage, JobOutcome, JobRow, Runnable};
 use crate::jobs::QueueJob;
-use crate::queue::{Broker, Delivery, reconnect_delay};
+use crate::queue::{Broker, Delivery, QueueError, reconnect_delay};
 use crate::relay::Relay;
 
 #[async_trait]
@@ -44,6 +45,7 @@ pub struct Consumer<H> {
     prefetch: u16,
     grace: Duration,
     dead_letter_check_every: Duration,
+    subscription_check_every: Duration,
 }
 
 impl<H: JobHandler> Consumer<H> {
@@ -64,6 +66,7 @@ impl<H: JobHandler> Consumer<H> {
             prefetch: 16,
             grace: Duration::from_secs(20),
             dead_letter_check_every: Duration::from_secs(30),
+            subscription_check_every: Duration::from_secs(15),
         }
     }
 
@@ -85,18 +88,36 @@ impl<H: JobHandler> Consumer<H> {
         self
     }
 
+    /// How long an idle subscription lives before it is made again (see [`run`](Self::run)).
+    pub fn subscription_check_every(mut self, every: Duration) -> Self {
+        self.subscription_check_every = every;
+        self
+    }
+
+    /// Consumes until `shutdown`. After the broker ends a subscription (a lost connection, a
+    /// deleted queue), the topology is declared again before subscribing again. A subscription
+    /// can also stop working without the broker saying so: a queue deleted and at once declared
+    /// again (by another process's relay) has been seen to leave the consumer attached to the
+    /// new queue, its deliveries never reaching the stream. So a subscription that received
+    /// nothing for `subscription_check_every`, with nothing in flight, is made again (a cheap
+    /// new channel; messages a broken one held go back to the queue).
     pub async fn run(self, shutdown: CancellationToken) {
         let queue = Self::QUEUE;
         let this = Arc::new(self);
         let janitor = tokio::spawn(this.clone().keep_dead_letters_current(shutdown.clone()));
         let mut in_flight = JoinSet::new();
         let mut failures = 0;
+        let mut idle_renewal = false;
         'connect: while !shutdown.is_cancelled() {
-            // The topology first, on every (re)connection: the broker may have come back
+            // The topology first after a lost subscription: the broker may have come back
             // without it (a fresh node, a deleted queue), and consuming a missing queue fails.
-            let consumed = match this.broker.declare().await {
-                Ok(()) => this.broker.consume(queue, this.prefetch).await,
-                Err(e) => Err(e),
+            let renewal = std::mem::take(&mut idle_renewal);
+            let consumed = match renewal {
+                true => match this.broker.consume(queue, this.prefetch).await {
+                    Err(QueueError::Unroutable(_)) => this.subscribe(queue).await,
+                    other => other,
+                },
+                false => this.subscribe(queue).await,
             };
             let mut stream = match consumed {
                 Ok(stream) => {
@@ -112,12 +133,25 @@ impl<H: JobHandler> Consumer<H> {
                     }
                 }
             };
-            tracing::info!(queue, "consuming");
+            if !renewal {
+                tracing::info!(queue, "consuming");
+            }
+            let mut check = tokio::time::interval(this.subscription_check_every);
+            check.reset();
+            let mut received = false;
             loop {
                 tokio::select! {
                     () = shutdown.cancelled() => break 'connect,
+                    _ = check.tick() => {
+                        if !std::mem::take(&mut received) && in_flight.is_empty() {
+                            tracing::debug!(queue, "idle; renewing the subscription");
+                            idle_renewal = true;
+                            continue 'connect;
+                        }
+                    }
                     next = stream.next() => match next {
                         Some(Ok(delivery)) => {
+                            received = true;
                             let this = this.clone();
                             in_flight.spawn(async move { this.process(delivery).await });
                         }
@@ -154,6 +188,15 @@ impl<H: JobHandler> Consumer<H> {
             in_flight.abort_all();
         }
         let _ = janitor.await;
+    }
+
+    /// Declares the topology, then subscribes.
+    async fn subscribe(
+        &self,
+        queue: &str,
+    ) -> Result<BoxStream<'static, Result<Delivery, QueueError>>, QueueError> {
+        self.broker.declare().await?;
+        self.broker.consume(queue, self.prefetch).await
     }
 
     async fn process(&self, delivery: Delivery) {

@@ -267,7 +267,8 @@ fn start<H: JobHandler>(env: &Env, relay: &Relay, handler: Arc<H>) -> Cancellati
     let consumer = Consumer::new(env.db.clone(), env.broker.clone(), relay.clone(), handler)
         .prefetch(4)
         .grace(Duration::from_secs(1))
-        .dead_letter_check_every(Duration::from_millis(200));
+        .dead_letter_check_every(Duration::from_millis(200))
+        .subscription_check_every(Duration::from_millis(500));
     tokio::spawn(consumer.run(stop.clone()));
     stop
 }
@@ -623,7 +624,11 @@ async fn a_deleted_work_queue_is_declared_again_without_a_restart() {
     let check = AssertUnwindSafe(async {
         let (_, prefix) = env.rabbit.clone().unwrap();
         let queue = format!("{prefix}.provisioning");
-        let relay = env.relay(fast());
+        // Lost-message checks kept out of the way: the topology must come back by itself.
+        let relay = env.relay(RelayTimings {
+            lease: Duration::from_secs(60),
+            ..fast()
+        });
         tokio::spawn(relay.clone().run(env.shutdown.child_token()));
         let recorder = Recorder::<ProvisioningJob>::new(vec![]);
         let worker = start(&env, &relay, recorder.clone());
@@ -640,10 +645,9 @@ async fn a_deleted_work_queue_is_declared_again_without_a_restart() {
         eventually(
             "the job after the deletion ran",
             Duration::from_secs(20),
-            async || recorder.runs().len() == 2,
+            async || recorder.runs().iter().any(|(job, _)| *job == provision(2)),
         )
         .await;
-        assert_eq!(recorder.runs()[1].0, provision(2));
 
         // No consumer now: the relay meets the missing queue itself.
         worker.cancel();
