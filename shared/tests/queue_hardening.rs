@@ -808,3 +808,42 @@ async fn an_earlier_versions_dead_letter_queues_are_retired() {
         std::panic::resume_unwind(panic);
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Figures (not a check): `cargo test -p shared --test queue_hardening relay_figures -- --ignored
+// --nocapture` with TEST_AMQP_URL (and TEST_DATABASE_URL) set.
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "prints figures"]
+async fn relay_figures() {
+    let Some(env) = rabbit_env(DeadLetterBounds::default()).await else {
+        return;
+    };
+    const N: usize = 2_000;
+    let now = domain::time::now();
+    for n in 0..N {
+        env.enqueue(&provision(n), now).await;
+    }
+    let relay = env.relay(fast());
+    let started = std::time::Instant::now();
+    let published = relay.sweep().await.unwrap();
+    let sweep = started.elapsed();
+    assert_eq!(published, N);
+
+    // What one awaited confirm per message costs, as the relay published before.
+    let body = br#"{"jobId":"job_x"}"#;
+    let started = std::time::Instant::now();
+    for _ in 0..N {
+        env.broker.publish("recheck", body, false).await.unwrap();
+    }
+    let one_by_one = started.elapsed();
+    println!(
+        "relay sweep of {N} due jobs (claim, pipelined publish, confirm): {:.0} ms, {:.0} jobs/s; \
+         {N} publishes awaiting each confirm: {:.0} ms, {:.0} messages/s",
+        sweep.as_secs_f64() * 1e3,
+        N as f64 / sweep.as_secs_f64(),
+        one_by_one.as_secs_f64() * 1e3,
+        N as f64 / one_by_one.as_secs_f64(),
+    );
+    env.cleanup().await;
+}
