@@ -5,10 +5,10 @@ use crate::columns::ts_null;
 #[derive(DeriveMigrationName)]
 pub struct Migration;
 
-/// Leases on outbox rows, so the relay publishes outside any transaction and republishes only
-/// what may be lost: `publishing_until` (a relay claimed the row and is publishing it; another
-/// relay leaves it alone until then) and `started_at` (a consumer began the job). A replayed
-/// dead job is found by `outbox_dead`, so a stale copy in a dead-letter queue can be dropped.
+/// Leases on outbox rows, so the relay publishes outside any transaction and publishes again
+/// only what may be lost: `publishing_until` (set while the broker has not confirmed a relay's
+/// publish; past it, any relay publishes the row again) and `started_at` (a consumer began the
+/// job). `outbox_dead` finds replayed dead jobs, whose dead-letter copies are then dropped.
 #[async_trait::async_trait]
 impl MigrationTrait for Migration {
     async fn up(&self, manager: &SchemaManager) -> Result<(), DbErr> {
