@@ -196,6 +196,15 @@ fn conventions_of(operation: &mut Operation) {
         .push(RefOr::Ref(Ref::new(format!(
             "#/components/parameters/{REQUEST_ID}"
         ))));
+    // Every authenticated operation can meet the limit on failed authentications per client
+    // address (429 `rate_limited`, before the key is even looked up).
+    if operation.security.as_ref().is_some_and(|s| !s.is_empty()) {
+        operation
+            .responses
+            .responses
+            .entry("429".into())
+            .or_insert_with(|| RefOr::Ref(Ref::new("#/components/responses/RateLimited")));
+    }
     let creates = operation.operation_id.as_deref() == Some("createVirtualAccount");
     for response in operation.responses.responses.values_mut() {
         if let RefOr::T(response) = response {

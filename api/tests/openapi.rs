@@ -371,7 +371,11 @@ fn response_schema<'a>(doc: &'a Value, method: &str, path: &str, status: u16) ->
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_operation_answers_under_both_prefixes_as_documented() {
-    let app = spawn_app(Backend::Sqlite).await;
+    // Every operation is asked without a key, many times over from one address: the limit on
+    // failed authentications (tested on its own in keys.rs) is turned off here.
+    let app =
+        test_support::spawn_app_with(Backend::Sqlite, |c| c.limits.auth_failures_per_minute = 0)
+            .await;
     let doc = document(&app, "/openapi.json").await;
     let key = app.test_key().to_owned();
 

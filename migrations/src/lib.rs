@@ -10,6 +10,7 @@ mod m0003_deposits;
 mod m0004_job_request_ids;
 mod m0005_number_per_mode;
 mod m0006_api_keys;
+mod m0007_outbox_lease;
 mod m0008_webhook_attempt_url;
 mod m0009_deposit_hardening;
 mod m0010_payouts;
@@ -26,6 +27,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0004_job_request_ids::Migration),
             Box::new(m0005_number_per_mode::Migration),
             Box::new(m0006_api_keys::Migration),
+            Box::new(m0007_outbox_lease::Migration),
             Box::new(m0008_webhook_attempt_url::Migration),
             Box::new(m0009_deposit_hardening::Migration),
             Box::new(m0010_payouts::Migration),

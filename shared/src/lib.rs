@@ -6,6 +6,7 @@ pub mod bootstrap;
 pub mod crypto;
 pub mod db;
 pub mod http;
+pub mod jobs;
 pub mod providers;
 pub mod queue;
 pub mod relay;

@@ -15,14 +15,15 @@ use sea_orm::{DatabaseConnection, EntityTrait, TransactionTrait};
 use shared::crypto::Cipher;
 use shared::db::accounts::{self, Account, Settled};
 use shared::db::entities::virtual_account;
-use shared::db::outbox::{self, Job, JobOutcome, JobRow};
+use shared::db::outbox::{self, JobOutcome, JobRow};
+use shared::jobs::{ProvisioningJob, QueueJob};
 use shared::providers::{self, ProviderError, Providers, RemoteAccount};
 use shared::queue::Broker;
 use shared::relay::Relay;
 use shared::worker::{Consumer, JobHandler};
 use tokio_util::sync::CancellationToken;
 
-pub const QUEUE: &str = "provisioning";
+pub const QUEUE: &str = ProvisioningJob::QUEUE;
 
 pub struct Provisioner {
     pub db: DatabaseConnection,
@@ -52,35 +53,32 @@ pub fn poll_delay(config: &ProvisioningConfig, attempt: i32) -> Duration {
 
 #[async_trait]
 impl JobHandler for Provisioner {
-    async fn handle(&self, row: &JobRow, job: Job) -> JobOutcome {
-        let result = match job {
-            Job::Provision { account_id } => self.provision(row, &account_id).await,
-            Job::Close { account_id } => self.close(row, &account_id).await,
-            // Another queue's job: not ours to run, and never published here.
-            other => Ok(JobOutcome::Dead {
-                error: format!("{other:?} is not a provisioning job"),
-            }),
-        };
-        result.unwrap_or_else(|error| JobOutcome::Retry {
-            after: poll_delay(&self.config, row.attempts),
-            error,
-        })
+    type Job = ProvisioningJob;
+
+    async fn handle(&self, row: &JobRow, job: ProvisioningJob) -> anyhow::Result<JobOutcome> {
+        match job {
+            ProvisioningJob::Provision { account_id } => self.provision(row, &account_id).await,
+            ProvisioningJob::Close { account_id } => self.close(row, &account_id).await,
+        }
+    }
+
+    fn retry_after(&self, row: &JobRow) -> Duration {
+        poll_delay(&self.config, row.attempts)
     }
 }
 
 impl Provisioner {
-    async fn load(&self, account_id: &str) -> Result<Option<(Account, Bank, Mode)>, String> {
+    async fn load(&self, account_id: &str) -> anyhow::Result<Option<(Account, Bank, Mode)>> {
         let account = virtual_account::Entity::find_by_id(account_id.to_owned())
             .one(&self.db)
-            .await
-            .map_err(|e| e.to_string())?;
+            .await?;
         Ok(account.map(|account| {
             let (bank, mode) = (account.bank, account.mode);
             (account, bank, mode)
         }))
     }
 
-    async fn provision(&self, row: &JobRow, account_id: &str) -> Result<JobOutcome, String> {
+    async fn provision(&self, row: &JobRow, account_id: &str) -> anyhow::Result<JobOutcome> {
         let Some((account, bank, mode)) = self.load(account_id).await? else {
             return Ok(JobOutcome::Done);
         };
@@ -109,11 +107,9 @@ impl Provisioner {
         let settlement = settlement(providers::answer(remote));
         let mut waiting_for = "no account number yet";
         if settlement != Settlement::Pending {
-            let txn = self.db.begin().await.map_err(|e| e.to_string())?;
-            let settled = accounts::settle(&txn, &account.id, &settlement, true, now)
-                .await
-                .map_err(|e| e.to_string())?;
-            txn.commit().await.map_err(|e| e.to_string())?;
+            let txn = self.db.begin().await?;
+            let settled = accounts::settle(&txn, &account.id, &settlement, true, now).await?;
+            txn.commit().await?;
             match settled {
                 Settled::Changed(account) => {
                     tracing::info!(account_id = %account.id, status = %account.status, "account settled by the provider");
@@ -154,9 +150,9 @@ impl Provisioner {
     }
 
     /// Fails an account that waited too long, and closes it at the bank in case a number comes.
-    async fn give_up(&self, account: &Account, reason: String) -> Result<JobOutcome, String> {
+    async fn give_up(&self, account: &Account, reason: String) -> anyhow::Result<JobOutcome> {
         let now = domain::time::now();
-        let txn = self.db.begin().await.map_err(|e| e.to_string())?;
+        let txn = self.db.begin().await?;
         let settled = accounts::settle(
             &txn,
             &account.id,
@@ -164,21 +160,19 @@ impl Provisioner {
             true,
             now,
         )
-        .await
-        .map_err(|e| e.to_string())?;
+        .await?;
         if matches!(settled, Settled::Changed(_)) {
             outbox::enqueue(
                 &txn,
-                &Job::Close {
+                &ProvisioningJob::Close {
                     account_id: account.id.clone(),
                 },
                 now,
                 now,
             )
-            .await
-            .map_err(|e| e.to_string())?;
+            .await?;
         }
-        txn.commit().await.map_err(|e| e.to_string())?;
+        txn.commit().await?;
         tracing::warn!(account_id = %account.id, "gave up waiting for an account number");
         Ok(JobOutcome::Done)
     }
@@ -191,17 +185,13 @@ impl Provisioner {
         account: &Account,
         bank: Bank,
         mode: Mode,
-    ) -> Result<JobOutcome, String> {
-        let remote = self
-            .providers
-            .account(bank, mode, &account.id)
-            .await
-            .map_err(|e| e.to_string())?;
+    ) -> anyhow::Result<JobOutcome> {
+        let remote = self.providers.account(bank, mode, &account.id).await?;
         let Some(remote) = remote.filter(|r| r.status.is_open()) else {
             return Ok(JobOutcome::Done);
         };
         let now = domain::time::now();
-        let txn = self.db.begin().await.map_err(|e| e.to_string())?;
+        let txn = self.db.begin().await?;
         match remote.account_number {
             Some(number) => {
                 // Keeps the number and enqueues the close, both only if still unnumbered.
@@ -214,7 +204,7 @@ impl Provisioner {
             }
             None => outbox::enqueue(
                 &txn,
-                &Job::Close {
+                &ProvisioningJob::Close {
                     account_id: account.id.clone(),
                 },
                 now,
@@ -222,13 +212,12 @@ impl Provisioner {
             )
             .await
             .map(|_| ()),
-        }
-        .map_err(|e| e.to_string())?;
-        txn.commit().await.map_err(|e| e.to_string())?;
+        }?;
+        txn.commit().await?;
         Ok(JobOutcome::Done)
     }
 
-    async fn close(&self, row: &JobRow, account_id: &str) -> Result<JobOutcome, String> {
+    async fn close(&self, row: &JobRow, account_id: &str) -> anyhow::Result<JobOutcome> {
         let Some((account, bank, mode)) = self.load(account_id).await? else {
             return Ok(JobOutcome::Done);
         };
@@ -255,21 +244,17 @@ pub async fn run_with(
     relay: Relay,
     shutdown: CancellationToken,
 ) {
-    let consumer = Consumer {
+    let handler = Arc::new(Provisioner {
         db: db.clone(),
-        broker,
-        relay,
-        queue: QUEUE,
-        prefetch: 32,
-        handler: Arc::new(Provisioner {
-            db,
-            cipher,
-            providers: Providers::from_config(config),
-            config: config.provisioning.clone(),
-        }),
-        grace: Duration::from_secs(20),
-    };
-    consumer.run(shutdown).await;
+        cipher,
+        providers: Providers::from_config(config),
+        config: config.provisioning.clone(),
+    });
+    Consumer::new(db, broker, relay, handler)
+        .prefetch(32)
+        .grace(Duration::from_secs(20))
+        .run(shutdown)
+        .await;
 }
 
 /// The `worker-provisioning` process.

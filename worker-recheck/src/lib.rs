@@ -12,15 +12,16 @@ use domain::RecheckStatus;
 use ops::config::{Config, RecheckConfig};
 use sea_orm::DatabaseConnection;
 use shared::db::deposits::{self, Recorded, Source};
-use shared::db::outbox::{Job, JobOutcome, JobRow};
+use shared::db::outbox::{JobOutcome, JobRow};
 use shared::db::{accounts, rechecks};
+use shared::jobs::{QueueJob, RecheckJob};
 use shared::providers::Providers;
 use shared::queue::Broker;
 use shared::relay::Relay;
 use shared::worker::{Consumer, JobHandler};
 use tokio_util::sync::CancellationToken;
 
-pub const QUEUE: &str = "recheck";
+pub const QUEUE: &str = RecheckJob::QUEUE;
 
 pub struct Rechecker {
     pub db: DatabaseConnection,
@@ -47,25 +48,21 @@ pub fn retry_delay(config: &RecheckConfig, attempt: i32) -> Duration {
 
 #[async_trait]
 impl JobHandler for Rechecker {
-    async fn handle(&self, row: &JobRow, job: Job) -> JobOutcome {
-        let Job::Recheck { recheck_id } = job else {
-            return JobOutcome::Dead {
-                error: format!("{job:?} is not a recheck job"),
-            };
-        };
-        match self.run(row, &recheck_id).await {
-            Ok(outcome) => outcome,
-            Err(error) => JobOutcome::Retry {
-                after: retry_delay(&self.config, row.attempts),
-                error,
-            },
-        }
+    type Job = RecheckJob;
+
+    async fn handle(&self, row: &JobRow, job: RecheckJob) -> anyhow::Result<JobOutcome> {
+        let RecheckJob::Recheck { recheck_id } = job;
+        self.run(row, &recheck_id).await
+    }
+
+    fn retry_after(&self, row: &JobRow) -> Duration {
+        retry_delay(&self.config, row.attempts)
     }
 }
 
 impl Rechecker {
     /// Marks the recheck `failed` with `reason`; its job is then done.
-    async fn fail(&self, recheck_id: &str, reason: String) -> Result<JobOutcome, String> {
+    async fn fail(&self, recheck_id: &str, reason: String) -> anyhow::Result<JobOutcome> {
         tracing::warn!(recheck_id, reason, "recheck failed");
         rechecks::set_status(
             &self.db,
@@ -75,17 +72,12 @@ impl Rechecker {
             Some(reason),
             domain::time::now(),
         )
-        .await
-        .map_err(|e| e.to_string())?;
+        .await?;
         Ok(JobOutcome::Done)
     }
 
-    async fn run(&self, row: &JobRow, recheck_id: &str) -> Result<JobOutcome, String> {
-        let db_err = |e: sea_orm::DbErr| e.to_string();
-        let Some(recheck) = rechecks::find_by_id(&self.db, recheck_id)
-            .await
-            .map_err(db_err)?
-        else {
+    async fn run(&self, row: &JobRow, recheck_id: &str) -> anyhow::Result<JobOutcome> {
+        let Some(recheck) = rechecks::find_by_id(&self.db, recheck_id).await? else {
             return Ok(JobOutcome::Done);
         };
         if recheck.status.is_finished() {
@@ -100,15 +92,12 @@ impl Rechecker {
             None,
             now,
         )
-        .await
-        .map_err(db_err)?;
+        .await?;
         // Every way this run can end for good ends the recheck too: one left `running` would be
         // returned to every later request for the account, and nothing would ever finish it.
         let mode = recheck.mode;
         let Some(account) =
-            accounts::find(&self.db, &recheck.business_id, mode, &recheck.account_id)
-                .await
-                .map_err(db_err)?
+            accounts::find(&self.db, &recheck.business_id, mode, &recheck.account_id).await?
         else {
             return self.fail(recheck_id, "the account is gone".into()).await;
         };
@@ -151,8 +140,7 @@ impl Rechecker {
                 Source::Recheck(recheck_id.to_owned()),
                 domain::time::now(),
             )
-            .await
-            .map_err(db_err)?;
+            .await?;
             if let Recorded::New(deposit) = recorded {
                 new += 1;
                 tracing::info!(recheck_id, deposit_id = %deposit.id, "recheck recorded a missed deposit");
@@ -162,9 +150,7 @@ impl Rechecker {
             self.relay.kick(); // their events' deliveries are due now
         }
         // Counted from the table, so a run that died half-way still counts what it recorded.
-        let found = deposits::found_by_recheck(&self.db, recheck_id)
-            .await
-            .map_err(db_err)?;
+        let found = deposits::found_by_recheck(&self.db, recheck_id).await?;
         rechecks::set_status(
             &self.db,
             recheck_id,
@@ -173,8 +159,7 @@ impl Rechecker {
             None,
             domain::time::now(),
         )
-        .await
-        .map_err(db_err)?;
+        .await?;
         tracing::info!(recheck_id, found, "recheck completed");
         Ok(JobOutcome::Done)
     }
@@ -188,21 +173,17 @@ pub async fn run_with(
     relay: Relay,
     shutdown: CancellationToken,
 ) {
-    let consumer = Consumer {
+    let handler = Arc::new(Rechecker {
         db: db.clone(),
-        broker,
+        providers: Providers::from_config(config),
+        config: config.recheck.clone(),
         relay: relay.clone(),
-        queue: QUEUE,
-        prefetch: 8,
-        handler: Arc::new(Rechecker {
-            db,
-            providers: Providers::from_config(config),
-            config: config.recheck.clone(),
-            relay,
-        }),
-        grace: Duration::from_secs(30),
-    };
-    consumer.run(shutdown).await;
+    });
+    Consumer::new(db, broker, relay, handler)
+        .prefetch(8)
+        .grace(Duration::from_secs(30))
+        .run(shutdown)
+        .await;
 }
 
 /// The `worker-recheck` process.

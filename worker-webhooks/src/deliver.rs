@@ -18,7 +18,8 @@ use shared::db::businesses::webhook_secret_context;
 use shared::db::deliveries::{self, AttemptRecord, Delivery, Next};
 use shared::db::entities::{business_mode, event};
 use shared::db::events;
-use shared::db::outbox::{Job, JobOutcome, JobRow};
+use shared::db::outbox::{JobOutcome, JobRow};
+use shared::jobs::WebhookJob;
 use shared::signing::{self, SigningKey};
 use shared::worker::JobHandler;
 
@@ -65,11 +66,8 @@ impl Deliverer {
         }
     }
 
-    async fn deliver(&self, row: &JobRow, delivery_id: &str) -> Result<JobOutcome, String> {
-        let Some(delivery) = deliveries::find(&self.db, delivery_id)
-            .await
-            .map_err(|e| e.to_string())?
-        else {
+    async fn deliver(&self, row: &JobRow, delivery_id: &str) -> anyhow::Result<JobOutcome> {
+        let Some(delivery) = deliveries::find(&self.db, delivery_id).await? else {
             return Ok(JobOutcome::Done);
         };
         if delivery.status != DeliveryStatus::Pending
@@ -111,8 +109,7 @@ impl Deliverer {
         };
         let Some(event) = event::Entity::find_by_id(delivery.event_id.clone())
             .one(&self.db)
-            .await
-            .map_err(|e| e.to_string())?
+            .await?
         else {
             return Ok(JobOutcome::Dead {
                 error: format!("event {} is missing", delivery.event_id),
@@ -305,7 +302,7 @@ impl Deliverer {
         row: &JobRow,
         delivery: &Delivery,
         sent: Sent,
-    ) -> Result<JobOutcome, String> {
+    ) -> anyhow::Result<JobOutcome> {
         let now = domain::time::now();
         let made = delivery.attempts + 1;
         let record = &sent.record;
@@ -328,9 +325,8 @@ impl Deliverer {
             (false, Some(delay)) => Next::RetryAt(now + to_chrono(delay)),
             (false, None) => Next::Dead,
         };
-        let moved = deliveries::record_attempt(&self.db, delivery, &row.id, record, &next, now)
-            .await
-            .map_err(|e| e.to_string())?;
+        let moved =
+            deliveries::record_attempt(&self.db, delivery, &row.id, record, &next, now).await?;
         let error = record.error.clone().unwrap_or_default();
         tracing::info!(
             delivery_id = %delivery.id,
@@ -359,10 +355,8 @@ impl Deliverer {
     /// The delivery changed while this attempt ran. Superseded (replay, resend) or finished:
     /// this job is done. Still pending on this very job (a duplicate run recorded first): keep
     /// the schedule that run set, rather than completing the job under it.
-    async fn moved_on(&self, row: &JobRow, delivery_id: &str) -> Result<JobOutcome, String> {
-        let current = deliveries::find(&self.db, delivery_id)
-            .await
-            .map_err(|e| e.to_string())?;
+    async fn moved_on(&self, row: &JobRow, delivery_id: &str) -> anyhow::Result<JobOutcome> {
+        let current = deliveries::find(&self.db, delivery_id).await?;
         tracing::info!(delivery_id, "delivery moved on while this attempt ran");
         Ok(match current {
             Some(d)
@@ -383,20 +377,16 @@ impl Deliverer {
 
 #[async_trait]
 impl JobHandler for Deliverer {
-    async fn handle(&self, row: &JobRow, job: Job) -> JobOutcome {
-        let result = match job {
-            Job::Deliver { delivery_id } => self.deliver(row, &delivery_id).await,
-            other => Ok(JobOutcome::Dead {
-                error: format!("{other:?} is not a webhooks job"),
-            }),
-        };
-        result.unwrap_or_else(|error| {
-            tracing::warn!(job_id = %row.id, error, "delivery could not run; will retry");
-            JobOutcome::Retry {
-                after: crate::schedule::jitter(Duration::from_secs(5)),
-                error,
-            }
-        })
+    type Job = WebhookJob;
+
+    async fn handle(&self, row: &JobRow, job: WebhookJob) -> anyhow::Result<JobOutcome> {
+        let WebhookJob::Deliver { delivery_id } = job;
+        self.deliver(row, &delivery_id).await
+    }
+
+    /// The attempt could not even run (the database failed): soon, with jitter.
+    fn retry_after(&self, _row: &JobRow) -> Duration {
+        crate::schedule::jitter(Duration::from_secs(5))
     }
 }
 

@@ -1,8 +1,9 @@
 //! worker-webhooks: delivers each event to its business's endpoint for the event's mode, signed
 //! as Standard Webhooks defines, one attempt per job. A failed attempt reschedules the job on the
 //! configured schedule (with jitter, or when the receiver's `Retry-After` says); a delivery that
-//! exhausts the schedule is dead: marked so in the database and copied to the `webhooks.dead`
-//! queue. Operators list dead deliveries and replay them (see [`operator`]).
+//! exhausts the schedule is dead: marked so in the database and copied to the `webhooks`
+//! dead-letter queue (bounded; a replay drops the copy). Operators list dead deliveries and
+//! replay them (see [`operator`]).
 //!
 //! Each delivery is its own job, and each attempt goes to the mode's webhook URL of its moment.
 //! One endpoint holds at most `webhooks.max_in_flight_per_endpoint` of the consumer's
@@ -28,7 +29,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use deliver::Deliverer;
 
-pub const QUEUE: &str = "webhooks";
+pub const QUEUE: &str = <shared::jobs::WebhookJob as shared::jobs::QueueJob>::QUEUE;
 
 /// The consumer, on any broker (RabbitMQ, or the in-process one of `api dev`). Returns when
 /// `shutdown` is cancelled and in-flight deliveries have finished.
@@ -41,17 +42,13 @@ pub async fn run_with(
     shutdown: CancellationToken,
 ) {
     let gauge = tokio::spawn(count_dead_letters(db.clone(), shutdown.clone()));
-    let consumer = Consumer {
-        db: db.clone(),
-        broker,
-        relay,
-        queue: QUEUE,
-        prefetch: config.webhooks.concurrency.max(1),
-        handler: Arc::new(Deliverer::new(db, cipher, config.webhooks.clone())),
+    let handler = Arc::new(Deliverer::new(db.clone(), cipher, config.webhooks.clone()));
+    Consumer::new(db, broker, relay, handler)
+        .prefetch(config.webhooks.concurrency.max(1))
         // An attempt in flight finishes within its timeout.
-        grace: Duration::from_secs(config.webhooks.timeout_secs.max(1) + 5),
-    };
-    consumer.run(shutdown).await;
+        .grace(Duration::from_secs(config.webhooks.timeout_secs.max(1) + 5))
+        .run(shutdown)
+        .await;
     let _ = gauge.await;
 }
 

@@ -11,8 +11,9 @@ use sea_orm::{
 use sha2::{Digest, Sha256};
 
 use super::entities::{business_mode, idempotency_key, virtual_account};
-use super::outbox::{Job, enqueue};
+use super::outbox::enqueue;
 use crate::crypto::Cipher;
+use crate::jobs::ProvisioningJob;
 use domain::ids::new_id;
 use domain::provider::OpenAccount;
 use domain::{AccountStatus, EventType, IdentityNumber, Mode, NewAccount};
@@ -168,7 +169,7 @@ pub async fn create(
     let account = insert_account(&txn, cipher, req, now).await?;
     let job_id = enqueue(
         &txn,
-        &Job::Provision {
+        &ProvisioningJob::Provision {
             account_id: account.id.clone(),
         },
         now + req.provider_grace,
@@ -384,7 +385,7 @@ async fn close_late_number<C: ConnectionTrait + TransactionTrait>(
     if kept == 1 {
         enqueue(
             db,
-            &Job::Close {
+            &ProvisioningJob::Close {
                 account_id: account_id.to_owned(),
             },
             now,
@@ -771,7 +772,7 @@ pub async fn deactivate(
     record_account_event(&txn, &account, EventType::VirtualAccountDeactivated, now).await?;
     enqueue(
         &txn,
-        &Job::Close {
+        &ProvisioningJob::Close {
             account_id: account.id.clone(),
         },
         now,

@@ -1,5 +1,5 @@
-//! Webhook deliveries: one per event and endpoint, driven by an outbox job (`Job::Deliver`), each
-//! HTTP attempt recorded. A replay or resend starts a fresh schedule on the same row (same event,
+//! Webhook deliveries: one per event and endpoint, driven by an outbox job
+//! (`WebhookJob::Deliver`), each HTTP attempt recorded. A replay or resend starts a fresh schedule on the same row (same event,
 //! so the same `webhook-id`) with a new job; the job it replaces does nothing if it still runs.
 
 use chrono::{DateTime, Utc};
@@ -11,7 +11,8 @@ use sea_orm::{
 use super::businesses::webhook_url;
 use super::entities::event::Model as Event;
 use super::entities::{delivery, delivery_attempt};
-use super::outbox::{self, Job};
+use super::outbox;
+use crate::jobs::WebhookJob;
 use domain::DeliveryStatus;
 use domain::ids::new_id;
 
@@ -48,7 +49,7 @@ pub async fn create<C: ConnectionTrait>(
     .await?;
     let job_id = outbox::enqueue(
         db,
-        &Job::Deliver {
+        &WebhookJob::Deliver {
             delivery_id: id.clone(),
         },
         now,
@@ -102,8 +103,9 @@ pub async fn attempts<C: ConnectionTrait>(
 
 /// Starts a fresh schedule: pending, no attempts yet, a new job due now, to the mode's current
 /// webhook URL (an endpoint that moved is why deliveries die and get replayed), unless the mode
-/// has none or the event already has a delivery to it. The job of the schedule it replaces (if
-/// still pending) is completed, and would do nothing anyway. Attempts already made stay on record.
+/// has none or the event already has a delivery to it. The job of the schedule it replaces is
+/// completed: a pending one would do nothing anyway, and a dead one is thereby marked replayed
+/// (its copy in the dead-letter queue is then dropped). Attempts already made stay on record.
 pub async fn restart<C: ConnectionTrait>(
     db: &C,
     delivery_id: &str,
@@ -126,7 +128,7 @@ pub async fn restart<C: ConnectionTrait>(
     };
     let job_id = outbox::enqueue(
         db,
-        &Job::Deliver {
+        &WebhookJob::Deliver {
             delivery_id: delivery_id.to_owned(),
         },
         now,
@@ -147,9 +149,7 @@ pub async fn restart<C: ConnectionTrait>(
         .filter(delivery::Column::Id.eq(delivery_id))
         .exec(db)
         .await?;
-    if current.status == DeliveryStatus::Pending
-        && let Some(old) = &current.job_id
-    {
+    if let Some(old) = &current.job_id {
         outbox::complete(db, old, now).await?;
     }
     find(db, delivery_id).await

@@ -1,45 +1,29 @@
 //! Jobs: written in the caller's transaction (the outbox), published by the relay when due,
-//! completed or rescheduled by the consumer. The row is the truth; a message only says "look at
-//! job X", so a lost message is republished and a repeated one finds the work done.
+//! started, then completed or rescheduled by the consumer. The row is the truth; a message only
+//! says "look at job X", so a lost message is republished and a repeated one finds the work done.
+//!
+//! A row's life: due (`published_at` empty) → claimed by one relay in a short transaction
+//! (`published_at` set, `publishing_until` its lease while unconfirmed) → confirmed by the broker
+//! (`publishing_until` empty) → started by a consumer (`started_at`) → completed, dead, or
+//! rescheduled (due again later, `published_at` empty). A published row is published again only when its message may be lost:
+//! not started (or started and not finished) past a lease, and fewer messages wait in its queue
+//! than such rows exist (see [`census`]), so a long outage leaves one message per job.
 
 use std::time::Duration;
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, DurationRound, Utc};
 use sea_orm::sea_query::{LockBehavior, LockType};
 use sea_orm::{
-    ActiveValue::Set, ColumnTrait, ConnectionTrait, DatabaseConnection, DbErr, EntityTrait,
-    QueryFilter, QueryOrder, QuerySelect, TransactionTrait,
+    ActiveValue::Set, ColumnTrait, Condition, ConnectionTrait, DatabaseConnection, DbErr,
+    EntityTrait, PaginatorTrait, QueryFilter, QueryOrder, QuerySelect, TransactionTrait,
 };
 use serde::{Deserialize, Serialize};
 
 use super::entities::outbox;
+use crate::jobs::QueueJob;
 use domain::ids::new_id;
 
 pub use outbox::Model as JobRow;
-
-/// What a job asks for. Ids only: a consumer re-reads the rows and decides from their state.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum Job {
-    /// Get a number for a pending account (create it at the provider if it never was).
-    Provision { account_id: String },
-    /// Close a deactivated account at its provider.
-    Close { account_id: String },
-    /// Deliver one event to one endpoint (one attempt; retries reschedule the job).
-    Deliver { delivery_id: String },
-    /// Ask the provider for an account's transactions in a window and record what is missing.
-    Recheck { recheck_id: String },
-}
-
-impl Job {
-    pub fn queue(&self) -> &'static str {
-        match self {
-            Job::Provision { .. } | Job::Close { .. } => "provisioning",
-            Job::Deliver { .. } => "webhooks",
-            Job::Recheck { .. } => "recheck",
-        }
-    }
-}
 
 /// The body of a broker message.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -48,20 +32,22 @@ pub struct JobMessage {
     pub job_id: String,
 }
 
-/// Writes a job in the caller's transaction, due at `run_at`; returns its id.
-pub async fn enqueue<C: ConnectionTrait>(
+/// Writes a job in the caller's transaction, due at `run_at`, in its type's queue; returns its id.
+pub async fn enqueue<C: ConnectionTrait, J: QueueJob>(
     db: &C,
-    job: &Job,
+    job: &J,
     run_at: DateTime<Utc>,
     now: DateTime<Utc>,
 ) -> Result<String, DbErr> {
     let id = new_id("job");
     outbox::Entity::insert(outbox::ActiveModel {
         id: Set(id.clone()),
-        queue: Set(job.queue().to_owned()),
+        queue: Set(J::QUEUE.to_owned()),
         payload: Set(serde_json::to_string(job).expect("jobs serialise")),
         run_at: Set(run_at),
         published_at: Set(None),
+        publishing_until: Set(None),
+        started_at: Set(None),
         attempts: Set(0),
         completed_at: Set(None),
         dead_at: Set(None),
@@ -75,94 +61,304 @@ pub async fn enqueue<C: ConnectionTrait>(
     Ok(id)
 }
 
-/// Due rows not yet published (or published so long ago that the message may have been lost),
-/// claimed with `FOR UPDATE SKIP LOCKED` so relays in many processes share the work; `publish`
-/// is called for each inside the transaction, and only rows it accepted are marked published.
-pub async fn publish_due<F, Fut>(
+/// The job row with this id.
+pub async fn find<C: ConnectionTrait>(db: &C, job_id: &str) -> Result<Option<JobRow>, DbErr> {
+    outbox::Entity::find_by_id(job_id.to_owned()).one(db).await
+}
+
+fn ago(now: DateTime<Utc>, span: Duration) -> DateTime<Utc> {
+    chrono::Duration::from_std(span)
+        .ok()
+        .and_then(|span| now.checked_sub_signed(span))
+        .unwrap_or(DateTime::<Utc>::MIN_UTC)
+}
+
+/// The end of a relay's claim `lease` from `now`, to the millisecond: the value is compared for
+/// equality when the claim is settled, and both databases store milliseconds exactly.
+pub fn claim_until(now: DateTime<Utc>, lease: Duration) -> DateTime<Utc> {
+    let until = now + chrono::Duration::from_std(lease).unwrap_or_default();
+    until
+        .duration_trunc(chrono::Duration::milliseconds(1))
+        .unwrap_or(until)
+}
+
+/// Due rows that no relay has published, or whose publish a relay claimed and never confirmed
+/// within its lease (the relay died, or the broker never answered).
+fn unclaimed_due(now: DateTime<Utc>) -> Condition {
+    Condition::all()
+        .add(outbox::Column::CompletedAt.is_null())
+        .add(outbox::Column::DeadAt.is_null())
+        .add(outbox::Column::RunAt.lte(now))
+        .add(
+            Condition::any()
+                .add(
+                    Condition::all()
+                        .add(outbox::Column::PublishedAt.is_null())
+                        .add(outbox::Column::PublishingUntil.is_null()),
+                )
+                .add(outbox::Column::PublishingUntil.lt(now)),
+        )
+}
+
+/// Claims up to `batch` due rows for this relay to publish now, unconfirmed until `until` (see
+/// [`claim_until`]). A short transaction with no broker round trip in it; `FOR UPDATE SKIP
+/// LOCKED` on PostgreSQL lets relays in many processes share the work. `published_at` is set
+/// here, before any consumer can see the message. The caller publishes the rows, then settles
+/// each with [`confirm_published`] or [`release_claims`]; a relay that dies first leaves its
+/// claims unconfirmed, and they are claimed again once `until` has passed.
+pub async fn claim_due(
     db: &DatabaseConnection,
     now: DateTime<Utc>,
-    republish_after: Duration,
+    until: DateTime<Utc>,
     batch: u64,
-    mut publish: F,
-) -> Result<usize, DbErr>
-where
-    F: FnMut(JobRow) -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let stale = now - chrono::Duration::from_std(republish_after).unwrap_or_default();
+) -> Result<Vec<JobRow>, DbErr> {
     let txn = db.begin().await?;
     let rows = outbox::Entity::find()
-        .filter(outbox::Column::CompletedAt.is_null())
-        .filter(outbox::Column::DeadAt.is_null())
-        .filter(outbox::Column::RunAt.lte(now))
-        .filter(
-            sea_orm::Condition::any()
-                .add(outbox::Column::PublishedAt.is_null())
-                .add(outbox::Column::PublishedAt.lt(stale)),
-        )
+        .filter(unclaimed_due(now))
         .order_by_asc(outbox::Column::RunAt)
         .limit(batch)
         .lock_with_behavior(LockType::Update, LockBehavior::SkipLocked)
         .all(&txn)
         .await?;
-    let mut published = Vec::new();
-    for row in rows {
-        let id = row.id.clone();
-        if publish(row).await {
-            published.push(id);
-        } else {
-            break; // the broker is unhappy: leave the rest for the next sweep
-        }
-    }
-    if !published.is_empty() {
+    if !rows.is_empty() {
         outbox::Entity::update_many()
-            .col_expr(outbox::Column::PublishedAt, now.into())
-            .filter(outbox::Column::Id.is_in(published.clone()))
+            .col_expr(outbox::Column::PublishedAt, Some(now).into())
+            .col_expr(outbox::Column::PublishingUntil, Some(until).into())
+            .col_expr(
+                outbox::Column::StartedAt,
+                Option::<DateTime<Utc>>::None.into(),
+            )
+            .filter(outbox::Column::Id.is_in(rows.iter().map(|r| r.id.clone())))
+            .filter(unclaimed_due(now))
             .exec(&txn)
             .await?;
     }
     txn.commit().await?;
-    Ok(published.len())
+    Ok(rows)
 }
 
-/// What a message's job is, as the consumer finds it.
+/// Records that the broker confirmed these claimed rows. A row that moved on meanwhile (its
+/// consumer already rescheduled it, or the claim expired and another relay took it) keeps its
+/// newer state.
+pub async fn confirm_published<C: ConnectionTrait>(
+    db: &C,
+    ids: &[String],
+    until: DateTime<Utc>,
+) -> Result<u64, DbErr> {
+    if ids.is_empty() {
+        return Ok(0);
+    }
+    Ok(outbox::Entity::update_many()
+        .col_expr(
+            outbox::Column::PublishingUntil,
+            Option::<DateTime<Utc>>::None.into(),
+        )
+        .filter(outbox::Column::Id.is_in(ids.iter().cloned()))
+        .filter(outbox::Column::PublishingUntil.eq(until))
+        .exec(db)
+        .await?
+        .rows_affected)
+}
+
+/// Gives back claims whose publish failed: unpublished, so the next sweep tries them again.
+pub async fn release_claims<C: ConnectionTrait>(
+    db: &C,
+    ids: &[String],
+    until: DateTime<Utc>,
+) -> Result<u64, DbErr> {
+    if ids.is_empty() {
+        return Ok(0);
+    }
+    let none = || Option::<DateTime<Utc>>::None;
+    Ok(outbox::Entity::update_many()
+        .col_expr(outbox::Column::PublishedAt, none().into())
+        .col_expr(outbox::Column::PublishingUntil, none().into())
+        .filter(outbox::Column::Id.is_in(ids.iter().cloned()))
+        .filter(outbox::Column::PublishingUntil.eq(until))
+        .exec(db)
+        .await?
+        .rows_affected)
+}
+
+/// Published rows whose message should be waiting as a ready message in their queue: confirmed,
+/// not finished, and not started, or started longer than `lease` ago (that run is presumed dead:
+/// its message went back to the queue, or was lost with it).
+fn waiting(now: DateTime<Utc>, lease: Duration) -> Condition {
+    Condition::all()
+        .add(outbox::Column::CompletedAt.is_null())
+        .add(outbox::Column::DeadAt.is_null())
+        .add(outbox::Column::PublishedAt.is_not_null())
+        .add(outbox::Column::PublishingUntil.is_null())
+        .add(
+            Condition::any()
+                .add(outbox::Column::StartedAt.is_null())
+                .add(outbox::Column::StartedAt.lt(ago(now, lease))),
+        )
+}
+
+/// Waiting rows whose message has waited past the lease.
+fn overdue(now: DateTime<Utc>, lease: Duration) -> Condition {
+    waiting(now, lease).add(
+        Condition::any()
+            .add(outbox::Column::StartedAt.is_not_null())
+            .add(outbox::Column::PublishedAt.lt(ago(now, lease))),
+    )
+}
+
+/// What one queue should hold, by the database.
 #[derive(Debug)]
-pub enum Runnable {
+pub struct Census {
+    pub queue: String,
+    /// Rows whose message should be waiting in the queue (see [`census`]).
+    pub waiting: u64,
+    /// Those of them whose message has waited past the lease, oldest first: the ones to publish
+    /// again if the queue holds fewer messages than `waiting`.
+    pub overdue: Vec<JobRow>,
+}
+
+/// For each queue with a published row unstarted (or unfinished) past `lease`: how many
+/// messages it should hold and which rows are overdue (at most `limit`). A queue that holds
+/// fewer ready messages than `waiting` has lost some; one that holds as many has lost none, even
+/// if no consumer took any for hours. Nothing more is read when no row is overdue.
+pub async fn census<C: ConnectionTrait>(
+    db: &C,
+    now: DateTime<Utc>,
+    lease: Duration,
+    limit: u64,
+) -> Result<Vec<Census>, DbErr> {
+    let overdue = outbox::Entity::find()
+        .filter(overdue(now, lease))
+        .order_by_asc(outbox::Column::PublishedAt)
+        .limit(limit)
+        .all(db)
+        .await?;
+    let mut out: Vec<Census> = Vec::new();
+    for row in overdue {
+        match out.iter_mut().find(|c| c.queue == row.queue) {
+            Some(census) => census.overdue.push(row),
+            None => out.push(Census {
+                queue: row.queue.clone(),
+                waiting: 0,
+                overdue: vec![row],
+            }),
+        }
+    }
+    for census in &mut out {
+        census.waiting = outbox::Entity::find()
+            .filter(waiting(now, lease))
+            .filter(outbox::Column::Queue.eq(census.queue.as_str()))
+            .count(db)
+            .await?;
+    }
+    Ok(out)
+}
+
+/// Makes overdue rows (see [`census`]) due for publishing again: their messages are presumed
+/// lost. A row that moved on since it was read (started, finished, rescheduled) is left alone.
+/// Returns how many.
+pub async fn release_lost<C: ConnectionTrait>(
+    db: &C,
+    rows: &[JobRow],
+    now: DateTime<Utc>,
+    lease: Duration,
+) -> Result<u64, DbErr> {
+    if rows.is_empty() {
+        return Ok(0);
+    }
+    let none = || Option::<DateTime<Utc>>::None;
+    Ok(outbox::Entity::update_many()
+        .col_expr(outbox::Column::PublishedAt, none().into())
+        .col_expr(outbox::Column::PublishingUntil, none().into())
+        .col_expr(outbox::Column::StartedAt, none().into())
+        .col_expr(outbox::Column::UpdatedAt, now.into())
+        .filter(outbox::Column::Id.is_in(rows.iter().map(|r| r.id.clone())))
+        .filter(overdue(now, lease))
+        .exec(db)
+        .await?
+        .rows_affected)
+}
+
+/// What a message's job is, as the consumer of queue `J::QUEUE` finds it.
+#[derive(Debug)]
+pub enum Runnable<J> {
     /// Due and not finished: run it.
-    Run(JobRow, Job),
-    /// Finished, or rescheduled for later: the message is a repeat.
+    Run(JobRow, J),
+    /// Finished, missing, or another queue's: the message is a repeat (or a stray).
     Repeat,
+    /// Not due yet by this process's clock (more than a second early).
+    Early(JobRow),
     /// Its payload is no job this version knows (written by a newer one, or damaged): it can
     /// never run here, so it is given up rather than retried forever.
     Unreadable(JobRow, String),
 }
 
-/// The job behind a message.
-pub async fn load_runnable<C: ConnectionTrait>(
+/// The job behind a message, read as queue `J`'s job type.
+pub async fn load_runnable<J: QueueJob, C: ConnectionTrait>(
     db: &C,
     job_id: &str,
     now: DateTime<Utc>,
-) -> Result<Runnable, DbErr> {
-    let Some(row) = outbox::Entity::find_by_id(job_id.to_owned())
-        .one(db)
-        .await?
-    else {
+) -> Result<Runnable<J>, DbErr> {
+    let Some(row) = find(db, job_id).await? else {
         return Ok(Runnable::Repeat);
     };
-    // A second of slack: clocks of different processes are close, not equal.
-    if row.completed_at.is_some()
-        || row.dead_at.is_some()
-        || row.run_at > now + chrono::Duration::seconds(1)
-    {
+    if row.queue != J::QUEUE || row.completed_at.is_some() || row.dead_at.is_some() {
         return Ok(Runnable::Repeat);
     }
-    Ok(match serde_json::from_str(&row.payload) {
+    // A second of slack: clocks of different processes are close, not equal.
+    if row.run_at > now + chrono::Duration::seconds(1) {
+        return Ok(Runnable::Early(row));
+    }
+    Ok(match serde_json::from_str::<J>(&row.payload) {
         Ok(job) => Runnable::Run(row, job),
         Err(e) => {
             let error = format!("job {job_id} has a payload this version cannot read: {e}");
             Runnable::Unreadable(row, error)
         }
     })
+}
+
+/// A consumer begins the job: from now on the relay counts its message as taken.
+pub async fn start<C: ConnectionTrait>(
+    db: &C,
+    job: &JobRow,
+    now: DateTime<Utc>,
+) -> Result<(), DbErr> {
+    outbox::Entity::update_many()
+        .col_expr(outbox::Column::StartedAt, Some(now).into())
+        .filter(outbox::Column::Id.eq(job.id.as_str()))
+        .filter(outbox::Column::CompletedAt.is_null())
+        .filter(outbox::Column::DeadAt.is_null())
+        .exec(db)
+        .await?;
+    Ok(())
+}
+
+/// A message came before its job's time (the relay's clock is ahead of this process's, or the
+/// message is an old copy): the job becomes unpublished again, so a relay publishes it when it
+/// is due, instead of the message being dropped and the job waiting for a lost-message sweep.
+/// Unless it is due by now.
+pub async fn not_yet_due<C: ConnectionTrait>(
+    db: &C,
+    job: &JobRow,
+    now: DateTime<Utc>,
+) -> Result<(), DbErr> {
+    outbox::Entity::update_many()
+        .col_expr(
+            outbox::Column::PublishedAt,
+            Option::<DateTime<Utc>>::None.into(),
+        )
+        .col_expr(
+            outbox::Column::PublishingUntil,
+            Option::<DateTime<Utc>>::None.into(),
+        )
+        .col_expr(outbox::Column::UpdatedAt, now.into())
+        .filter(outbox::Column::Id.eq(job.id.as_str()))
+        .filter(outbox::Column::RunAt.gt(now + chrono::Duration::seconds(1)))
+        .filter(outbox::Column::CompletedAt.is_null())
+        .filter(outbox::Column::DeadAt.is_null())
+        .exec(db)
+        .await?;
+    Ok(())
 }
 
 /// How a run ended.
@@ -180,6 +376,7 @@ pub enum JobOutcome {
     },
 }
 
+/// Records how a run ended. One statement on the row, which no relay holds locked.
 pub async fn finish<C: ConnectionTrait>(
     db: &C,
     job: &JobRow,
@@ -190,6 +387,7 @@ pub async fn finish<C: ConnectionTrait>(
         .col_expr(outbox::Column::UpdatedAt, now.into())
         .filter(outbox::Column::Id.eq(job.id.as_str()))
         .filter(outbox::Column::CompletedAt.is_null());
+    let none = || Option::<DateTime<Utc>>::None;
     update = match outcome {
         JobOutcome::Done => update.col_expr(outbox::Column::CompletedAt, now.into()),
         JobOutcome::Retry { after, error } => update
@@ -197,10 +395,9 @@ pub async fn finish<C: ConnectionTrait>(
                 outbox::Column::RunAt,
                 (now + chrono::Duration::from_std(*after).unwrap_or_default()).into(),
             )
-            .col_expr(
-                outbox::Column::PublishedAt,
-                Option::<DateTime<Utc>>::None.into(),
-            )
+            .col_expr(outbox::Column::PublishedAt, none().into())
+            .col_expr(outbox::Column::PublishingUntil, none().into())
+            .col_expr(outbox::Column::StartedAt, none().into())
             .col_expr(outbox::Column::Attempts, (job.attempts + 1).into())
             .col_expr(outbox::Column::LastError, Some(error.clone()).into()),
         JobOutcome::Dead { error } => update
@@ -209,6 +406,21 @@ pub async fn finish<C: ConnectionTrait>(
     };
     update.exec(db).await?;
     Ok(())
+}
+
+/// Dead jobs of `queue` completed since `since`: replayed (a new job carries their work on), so
+/// any copy of their message in the dead-letter queue is stale.
+pub async fn replayed_dead_since<C: ConnectionTrait>(
+    db: &C,
+    queue: &str,
+    since: DateTime<Utc>,
+) -> Result<u64, DbErr> {
+    outbox::Entity::find()
+        .filter(outbox::Column::Queue.eq(queue))
+        .filter(outbox::Column::DeadAt.is_not_null())
+        .filter(outbox::Column::CompletedAt.gte(since))
+        .count(db)
+        .await
 }
 
 /// Makes a job due now (e.g. when the synchronous provider call did not settle an account).
@@ -227,7 +439,8 @@ pub async fn make_due<C: ConnectionTrait>(
     Ok(())
 }
 
-/// Marks a job done by id (the API settled the account itself).
+/// Marks a job done by id (the API settled the account itself, or a replay supersedes it; a dead
+/// job keeps its `dead_at` and `last_error`, and its completion says it was replayed).
 pub async fn complete<C: ConnectionTrait>(
     db: &C,
     job_id: &str,
@@ -247,12 +460,16 @@ pub async fn complete<C: ConnectionTrait>(
 /// For a broker that starts empty (the in-process one of `api dev`): whatever was published to
 /// the previous process's queue went with it. Returns how many jobs were affected.
 pub async fn forget_publications<C: ConnectionTrait>(db: &C) -> Result<u64, DbErr> {
+    let none = || Option::<DateTime<Utc>>::None;
     Ok(outbox::Entity::update_many()
-        .col_expr(
-            outbox::Column::PublishedAt,
-            Option::<DateTime<Utc>>::None.into(),
+        .col_expr(outbox::Column::PublishedAt, none().into())
+        .col_expr(outbox::Column::PublishingUntil, none().into())
+        .col_expr(outbox::Column::StartedAt, none().into())
+        .filter(
+            Condition::any()
+                .add(outbox::Column::PublishedAt.is_not_null())
+                .add(outbox::Column::PublishingUntil.is_not_null()),
         )
-        .filter(outbox::Column::PublishedAt.is_not_null())
         .filter(outbox::Column::CompletedAt.is_null())
         .filter(outbox::Column::DeadAt.is_null())
         .exec(db)
@@ -262,7 +479,6 @@ pub async fn forget_publications<C: ConnectionTrait>(db: &C) -> Result<u64, DbEr
 
 /// Due jobs not yet finished, by queue: the backlog operators watch.
 pub async fn backlog<C: ConnectionTrait>(db: &C, now: DateTime<Utc>) -> Result<u64, DbErr> {
-    use sea_orm::PaginatorTrait;
     outbox::Entity::find()
         .filter(outbox::Column::CompletedAt.is_null())
         .filter(outbox::Column::DeadAt.is_null())

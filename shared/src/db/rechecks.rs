@@ -8,7 +8,8 @@ use sea_orm::{
 
 use super::accounts::Account;
 use super::entities::recheck;
-use super::outbox::{Job, enqueue};
+use super::outbox::enqueue;
+use crate::jobs::RecheckJob;
 use domain::RecheckStatus;
 use domain::ids::new_id;
 
@@ -60,7 +61,7 @@ pub async fn request(
         Ok(_) => {
             enqueue(
                 &txn,
-                &Job::Recheck {
+                &RecheckJob::Recheck {
                     recheck_id: row.id.clone(),
                 },
                 now,

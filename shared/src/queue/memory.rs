@@ -1,16 +1,19 @@
 //! The in-process broker for `api dev` and tests: the same semantics as the RabbitMQ topology
-//! (competing consumers, prefetch, requeue, dead-letter queues) inside one process.
+//! (competing consumers, prefetch, requeue, dead-letter queues bounded in length and age) inside
+//! one process.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use tokio::sync::Notify;
+use tokio::time::Instant;
 
-use super::{Acker, Broker, Delivery, QUEUES, QueueError};
+use super::{Acker, Broker, DeadLetterBounds, Delivery, QUEUES, QueueError};
 
 /// An in-process broker. Clones share the same queues.
 #[derive(Clone, Default)]
@@ -30,6 +33,7 @@ type Key = (&'static str, bool);
 #[derive(Default)]
 struct Shared {
     queues: Mutex<HashMap<Key, Queue>>,
+    dead_letters: DeadLetterBounds,
 }
 
 #[derive(Default)]
@@ -42,11 +46,37 @@ struct Queue {
 struct Message {
     body: Vec<u8>,
     redelivered: bool,
+    /// Gone from the queue then (dead letters only).
+    expires_at: Option<Instant>,
+}
+
+impl Queue {
+    /// Drops what expired: as RabbitMQ does, from the head.
+    fn expire(&mut self) {
+        let now = Instant::now();
+        while self
+            .ready
+            .front()
+            .is_some_and(|m| m.expires_at.is_some_and(|at| at <= now))
+        {
+            self.ready.pop_front();
+        }
+    }
 }
 
 impl MemoryBroker {
     pub fn new() -> MemoryBroker {
         MemoryBroker::default()
+    }
+
+    /// A broker whose dead-letter queues keep what `bounds` allows (the default otherwise).
+    pub fn with_dead_letter_bounds(bounds: DeadLetterBounds) -> MemoryBroker {
+        MemoryBroker {
+            shared: Arc::new(Shared {
+                queues: Mutex::default(),
+                dead_letters: bounds,
+            }),
+        }
     }
 }
 
@@ -56,48 +86,64 @@ impl Shared {
         self.queues.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn push(&self, key: Key, message: Message, front: bool) {
+    fn push(&self, key: Key, body: Vec<u8>) {
+        self.push_expiring(key, body, None);
+    }
+
+    /// Appends a message; a dead letter expires after the bound's TTL (or `expires_in`, if
+    /// sooner) and pushes out the oldest beyond the bound's length.
+    fn push_expiring(&self, key: Key, body: Vec<u8>, expires_in: Option<Duration>) {
         let mut queues = self.lock();
+        self.push_locked(&mut queues, key, body, expires_in);
+    }
+
+    fn push_locked(
+        &self,
+        queues: &mut HashMap<Key, Queue>,
+        key: Key,
+        body: Vec<u8>,
+        expires_in: Option<Duration>,
+    ) {
         let queue = queues.entry(key).or_default();
-        if front {
-            queue.ready.push_front(message);
-        } else {
-            queue.ready.push_back(message);
+        let (_, dead_letter) = key;
+        let expires_at = dead_letter.then(|| {
+            let ttl = self.dead_letters.ttl;
+            Instant::now() + expires_in.map_or(ttl, |e| e.min(ttl))
+        });
+        queue.ready.push_back(Message {
+            body,
+            redelivered: false,
+            expires_at,
+        });
+        if dead_letter {
+            let max = self.dead_letters.max_length as usize;
+            while queue.ready.len() > max {
+                queue.ready.pop_front();
+            }
         }
         queue.changed.notify_waiters();
     }
 
-    /// A consumer's delivery is settled: `requeue` puts it back, `dead` moves it to the DLQ,
-    /// neither forgets it. Either way the consumer has room for one more.
-    fn settle(&self, queue: &'static str, unacked: &AtomicUsize, outcome: Outcome) {
+    /// A delivery is settled: `requeue` puts it back, `dead` moves it to the DLQ (a dead letter
+    /// dead-lettered again is dropped, as a DLQ without its own DLX does), neither forgets it.
+    /// Either way its consumer has room for one more.
+    fn settle(&self, key: Key, unacked: &AtomicUsize, outcome: Outcome) {
         let mut queues = self.lock();
         match outcome {
             Outcome::Ack => {}
-            Outcome::Requeue(body) => {
-                queues
-                    .entry((queue, false))
-                    .or_default()
-                    .ready
-                    .push_front(Message {
-                        body,
-                        redelivered: true,
-                    })
-            }
-            Outcome::DeadLetter(body) => {
-                let dead = queues.entry((queue, true)).or_default();
-                dead.ready.push_back(Message {
-                    body,
-                    redelivered: false,
-                });
-                dead.changed.notify_waiters();
+            Outcome::Requeue(message) => queues.entry(key).or_default().ready.push_front(Message {
+                redelivered: true,
+                ..message
+            }),
+            Outcome::DeadLetter(message) => {
+                let (queue, dead_letter) = key;
+                if !dead_letter {
+                    self.push_locked(&mut queues, (queue, true), message.body, None);
+                }
             }
         }
         unacked.fetch_sub(1, Ordering::SeqCst);
-        queues
-            .entry((queue, false))
-            .or_default()
-            .changed
-            .notify_waiters();
+        queues.entry(key).or_default().changed.notify_waiters();
     }
 }
 
@@ -122,12 +168,37 @@ impl Broker for MemoryBroker {
 
     async fn publish(&self, queue: &str, body: &[u8], dead_letter: bool) -> Result<(), QueueError> {
         let queue = known(queue)?;
-        let message = Message {
-            body: body.to_vec(),
-            redelivered: false,
-        };
-        self.shared.push((queue, dead_letter), message, false);
+        self.shared.push((queue, dead_letter), body.to_vec());
         Ok(())
+    }
+
+    async fn publish_dead_letter(
+        &self,
+        queue: &str,
+        body: &[u8],
+        expires_in: Duration,
+    ) -> Result<(), QueueError> {
+        let queue = known(queue)?;
+        self.shared
+            .push_expiring((queue, true), body.to_vec(), Some(expires_in));
+        Ok(())
+    }
+
+    async fn get(&self, queue: &str, dead_letter: bool) -> Result<Option<Delivery>, QueueError> {
+        let key = (known(queue)?, dead_letter);
+        let message = {
+            let mut queues = self.shared.lock();
+            let queue = queues.entry(key).or_default();
+            queue.expire();
+            queue.ready.pop_front()
+        };
+        // Its own count: a `get` is no consumer's prefetch.
+        let unacked = Arc::new(AtomicUsize::new(1));
+        Ok(message.map(|m| delivery(&self.shared, key, &unacked, m)))
+    }
+
+    fn dead_letter_bounds(&self) -> DeadLetterBounds {
+        self.shared.dead_letters
     }
 
     async fn consume(
@@ -155,10 +226,11 @@ impl Broker for MemoryBroker {
 
     async fn depth(&self, queue: &str, dead_letter: bool) -> Result<u64, QueueError> {
         let queue = known(queue)?;
-        let queues = self.shared.lock();
-        Ok(queues
-            .get(&(queue, dead_letter))
-            .map_or(0, |q| q.ready.len() as u64))
+        let mut queues = self.shared.lock();
+        Ok(queues.get_mut(&(queue, dead_letter)).map_or(0, |q| {
+            q.expire();
+            q.ready.len() as u64
+        }))
     }
 
     async fn is_ready(&self) -> bool {
@@ -202,41 +274,53 @@ impl Consumer {
         }
         let message = queues.get_mut(&(self.queue, false))?.ready.pop_front()?;
         self.unacked.fetch_add(1, Ordering::SeqCst);
-        Some(self.delivery(message))
+        Some(delivery(
+            &self.shared,
+            (self.queue, false),
+            &self.unacked,
+            message,
+        ))
     }
+}
 
-    fn delivery(&self, message: Message) -> Delivery {
-        Delivery {
-            body: message.body.clone(),
-            redelivered: message.redelivered,
-            acker: Box::new(MemoryAcker {
-                shared: self.shared.clone(),
-                queue: self.queue,
-                unacked: self.unacked.clone(),
-                body: Some(message.body),
-            }),
-        }
+fn delivery(
+    shared: &Arc<Shared>,
+    key: Key,
+    unacked: &Arc<AtomicUsize>,
+    message: Message,
+) -> Delivery {
+    Delivery {
+        body: message.body.clone(),
+        redelivered: message.redelivered,
+        acker: Box::new(MemoryAcker {
+            shared: shared.clone(),
+            key,
+            unacked: unacked.clone(),
+            message: Some(message),
+        }),
     }
 }
 
 enum Outcome {
     Ack,
-    Requeue(Vec<u8>),
-    DeadLetter(Vec<u8>),
+    Requeue(Message),
+    DeadLetter(Message),
 }
 
 struct MemoryAcker {
     shared: Arc<Shared>,
-    queue: &'static str,
+    /// The queue it came from.
+    key: Key,
     unacked: Arc<AtomicUsize>,
     /// `None` once settled.
-    body: Option<Vec<u8>>,
+    message: Option<Message>,
 }
 
 impl MemoryAcker {
-    fn settle(&mut self, outcome: impl FnOnce(Vec<u8>) -> Outcome) {
-        if let Some(body) = self.body.take() {
-            self.shared.settle(self.queue, &self.unacked, outcome(body));
+    fn settle(&mut self, outcome: impl FnOnce(Message) -> Outcome) {
+        if let Some(message) = self.message.take() {
+            self.shared
+                .settle(self.key, &self.unacked, outcome(message));
         }
     }
 }
@@ -249,11 +333,11 @@ impl Acker for MemoryAcker {
     }
 
     async fn nack(mut self: Box<Self>, requeue: bool) -> Result<(), QueueError> {
-        self.settle(|body| {
+        self.settle(|message| {
             if requeue {
-                Outcome::Requeue(body)
+                Outcome::Requeue(message)
             } else {
-                Outcome::DeadLetter(body)
+                Outcome::DeadLetter(message)
             }
         });
         Ok(())

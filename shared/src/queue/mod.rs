@@ -1,6 +1,10 @@
 //! The message broker behind one trait: RabbitMQ (lapin) in production, an in-process queue for
 //! `api dev` and unit tests. Messages carry ids only; the database is the truth, so a lost or
 //! repeated message is never a lost or repeated effect.
+//!
+//! Each work queue has a dead-letter queue beside it, bounded in length and age
+//! ([`DeadLetterBounds`]): a convenience for watching a broker, not a record. The record of a
+//! dead job is its outbox row (`dead_at`, `last_error`) and, for webhooks, its delivery.
 
 mod memory;
 mod rabbit;
@@ -13,8 +17,36 @@ use futures::stream::BoxStream;
 pub use memory::MemoryBroker;
 pub use rabbit::{RabbitBroker, delete_topology};
 
-/// The work queues. Each has a dead-letter queue beside it.
-pub const QUEUES: [&str; 3] = ["provisioning", "webhooks", "recheck"];
+use crate::jobs::{ProvisioningJob, QueueJob, RecheckJob, WebhookJob};
+
+/// The work queues, one per job type. Each has a dead-letter queue beside it.
+pub const QUEUES: [&str; 3] = [ProvisioningJob::QUEUE, WebhookJob::QUEUE, RecheckJob::QUEUE];
+
+/// How much a dead-letter queue keeps: at most `max_length` messages (the oldest go first) and
+/// none older than `ttl`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeadLetterBounds {
+    pub max_length: u32,
+    pub ttl: Duration,
+}
+
+impl Default for DeadLetterBounds {
+    /// A week of deaths, up to ten thousand per queue: long enough to notice, small enough that
+    /// a storm of failures cannot fill the broker's disk.
+    fn default() -> Self {
+        DeadLetterBounds {
+            max_length: 10_000,
+            ttl: Duration::from_secs(7 * 24 * 3600),
+        }
+    }
+}
+
+/// One message for [`Broker::publish_many`].
+#[derive(Debug, Clone, Copy)]
+pub struct Outgoing<'a> {
+    pub queue: &'a str,
+    pub body: &'a [u8],
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum QueueError {
@@ -73,6 +105,32 @@ pub trait Broker: Send + Sync + 'static {
     /// Publishes to a work queue (or its dead-letter queue with `dead_letter`) and returns once
     /// the broker has confirmed it durable. Unroutable messages are an error, not silence.
     async fn publish(&self, queue: &str, body: &[u8], dead_letter: bool) -> Result<(), QueueError>;
+
+    /// Publishes to work queues with confirms pipelined: every message is sent, then every
+    /// confirm awaited. One verdict per message, in order.
+    async fn publish_many(&self, messages: &[Outgoing<'_>]) -> Vec<Result<(), QueueError>> {
+        let mut verdicts = Vec::with_capacity(messages.len());
+        for message in messages {
+            verdicts.push(self.publish(message.queue, message.body, false).await);
+        }
+        verdicts
+    }
+
+    /// Puts a message in a queue's dead-letter queue that expires `expires_in` from now (or
+    /// earlier, by the queue's own bound), confirmed.
+    async fn publish_dead_letter(
+        &self,
+        queue: &str,
+        body: &[u8],
+        expires_in: Duration,
+    ) -> Result<(), QueueError>;
+
+    /// Takes one ready message from a queue (or its dead-letter queue), if there is one; it is
+    /// settled like a consumed one.
+    async fn get(&self, queue: &str, dead_letter: bool) -> Result<Option<Delivery>, QueueError>;
+
+    /// What the dead-letter queues keep.
+    fn dead_letter_bounds(&self) -> DeadLetterBounds;
 
     /// A stream of deliveries from a work queue, at most `prefetch` unacknowledged at a time.
     /// The stream ends (or yields an error) when the connection is lost; callers consume again.

@@ -1,6 +1,13 @@
 //! RabbitMQ through lapin: durable quorum queues behind a direct exchange, a dead-letter
-//! exchange with a dead queue per work queue, publisher confirms, `mandatory` publishes,
-//! manual acks and a per-consumer prefetch.
+//! exchange with a dead-letter queue per work queue (bounded: `x-max-length` and
+//! `x-message-ttl`), publisher confirms, `mandatory` publishes, manual acks and a per-consumer
+//! prefetch.
+//!
+//! Dead-letter queues are named `<prefix>.<queue>.dlq`. Versions before the bound named them
+//! `<prefix>.<queue>.dead`, without arguments; a queue's arguments cannot change once declared
+//! (declaring it with others fails with PRECONDITION_FAILED), so the bounded queues got new
+//! names, and `declare` unbinds an old `.dead` queue (it stops growing) and deletes it once
+//! empty. Its messages were copies: the database records every dead job.
 //!
 //! One connection per broker value (and its clones), with one confirm-mode channel shared by
 //! every publish and a fresh channel per consumer. The connection is re-established lazily: the
@@ -17,19 +24,22 @@ use async_trait::async_trait;
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use lapin::options::{
-    BasicAckOptions, BasicConsumeOptions, BasicNackOptions, BasicPublishOptions, BasicQosOptions,
-    ConfirmSelectOptions, ExchangeDeclareOptions, QueueBindOptions, QueueDeclareOptions,
+    BasicAckOptions, BasicConsumeOptions, BasicGetOptions, BasicNackOptions, BasicPublishOptions,
+    BasicQosOptions, ConfirmSelectOptions, ExchangeDeclareOptions, QueueBindOptions,
+    QueueDeclareOptions, QueueDeleteOptions,
 };
 use lapin::protocol::{AMQPErrorKind, AMQPSoftError};
 use lapin::types::{AMQPValue, FieldTable, ShortString};
 use lapin::{
     BasicProperties, Channel, Confirmation, Connection, ConnectionProperties, ErrorKind,
-    ExchangeKind,
+    ExchangeKind, PublisherConfirm,
 };
 use tokio::sync::{Mutex, MutexGuard};
 use tokio::time::{Instant, timeout};
 
-use super::{Acker, Broker, Delivery, QUEUES, QueueError, reconnect_delay};
+use super::{
+    Acker, Broker, DeadLetterBounds, Delivery, Outgoing, QUEUES, QueueError, reconnect_delay,
+};
 
 /// How long opening a connection (TCP and the AMQP handshake) may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -53,6 +63,7 @@ struct Inner {
     prefix: String,
     /// The connection name operators see in the management UI; consumer tags start with it.
     name: String,
+    dead_letters: DeadLetterBounds,
     consumers: AtomicU64,
     session: Mutex<Session>,
 }
@@ -102,6 +113,17 @@ impl RabbitBroker {
         prefix: &str,
         ca_pem: Option<String>,
     ) -> Result<RabbitBroker, QueueError> {
+        Self::connect_with(url, prefix, ca_pem, DeadLetterBounds::default()).await
+    }
+
+    /// As [`connect_with_ca`](Self::connect_with_ca), with dead-letter queues that keep what
+    /// `dead_letters` allows. The bound is fixed when a queue is first declared.
+    pub async fn connect_with(
+        url: &str,
+        prefix: &str,
+        ca_pem: Option<String>,
+        dead_letters: DeadLetterBounds,
+    ) -> Result<RabbitBroker, QueueError> {
         let longest = QUEUES.iter().map(|q| q.len()).max().unwrap_or(0) + ".dead".len() + 1;
         if prefix.is_empty()
             || prefix.len() + longest > MAX_NAME
@@ -128,12 +150,59 @@ impl RabbitBroker {
                 ca_pem,
                 prefix: prefix.to_owned(),
                 name,
+                dead_letters,
                 consumers: AtomicU64::new(0),
                 session: Mutex::new(Session::default()),
             }),
         };
         drop(broker.inner.session(false).await?);
         Ok(broker)
+    }
+
+    /// Publishes with confirms; once more on a fresh channel if the channel died under it.
+    async fn publish_with(
+        &self,
+        queue: &str,
+        body: &[u8],
+        dead_letter: bool,
+        properties: BasicProperties,
+    ) -> Result<(), QueueError> {
+        let q = known(queue)?;
+        let exchange = if dead_letter {
+            self.inner.dead_letter_exchange()
+        } else {
+            self.inner.prefix.clone()
+        };
+        let mut retried = false;
+        loop {
+            let channel = self.inner.publisher().await?;
+            let error = match timeout(
+                OPERATION_TIMEOUT,
+                publish_confirmed(&channel, &exchange, q, body, properties.clone()),
+            )
+            .await
+            {
+                Ok(Ok(verdict)) => return verdict,
+                Ok(Err(error)) => error,
+                Err(_) => {
+                    return Err(QueueError::NotConfirmed(format!(
+                        "no confirm within {OPERATION_TIMEOUT:?}"
+                    )));
+                }
+            };
+            // The channel or connection died under this publish (a broker restart, or another
+            // publish's channel error): once more on a fresh one. A duplicate is harmless;
+            // consumers are idempotent.
+            if !retried && !channel.status().connected() {
+                tracing::debug!(%error, "publish failed with its channel; retrying once");
+                retried = true;
+                continue;
+            }
+            return Err(lapin_error(
+                &format!("publishing to {exchange} / {q}"),
+                &error,
+            ));
+        }
     }
 
     /// Closes the connection under the broker's feet, as a broker restart would. Test-only.
@@ -152,14 +221,78 @@ impl RabbitBroker {
 impl Inner {
     fn queue_name(&self, queue: &str, dead_letter: bool) -> String {
         if dead_letter {
-            format!("{}.{queue}.dead", self.prefix)
+            format!("{}.{queue}.dlq", self.prefix)
         } else {
             format!("{}.{queue}", self.prefix)
         }
     }
 
+    /// The unbounded dead-letter queue of earlier versions.
+    fn legacy_dead_queue(&self, queue: &str) -> String {
+        format!("{}.{queue}.dead", self.prefix)
+    }
+
     fn dead_letter_exchange(&self) -> String {
         format!("{}.dlx", self.prefix)
+    }
+
+    /// An earlier version's unbounded dead-letter queue of `queue`, if there is one: unbound
+    /// from the dead-letter exchange so that it stops growing, and deleted if empty. One that
+    /// still holds messages is left for operators (its messages are copies; the database
+    /// records every dead job). Failures are logged only: the new queues work without this.
+    async fn retire_legacy_dead_queue(&self, queue: &str, dlx: &str) {
+        let name = self.legacy_dead_queue(queue);
+        // Channels of their own: a refusal closes the channel it happens on.
+        let Ok(channel) = self.channel(false).await else {
+            return;
+        };
+        let passive = QueueDeclareOptions {
+            passive: true,
+            ..QueueDeclareOptions::default()
+        };
+        let Ok(existing) = within(
+            "looking for a legacy dead-letter queue",
+            channel.queue_declare(name.as_str().into(), passive, FieldTable::default()),
+        )
+        .await
+        else {
+            return; // not there: nothing to retire
+        };
+        let unbound = within(
+            &format!("unbinding {name}"),
+            channel.queue_unbind(
+                name.as_str().into(),
+                dlx.into(),
+                queue.into(),
+                FieldTable::default(),
+            ),
+        )
+        .await;
+        if let Err(error) = unbound {
+            tracing::warn!(queue = %name, %error, "cannot unbind the legacy dead-letter queue");
+            return;
+        }
+        let messages = existing.message_count();
+        if messages > 0 {
+            tracing::warn!(
+                queue = %name,
+                messages,
+                "a legacy dead-letter queue holds copies of dead jobs (the database records them all); \
+                 it no longer receives any and can be deleted"
+            );
+            return;
+        }
+        // Empty a moment ago and unbound since, so nothing arrives any more. (Quorum queues do
+        // not take `if_empty`.)
+        match within(
+            &format!("deleting {name}"),
+            channel.queue_delete(name.as_str().into(), QueueDeleteOptions::default()),
+        )
+        .await
+        {
+            Ok(_) => tracing::info!(queue = %name, "deleted the empty legacy dead-letter queue"),
+            Err(error) => tracing::debug!(queue = %name, %error, "legacy dead-letter queue kept"),
+        }
     }
 
     /// The session with a live connection and publishing channel, reconnecting if need be.
@@ -324,6 +457,11 @@ fn lapin_error(context: &str, error: &lapin::Error) -> QueueError {
     }
 }
 
+/// Milliseconds, as AMQP's TTLs and expirations count.
+fn millis(span: Duration) -> i64 {
+    i64::try_from(span.as_millis()).unwrap_or(i64::MAX)
+}
+
 /// Runs one broker round trip with [`OPERATION_TIMEOUT`].
 async fn within<T>(
     context: &str,
@@ -338,22 +476,25 @@ async fn within<T>(
     }
 }
 
-/// Publishes and waits for the confirm. The outer error is lapin's (the channel or connection
-/// failed); the inner one is the broker's verdict on the message.
-async fn publish_confirmed(
+fn persistent() -> BasicProperties {
+    BasicProperties::default()
+        .with_delivery_mode(PERSISTENT)
+        .with_content_type("application/json".into())
+}
+
+/// Sends a `mandatory` publish; the returned future resolves with the broker's confirm.
+async fn send(
     channel: &Channel,
     exchange: &str,
     routing_key: &str,
     body: &[u8],
-) -> lapin::Result<Result<(), QueueError>> {
-    let properties = BasicProperties::default()
-        .with_delivery_mode(PERSISTENT)
-        .with_content_type("application/json".into());
+    properties: BasicProperties,
+) -> lapin::Result<PublisherConfirm> {
     let options = BasicPublishOptions {
         mandatory: true,
         immediate: false,
     };
-    let confirmation = channel
+    channel
         .basic_publish(
             ShortString::from(exchange),
             ShortString::from(routing_key),
@@ -361,9 +502,16 @@ async fn publish_confirmed(
             body,
             properties,
         )
-        .await?
-        .await?;
-    Ok(match confirmation {
+        .await
+}
+
+/// The broker's verdict on one message.
+fn verdict(
+    exchange: &str,
+    routing_key: &str,
+    confirmation: Confirmation,
+) -> Result<(), QueueError> {
+    match confirmation {
         Confirmation::Ack(None) => Ok(()),
         Confirmation::Ack(Some(returned)) => Err(QueueError::Unroutable(format!(
             "{exchange} / {routing_key}: returned by the broker: {} {}",
@@ -375,7 +523,22 @@ async fn publish_confirmed(
         Confirmation::NotRequested => Err(QueueError::NotConfirmed(
             "the publishing channel is not in confirm mode".into(),
         )),
-    })
+    }
+}
+
+/// Publishes and waits for the confirm. The outer error is lapin's (the channel or connection
+/// failed); the inner one is the broker's verdict on the message.
+async fn publish_confirmed(
+    channel: &Channel,
+    exchange: &str,
+    routing_key: &str,
+    body: &[u8],
+    properties: BasicProperties,
+) -> lapin::Result<Result<(), QueueError>> {
+    let confirmation = send(channel, exchange, routing_key, body, properties)
+        .await?
+        .await?;
+    Ok(verdict(exchange, routing_key, confirmation))
 }
 
 #[async_trait]
@@ -425,8 +588,22 @@ impl Broker for RabbitBroker {
                 AMQPValue::LongString(q.into()),
             );
             let dead = inner.queue_name(q, true);
+            let mut bounded = quorum();
+            let bounds = inner.dead_letters;
+            bounded.insert(
+                "x-max-length".into(),
+                AMQPValue::LongLongInt(i64::from(bounds.max_length)),
+            );
+            bounded.insert(
+                "x-overflow".into(),
+                AMQPValue::LongString("drop-head".into()),
+            );
+            bounded.insert(
+                "x-message-ttl".into(),
+                AMQPValue::LongLongInt(millis(bounds.ttl)),
+            );
             for (queue, arguments, exchange) in
-                [(work, arguments, exchange), (dead, quorum(), dlx.as_str())]
+                [(work, arguments, exchange), (dead, bounded, dlx.as_str())]
             {
                 within(
                     &format!("declaring queue {queue}"),
@@ -445,48 +622,112 @@ impl Broker for RabbitBroker {
                 )
                 .await?;
             }
+            inner.retire_legacy_dead_queue(q, &dlx).await;
         }
         let _ = channel.close(200, "declared".into()).await;
         Ok(())
     }
 
     async fn publish(&self, queue: &str, body: &[u8], dead_letter: bool) -> Result<(), QueueError> {
-        let q = known(queue)?;
-        let exchange = if dead_letter {
-            self.inner.dead_letter_exchange()
-        } else {
-            self.inner.prefix.clone()
-        };
-        let mut retried = false;
-        loop {
-            let channel = self.inner.publisher().await?;
-            let error = match timeout(
-                OPERATION_TIMEOUT,
-                publish_confirmed(&channel, &exchange, q, body),
-            )
+        self.publish_with(queue, body, dead_letter, persistent())
             .await
-            {
-                Ok(Ok(verdict)) => return verdict,
-                Ok(Err(error)) => error,
-                Err(_) => {
-                    return Err(QueueError::NotConfirmed(format!(
-                        "no confirm within {OPERATION_TIMEOUT:?}"
-                    )));
-                }
-            };
-            // The channel or connection died under this publish (a broker restart, or another
-            // publish's channel error): once more on a fresh one. A duplicate is harmless;
-            // consumers are idempotent.
-            if !retried && !channel.status().connected() {
-                tracing::debug!(%error, "publish failed with its channel; retrying once");
-                retried = true;
-                continue;
+    }
+
+    async fn publish_many(&self, messages: &[Outgoing<'_>]) -> Vec<Result<(), QueueError>> {
+        let exchange = self.inner.prefix.as_str();
+        let channel = match self.inner.publisher().await {
+            Ok(channel) => channel,
+            Err(error) => {
+                let text = error.to_string();
+                return messages
+                    .iter()
+                    .map(|_| Err(QueueError::Unreachable(text.clone())))
+                    .collect();
             }
-            return Err(lapin_error(
-                &format!("publishing to {exchange} / {q}"),
-                &error,
-            ));
+        };
+        // Every message goes out before any confirm is awaited: one round trip for the batch.
+        let mut sent = Vec::with_capacity(messages.len());
+        for message in messages {
+            let confirm = match known(message.queue) {
+                Err(error) => Err(error),
+                Ok(q) => match timeout(
+                    OPERATION_TIMEOUT,
+                    send(&channel, exchange, q, message.body, persistent()),
+                )
+                .await
+                {
+                    Ok(Ok(confirm)) => Ok((q, confirm)),
+                    Ok(Err(error)) => Err(lapin_error(
+                        &format!("publishing to {exchange} / {q}"),
+                        &error,
+                    )),
+                    Err(_) => Err(QueueError::Unreachable(format!(
+                        "publishing to {exchange} / {q}: not sent within {OPERATION_TIMEOUT:?}"
+                    ))),
+                },
+            };
+            sent.push(confirm);
         }
+        let deadline = Instant::now() + OPERATION_TIMEOUT;
+        let mut verdicts = Vec::with_capacity(sent.len());
+        for confirm in sent {
+            verdicts.push(match confirm {
+                Err(error) => Err(error),
+                Ok((q, confirm)) => match tokio::time::timeout_at(deadline, confirm).await {
+                    Ok(Ok(confirmation)) => verdict(exchange, q, confirmation),
+                    Ok(Err(error)) => Err(lapin_error(
+                        &format!("publishing to {exchange} / {q}"),
+                        &error,
+                    )),
+                    Err(_) => Err(QueueError::NotConfirmed(format!(
+                        "no confirm within {OPERATION_TIMEOUT:?}"
+                    ))),
+                },
+            });
+        }
+        verdicts
+    }
+
+    async fn publish_dead_letter(
+        &self,
+        queue: &str,
+        body: &[u8],
+        expires_in: Duration,
+    ) -> Result<(), QueueError> {
+        let expiration = millis(expires_in).max(0).to_string();
+        self.publish_with(
+            queue,
+            body,
+            true,
+            persistent().with_expiration(expiration.as_str().into()),
+        )
+        .await
+    }
+
+    async fn get(&self, queue: &str, dead_letter: bool) -> Result<Option<Delivery>, QueueError> {
+        let name = self.inner.queue_name(known(queue)?, dead_letter);
+        // Its own channel, which the delivery keeps open until it is settled.
+        let channel = self.inner.channel(false).await?;
+        let got = within(
+            &format!("getting from {name}"),
+            channel.basic_get(name.as_str().into(), BasicGetOptions { no_ack: false }),
+        )
+        .await?;
+        Ok(got.map(|message| {
+            let delivery = message.delivery;
+            Delivery {
+                body: delivery.data,
+                redelivered: delivery.redelivered,
+                acker: Box::new(RabbitAcker {
+                    acker: Some(delivery.acker),
+                    channel,
+                }),
+            }
+        }))
+    }
+
+    fn dead_letter_bounds(&self) -> DeadLetterBounds {
+        self.inner.dead_letters
     }
 
     async fn consume(
@@ -633,7 +874,11 @@ pub async fn delete_topology(url: &str, prefix: &str) {
     };
     // A channel per delete: a failed delete closes its channel.
     for q in QUEUES {
-        for queue in [format!("{prefix}.{q}"), format!("{prefix}.{q}.dead")] {
+        for queue in [
+            format!("{prefix}.{q}"),
+            format!("{prefix}.{q}.dlq"),
+            format!("{prefix}.{q}.dead"),
+        ] {
             if let Ok(channel) = connection.create_channel().await {
                 let _ = channel
                     .queue_delete(

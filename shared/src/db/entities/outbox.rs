@@ -10,12 +10,17 @@ pub struct Model {
     pub id: String,
     /// The queue the job goes to, e.g. `provisioning`.
     pub queue: String,
-    /// JSON of a `Job`: ids only, never personal data.
+    /// JSON of the queue's job type (`crate::jobs`): ids only, never personal data.
     pub payload: String,
     /// Not before this time: delays live here, not in the broker.
     pub run_at: DateTimeUtc,
-    /// When the relay last handed it to the broker (None: not yet, or rescheduled since).
+    /// When a relay last handed it to the broker (None: not yet, or rescheduled since).
     pub published_at: Option<DateTimeUtc>,
+    /// Set while the broker has not confirmed that publish: the claiming relay's lease. Past
+    /// it, the publish counts as unconfirmed (the relay died) and any relay publishes it again.
+    pub publishing_until: Option<DateTimeUtc>,
+    /// When a consumer began the job (None: not since it was last published).
+    pub started_at: Option<DateTimeUtc>,
     /// Runs so far that ended in a retry.
     pub attempts: i32,
     pub completed_at: Option<DateTimeUtc>,

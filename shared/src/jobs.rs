@@ -1,0 +1,105 @@
+//! The jobs of each work queue, one type per queue. A job's type fixes its queue at compile time:
+//! `outbox::enqueue` takes any [`QueueJob`] and files it under that type's queue, and a
+//! `worker::Consumer` of a queue hands its handler only that queue's type.
+//!
+//! Jobs carry ids only: a handler re-reads the rows and decides from their state. The JSON is
+//! `{"kind": "...", ...ids}`; a kind this version does not know (a newer version's) cannot be
+//! read, and the shared consumer gives such a job up once.
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+/// A job type and the queue its jobs go to.
+pub trait QueueJob: Serialize + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static {
+    /// The work queue, one of [`crate::queue::QUEUES`].
+    const QUEUE: &'static str;
+}
+
+/// `provisioning`: accounts at their provider bank.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ProvisioningJob {
+    /// Get a number for a pending account (create it at the provider if it never was).
+    Provision { account_id: String },
+    /// Close a deactivated account at its provider.
+    Close { account_id: String },
+}
+
+impl QueueJob for ProvisioningJob {
+    const QUEUE: &'static str = "provisioning";
+}
+
+/// `webhooks`: one attempt of one delivery; retries reschedule the job.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum WebhookJob {
+    /// Deliver one event to one endpoint.
+    Deliver { delivery_id: String },
+}
+
+impl QueueJob for WebhookJob {
+    const QUEUE: &'static str = "webhooks";
+}
+
+/// `recheck`: ask a provider for an account's transactions and record what is missing.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum RecheckJob {
+    Recheck { recheck_id: String },
+}
+
+impl QueueJob for RecheckJob {
+    const QUEUE: &'static str = "recheck";
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Rows written before jobs were typed per queue keep reading the same.
+    #[test]
+    fn payloads_keep_their_json() {
+        let cases: [(String, &str); 4] = [
+            (
+                serde_json::to_string(&ProvisioningJob::Provision {
+                    account_id: "va_1".into(),
+                })
+                .unwrap(),
+                r#"{"kind":"provision","account_id":"va_1"}"#,
+            ),
+            (
+                serde_json::to_string(&ProvisioningJob::Close {
+                    account_id: "va_1".into(),
+                })
+                .unwrap(),
+                r#"{"kind":"close","account_id":"va_1"}"#,
+            ),
+            (
+                serde_json::to_string(&WebhookJob::Deliver {
+                    delivery_id: "whd_1".into(),
+                })
+                .unwrap(),
+                r#"{"kind":"deliver","delivery_id":"whd_1"}"#,
+            ),
+            (
+                serde_json::to_string(&RecheckJob::Recheck {
+                    recheck_id: "rck_1".into(),
+                })
+                .unwrap(),
+                r#"{"kind":"recheck","recheck_id":"rck_1"}"#,
+            ),
+        ];
+        for (written, expected) in cases {
+            assert_eq!(written, expected);
+        }
+    }
+
+    /// Another queue's job is no job of this one.
+    #[test]
+    fn a_queue_reads_only_its_own_kinds() {
+        let deliver = r#"{"kind":"deliver","delivery_id":"whd_1"}"#;
+        assert!(serde_json::from_str::<ProvisioningJob>(deliver).is_err());
+        assert!(serde_json::from_str::<RecheckJob>(deliver).is_err());
+        assert!(serde_json::from_str::<WebhookJob>(deliver).is_ok());
+    }
+}
