@@ -14,6 +14,7 @@ mod m0007_outbox_lease;
 mod m0008_webhook_attempt_url;
 mod m0009_deposit_hardening;
 mod m0010_payouts;
+mod m0013_list_indexes;
 
 pub struct Migrator;
 
@@ -31,6 +32,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0008_webhook_attempt_url::Migration),
             Box::new(m0009_deposit_hardening::Migration),
             Box::new(m0010_payouts::Migration),
+            Box::new(m0013_list_indexes::Migration),
         ]
     }
 }

@@ -105,6 +105,9 @@ pub struct LimitsConfig {
     /// Failed authentications one client address may make in a minute before its requests are
     /// answered 429 without a database lookup (0: no limit).
     pub auth_failures_per_minute: u32,
+    /// Up to this many matches a searched list's `total` is exact; beyond it, an estimate
+    /// (SPEC §3 says 10,000; smaller only to test the estimate).
+    pub list_exact_total: u64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -273,6 +276,7 @@ impl Default for LimitsConfig {
         Self {
             accounts_per_hour: 500,
             auth_failures_per_minute: 20,
+            list_exact_total: 10_000,
         }
     }
 }

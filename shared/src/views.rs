@@ -7,7 +7,9 @@
 use serde::Serialize;
 use utoipa::ToSchema;
 
+use crate::crypto::Cipher;
 use crate::db::entities::{deposit, recheck, virtual_account};
+use crate::db::paging::{self, Filter, Keyset, PageRequest, Total};
 use domain::time::rfc3339;
 use domain::{
     AccountStatus, Bank, DepositSource, DepositStatus, IdentityType, Mode, RecheckStatus,
@@ -77,27 +79,45 @@ impl From<&virtual_account::Model> for AccountView {
     }
 }
 
-/// A page of a list endpoint, newest first.
+/// A page of a list endpoint, newest first (SPEC §3: every list pages this way).
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Page<T> {
     pub data: Vec<T>,
+    /// The page's number (for a page reached by `cursor`: as if walked with this page size).
     #[schema(minimum = 1)]
     pub page: u64,
     #[schema(minimum = 1, maximum = 100)]
     pub page_size: u64,
+    /// Exact without `q`, or when at most 10,000 items match; else an estimate.
     pub total: u64,
     pub total_pages: u64,
+    /// True when `total` is an estimate (a search matching more than 10,000 items).
+    pub total_is_estimate: bool,
+    /// Pass as `cursor` (instead of `page`) for the next page of the same filter, in constant
+    /// time however deep; null on the last page.
+    pub next_cursor: Option<String>,
 }
 
 impl<T> Page<T> {
-    pub fn new(data: Vec<T>, page: u64, page_size: u64, total: u64) -> Self {
+    /// The page of `fetched` rows (already turned into views) asked for by `request`; the next
+    /// cursor is bound to `filter`.
+    pub fn new(
+        data: Vec<T>,
+        request: &PageRequest,
+        total: Total,
+        next: Option<&Keyset>,
+        cipher: &Cipher,
+        filter: &Filter,
+    ) -> Self {
         Self {
             data,
-            page,
-            page_size,
-            total,
-            total_pages: total.div_ceil(page_size),
+            page: request.page(),
+            page_size: request.page_size,
+            total: total.value,
+            total_pages: total.value.div_ceil(request.page_size),
+            total_is_estimate: total.estimate,
+            next_cursor: next.map(|key| paging::encode_cursor(cipher, filter, key)),
         }
     }
 }

@@ -21,10 +21,12 @@ use shared::crypto::RequestDigest;
 use shared::db::accounts::{
     self, CreateOutcome, CreateRequest, DeactivateOutcome, LimitState, ListQuery, Settlement,
 };
+use shared::db::paging::Filter;
 use shared::providers::{self, ProviderError};
 use shared::views::{AccountView, Page};
 
 use super::fields::Text;
+use super::paging::Paging;
 use crate::error::responses as problem;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{Caller, IdempotencyKey, JsonObject, OptionalJsonObject, Path, QueryPairs};
@@ -314,6 +316,7 @@ fn canonical_body(body: Map<String, Value>) -> String {
     params(
         ("page" = Option<u64>, Query, minimum = 1, maximum = 1000000, description = "From 1 (default 1)."),
         ("pageSize" = Option<u64>, Query, minimum = 1, maximum = 100, description = "1–100 (default 20)."),
+        ("cursor" = Option<String>, Query, max_length = 1000, description = "A `nextCursor` of this list with the same filter: the next page, in constant time however deep. Instead of `page`."),
         ("q" = Option<String>, Query, max_length = 200, description = "Search text, at most 200 characters."),
         ("status" = Option<shared::views::schema::AccountStatus>, Query, description = "Only accounts in this status."),
     ),
@@ -331,8 +334,6 @@ async fn list(
     query: QueryPairs,
 ) -> ApiResult<Json<Page<AccountView>>> {
     let mut errors = Vec::new();
-    let page = query.int("page", 1, 1, 1_000_000, &mut errors);
-    let page_size = query.int("pageSize", 20, 1, 100, &mut errors);
     let status = query.get("status").and_then(|s| {
         let parsed = AccountStatus::parse(s);
         if parsed.is_none() {
@@ -358,23 +359,35 @@ async fn list(
             "q must not contain control characters",
         ));
     }
+    let filter = Filter::new(
+        "accounts",
+        caller.business_id(),
+        caller.mode(),
+        &[("q", q), ("status", status.map(AccountStatus::as_str))],
+    );
+    let paging = Paging::read(&state, &query, filter, &mut errors);
     if !errors.is_empty() {
         return Err(ApiError::Validation(errors));
     }
-    let (rows, total) = accounts::list(
+    let (fetched, total) = accounts::list(
         &state.db,
         caller.business_id(),
         caller.mode(),
         &ListQuery {
-            page,
-            page_size,
+            request: &paging.request,
             q,
             status,
+            exact_total_up_to: state.config.limits.list_exact_total,
         },
     )
     .await?;
-    let data = rows.iter().map(AccountView::from).collect();
-    Ok(Json(Page::new(data, page, page_size, total)))
+    let data = fetched.rows.iter().map(AccountView::from).collect();
+    Ok(Json(paging.page(
+        &state,
+        data,
+        total,
+        fetched.next.as_ref(),
+    )))
 }
 
 /// Get a virtual account

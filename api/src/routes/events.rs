@@ -9,12 +9,14 @@ use serde::Serialize;
 use serde_json::Value;
 use shared::db::deliveries::{self, Attempt, Delivery};
 use shared::db::events::{self, Event};
+use shared::db::paging::Filter;
 use shared::views::Page;
 use utoipa::ToSchema;
 use utoipa::openapi::schema::{Object, ObjectBuilder, Type};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use super::paging::Paging;
 use crate::error::responses as problem;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{Caller, Path, QueryPairs};
@@ -154,6 +156,7 @@ impl DeliveryView {
     params(
         ("page" = Option<u64>, Query, minimum = 1, maximum = 1000000, description = "From 1 (default 1)."),
         ("pageSize" = Option<u64>, Query, minimum = 1, maximum = 100, description = "1–100 (default 20)."),
+        ("cursor" = Option<String>, Query, max_length = 1000, description = "A `nextCursor` of this list with the same filter: the next page, in constant time however deep. Instead of `page`."),
         ("type" = Option<shared::views::schema::EventType>, Query, description = "Only events of this type."),
     ),
     responses(
@@ -170,8 +173,6 @@ async fn list(
     query: QueryPairs,
 ) -> ApiResult<Json<Page<EventView>>> {
     let mut errors = Vec::new();
-    let page = query.int("page", 1, 1, 1_000_000, &mut errors);
-    let page_size = query.int("pageSize", 20, 1, 100, &mut errors);
     let event_type = query.get("type").and_then(|t| {
         let parsed = EventType::parse(t);
         if parsed.is_none() {
@@ -186,20 +187,35 @@ async fn list(
         }
         parsed
     });
+    let filter = Filter::new(
+        "events",
+        caller.business_id(),
+        caller.mode(),
+        &[("type", event_type.map(EventType::as_str))],
+    );
+    let paging = Paging::read(&state, &query, filter, &mut errors);
     if !errors.is_empty() {
         return Err(ApiError::Validation(errors));
     }
-    let (rows, total) = events::list(
+    let (fetched, total) = events::list(
         &state.db,
         caller.business_id(),
         caller.mode(),
         event_type,
-        page,
-        page_size,
+        &paging.request,
     )
     .await?;
-    let data = rows.iter().map(|e| EventView::new(e, None)).collect();
-    Ok(Json(Page::new(data, page, page_size, total)))
+    let data = fetched
+        .rows
+        .iter()
+        .map(|e| EventView::new(e, None))
+        .collect();
+    Ok(Json(paging.page(
+        &state,
+        data,
+        total,
+        fetched.next.as_ref(),
+    )))
 }
 
 async fn with_deliveries(state: &AppState, event: &Event) -> ApiResult<EventView> {

@@ -12,6 +12,7 @@ pub mod docs;
 pub mod events;
 pub mod fields;
 pub mod health;
+pub mod paging;
 pub mod problems;
 
 /// The API: its router and the operations of its document, from one registration.

@@ -4,4 +4,5 @@ mod create;
 mod deactivate;
 mod http_conventions;
 mod list;
+mod paging;
 mod secrets;

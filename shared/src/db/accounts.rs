@@ -12,6 +12,7 @@ use sha2::{Digest, Sha256};
 
 use super::entities::{business_mode, idempotency_key, virtual_account};
 use super::outbox::enqueue;
+use super::paging;
 use crate::crypto::Cipher;
 use crate::jobs::ProvisioningJob;
 use domain::ids::new_id;
@@ -339,8 +340,8 @@ async fn number_held<C: ConnectionTrait>(
         return Ok(());
     };
     let holder = virtual_account::Entity::find()
-        .filter(Col::Mode.eq(account.mode.clone()))
-        .filter(Col::Bank.eq(account.bank.clone()))
+        .filter(Col::Mode.eq(account.mode))
+        .filter(Col::Bank.eq(account.bank))
         .filter(Col::AccountNumber.eq(account_number))
         .one(db)
         .await?
@@ -675,18 +676,27 @@ pub async fn find<C: ConnectionTrait>(
 }
 
 pub struct ListQuery<'a> {
-    pub page: u64,
-    pub page_size: u64,
+    pub request: &'a paging::PageRequest,
     pub q: Option<&'a str>,
     pub status: Option<AccountStatus>,
+    /// Up to this many matches of a search are counted exactly (SPEC §3: 10,000).
+    pub exact_total_up_to: u64,
 }
 
+/// What `q` searches, lower-cased and joined by U+001F (which a search text never holds: the api
+/// refuses control characters), so a match never spans two fields. The `m0013_list_indexes`
+/// trigram index is on exactly this expression: keep the two the same.
+pub const SEARCH_TEXT: &str = "lower(customer_name || chr(31) || customer_email || chr(31) || \
+     coalesce(customer_reference, '') || chr(31) || customer_phone || chr(31) || \
+     coalesce(account_number, ''))";
+
+/// A page of one business's accounts in one mode, newest first, and the total.
 pub async fn list<C: ConnectionTrait>(
     db: &C,
     business_id: &str,
     mode: Mode,
     query: &ListQuery<'_>,
-) -> Result<(Vec<Account>, u64), DbErr> {
+) -> Result<(paging::Fetched<Account>, paging::Total), DbErr> {
     use sea_orm::sea_query::ExprTrait;
     use virtual_account::Column as C_;
     let mut select = virtual_account::Entity::find()
@@ -695,7 +705,8 @@ pub async fn list<C: ConnectionTrait>(
     if let Some(status) = query.status {
         select = select.filter(C_::Status.eq(status));
     }
-    if let Some(q) = query.q.filter(|q| !q.is_empty()) {
+    let q = query.q.filter(|q| !q.is_empty());
+    if let Some(q) = q {
         // Case-insensitive substring, with LIKE's wildcards in the search text taken literally.
         let escaped = q
             .to_lowercase()
@@ -703,30 +714,43 @@ pub async fn list<C: ConnectionTrait>(
             .replace('%', "\\%")
             .replace('_', "\\_");
         let pattern = format!("%{escaped}%");
-        let mut any = Condition::any();
-        for col in [
-            C_::CustomerName,
-            C_::CustomerEmail,
-            C_::CustomerReference,
-            C_::CustomerPhone,
-            C_::AccountNumber,
-        ] {
-            any = any.add(
-                Expr::expr(Func::lower(Expr::col(col)))
-                    .like(LikeExpr::new(pattern.clone()).escape('\\')),
-            );
+        // PostgreSQL's trigram index serves a text of 3 characters or more; a shorter one (which
+        // matches many accounts anyway) is served best by walking the newest first with a filter.
+        let trigram = db.get_database_backend() == DbBackend::Postgres
+            && q.chars().count() >= 3
+            && !q.contains('\u{1f}');
+        if trigram {
+            select = select.filter(Expr::cust_with_values(
+                format!("{SEARCH_TEXT} LIKE $1 ESCAPE '\\'"),
+                [pattern],
+            ));
+        } else {
+            let mut any = Condition::any();
+            for col in [
+                C_::CustomerName,
+                C_::CustomerEmail,
+                C_::CustomerReference,
+                C_::CustomerPhone,
+                C_::AccountNumber,
+            ] {
+                any = any.add(
+                    Expr::expr(Func::lower(Expr::col(col)))
+                        .like(LikeExpr::new(pattern.clone()).escape('\\')),
+                );
+            }
+            select = select.filter(any);
         }
-        select = select.filter(any);
     }
-    let total = select.clone().count(db).await?;
-    let rows = select
-        .order_by_desc(C_::CreatedAt)
-        .order_by_desc(C_::Id)
-        .offset((query.page - 1) * query.page_size)
-        .limit(query.page_size)
-        .all(db)
-        .await?;
-    Ok((rows, total))
+    let total = if q.is_some() {
+        paging::capped_total(db, select.clone(), query.exact_total_up_to).await?
+    } else {
+        paging::exact_total(db, select.clone()).await?
+    };
+    let fetched = paging::fetch(db, select, C_::CreatedAt, C_::Id, query.request, |a| {
+        (a.created_at, a.id.clone())
+    })
+    .await?;
+    Ok((fetched, total))
 }
 
 #[derive(Debug)]

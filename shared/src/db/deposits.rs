@@ -5,10 +5,11 @@ use chrono::{DateTime, Utc};
 use sea_orm::sea_query::OnConflict;
 use sea_orm::{
     ActiveValue::Set, ColumnTrait, ConnectionTrait, DatabaseConnection, DbErr, EntityTrait,
-    PaginatorTrait, QueryFilter, QueryOrder, QuerySelect, TransactionTrait,
+    PaginatorTrait, QueryFilter, QuerySelect, TransactionTrait,
 };
 
 use super::entities::{deposit, deposit_conflict, provider_notification, virtual_account};
+use super::paging;
 use crate::providers::RemoteTransaction;
 use crate::views::{AccountView, DepositView};
 use domain::ids::new_id;
@@ -350,21 +351,22 @@ pub async fn found_by_recheck(db: &DatabaseConnection, recheck_id: &str) -> Resu
         .await
 }
 
-/// An account's deposits, newest first.
+/// A page of an account's deposits, newest first, and the (exact) total.
 pub async fn list(
     db: &DatabaseConnection,
     account_id: &str,
-    page: u64,
-    page_size: u64,
-) -> Result<(Vec<Deposit>, u64), DbErr> {
+    request: &paging::PageRequest,
+) -> Result<(paging::Fetched<Deposit>, paging::Total), DbErr> {
     let select = deposit::Entity::find().filter(deposit::Column::AccountId.eq(account_id));
-    let total = select.clone().count(db).await?;
-    let rows = select
-        .order_by_desc(deposit::Column::CreatedAt)
-        .order_by_desc(deposit::Column::Id)
-        .offset((page - 1) * page_size)
-        .limit(page_size)
-        .all(db)
-        .await?;
-    Ok((rows, total))
+    let total = paging::exact_total(db, select.clone()).await?;
+    let fetched = paging::fetch(
+        db,
+        select,
+        deposit::Column::CreatedAt,
+        deposit::Column::Id,
+        request,
+        |d| (d.created_at, d.id.clone()),
+    )
+    .await?;
+    Ok((fetched, total))
 }

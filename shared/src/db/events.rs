@@ -2,13 +2,11 @@
 //! delivery (and its job) when the business has a webhook URL for the event's mode.
 
 use chrono::{DateTime, Utc};
-use sea_orm::{
-    ActiveValue::Set, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, PaginatorTrait,
-    QueryFilter, QueryOrder, QuerySelect,
-};
+use sea_orm::{ActiveValue::Set, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter};
 use serde::Serialize;
 
 use super::entities::event;
+use super::paging;
 use domain::ids::new_id;
 use domain::{EventType, Mode};
 
@@ -80,30 +78,31 @@ pub async fn find<C: ConnectionTrait>(
         .await
 }
 
-/// A page of a business's events in one mode, newest first, and the total.
+/// A page of a business's events in one mode, newest first, and the (exact) total.
 pub async fn list<C: ConnectionTrait>(
     db: &C,
     business_id: &str,
     mode: Mode,
     event_type: Option<EventType>,
-    page: u64,
-    page_size: u64,
-) -> Result<(Vec<Event>, u64), DbErr> {
+    request: &paging::PageRequest,
+) -> Result<(paging::Fetched<Event>, paging::Total), DbErr> {
     let mut select = event::Entity::find()
         .filter(event::Column::BusinessId.eq(business_id))
         .filter(event::Column::Mode.eq(mode));
     if let Some(event_type) = event_type {
         select = select.filter(event::Column::EventType.eq(event_type));
     }
-    let total = select.clone().count(db).await?;
-    let rows = select
-        .order_by_desc(event::Column::CreatedAt)
-        .order_by_desc(event::Column::Id)
-        .offset((page.max(1) - 1) * page_size)
-        .limit(page_size)
-        .all(db)
-        .await?;
-    Ok((rows, total))
+    let total = paging::exact_total(db, select.clone()).await?;
+    let fetched = paging::fetch(
+        db,
+        select,
+        event::Column::CreatedAt,
+        event::Column::Id,
+        request,
+        |e| (e.created_at, e.id.clone()),
+    )
+    .await?;
+    Ok((fetched, total))
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@ pub mod entities;
 pub mod events;
 pub mod keys;
 pub mod outbox;
+pub mod paging;
 pub mod rechecks;
 pub mod reencrypt;
 

@@ -1,0 +1,80 @@
+//! The paging parameters every list reads (`page`, `pageSize`, `cursor`; SPEC §3), and the page
+//! it answers: one home for lists of accounts, deposits, events, payouts and the ledger.
+
+use domain::FieldError;
+use shared::db::paging::{self, Filter, Keyset, PageRequest, Position, Total};
+use shared::views::Page;
+
+use crate::extract::QueryPairs;
+use crate::state::AppState;
+
+/// A cursor longer than this was not issued here (ours are about 200 characters).
+const MAX_CURSOR_CHARS: usize = 1_000;
+
+/// What a list was asked for, and the filter its cursors are bound to.
+pub struct Paging {
+    pub request: PageRequest,
+    filter: Filter,
+}
+
+impl Paging {
+    /// Reads `page` (1–1,000,000, default 1), `pageSize` (1–100, default 20) and `cursor` (a
+    /// `nextCursor` this service issued for this same `filter`; not with `page`). Problems are
+    /// pushed onto `errors`.
+    pub fn read(
+        state: &AppState,
+        query: &QueryPairs,
+        filter: Filter,
+        errors: &mut Vec<FieldError>,
+    ) -> Self {
+        let page = query.int("page", 1, 1, 1_000_000, errors);
+        let page_size = query.int("pageSize", 20, 1, 100, errors);
+        let mut position = Position::Page(page);
+        if let Some(cursor) = query.get("cursor") {
+            if query.get("page").is_some() {
+                errors.push(FieldError::new(
+                    "cursor",
+                    "invalid_value",
+                    "cursor continues a walk: send it instead of page, not with it",
+                ));
+            } else {
+                match (cursor.len() <= MAX_CURSOR_CHARS)
+                    .then(|| paging::decode_cursor(&state.cipher, &filter, cursor))
+                    .flatten()
+                {
+                    Some(key) => position = Position::After(key),
+                    None => errors.push(FieldError::new(
+                        "cursor",
+                        "invalid_value",
+                        "cursor must be a nextCursor this list returned, with the same filter",
+                    )),
+                }
+            }
+        }
+        Self {
+            request: PageRequest {
+                page_size,
+                position,
+            },
+            filter,
+        }
+    }
+
+    /// The page of `data`, its `total` and, when more follow, the cursor of the next page.
+    pub fn page<T>(
+        &self,
+        state: &AppState,
+        data: Vec<T>,
+        total: Total,
+        next: Option<&Keyset>,
+    ) -> Page<T> {
+        Page::new(
+            data,
+            &self.request,
+            total,
+            next,
+            &state.cipher,
+            &self.filter,
+        )
+    }
+}
