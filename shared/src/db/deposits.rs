@@ -147,6 +147,18 @@ async fn record_in<C: ConnectionTrait>(
         keep_conflict(db, mode, bank, tx, source, now).await?;
         return Ok(Recorded::Duplicate);
     }
+    if status == DepositStatus::Credited {
+        // The money, with the deposit: exactly once, as the deposit itself is.
+        super::ledger::credit(
+            db,
+            &row.business_id,
+            mode,
+            domain::payout::EntryType::Deposit,
+            row.amount,
+            &row.id,
+        )
+        .await?;
+    }
     let mut data = DepositView::from(&row);
     data.account = Some(AccountView::from(&account));
     let event_type = match status {

@@ -29,6 +29,8 @@ pub enum Job {
     Deliver { delivery_id: String },
     /// Ask the provider for an account's transactions in a window and record what is missing.
     Recheck { recheck_id: String },
+    /// Send a payout's transfer to the payout provider and follow it to its outcome.
+    SendPayout { payout_id: String },
 }
 
 impl Job {
@@ -37,6 +39,7 @@ impl Job {
             Job::Provision { .. } | Job::Close { .. } => "provisioning",
             Job::Deliver { .. } => "webhooks",
             Job::Recheck { .. } => "recheck",
+            Job::SendPayout { .. } => "payouts",
         }
     }
 }

@@ -14,7 +14,7 @@ pub use memory::MemoryBroker;
 pub use rabbit::{RabbitBroker, delete_topology};
 
 /// The work queues. Each has a dead-letter queue beside it.
-pub const QUEUES: [&str; 3] = ["provisioning", "webhooks", "recheck"];
+pub const QUEUES: [&str; 4] = ["provisioning", "webhooks", "recheck", "payouts"];
 
 #[derive(Debug, thiserror::Error)]
 pub enum QueueError {
