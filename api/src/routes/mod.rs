@@ -12,7 +12,9 @@ pub mod docs;
 pub mod events;
 pub mod fields;
 pub mod health;
+pub mod payouts;
 pub mod problems;
+pub mod settlement;
 
 /// The API: its router and the operations of its document, from one registration.
 pub fn api() -> OpenApiRouter<AppState> {
@@ -20,6 +22,8 @@ pub fn api() -> OpenApiRouter<AppState> {
         .merge(accounts::routes())
         .merge(deposits::routes())
         .merge(events::routes())
+        .merge(settlement::routes())
+        .merge(payouts::routes())
         .merge(problems::routes())
         .merge(health::routes())
         .merge(docs::routes())

@@ -380,19 +380,32 @@ pub async fn apply(
     reported: &Reported<'_>,
 ) -> Result<Option<Payout>, DbErr> {
     let txn = db.begin().await?;
-    let Some(mut current) = payout::Entity::find_by_id(payout_id.to_owned())
-        .lock_exclusive()
-        .one(&txn)
-        .await?
-    else {
+    let applied = apply_in(&txn, payout_id, None, reported).await?;
+    txn.commit().await?;
+    Ok(applied.map(|(payout, _)| payout))
+}
+
+/// [`apply`] in the caller's transaction, for a payout of `mode` when given (a notification
+/// signed for one mode never moves the other's money). The payout, and whether it changed.
+pub async fn apply_in<C: ConnectionTrait>(
+    txn: &C,
+    payout_id: &str,
+    mode: Option<Mode>,
+    reported: &Reported<'_>,
+) -> Result<Option<(Payout, bool)>, DbErr> {
+    let mut select = payout::Entity::find_by_id(payout_id.to_owned());
+    if let Some(mode) = mode {
+        select = select.filter(payout::Column::Mode.eq(mode));
+    }
+    let Some(mut current) = select.lock_exclusive().one(txn).await? else {
         return Ok(None);
     };
     let steps = domain::payout::payout_steps(current.status, reported.state);
     if steps.is_empty() {
-        txn.rollback().await?;
-        return Ok(Some(current));
+        return Ok(Some((current, false)));
     }
-    let now = super::clock(&txn).await?;
+    let txn = txn;
+    let now = super::clock(txn).await?;
     for step in steps {
         let mut row: payout::ActiveModel = current.clone().into();
         row.status = Set(step);
@@ -419,10 +432,10 @@ pub async fn apply(
         if !step.in_flight() {
             row.completed_at = Set(Some(now));
         }
-        current = row.update(&txn).await?;
+        current = row.update(txn).await?;
         if step.returns_money() {
             ledger::credit(
-                &txn,
+                txn,
                 &current.business_id,
                 current.mode,
                 EntryType::PayoutReturn,
@@ -439,7 +452,7 @@ pub async fn apply(
         };
         if let Some(event) = event {
             super::events::record(
-                &txn,
+                txn,
                 &current.business_id,
                 current.mode,
                 event,
@@ -449,6 +462,5 @@ pub async fn apply(
             .await?;
         }
     }
-    txn.commit().await?;
-    Ok(Some(current))
+    Ok(Some((current, true)))
 }
