@@ -49,7 +49,9 @@ pub enum ApiError {
     TooManyFailedAuthentications { retry_after_secs: u64 },
     #[error("this mode has no settlement account: set one with PUT /settlement-account")]
     SettlementAccountMissing,
-    #[error("live payouts are held for 24 hours after a settlement-account change; retry after {retry_after_secs} s")]
+    #[error(
+        "live payouts are held for 24 hours after a settlement-account change; retry after {retry_after_secs} s"
+    )]
     PayoutsOnHold { retry_after_secs: u64 },
     #[error("the available balance is {available} kobo")]
     InsufficientBalance { available: i64 },

@@ -613,9 +613,10 @@ async fn notification(
             } else {
                 state.relay.kick();
             }
-            let outcome = serde_json::from_value(Value::String(outcome.to_owned())).map_err(|e| {
-                ApiError::Internal(anyhow::anyhow!("unreadable notification outcome: {e}"))
-            })?;
+            let outcome =
+                serde_json::from_value(Value::String(outcome.to_owned())).map_err(|e| {
+                    ApiError::Internal(anyhow::anyhow!("unreadable notification outcome: {e}"))
+                })?;
             (id, outcome)
         }
         Accepted::Stored { id, recorded } => {

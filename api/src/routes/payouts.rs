@@ -110,8 +110,7 @@ async fn create(
         }
         CreateOutcome::Replayed { payout, status } => {
             headers.insert("idempotent-replayed", HeaderValue::from_static("true"));
-            let status =
-                StatusCode::from_u16(status).map_err(|e| ApiError::Internal(e.into()))?;
+            let status = StatusCode::from_u16(status).map_err(|e| ApiError::Internal(e.into()))?;
             (status, payout)
         }
         CreateOutcome::ReferenceHit(payout) => (StatusCode::OK, payout),

@@ -79,12 +79,16 @@ async fn put_settlement_account(
         .name_enquiry(caller.mode(), request.bank.code, &request.account_number)
         .await
         .map_err(|e| {
-            tracing::warn!(error = %e, "name enquiry failed");
-            match e {
-                ProviderError::NotConfigured(..) => ApiError::Internal(e.into()),
-                _ => ApiError::ProviderUnavailable {
-                    retry_after_secs: 30,
-                },
+            // Down, refusing, or not configured for this mode: the caller can only wait, and
+            // nothing was stored.
+            match &e {
+                ProviderError::NotConfigured(..) => {
+                    tracing::error!(error = %e, "no payout provider for this mode")
+                }
+                _ => tracing::warn!(error = %e, "name enquiry failed"),
+            }
+            ApiError::ProviderUnavailable {
+                retry_after_secs: 30,
             }
         })?
         .ok_or(ApiError::BankAccountNotFound)?;
@@ -231,8 +235,14 @@ async fn balance_transactions(
     if !errors.is_empty() {
         return Err(ApiError::Validation(errors));
     }
-    let (rows, total) =
-        ledger::list(&state.db, caller.business_id(), caller.mode(), page, page_size).await?;
+    let (rows, total) = ledger::list(
+        &state.db,
+        caller.business_id(),
+        caller.mode(),
+        page,
+        page_size,
+    )
+    .await?;
     let data = rows.iter().map(BalanceTransactionView::from).collect();
     Ok(Json(Page::new(data, page, page_size, total)))
 }

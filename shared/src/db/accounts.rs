@@ -5,8 +5,8 @@ use chrono::{DateTime, Duration, Utc};
 use sea_orm::sea_query::{Expr, Func, LikeExpr};
 use sea_orm::{
     ActiveModelTrait, ActiveValue::Set, ColumnTrait, Condition, ConnectionTrait,
-    DatabaseConnection, DatabaseTransaction, DbErr, EntityTrait, PaginatorTrait,
-    QueryFilter, QueryOrder, QuerySelect, TransactionSession, TransactionTrait,
+    DatabaseConnection, DatabaseTransaction, DbErr, EntityTrait, PaginatorTrait, QueryFilter,
+    QueryOrder, QuerySelect, TransactionSession, TransactionTrait,
 };
 
 use super::entities::{business_mode, idempotency_key, virtual_account};
@@ -203,7 +203,9 @@ pub async fn settle_creation(
         .await?
         .ok_or_else(|| DbErr::RecordNotFound(account_id.to_owned()))?;
     let status = status_for(&account);
-    idempotency_of(req).complete(&txn, status, account_id, now).await?;
+    idempotency_of(req)
+        .complete(&txn, status, account_id, now)
+        .await?;
     txn.commit().await?;
     Ok((account, status))
 }

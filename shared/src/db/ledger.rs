@@ -69,7 +69,16 @@ pub async fn credit<C: ConnectionTrait>(
         .await?
         .ok_or_else(|| DbErr::Custom("balance upsert returned no row".into()))?;
     let available: i64 = row.try_get("", "available")?;
-    enter(db, business_id, mode, entry_type, amount, available, source_id).await
+    enter(
+        db,
+        business_id,
+        mode,
+        entry_type,
+        amount,
+        available,
+        source_id,
+    )
+    .await
 }
 
 /// Takes `amount` (kobo, > 0) from the balance if it is available, and enters it, in the
@@ -105,9 +114,17 @@ pub async fn debit<C: ConnectionTrait>(
         return Ok(Err(Insufficient { available }));
     };
     let available: i64 = row.try_get("", "available")?;
-    enter(db, business_id, mode, entry_type, -amount, available, source_id)
-        .await
-        .map(Ok)
+    enter(
+        db,
+        business_id,
+        mode,
+        entry_type,
+        -amount,
+        available,
+        source_id,
+    )
+    .await
+    .map(Ok)
 }
 
 /// The entry itself, stamped after the balance row's lock was taken (by the database's clock

@@ -130,16 +130,23 @@ pub enum CreateOutcome {
     /// A new pending payout, the amount debited and its `send_payout` job written (202).
     Created(Payout),
     /// The key was seen before with this body: the first answer's status, the payout as it is now.
-    Replayed { payout: Payout, status: u16 },
+    Replayed {
+        payout: Payout,
+        status: u16,
+    },
     /// The reference already names a payout: that one (200), nothing new.
     ReferenceHit(Payout),
     KeyReused,
     KeyInFlight,
     SettlementAccountMissing,
     /// Live payouts wait for the hold after a settlement-account change.
-    OnHold { retry_after_secs: u64 },
+    OnHold {
+        retry_after_secs: u64,
+    },
     /// Nothing was written; the available balance then, in kobo.
-    InsufficientBalance { available: i64 },
+    InsufficientBalance {
+        available: i64,
+    },
 }
 
 /// One transaction: the business-and-mode row is locked first (as for accounts), so the key,
@@ -179,15 +186,15 @@ pub async fn create(
         txn.commit().await?;
         return Ok(outcome);
     }
-    let complete = async |txn: &sea_orm::DatabaseTransaction, status: u16, id: &str| {
-        match &req.idempotency {
+    let complete =
+        async |txn: &sea_orm::DatabaseTransaction, status: u16, id: &str| match &req.idempotency {
             Some(key) => key.complete(txn, status, id, now).await,
             None => Ok(()),
-        }
-    };
+        };
 
     if let Some(reference) = &req.payout.reference
-        && let Some(existing) = find_by_reference(&txn, req.business_id, req.mode, reference).await?
+        && let Some(existing) =
+            find_by_reference(&txn, req.business_id, req.mode, reference).await?
     {
         complete(&txn, 200, &existing.id).await?;
         txn.commit().await?;
@@ -200,7 +207,10 @@ pub async fn create(
     };
     if req.mode == Mode::Live && destination.payouts_available_at > now {
         txn.rollback().await?;
-        let wait = std::cmp::max((destination.payouts_available_at - now).num_milliseconds(), 0) as u64;
+        let wait = std::cmp::max(
+            (destination.payouts_available_at - now).num_milliseconds(),
+            0,
+        ) as u64;
         return Ok(CreateOutcome::OnHold {
             retry_after_secs: wait.div_ceil(1000).max(1),
         });
@@ -264,9 +274,12 @@ async fn replay<C: ConnectionTrait>(
     if !key.same_request(&stored) {
         return Ok(CreateOutcome::KeyReused);
     }
-    let (Some(status), Some(payout_id)) = (idempotency::completed_status(&stored), stored.account_id)
+    let (Some(status), Some(payout_id)) =
+        (idempotency::completed_status(&stored), stored.account_id)
     else {
-        return Err(DbErr::Custom("completed payout key without its payout".into()));
+        return Err(DbErr::Custom(
+            "completed payout key without its payout".into(),
+        ));
     };
     let payout = payout::Entity::find_by_id(payout_id)
         .one(db)
