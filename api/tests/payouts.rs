@@ -18,6 +18,7 @@ test_support::on_both_databases!(
     an_unknown_settlement_account_is_refused,
     credited_deposits_enter_the_ledger_once_and_flagged_ones_not,
     transfer_notifications_move_payouts_once,
+    ledger_verify_exits_1_on_a_mismatch,
 );
 
 fn settlement_number(serial: u32) -> String {
@@ -489,4 +490,35 @@ async fn transfer_notifications_move_payouts_once(backend: Backend) {
     .await;
     assert_eq!(resp.status(), StatusCode::OK);
     assert_eq!(json(resp).await["outcome"], "unmatched");
+}
+
+fn ledger_verify(app: &TestApp) -> (bool, Value) {
+    let dir = tempfile::tempdir().unwrap();
+    let out = test_support::process::command_in(env!("CARGO_BIN_EXE_api"), dir.path())
+        .env("VAS_DATABASE__URL", &app.test_db.url)
+        .args(["admin", "ledger", "verify"])
+        .output()
+        .unwrap();
+    let report = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    (out.status.success(), report)
+}
+
+async fn ledger_verify_exits_1_on_a_mismatch(backend: Backend) {
+    let app = spawn_app(backend).await;
+    set_settlement(&app, app.test_key()).await;
+    funded(&app, 300_000).await;
+    pay(&app, app.test_key(), "v-1", &json!({"amount": 100_000})).await;
+    let (ok, report) = ledger_verify(&app);
+    assert!(ok, "{report}");
+    assert_eq!(report["ok"], true);
+    assert_eq!(report["entries"], 2);
+    store::tamper_with_balance(&app.db, &app.business.id, "test", 1).await;
+    let (ok, report) = ledger_verify(&app);
+    assert!(!ok, "{report}");
+    assert_eq!(
+        report["mismatches"][0]["problem"],
+        "balance_differs_from_sum"
+    );
+    assert_eq!(report["mismatches"][0]["expected"], 200_000);
+    assert_eq!(report["mismatches"][0]["found"], 200_001);
 }

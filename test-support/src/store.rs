@@ -486,3 +486,24 @@ pub async fn count_payouts(db: &DatabaseConnection) -> u64 {
 pub async fn ledger_verifies(db: &DatabaseConnection) -> shared::db::ledger::Verification {
     shared::db::ledger::verify(db).await.expect("verify")
 }
+
+/// Changes a balance behind the ledger's back (as a bad manual fix would), to see the check
+/// catch it.
+pub async fn tamper_with_balance(
+    db: &DatabaseConnection,
+    business_id: &str,
+    mode: &str,
+    delta: i64,
+) {
+    use shared::db::entities::balance;
+    balance::Entity::update_many()
+        .col_expr(
+            balance::Column::Available,
+            sea_orm::sea_query::ExprTrait::add(Expr::col(balance::Column::Available), delta),
+        )
+        .filter(balance::Column::BusinessId.eq(business_id))
+        .filter(balance::Column::Mode.eq(mode))
+        .exec(db)
+        .await
+        .expect("update");
+}
