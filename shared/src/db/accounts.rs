@@ -313,8 +313,8 @@ async fn number_held<C: ConnectionTrait>(
         return Ok(());
     };
     let holder = virtual_account::Entity::find()
-        .filter(Col::Mode.eq(account.mode.clone()))
-        .filter(Col::Bank.eq(account.bank.clone()))
+        .filter(Col::Mode.eq(account.mode))
+        .filter(Col::Bank.eq(account.bank))
         .filter(Col::AccountNumber.eq(account_number))
         .one(db)
         .await?

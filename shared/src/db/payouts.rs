@@ -417,7 +417,6 @@ pub async fn apply_in<C: ConnectionTrait>(
     if steps.is_empty() {
         return Ok(Some((current, false)));
     }
-    let txn = txn;
     let now = super::clock(txn).await?;
     for step in steps {
         let mut row: payout::ActiveModel = current.clone().into();
