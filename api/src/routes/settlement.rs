@@ -162,6 +162,7 @@ pub struct BankList {
         (status = 200, description = "The banks.", body = BankList),
         (status = 401, response = problem::Unauthorized),
         (status = 403, response = problem::Forbidden),
+        (status = 500, response = problem::InternalError),
     ),
 )]
 async fn banks(_caller: Caller) -> Json<BankList> {
