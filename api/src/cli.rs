@@ -66,6 +66,18 @@ pub enum AdminCommand {
         #[command(subcommand)]
         command: CryptoCommand,
     },
+    /// The balance ledger.
+    Ledger {
+        #[command(subcommand)]
+        command: LedgerCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum LedgerCommand {
+    /// Check that every balance equals the sum of its ledger entries and that every entry's
+    /// balanceAfter is the running sum; prints JSON and exits 1 on any mismatch.
+    Verify,
 }
 
 #[derive(Debug, Subcommand)]
@@ -285,6 +297,13 @@ async fn admin(command: AdminCommand, config: Config) -> anyhow::Result<()> {
                  for unreadable ones put the key that sealed them back in VAS_CRYPTO__PREVIOUS_KEYS",
                 report.skipped + report.unreadable.len() as u64
             );
+        }
+        AdminCommand::Ledger {
+            command: LedgerCommand::Verify,
+        } => {
+            let report = shared::db::ledger::verify(&db).await?;
+            println!("{}", serde_json::to_string_pretty(&report)?);
+            anyhow::ensure!(report.ok, "{} ledger mismatches", report.mismatches.len());
         }
     }
     Ok(())

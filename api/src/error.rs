@@ -47,6 +47,18 @@ pub enum ApiError {
     RateLimited { retry_after_secs: u64 },
     #[error("too many failed authentications from this address; retry after {retry_after_secs} s")]
     TooManyFailedAuthentications { retry_after_secs: u64 },
+    #[error("this mode has no settlement account: set one with PUT /settlement-account")]
+    SettlementAccountMissing,
+    #[error(
+        "live payouts are held for 24 hours after a settlement-account change; retry after {retry_after_secs} s"
+    )]
+    PayoutsOnHold { retry_after_secs: u64 },
+    #[error("the available balance is {available} kobo")]
+    InsufficientBalance { available: i64 },
+    #[error("the bank has no account with that number")]
+    BankAccountNotFound,
+    #[error("the payout provider cannot be reached; retry after {retry_after_secs} s")]
+    ProviderUnavailable { retry_after_secs: u64 },
     #[error("internal error")]
     Internal(#[source] anyhow::Error),
 }
@@ -140,6 +152,8 @@ problem_codes! {
         "The bank's name enquiry found no account with that number at that bank.";
     RateLimited = "rate_limited", 429, "Rate limited",
         "Over a limit (500 new accounts per business and mode in any rolling hour, or too many failed authentications from one address in a minute). Retry after the seconds in Retry-After.";
+    ProviderUnavailable = "provider_unavailable", 503, "Provider unavailable",
+        "The bank this operation needs (the payout provider's name enquiry) did not answer. Nothing was changed; retry after the seconds in Retry-After.";
     InternalError = "internal_error", 500, "Internal error",
         "Something failed on our side. Retrying with the same Idempotency-Key is safe.";
 }
@@ -183,6 +197,11 @@ impl ApiError {
             ApiError::RateLimited { .. } | ApiError::TooManyFailedAuthentications { .. } => {
                 ProblemCode::RateLimited
             }
+            ApiError::SettlementAccountMissing => ProblemCode::SettlementAccountMissing,
+            ApiError::PayoutsOnHold { .. } => ProblemCode::PayoutsOnHold,
+            ApiError::InsufficientBalance { .. } => ProblemCode::InsufficientBalance,
+            ApiError::BankAccountNotFound => ProblemCode::BankAccountNotFound,
+            ApiError::ProviderUnavailable { .. } => ProblemCode::ProviderUnavailable,
             ApiError::Internal(_) => ProblemCode::InternalError,
         }
     }
@@ -284,7 +303,9 @@ impl IntoResponse for ApiError {
             HeaderValue::from_static("application/problem+json"),
         );
         if let ApiError::RateLimited { retry_after_secs }
-        | ApiError::TooManyFailedAuthentications { retry_after_secs } = self
+        | ApiError::TooManyFailedAuthentications { retry_after_secs }
+        | ApiError::PayoutsOnHold { retry_after_secs }
+        | ApiError::ProviderUnavailable { retry_after_secs } = self
         {
             response
                 .headers_mut()

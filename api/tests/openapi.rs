@@ -302,7 +302,7 @@ async fn the_schemas_name_the_values_the_domain_uses() {
             .iter()
             .filter(|c| !SPEC_CODES.contains(&c.as_str()))
             .collect::<Vec<_>>(),
-        ["method_not_allowed"]
+        ["method_not_allowed", "provider_unavailable"]
     );
     for name in ["Problem", "FieldError"] {
         assert!(schemas[name].is_object(), "{name}");

@@ -26,6 +26,7 @@ pub struct Config {
     pub webhooks: WebhooksConfig,
     pub provisioning: ProvisioningConfig,
     pub recheck: RecheckConfig,
+    pub payouts: PayoutsConfig,
     pub sandbox: SandboxConfig,
     pub providers: ProvidersConfig,
     pub log: LogConfig,
@@ -161,6 +162,28 @@ impl Default for RecheckConfig {
     }
 }
 
+/// Payouts (SPEC §7).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PayoutsConfig {
+    /// The payout provider (a bank slug, e.g. `wema-bank`); test mode reaches it at the sandbox.
+    pub bank: String,
+    /// The largest payout, kobo.
+    pub max_amount: i64,
+    /// When `daily` settlement accounts are paid out, `HH:MM` Africa/Lagos.
+    pub daily_at: String,
+}
+
+impl Default for PayoutsConfig {
+    fn default() -> Self {
+        Self {
+            bank: "wema-bank".into(),
+            max_amount: 500_000_000,
+            daily_at: "09:00".into(),
+        }
+    }
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct SandboxConfig {
@@ -233,6 +256,7 @@ impl Default for Config {
             webhooks: WebhooksConfig::default(),
             provisioning: ProvisioningConfig::default(),
             recheck: RecheckConfig::default(),
+            payouts: PayoutsConfig::default(),
             sandbox: SandboxConfig::default(),
             providers: ProvidersConfig::default(),
             log: LogConfig::default(),

@@ -52,6 +52,17 @@ impl QueueJob for RecheckJob {
     const QUEUE: &'static str = "recheck";
 }
 
+/// `payouts`: send a payout's transfer to the payout provider and follow it to its outcome.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum PayoutJob {
+    SendPayout { payout_id: String },
+}
+
+impl QueueJob for PayoutJob {
+    const QUEUE: &'static str = "payouts";
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

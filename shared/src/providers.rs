@@ -243,6 +243,61 @@ pub struct SimulatedDeposit {
     pub notify: bool,
 }
 
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct NameEnquiry {
+    account_name: String,
+}
+
+/// `POST /transfers` (SPEC §5): the payout id is the reference.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NewTransfer {
+    pub reference: String,
+    pub amount: i64,
+    pub currency: String,
+    pub bank_code: String,
+    pub account_number: String,
+    pub account_name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub narration: Option<String>,
+}
+
+/// A transfer's status as the provider words it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RemoteTransferStatus {
+    Processing,
+    Succeeded,
+    Failed,
+    Reversed,
+}
+
+impl From<RemoteTransferStatus> for domain::payout::TransferState {
+    fn from(s: RemoteTransferStatus) -> Self {
+        use domain::payout::TransferState as T;
+        match s {
+            RemoteTransferStatus::Processing => T::Processing,
+            RemoteTransferStatus::Succeeded => T::Succeeded,
+            RemoteTransferStatus::Failed => T::Failed,
+            RemoteTransferStatus::Reversed => T::Reversed,
+        }
+    }
+}
+
+/// A transfer as the provider reports it (an answer, a status query or a `transfer.*`
+/// notification's `data`).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RemoteTransfer {
+    pub reference: String,
+    pub status: RemoteTransferStatus,
+    #[serde(default)]
+    pub session_id: Option<String>,
+    #[serde(default)]
+    pub failure_reason: Option<String>,
+}
+
 /// Items are read one by one: one the provider got wrong must not hide the others.
 #[derive(Debug, Deserialize)]
 struct TransactionList {
@@ -271,6 +326,8 @@ pub struct Providers {
     live: HashMap<Bank, Endpoint>,
     /// How long a transient failure is retried within one call.
     retry_for: Duration,
+    /// The payout provider (`VAS_PAYOUTS__BANK`); None when the setting names no bank.
+    payout_bank: Option<Bank>,
 }
 
 impl Providers {
@@ -312,7 +369,109 @@ impl Providers {
             sandbox,
             live,
             retry_for: Duration::from_secs(2),
+            payout_bank: Bank::parse(&config.payouts.bank),
         }
+    }
+
+    /// The payout provider, or NotConfigured when `VAS_PAYOUTS__BANK` names no bank.
+    pub fn payout_bank(&self) -> Result<Bank, ProviderError> {
+        self.payout_bank
+            .ok_or(ProviderError::NotConfigured("payouts", Mode::Test))
+    }
+
+    /// Name enquiry at the payout provider: the account's name, or None when the bank has no
+    /// such account (404 `account_not_found`).
+    pub async fn name_enquiry(
+        &self,
+        mode: Mode,
+        bank_code: &str,
+        account_number: &str,
+    ) -> Result<Option<String>, ProviderError> {
+        let bank = self.payout_bank()?;
+        observed(bank, "name_enquiry", async {
+            let (base, key) = self.endpoint(bank, mode)?;
+            let url = format!("{base}/banks/{bank_code}/accounts/{account_number}");
+            self.retrying(|| async {
+                let response = self
+                    .http
+                    .get(&url)
+                    .bearer_auth(key)
+                    .send()
+                    .await
+                    .map_err(transport)?;
+                if response.status() == StatusCode::NOT_FOUND {
+                    return Ok(None);
+                }
+                if !response.status().is_success() {
+                    return Err(classify(response).await);
+                }
+                let found: NameEnquiry =
+                    read_json(response, "name enquiry", PROVIDER_BODY_LIMIT).await?;
+                Ok(Some(found.account_name))
+            })
+            .await
+        })
+        .await
+    }
+
+    /// Sends a transfer at the payout provider (the same reference again is the same transfer
+    /// and never moves money twice). One attempt: the caller asks `get_transfer` when the answer
+    /// is lost, and only ever sends again under the same reference.
+    pub async fn send_transfer(
+        &self,
+        mode: Mode,
+        transfer: &NewTransfer,
+    ) -> Result<RemoteTransfer, ProviderError> {
+        let bank = self.payout_bank()?;
+        observed(bank, "send_transfer", async {
+            let (base, key) = self.endpoint(bank, mode)?;
+            let response = self
+                .http
+                .post(format!("{base}/transfers"))
+                .bearer_auth(key)
+                .json(transfer)
+                .send()
+                .await
+                .map_err(transport)?;
+            if !response.status().is_success() {
+                return Err(classify(response).await);
+            }
+            read_json(response, "transfer", PROVIDER_BODY_LIMIT).await
+        })
+        .await
+    }
+
+    /// A transfer as the payout provider sees it; None when it never received the reference.
+    pub async fn get_transfer(
+        &self,
+        mode: Mode,
+        reference: &str,
+    ) -> Result<Option<RemoteTransfer>, ProviderError> {
+        let bank = self.payout_bank()?;
+        observed(bank, "get_transfer", async {
+            let (base, key) = self.endpoint(bank, mode)?;
+            let url = format!("{base}/transfers/{reference}");
+            self.retrying(|| async {
+                let response = self
+                    .http
+                    .get(&url)
+                    .bearer_auth(key)
+                    .send()
+                    .await
+                    .map_err(transport)?;
+                if response.status() == StatusCode::NOT_FOUND {
+                    return Ok(None);
+                }
+                if !response.status().is_success() {
+                    return Err(classify(response).await);
+                }
+                read_json(response, "transfer", PROVIDER_BODY_LIMIT)
+                    .await
+                    .map(Some)
+            })
+            .await
+        })
+        .await
     }
 
     /// Test mode: the sandbox at `{sandbox}/{bank}`; live mode: the bank's configured URL.

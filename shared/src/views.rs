@@ -8,8 +8,11 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use crate::crypto::Cipher;
-use crate::db::entities::{deposit, recheck, virtual_account};
+use crate::db::entities::{
+    balance, deposit, ledger_entry, payout, recheck, settlement_account, virtual_account,
+};
 use crate::db::paging::{self, Filter, Keyset, PageRequest, Total};
+use domain::payout::{EntryType, PayoutStatus, Schedule};
 use domain::time::rfc3339;
 use domain::{
     AccountStatus, Bank, DepositSource, DepositStatus, IdentityType, Mode, RecheckStatus,
@@ -257,7 +260,203 @@ pub mod schema {
         constant("recheck")
     }
 
+    pub fn payout_object() -> Object {
+        constant("payout")
+    }
+
+    pub fn settlement_account_object() -> Object {
+        constant("settlement_account")
+    }
+
+    pub fn balance_object() -> Object {
+        constant("balance")
+    }
+
+    pub fn balance_transaction_object() -> Object {
+        constant("balance_transaction")
+    }
+
     pub fn currency() -> Object {
         constant("NGN")
+    }
+}
+
+/// A payout to the business's settlement account.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+#[schema(as = Payout)]
+pub struct PayoutView {
+    #[schema(pattern = "^po_", example = "po_01J9Z6W8Q3X4T5V6B7N8M9P0QR")]
+    pub id: String,
+    #[schema(schema_with = schema::payout_object)]
+    pub object: &'static str,
+    pub mode: Mode,
+    pub status: PayoutStatus,
+    /// Integer kobo.
+    #[schema(minimum = 10000, example = 500000)]
+    pub amount: i64,
+    #[schema(schema_with = schema::currency)]
+    pub currency: String,
+    /// Your own id for the payout, unique per business and mode.
+    #[schema(required = true)]
+    pub reference: Option<String>,
+    #[schema(required = true)]
+    pub narration: Option<String>,
+    /// Copied from the settlement account when the payout was created.
+    pub destination: DestinationView,
+    /// The bank's session id, once it succeeded.
+    #[schema(required = true)]
+    pub session_id: Option<String>,
+    #[schema(required = true)]
+    pub failure_reason: Option<String>,
+    #[schema(format = DateTime)]
+    pub created_at: String,
+    /// When it reached `succeeded`, `failed` or `reversed`.
+    #[schema(required = true, format = DateTime)]
+    pub completed_at: Option<String>,
+}
+
+/// Where a payout goes.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+#[schema(as = PayoutDestination)]
+pub struct DestinationView {
+    #[schema(pattern = "^[0-9]{3}$", example = "058")]
+    pub bank_code: String,
+    pub bank_name: String,
+    #[schema(pattern = "^[0-9]{10}$")]
+    pub account_number: String,
+    pub account_name: String,
+}
+
+impl From<&payout::Model> for PayoutView {
+    fn from(p: &payout::Model) -> Self {
+        Self {
+            id: p.id.clone(),
+            object: "payout",
+            mode: p.mode,
+            status: p.status,
+            amount: p.amount,
+            currency: p.currency.clone(),
+            reference: p.reference.clone(),
+            narration: p.narration.clone(),
+            destination: DestinationView {
+                bank_code: p.bank_code.clone(),
+                bank_name: p.bank_name.clone(),
+                account_number: p.account_number.clone(),
+                account_name: p.account_name.clone(),
+            },
+            session_id: p.session_id.clone(),
+            failure_reason: p.failure_reason.clone(),
+            created_at: rfc3339(&p.created_at),
+            completed_at: p.completed_at.as_ref().map(rfc3339),
+        }
+    }
+}
+
+/// The bank account a mode's payouts go to.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+#[schema(as = SettlementAccount)]
+pub struct SettlementAccountView {
+    #[schema(schema_with = schema::settlement_account_object)]
+    pub object: &'static str,
+    pub mode: Mode,
+    #[schema(pattern = "^[0-9]{3}$", example = "058")]
+    pub bank_code: String,
+    pub bank_name: String,
+    #[schema(pattern = "^[0-9]{10}$")]
+    pub account_number: String,
+    /// As the bank's name enquiry gave it.
+    pub account_name: String,
+    pub schedule: Schedule,
+    #[schema(format = DateTime)]
+    pub verified_at: String,
+    /// Live payouts wait until then after a change (24 hours); in test mode, the change itself.
+    #[schema(format = DateTime)]
+    pub payouts_available_at: String,
+}
+
+impl From<&settlement_account::Model> for SettlementAccountView {
+    fn from(s: &settlement_account::Model) -> Self {
+        Self {
+            object: "settlement_account",
+            mode: s.mode,
+            bank_code: s.bank_code.clone(),
+            bank_name: s.bank_name.clone(),
+            account_number: s.account_number.clone(),
+            account_name: s.account_name.clone(),
+            schedule: s.schedule,
+            verified_at: rfc3339(&s.verified_at),
+            payouts_available_at: rfc3339(&s.payouts_available_at),
+        }
+    }
+}
+
+/// A mode's balance: the sum of its ledger.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+#[schema(as = Balance)]
+pub struct BalanceView {
+    #[schema(schema_with = schema::balance_object)]
+    pub object: &'static str,
+    pub mode: Mode,
+    #[schema(schema_with = schema::currency)]
+    pub currency: String,
+    /// Kobo that can be paid out now; never negative.
+    #[schema(minimum = 0)]
+    pub available: i64,
+    /// Kobo in payouts still `pending` or `processing`.
+    #[schema(minimum = 0)]
+    pub in_flight: i64,
+    /// When the available balance last changed (null before any money moved).
+    #[schema(required = true, format = DateTime)]
+    pub updated_at: Option<String>,
+}
+
+impl BalanceView {
+    pub fn new(mode: Mode, balance: Option<&balance::Model>, in_flight: i64) -> Self {
+        Self {
+            object: "balance",
+            mode,
+            currency: "NGN".into(),
+            available: balance.map_or(0, |b| b.available),
+            in_flight,
+            updated_at: balance.map(|b| rfc3339(&b.updated_at)),
+        }
+    }
+}
+
+/// One ledger entry.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+#[schema(as = BalanceTransaction)]
+pub struct BalanceTransactionView {
+    #[schema(pattern = "^btx_")]
+    pub id: String,
+    #[schema(schema_with = schema::balance_transaction_object)]
+    pub object: &'static str,
+    /// `deposit` (+), `payout` (−) or `payout_return` (+).
+    pub r#type: EntryType,
+    /// Signed kobo: negative for a payout.
+    pub amount: i64,
+    pub balance_after: i64,
+    /// The deposit (`dep_…`) or payout (`po_…`).
+    pub source_id: String,
+    #[schema(format = DateTime)]
+    pub created_at: String,
+}
+
+impl From<&ledger_entry::Model> for BalanceTransactionView {
+    fn from(e: &ledger_entry::Model) -> Self {
+        Self {
+            id: e.id.clone(),
+            object: "balance_transaction",
+            r#type: e.entry_type,
+            amount: e.amount,
+            balance_after: e.balance_after,
+            source_id: e.source_id.clone(),
+            created_at: rfc3339(&e.created_at),
+        }
     }
 }

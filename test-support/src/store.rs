@@ -451,3 +451,59 @@ pub async fn account_status_and_number(
         row.try_get_by_index(1).expect("number"),
     )
 }
+
+// ---------------------------------------------------------------------------------------------
+// Ledger and payouts
+
+/// Ledger entries of every business and mode.
+pub async fn count_ledger_entries(db: &DatabaseConnection) -> u64 {
+    shared::db::entities::ledger_entry::Entity::find()
+        .count(db)
+        .await
+        .expect("count")
+}
+
+/// Ledger entries whose source is this deposit or payout, of any type.
+pub async fn count_ledger_entries_for(db: &DatabaseConnection, source_id: &str) -> u64 {
+    use shared::db::entities::ledger_entry;
+    ledger_entry::Entity::find()
+        .filter(ledger_entry::Column::SourceId.eq(source_id))
+        .count(db)
+        .await
+        .expect("count")
+}
+
+/// Payouts stored, of every business and mode.
+pub async fn count_payouts(db: &DatabaseConnection) -> u64 {
+    shared::db::entities::payout::Entity::find()
+        .count(db)
+        .await
+        .expect("count")
+}
+
+/// What `api admin ledger verify` checks: every balance is its ledger's sum, every entry's
+/// `balance_after` the running sum.
+pub async fn ledger_verifies(db: &DatabaseConnection) -> shared::db::ledger::Verification {
+    shared::db::ledger::verify(db).await.expect("verify")
+}
+
+/// Changes a balance behind the ledger's back (as a bad manual fix would), to see the check
+/// catch it.
+pub async fn tamper_with_balance(
+    db: &DatabaseConnection,
+    business_id: &str,
+    mode: &str,
+    delta: i64,
+) {
+    use shared::db::entities::balance;
+    balance::Entity::update_many()
+        .col_expr(
+            balance::Column::Available,
+            sea_orm::sea_query::ExprTrait::add(Expr::col(balance::Column::Available), delta),
+        )
+        .filter(balance::Column::BusinessId.eq(business_id))
+        .filter(balance::Column::Mode.eq(mode))
+        .exec(db)
+        .await
+        .expect("update");
+}

@@ -61,6 +61,13 @@ problem_responses! {
     CreateUnprocessable => [ValidationFailed, IdempotencyKeyReused, IdentityRejected];
     RateLimited => [RateLimited];
     InternalError => [InternalError];
+    /// 409 on payout creation.
+    PayoutConflict => [IdempotencyKeyInUse, SettlementAccountMissing, PayoutsOnHold];
+    /// 422 on payout creation.
+    PayoutUnprocessable => [ValidationFailed, IdempotencyKeyReused, InsufficientBalance];
+    /// 422 on setting the settlement account.
+    SettlementUnprocessable => [ValidationFailed, BankAccountNotFound];
+    ProviderUnavailable => [ProviderUnavailable];
 }
 
 /// A response header carried by some codes.
@@ -80,7 +87,11 @@ const ERROR_HEADERS: &[ExtraHeader] = &[
         name: "Retry-After",
         description: "Seconds to wait before trying again.",
         integer: true,
-        codes: &[ProblemCode::RateLimited, ProblemCode::PayoutsOnHold],
+        codes: &[
+            ProblemCode::RateLimited,
+            ProblemCode::PayoutsOnHold,
+            ProblemCode::ProviderUnavailable,
+        ],
     },
     ExtraHeader {
         name: "RateLimit",

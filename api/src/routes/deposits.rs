@@ -12,7 +12,7 @@ use shared::db::accounts::{self, Account};
 use shared::db::deposits::{self, Accepted, Recorded};
 use shared::db::paging::Filter;
 use shared::db::rechecks;
-use shared::providers::{ProviderError, RemoteTransaction, SimulatedDeposit};
+use shared::providers::{ProviderError, RemoteTransaction, RemoteTransfer, SimulatedDeposit};
 use shared::views::{DepositView, Page, RecheckView};
 use utoipa::ToSchema;
 use utoipa::openapi::schema::{Object, ObjectBuilder, Type};
@@ -471,7 +471,9 @@ async fn read_recheck(
 /// A deposit notification, as a provider bank sends it.
 #[derive(Debug, ToSchema)]
 pub struct ProviderNotification {
-    /// `transfer.received` is acted on; any other event is stored and acknowledged.
+    /// `transfer.received` (a deposit) and `transfer.succeeded|failed|reversed` (a payout's
+    /// transfer, `data` a transfer whose `reference` is the payout id) are acted on; any other
+    /// event is stored and acknowledged.
     #[schema(example = "transfer.received")]
     pub event: String,
     /// The transaction (required with `transfer.received`).
@@ -557,7 +559,7 @@ async fn notification(
         );
         ApiError::Unauthorized
     })?;
-    let (text, transaction) = match read_notification(&body) {
+    let (text, transaction, transfer) = match read_notification(&body) {
         Ok(read) => read,
         Err(problem) => {
             // Signed by the bank but unusable: kept once for operators (a bank whose format
@@ -580,15 +582,30 @@ async fn notification(
             }));
         }
     };
-    let accepted = deposits::accept_notification(
-        &state.db,
-        mode,
-        bank,
-        text,
-        transaction.as_ref(),
-        domain::time::now(),
-    )
-    .await?;
+    let accepted = match &transfer {
+        Some(transfer) => {
+            deposits::accept_transfer_notification(
+                &state.db,
+                mode,
+                bank,
+                text,
+                transfer,
+                domain::time::now(),
+            )
+            .await?
+        }
+        None => {
+            deposits::accept_notification(
+                &state.db,
+                mode,
+                bank,
+                text,
+                transaction.as_ref(),
+                domain::time::now(),
+            )
+            .await?
+        }
+    };
     let (id, outcome) = match accepted {
         Accepted::Repeated { id, outcome } => {
             tracing::info!(notification_id = %id, bank = bank.slug(), "notification received again; stored once");
@@ -597,6 +614,22 @@ async fn notification(
                     "a stored notification outcome is unreadable: {e}"
                 ))
             })?;
+            (id, outcome)
+        }
+        Accepted::Transfer {
+            id,
+            outcome,
+            unmatched,
+        } => {
+            if unmatched {
+                tracing::warn!(notification_id = %id, bank = bank.slug(), "transfer notification for no known payout kept as unmatched");
+            } else {
+                state.relay.kick();
+            }
+            let outcome =
+                serde_json::from_value(Value::String(outcome.to_owned())).map_err(|e| {
+                    ApiError::Internal(anyhow::anyhow!("unreadable notification outcome: {e}"))
+                })?;
             (id, outcome)
         }
         Accepted::Stored { id, recorded } => {
@@ -623,18 +656,33 @@ async fn notification(
     }))
 }
 
-/// A signed notification's text, and its transaction when it is a `transfer.received` (another
-/// event is kept and acknowledged, not acted on).
-fn read_notification(body: &[u8]) -> ApiResult<(&str, Option<RemoteTransaction>)> {
+/// A signed notification's text, and its deposit (`transfer.received`) or payout transfer
+/// (`transfer.succeeded|failed|reversed`); another event is kept and acknowledged, not acted on.
+type ReadNotification<'a> = (&'a str, Option<RemoteTransaction>, Option<RemoteTransfer>);
+
+fn read_notification(body: &[u8]) -> ApiResult<ReadNotification<'_>> {
     let text = std::str::from_utf8(body)
         .map_err(|_| ApiError::InvalidJson("the body is not UTF-8 JSON".into()))?;
     let envelope: Value = serde_json::from_str(text)
         .map_err(|_| ApiError::InvalidJson("the body is not valid JSON".into()))?;
-    let transaction = match envelope.get("event").and_then(Value::as_str) {
-        Some("transfer.received") => Some(parse_transaction(envelope.get("data"))?),
-        _ => None,
-    };
-    Ok((text, transaction))
+    Ok(match envelope.get("event").and_then(Value::as_str) {
+        Some("transfer.received") => (text, Some(parse_transaction(envelope.get("data"))?), None),
+        Some("transfer.succeeded" | "transfer.failed" | "transfer.reversed") => {
+            (text, None, Some(parse_transfer(envelope.get("data"))?))
+        }
+        _ => (text, None, None),
+    })
+}
+
+fn parse_transfer(data: Option<&Value>) -> ApiResult<RemoteTransfer> {
+    let data = data.ok_or_else(|| ApiError::validation("data", "required", "data is required"))?;
+    serde_json::from_value(data.clone()).map_err(|e| {
+        ApiError::validation(
+            "data",
+            "invalid_format",
+            format!("data is not a transfer: {e}"),
+        )
+    })
 }
 
 fn notification_mode(state: &AppState, bank: Bank, body: &[u8], signature: &str) -> Option<Mode> {

@@ -13,7 +13,9 @@ pub mod events;
 pub mod fields;
 pub mod health;
 pub mod paging;
+pub mod payouts;
 pub mod problems;
+pub mod settlement;
 
 /// The API: its router and the operations of its document, from one registration.
 pub fn api() -> OpenApiRouter<AppState> {
@@ -21,6 +23,8 @@ pub fn api() -> OpenApiRouter<AppState> {
         .merge(accounts::routes())
         .merge(deposits::routes())
         .merge(events::routes())
+        .merge(settlement::routes())
+        .merge(payouts::routes())
         .merge(problems::routes())
         .merge(health::routes())
         .merge(docs::routes())

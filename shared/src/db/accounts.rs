@@ -2,15 +2,15 @@
 //! listing, reading and deactivation.
 
 use chrono::{DateTime, Duration, Utc};
-use sea_orm::sea_query::{Expr, Func, LikeExpr, OnConflict};
+use sea_orm::sea_query::{Expr, Func, LikeExpr};
 use sea_orm::{
     ActiveModelTrait, ActiveValue::Set, ColumnTrait, Condition, ConnectionTrait,
     DatabaseConnection, DatabaseTransaction, DbBackend, DbErr, EntityTrait, PaginatorTrait,
-    QueryFilter, QueryOrder, QuerySelect, Statement, TransactionSession, TransactionTrait,
+    QueryFilter, QueryOrder, QuerySelect, TransactionSession, TransactionTrait,
 };
-use sha2::{Digest, Sha256};
 
 use super::entities::{business_mode, idempotency_key, virtual_account};
+use super::idempotency::{self, Claim, Scope, StoredKey};
 use super::outbox::enqueue;
 use super::paging;
 use crate::crypto::Cipher;
@@ -74,9 +74,6 @@ pub enum CreateOutcome {
     },
 }
 
-const IN_FLIGHT: &str = "in_flight";
-const COMPLETED: &str = "completed";
-
 /// One short transaction: the business-and-mode row is locked first, so the idempotency check, the
 /// reference check and the rolling-hour count cannot race another creation of the same business
 /// and mode, in this process or any other.
@@ -87,7 +84,7 @@ pub async fn create(
     now: DateTime<Utc>,
 ) -> Result<(CreateOutcome, LimitState), DbErr> {
     // Fast path without a write transaction: most repeats are replays of finished requests.
-    if let Some(existing) = find_key(db, req).await?
+    if let Some(existing) = idempotency_of(req).find(db).await?
         && is_settled(&existing, req, now)
     {
         let outcome = replay(db, req, existing).await?;
@@ -96,7 +93,8 @@ pub async fn create(
     }
 
     let txn = db.begin().await?;
-    if !try_claim_key(&txn, req).await? {
+    let key = idempotency_of(req);
+    if !key.try_lock(&txn).await? {
         txn.rollback().await?;
         let limit = limit_state(db, req, now).await?.1;
         return Ok((CreateOutcome::KeyInFlight, limit));
@@ -108,35 +106,10 @@ pub async fn create(
     // however many api instances, with whatever clocks, create at once.
     let now = super::clock(&txn).await?;
 
-    let inserted = idempotency_key::Entity::insert(idempotency_key::ActiveModel {
-        business_id: Set(req.business_id.to_owned()),
-        mode: Set(req.mode),
-        key: Set(req.idempotency_key.to_owned()),
-        request_hash: Set(req.request.stored().to_owned()),
-        state: Set(IN_FLIGHT.to_owned()),
-        response_status: Set(None),
-        account_id: Set(None),
-        created_at: Set(now),
-        updated_at: Set(now),
-    })
-    .on_conflict(
-        OnConflict::columns([
-            idempotency_key::Column::BusinessId,
-            idempotency_key::Column::Mode,
-            idempotency_key::Column::Key,
-        ])
-        .do_nothing()
-        .to_owned(),
-    )
-    .exec_without_returning(&txn)
-    .await?;
-    if inserted == 0 {
-        let existing = find_key(&txn, req)
-            .await?
-            .ok_or_else(|| DbErr::Custom("idempotency key vanished".into()))?;
+    if let Claim::Seen(existing) = key.claim(&txn, now).await? {
         let outcome = if is_settled(&existing, req, now) {
             replay(&txn, req, existing).await?
-        } else if !req.request.matches(&existing.request_hash) {
+        } else if !key.same_request(&existing) {
             CreateOutcome::KeyReused
         } else {
             CreateOutcome::KeyInFlight
@@ -149,7 +122,7 @@ pub async fn create(
     if let Some(reference) = &req.account.customer_reference
         && let Some(account) = find_live_by_reference(&txn, req, reference).await?
     {
-        complete_key(&txn, req, 200, &account.id, now).await?;
+        key.complete(&txn, 200, &account.id, now).await?;
         let limit = limit_state(&txn, req, now).await?.1;
         txn.commit().await?;
         return Ok((CreateOutcome::ReferenceHit { account }, limit));
@@ -177,7 +150,7 @@ pub async fn create(
         now,
     )
     .await?;
-    key_names_account(&txn, req, &account.id, now).await?;
+    key.name_resource(&txn, &account.id, now).await?;
     txn.commit().await?;
     let limit = LimitState {
         remaining: limit.remaining.saturating_sub(1),
@@ -232,7 +205,9 @@ pub async fn settle_creation(
         .await?
         .ok_or_else(|| DbErr::RecordNotFound(account_id.to_owned()))?;
     let status = status_for(&account);
-    complete_key(&txn, req, status, account_id, now).await?;
+    idempotency_of(req)
+        .complete(&txn, status, account_id, now)
+        .await?;
     txn.commit().await?;
     Ok((account, status))
 }
@@ -421,54 +396,24 @@ async fn record_account_event<C: ConnectionTrait>(
 
 /// A key whose first request finished, or was abandoned so long ago (its process died between
 /// the two transactions) that the account's own state now answers for it.
-fn is_settled(key: &idempotency_key::Model, req: &CreateRequest<'_>, now: DateTime<Utc>) -> bool {
+fn is_settled(key: &StoredKey, req: &CreateRequest<'_>, now: DateTime<Utc>) -> bool {
     let abandoned_after = req.provider_grace + Duration::seconds(30);
-    key.state == COMPLETED || (key.account_id.is_some() && key.updated_at < now - abandoned_after)
+    idempotency::is_completed(key)
+        || (key.account_id.is_some() && key.updated_at < now - abandoned_after)
 }
 
-/// Stores the account id on the in-flight key, so an abandoned key can still be answered.
-async fn key_names_account<C: ConnectionTrait>(
-    db: &C,
-    req: &CreateRequest<'_>,
-    account_id: &str,
-    now: DateTime<Utc>,
-) -> Result<(), DbErr> {
-    idempotency_key::ActiveModel {
-        business_id: Set(req.business_id.to_owned()),
-        mode: Set(req.mode),
-        key: Set(req.idempotency_key.to_owned()),
-        account_id: Set(Some(account_id.to_owned())),
-        updated_at: Set(now),
-        ..Default::default()
+/// The request's key, in the accounts namespace.
+fn idempotency_of<'a>(req: &CreateRequest<'a>) -> idempotency::Key<'a> {
+    idempotency::Key {
+        business_id: req.business_id,
+        mode: req.mode,
+        scope: Scope::Accounts,
+        key: req.idempotency_key,
+        request: req.request,
     }
-    .update(db)
-    .await?;
-    Ok(())
 }
 
-/// On PostgreSQL, a transaction-scoped advisory lock on the key: a second request with the same
-/// key while the first is in its transaction is told so (409) at once instead of queueing.
-/// SQLite runs one transaction at a time, so the second simply sees the first's result.
-async fn try_claim_key(txn: &DatabaseTransaction, req: &CreateRequest<'_>) -> Result<bool, DbErr> {
-    if txn.get_database_backend() != DbBackend::Postgres {
-        return Ok(true);
-    }
-    let digest = Sha256::digest(
-        format!("{}\0{}\0{}", req.business_id, req.mode, req.idempotency_key).as_bytes(),
-    );
-    let lock_id = i64::from_be_bytes(digest[..8].try_into().expect("8 bytes"));
-    let row = txn
-        .query_one_raw(Statement::from_sql_and_values(
-            DbBackend::Postgres,
-            "SELECT pg_try_advisory_xact_lock($1) AS claimed",
-            [lock_id.into()],
-        ))
-        .await?
-        .ok_or_else(|| DbErr::Custom("advisory lock returned no row".into()))?;
-    row.try_get::<bool>("", "claimed")
-}
-
-async fn lock_business_mode(
+pub(crate) async fn lock_business_mode(
     txn: &DatabaseTransaction,
     business_id: &str,
     mode: Mode,
@@ -482,61 +427,24 @@ async fn lock_business_mode(
     Ok(())
 }
 
-async fn find_key<C: ConnectionTrait>(
-    db: &C,
-    req: &CreateRequest<'_>,
-) -> Result<Option<idempotency_key::Model>, DbErr> {
-    idempotency_key::Entity::find_by_id((
-        req.business_id.to_owned(),
-        req.mode,
-        req.idempotency_key.to_owned(),
-    ))
-    .one(db)
-    .await
-}
-
 async fn replay<C: ConnectionTrait>(
     db: &C,
     req: &CreateRequest<'_>,
-    key: idempotency_key::Model,
+    key: StoredKey,
 ) -> Result<CreateOutcome, DbErr> {
     if !req.request.matches(&key.request_hash) {
         return Ok(CreateOutcome::KeyReused);
     }
     let account_id = key
         .account_id
+        .clone()
         .ok_or_else(|| DbErr::Custom("completed idempotency key without account".into()))?;
     let account = virtual_account::Entity::find_by_id(account_id)
         .one(db)
         .await?
         .ok_or_else(|| DbErr::Custom("idempotency key names a missing account".into()))?;
-    let status = match key.response_status {
-        Some(status) if key.state == COMPLETED => status as u16,
-        _ => status_for(&account),
-    };
+    let status = idempotency::completed_status(&key).unwrap_or_else(|| status_for(&account));
     Ok(CreateOutcome::Replayed { account, status })
-}
-
-async fn complete_key<C: ConnectionTrait>(
-    db: &C,
-    req: &CreateRequest<'_>,
-    status: u16,
-    account_id: &str,
-    now: DateTime<Utc>,
-) -> Result<(), DbErr> {
-    idempotency_key::ActiveModel {
-        business_id: Set(req.business_id.to_owned()),
-        mode: Set(req.mode),
-        key: Set(req.idempotency_key.to_owned()),
-        state: Set(COMPLETED.to_owned()),
-        response_status: Set(Some(i32::from(status))),
-        account_id: Set(Some(account_id.to_owned())),
-        updated_at: Set(now),
-        ..Default::default()
-    }
-    .update(db)
-    .await?;
-    Ok(())
 }
 
 async fn find_live_by_reference<C: ConnectionTrait>(

@@ -148,6 +148,18 @@ async fn record_in<C: ConnectionTrait>(
         keep_conflict(db, mode, bank, tx, source, now).await?;
         return Ok(Recorded::Duplicate);
     }
+    if status == DepositStatus::Credited {
+        // The money, with the deposit: exactly once, as the deposit itself is.
+        super::ledger::credit(
+            db,
+            &row.business_id,
+            mode,
+            domain::payout::EntryType::Deposit,
+            row.amount,
+            &row.id,
+        )
+        .await?;
+    }
     let mut data = DepositView::from(&row);
     data.account = Some(AccountView::from(&account));
     let event_type = match status {
@@ -220,6 +232,13 @@ pub enum Accepted {
     /// The same body from the same bank and mode was stored before (a bank's retry): nothing
     /// was done again. Its id and the outcome recorded the first time.
     Repeated { id: String, outcome: String },
+    /// A `transfer.*` notification stored now: `recorded` (the payout moved), `duplicate`
+    /// (nothing new for it) or `unmatched` (no payout of that mode has the reference).
+    Transfer {
+        id: String,
+        outcome: &'static str,
+        unmatched: bool,
+    },
 }
 
 /// Stores a verified notification and records its transaction, in one transaction: once this
@@ -265,6 +284,57 @@ pub async fn accept_notification(
         .await?;
     txn.commit().await?;
     Ok(Accepted::Stored { id, recorded })
+}
+
+/// Stores a verified `transfer.*` notification and applies it to the payout whose id is the
+/// transfer's reference (of the notification's mode), in one transaction. A body stored before
+/// is not acted on again; a reference that is no payout of that mode is kept as `unmatched`.
+pub async fn accept_transfer_notification(
+    db: &DatabaseConnection,
+    mode: Mode,
+    bank: Bank,
+    body: &str,
+    transfer: &crate::providers::RemoteTransfer,
+    now: DateTime<Utc>,
+) -> Result<Accepted, DbErr> {
+    let txn = db.begin().await?;
+    let id = match claim_notification(&txn, mode, bank, body, now).await? {
+        Claim::New(id) => id,
+        Claim::Seen(first) => {
+            return Ok(Accepted::Repeated {
+                id: first.id,
+                outcome: first.outcome,
+            });
+        }
+    };
+    let reported = super::payouts::Reported {
+        state: transfer.status.into(),
+        session_id: transfer.session_id.as_deref(),
+        failure_reason: transfer.failure_reason.as_deref(),
+    };
+    let applied = super::payouts::apply_in(&txn, &transfer.reference, Some(mode), &reported)
+        .await?
+        .map(|(_, changed)| changed);
+    let outcome = match applied {
+        Some(true) => "recorded",
+        Some(false) => "duplicate",
+        None => "unmatched",
+    };
+    provider_notification::Entity::update_many()
+        .col_expr(provider_notification::Column::Outcome, outcome.into())
+        .col_expr(
+            provider_notification::Column::ProviderReference,
+            Some(transfer.reference.clone()).into(),
+        )
+        .filter(provider_notification::Column::Id.eq(id.as_str()))
+        .exec(&txn)
+        .await?;
+    txn.commit().await?;
+    Ok(Accepted::Transfer {
+        id,
+        outcome,
+        unmatched: applied.is_none(),
+    })
 }
 
 /// Keeps a signed notification that could not be read as one (outcome `invalid`), for operators;

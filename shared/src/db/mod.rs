@@ -6,9 +6,12 @@ pub mod deliveries;
 pub mod deposits;
 pub mod entities;
 pub mod events;
+pub mod idempotency;
 pub mod keys;
+pub mod ledger;
 pub mod outbox;
 pub mod paging;
+pub mod payouts;
 pub mod rechecks;
 pub mod reencrypt;
 

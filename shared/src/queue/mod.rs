@@ -17,10 +17,15 @@ use futures::stream::BoxStream;
 pub use memory::MemoryBroker;
 pub use rabbit::{RabbitBroker, delete_topology};
 
-use crate::jobs::{ProvisioningJob, QueueJob, RecheckJob, WebhookJob};
+use crate::jobs::{PayoutJob, ProvisioningJob, QueueJob, RecheckJob, WebhookJob};
 
 /// The work queues, one per job type. Each has a dead-letter queue beside it.
-pub const QUEUES: [&str; 3] = [ProvisioningJob::QUEUE, WebhookJob::QUEUE, RecheckJob::QUEUE];
+pub const QUEUES: [&str; 4] = [
+    ProvisioningJob::QUEUE,
+    WebhookJob::QUEUE,
+    RecheckJob::QUEUE,
+    PayoutJob::QUEUE,
+];
 
 /// How much a dead-letter queue keeps: at most `max_length` messages (the oldest go first) and
 /// none older than `ttl`.

@@ -2,6 +2,7 @@
 //! stored as their text: a value that is none of them is an error when the row is read.
 
 pub mod api_key;
+pub mod balance;
 pub mod business;
 pub mod business_mode;
 pub mod delivery;
@@ -10,9 +11,12 @@ pub mod deposit;
 pub mod deposit_conflict;
 pub mod event;
 pub mod idempotency_key;
+pub mod ledger_entry;
 pub mod outbox;
+pub mod payout;
 pub mod provider_notification;
 pub mod recheck;
+pub mod settlement_account;
 pub mod virtual_account;
 
 #[cfg(test)]

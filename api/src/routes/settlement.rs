@@ -1,0 +1,260 @@
+//! `/settlement-account`, `/banks`, `/balance` and `/balance/transactions` (SPEC §7).
+
+use axum::Json;
+use axum::extract::State;
+use serde::Serialize;
+use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use domain::banks::SETTLEMENT_BANKS;
+use domain::payout::SettlementRequest;
+use shared::db::{ledger, payouts};
+use shared::providers::ProviderError;
+use shared::views::{BalanceTransactionView, BalanceView, Page, SettlementAccountView};
+
+use crate::error::responses as problem;
+use crate::error::{ApiError, ApiResult};
+use crate::extract::{Caller, JsonObject, QueryPairs};
+use crate::routes::paging::Paging;
+use crate::state::AppState;
+use shared::db::paging::Filter;
+
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(put_settlement_account, get_settlement_account))
+        .routes(routes!(banks))
+        .routes(routes!(balance))
+        .routes(routes!(balance_transactions))
+}
+
+/// `PUT /settlement-account`.
+#[derive(ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schema(example = json!({"bankCode": "058", "accountNumber": "0123456785", "schedule": "manual"}))]
+#[allow(dead_code)] // read by `SettlementRequest::parse` from the JSON object
+struct SettlementAccountRequest {
+    /// A bank of `GET /banks` (3-digit CBN code).
+    #[schema(pattern = "^[0-9]{3}$")]
+    bank_code: String,
+    /// The 10-digit NUBAN, its check digit valid for that bank.
+    #[schema(pattern = "^[0-9]{10}$")]
+    account_number: String,
+    /// `manual` (default) or `daily`.
+    #[schema(value_type = Option<String>, example = "manual")]
+    schedule: Option<String>,
+}
+
+/// Set the settlement account
+///
+/// Checks the NUBAN for the bank, asks the payout provider for the account's name (name
+/// enquiry) and stores it for the key's mode, replacing any earlier one. Emits
+/// `settlement_account.updated`. In live mode a new bank or number holds payouts for 24 hours
+/// (`payoutsAvailableAt`).
+#[utoipa::path(
+    put,
+    path = "/settlement-account",
+    operation_id = "setSettlementAccount",
+    tag = "Settlement and payouts",
+    security(("bearerAuth" = [])),
+    request_body(content = SettlementAccountRequest, content_type = "application/json"),
+    responses(
+        (status = 200, description = "Stored.", body = SettlementAccountView),
+        (status = 400, response = problem::BadRequest),
+        (status = 401, response = problem::Unauthorized),
+        (status = 403, response = problem::Forbidden),
+        (status = 413, response = problem::PayloadTooLarge),
+        (status = 415, response = problem::UnsupportedMediaType),
+        (status = 422, response = problem::SettlementUnprocessable),
+        (status = 500, response = problem::InternalError),
+        (status = 503, response = problem::ProviderUnavailable),
+    ),
+)]
+async fn put_settlement_account(
+    State(state): State<AppState>,
+    caller: Caller,
+    JsonObject(body): JsonObject,
+) -> ApiResult<Json<SettlementAccountView>> {
+    let request = SettlementRequest::parse(&body).map_err(ApiError::Validation)?;
+    let name = state
+        .providers
+        .name_enquiry(caller.mode(), request.bank.code, &request.account_number)
+        .await
+        .map_err(|e| {
+            // Down, refusing, or not configured for this mode: the caller can only wait, and
+            // nothing was stored.
+            match &e {
+                ProviderError::NotConfigured(..) => {
+                    tracing::error!(error = %e, "no payout provider for this mode")
+                }
+                _ => tracing::warn!(error = %e, "name enquiry failed"),
+            }
+            ApiError::ProviderUnavailable {
+                retry_after_secs: 30,
+            }
+        })?
+        .ok_or(ApiError::BankAccountNotFound)?;
+    let stored = payouts::set_settlement_account(
+        &state.db,
+        caller.business_id(),
+        caller.mode(),
+        &payouts::VerifiedAccount {
+            bank: request.bank,
+            account_number: &request.account_number,
+            account_name: &name,
+            schedule: request.schedule,
+        },
+        domain::time::now(),
+    )
+    .await?;
+    state.relay.kick();
+    Ok(Json(SettlementAccountView::from(&stored)))
+}
+
+/// Get the settlement account
+#[utoipa::path(
+    get,
+    path = "/settlement-account",
+    operation_id = "getSettlementAccount",
+    tag = "Settlement and payouts",
+    security(("bearerAuth" = [])),
+    responses(
+        (status = 200, description = "The mode's settlement account.", body = SettlementAccountView),
+        (status = 401, response = problem::Unauthorized),
+        (status = 403, response = problem::Forbidden),
+        (status = 404, response = problem::NotFound),
+        (status = 500, response = problem::InternalError),
+    ),
+)]
+async fn get_settlement_account(
+    State(state): State<AppState>,
+    caller: Caller,
+) -> ApiResult<Json<SettlementAccountView>> {
+    let found = payouts::find_settlement_account(&state.db, caller.business_id(), caller.mode())
+        .await?
+        .ok_or(ApiError::NotFound)?;
+    Ok(Json(SettlementAccountView::from(&found)))
+}
+
+/// A bank a settlement account can be at.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct BankEntry {
+    /// The 3-digit CBN code.
+    #[schema(example = "058")]
+    pub code: &'static str,
+    #[schema(example = "Guaranty Trust Bank")]
+    pub name: &'static str,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct BankList {
+    pub data: Vec<BankEntry>,
+}
+
+/// List settlement banks
+///
+/// The commercial banks a settlement account can be at, with their CBN codes, by name.
+#[utoipa::path(
+    get,
+    path = "/banks",
+    operation_id = "listBanks",
+    tag = "Settlement and payouts",
+    security(("bearerAuth" = [])),
+    responses(
+        (status = 200, description = "The banks.", body = BankList),
+        (status = 401, response = problem::Unauthorized),
+        (status = 403, response = problem::Forbidden),
+        (status = 500, response = problem::InternalError),
+    ),
+)]
+async fn banks(_caller: Caller) -> Json<BankList> {
+    Json(BankList {
+        data: SETTLEMENT_BANKS
+            .iter()
+            .map(|b| BankEntry {
+                code: b.code,
+                name: b.name,
+            })
+            .collect(),
+    })
+}
+
+/// Get the balance
+///
+/// The key's mode: `available` (the ledger's sum) and `inFlight` (payouts still pending or
+/// processing).
+#[utoipa::path(
+    get,
+    path = "/balance",
+    operation_id = "getBalance",
+    tag = "Settlement and payouts",
+    security(("bearerAuth" = [])),
+    responses(
+        (status = 200, description = "The balance.", body = BalanceView),
+        (status = 401, response = problem::Unauthorized),
+        (status = 403, response = problem::Forbidden),
+        (status = 500, response = problem::InternalError),
+    ),
+)]
+async fn balance(State(state): State<AppState>, caller: Caller) -> ApiResult<Json<BalanceView>> {
+    let found = ledger::find(&state.db, caller.business_id(), caller.mode()).await?;
+    let in_flight = payouts::in_flight(&state.db, caller.business_id(), caller.mode()).await?;
+    Ok(Json(BalanceView::new(
+        caller.mode(),
+        found.as_ref(),
+        in_flight,
+    )))
+}
+
+/// List balance transactions
+///
+/// The ledger, newest first: `deposit` (+), `payout` (−), `payout_return` (+).
+#[utoipa::path(
+    get,
+    path = "/balance/transactions",
+    operation_id = "listBalanceTransactions",
+    tag = "Settlement and payouts",
+    security(("bearerAuth" = [])),
+    params(
+        ("page" = Option<u64>, Query, minimum = 1, maximum = 1000000, description = "From 1 (default 1)."),
+        ("pageSize" = Option<u64>, Query, minimum = 1, maximum = 100, description = "1–100 (default 20)."),
+        ("cursor" = Option<String>, Query, max_length = 1000, description = "A `nextCursor` of this list with the same filter: the next page, in constant time however deep. Instead of `page`."),
+    ),
+    responses(
+        (status = 200, description = "A page of entries.", body = Page<BalanceTransactionView>),
+        (status = 401, response = problem::Unauthorized),
+        (status = 403, response = problem::Forbidden),
+        (status = 422, response = problem::ValidationFailed),
+        (status = 500, response = problem::InternalError),
+    ),
+)]
+async fn balance_transactions(
+    State(state): State<AppState>,
+    caller: Caller,
+    query: QueryPairs,
+) -> ApiResult<Json<Page<BalanceTransactionView>>> {
+    let mut errors = Vec::new();
+    let filter = Filter::new("ledger", caller.business_id(), caller.mode(), &[]);
+    let paging = Paging::read(&state, &query, filter, &mut errors);
+    if !errors.is_empty() {
+        return Err(ApiError::Validation(errors));
+    }
+    let (fetched, total) = ledger::list(
+        &state.db,
+        caller.business_id(),
+        caller.mode(),
+        &paging.request,
+    )
+    .await?;
+    let data = fetched
+        .rows
+        .iter()
+        .map(BalanceTransactionView::from)
+        .collect();
+    Ok(Json(paging.page(
+        &state,
+        data,
+        total,
+        fetched.next.as_ref(),
+    )))
+}

@@ -1,0 +1,524 @@
+//! Payouts as a caller sees them: the settlement account (with name enquiry at the sandbox), the
+//! balance and its ledger, payouts created exactly once and never past the balance, and
+//! transfer notifications moving a payout to its outcome. The sending itself is
+//! worker-payouts' (its own tests).
+
+use std::time::Duration;
+
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use test_support::store;
+use test_support::{Backend, TestApp, account_body, eventually, id_of, json, spawn_app};
+
+test_support::on_both_databases!(
+    fifty_parallel_payouts_never_overdraw,
+    a_payout_key_replays_and_refuses_another_body,
+    a_repeated_reference_creates_nothing,
+    live_payouts_wait_for_the_hold_and_test_keys_never_see_live_money,
+    an_unknown_settlement_account_is_refused,
+    credited_deposits_enter_the_ledger_once_and_flagged_ones_not,
+    transfer_notifications_move_payouts_once,
+    ledger_verify_exits_1_on_a_mismatch,
+);
+
+fn settlement_number(serial: u32) -> String {
+    domain::nuban::account_number("058", serial).unwrap()
+}
+
+async fn set_settlement(app: &TestApp, key: &str) -> reqwest::Response {
+    app.client
+        .put(app.url("/v1/settlement-account"))
+        .bearer_auth(key)
+        .json(&json!({"bankCode": "058", "accountNumber": settlement_number(12_345_678)}))
+        .send()
+        .await
+        .unwrap()
+}
+
+async fn pay(app: &TestApp, key: &str, idempotency_key: &str, body: &Value) -> reqwest::Response {
+    app.client
+        .post(app.url("/v1/payouts"))
+        .bearer_auth(key)
+        .header("Idempotency-Key", idempotency_key)
+        .json(body)
+        .send()
+        .await
+        .unwrap()
+}
+
+async fn balance(app: &TestApp, key: &str) -> Value {
+    json(app.get(key, "/v1/balance").await).await
+}
+
+/// An active test account with `amount` kobo deposited through the sandbox, credited.
+async fn funded(app: &TestApp, amount: i64) -> String {
+    let resp = app
+        .create(app.test_key(), "acct-1", &account_body(1, "test-bank"))
+        .await;
+    assert_eq!(resp.status(), StatusCode::CREATED);
+    let id = id_of(&json(resp).await);
+    let before = balance(app, app.test_key()).await["available"]
+        .as_i64()
+        .unwrap();
+    let resp = app
+        .post(
+            app.test_key(),
+            &format!("/v1/virtual-accounts/{id}/simulate-deposit"),
+            Some(&json!({"amount": amount})),
+        )
+        .await;
+    assert_eq!(resp.status(), StatusCode::ACCEPTED);
+    eventually(Duration::from_secs(15), async || {
+        let b = balance(app, app.test_key()).await;
+        if b["available"] == before + amount {
+            Ok(())
+        } else {
+            Err(b)
+        }
+    })
+    .await;
+    id
+}
+
+async fn fifty_parallel_payouts_never_overdraw(backend: Backend) {
+    let app = spawn_app(backend).await;
+    assert_eq!(
+        set_settlement(&app, app.test_key()).await.status(),
+        StatusCode::OK
+    );
+    funded(&app, 1_000_000).await;
+    let attempts = (0..50).map(|n| {
+        let app = &app;
+        async move {
+            let resp = pay(
+                app,
+                app.test_key(),
+                &format!("p-{n}"),
+                &json!({"amount": 100_000}),
+            )
+            .await;
+            let status = resp.status();
+            (status, json(resp).await)
+        }
+    });
+    let results = futures::future::join_all(attempts).await;
+    let created = results
+        .iter()
+        .filter(|(s, _)| *s == StatusCode::ACCEPTED)
+        .count();
+    let refused: Vec<_> = results
+        .iter()
+        .filter(|(s, _)| *s == StatusCode::UNPROCESSABLE_ENTITY)
+        .collect();
+    assert_eq!(created, 10, "{results:?}");
+    assert_eq!(refused.len(), 40, "{results:?}");
+    for (_, problem) in &refused {
+        assert_eq!(problem["code"], "insufficient_balance");
+        assert!(
+            problem["detail"].as_str().unwrap().contains("0 kobo"),
+            "{problem}"
+        );
+    }
+    let b = balance(&app, app.test_key()).await;
+    assert_eq!(b["available"], 0);
+    assert_eq!(b["inFlight"], 1_000_000);
+    let verified = store::ledger_verifies(&app.db).await;
+    assert!(verified.ok, "{verified:?}");
+    // One deposit in, ten payouts out.
+    assert_eq!(store::count_ledger_entries(&app.db).await, 11);
+    let list = json(
+        app.get(app.test_key(), "/v1/balance/transactions?pageSize=100")
+            .await,
+    )
+    .await;
+    assert_eq!(list["total"], 11);
+    assert_eq!(list["data"][0]["type"], "payout");
+    assert_eq!(list["data"][0]["amount"], -100_000);
+    assert_eq!(list["data"][0]["balanceAfter"], 0);
+    assert_eq!(list["data"][10]["type"], "deposit");
+    let pending = json(
+        app.get(app.test_key(), "/v1/payouts?status=pending&pageSize=100")
+            .await,
+    )
+    .await;
+    assert_eq!(pending["total"], 10);
+}
+
+async fn a_payout_key_replays_and_refuses_another_body(backend: Backend) {
+    let app = spawn_app(backend).await;
+    set_settlement(&app, app.test_key()).await;
+    funded(&app, 500_000).await;
+    let body = json!({"amount": 100_000, "narration": "rent"});
+    let first = pay(&app, app.test_key(), "k-1", &body).await;
+    assert_eq!(first.status(), StatusCode::ACCEPTED);
+    assert!(first.headers().get("idempotent-replayed").is_none());
+    let first = json(first).await;
+    assert_eq!(first["status"], "pending");
+    assert_eq!(first["destination"]["bankCode"], "058");
+    assert_eq!(
+        first["destination"]["accountNumber"],
+        settlement_number(12_345_678)
+    );
+    let again = pay(&app, app.test_key(), "k-1", &body).await;
+    assert_eq!(again.status(), StatusCode::ACCEPTED);
+    assert_eq!(again.headers()["idempotent-replayed"], "true");
+    assert_eq!(json(again).await["id"], first["id"]);
+    let other = pay(&app, app.test_key(), "k-1", &json!({"amount": 200_000})).await;
+    assert_eq!(other.status(), StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(json(other).await["code"], "idempotency_key_reused");
+    assert_eq!(store::count_payouts(&app.db).await, 1);
+    assert_eq!(balance(&app, app.test_key()).await["available"], 400_000);
+    // The same key for an account is another request: the namespaces are apart.
+    let account = app
+        .create(app.test_key(), "k-1", &account_body(7, "test-bank"))
+        .await;
+    assert_eq!(account.status(), StatusCode::CREATED);
+    let read = json(
+        app.get(app.test_key(), &format!("/v1/payouts/{}", id_of(&first)))
+            .await,
+    )
+    .await;
+    assert_eq!(read["id"], first["id"]);
+}
+
+async fn a_repeated_reference_creates_nothing(backend: Backend) {
+    let app = spawn_app(backend).await;
+    set_settlement(&app, app.test_key()).await;
+    funded(&app, 500_000).await;
+    let first = pay(
+        &app,
+        app.test_key(),
+        "a",
+        &json!({"amount": 100_000, "reference": "inv-1"}),
+    )
+    .await;
+    assert_eq!(first.status(), StatusCode::ACCEPTED);
+    let first = json(first).await;
+    let again = pay(
+        &app,
+        app.test_key(),
+        "b",
+        &json!({"amount": 100_000, "reference": "inv-1"}),
+    )
+    .await;
+    assert_eq!(again.status(), StatusCode::OK);
+    assert_eq!(json(again).await["id"], first["id"]);
+    assert_eq!(store::count_payouts(&app.db).await, 1);
+    assert_eq!(balance(&app, app.test_key()).await["available"], 400_000);
+}
+
+async fn live_payouts_wait_for_the_hold_and_test_keys_never_see_live_money(backend: Backend) {
+    let app = spawn_app(backend).await;
+    app.approve_kyb().await;
+    // No settlement account yet.
+    let resp = pay(&app, app.live_key(), "l-0", &json!({"amount": 100_000})).await;
+    assert_eq!(resp.status(), StatusCode::CONFLICT);
+    assert_eq!(json(resp).await["code"], "settlement_account_missing");
+    // No live bank is configured here: its name enquiry cannot answer (503, nothing stored).
+    let resp = set_settlement(&app, app.live_key()).await;
+    assert_eq!(resp.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(json(resp).await["code"], "provider_unavailable");
+    // Stored as the route stores it once the live bank's name enquiry answered.
+    let number = settlement_number(12_345_678);
+    shared::db::payouts::set_settlement_account(
+        &app.db,
+        &app.business.id,
+        domain::Mode::Live,
+        &shared::db::payouts::VerifiedAccount {
+            bank: domain::banks::check_settlement_account("058", &number).unwrap(),
+            account_number: &number,
+            account_name: "ACME LTD",
+            schedule: domain::payout::Schedule::Manual,
+        },
+        domain::time::now(),
+    )
+    .await
+    .unwrap();
+    let live = json(app.get(app.live_key(), "/v1/settlement-account").await).await;
+    assert_eq!(live["mode"], "live");
+    assert_ne!(live["payoutsAvailableAt"], live["verifiedAt"]);
+    let resp = pay(&app, app.live_key(), "l-1", &json!({"amount": 100_000})).await;
+    assert_eq!(resp.status(), StatusCode::CONFLICT);
+    let retry_after: u64 = resp.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((86_000..=86_400).contains(&retry_after), "{retry_after}");
+    assert_eq!(json(resp).await["code"], "payouts_on_hold");
+    assert_eq!(
+        store::count_events_of_type(&app.db, "settlement_account.updated").await,
+        1
+    );
+
+    // Test money is the test key's only.
+    set_settlement(&app, app.test_key()).await;
+    funded(&app, 300_000).await;
+    let resp = pay(&app, app.test_key(), "t-1", &json!({"amount": 100_000})).await;
+    assert_eq!(resp.status(), StatusCode::ACCEPTED);
+    let test_payout = id_of(&json(resp).await);
+    let live_balance = balance(&app, app.live_key()).await;
+    assert_eq!(live_balance["available"], 0);
+    assert_eq!(live_balance["mode"], "live");
+    assert_eq!(
+        json(app.get(app.live_key(), "/v1/payouts").await).await["total"],
+        0
+    );
+    assert_eq!(
+        app.get(app.live_key(), &format!("/v1/payouts/{test_payout}"))
+            .await
+            .status(),
+        StatusCode::NOT_FOUND
+    );
+    assert_eq!(
+        json(app.get(app.live_key(), "/v1/balance/transactions").await).await["total"],
+        0
+    );
+    assert_eq!(balance(&app, app.test_key()).await["available"], 200_000);
+    // The test account does not wait: payoutsAvailableAt is its change.
+    let test = json(app.get(app.test_key(), "/v1/settlement-account").await).await;
+    assert_eq!(test["payoutsAvailableAt"], test["verifiedAt"]);
+}
+
+async fn an_unknown_settlement_account_is_refused(backend: Backend) {
+    let app = spawn_app(backend).await;
+    assert_eq!(
+        app.get(app.test_key(), "/v1/settlement-account")
+            .await
+            .status(),
+        StatusCode::NOT_FOUND
+    );
+    let unknown = settlement_number(1_234);
+    assert!(unknown.starts_with("000"));
+    let resp = app
+        .client
+        .put(app.url("/v1/settlement-account"))
+        .bearer_auth(app.test_key())
+        .json(&json!({"bankCode": "058", "accountNumber": unknown}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(json(resp).await["code"], "bank_account_not_found");
+    let resp = app
+        .client
+        .put(app.url("/v1/settlement-account"))
+        .bearer_auth(app.test_key())
+        .json(&json!({"bankCode": "058", "accountNumber": "0123456789"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(json(resp).await["code"], "validation_failed");
+    assert_eq!(
+        app.get(app.test_key(), "/v1/settlement-account")
+            .await
+            .status(),
+        StatusCode::NOT_FOUND
+    );
+    let banks = json(app.get(app.test_key(), "/v1/banks").await).await;
+    assert!(
+        banks["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|b| b["code"] == "058" && b["name"] == "Guaranty Trust Bank")
+    );
+}
+
+async fn credited_deposits_enter_the_ledger_once_and_flagged_ones_not(backend: Backend) {
+    let app = spawn_app(backend).await;
+    let id = funded(&app, 150_000).await;
+    let deposits = json(
+        app.get(
+            app.test_key(),
+            &format!("/v1/virtual-accounts/{id}/deposits"),
+        )
+        .await,
+    )
+    .await;
+    let deposit_id = deposits["data"][0]["id"].as_str().unwrap().to_owned();
+    assert_eq!(
+        store::count_ledger_entries_for(&app.db, &deposit_id).await,
+        1
+    );
+    let list = json(app.get(app.test_key(), "/v1/balance/transactions").await).await;
+    assert_eq!(list["data"][0]["sourceId"], deposit_id);
+    assert_eq!(list["data"][0]["balanceAfter"], 150_000);
+    // Money to a deactivated account is flagged: recorded, not credited.
+    app.post(
+        app.test_key(),
+        &format!("/v1/virtual-accounts/{id}/deactivate"),
+        None,
+    )
+    .await;
+    app.post(
+        app.test_key(),
+        &format!("/v1/virtual-accounts/{id}/simulate-deposit"),
+        Some(&json!({"amount": 5_000})),
+    )
+    .await;
+    eventually(Duration::from_secs(15), async || {
+        let n = store::count_deposits(&app.db).await;
+        if n == 2 { Ok(()) } else { Err(n) }
+    })
+    .await;
+    assert_eq!(store::count_ledger_entries(&app.db).await, 1);
+    assert_eq!(balance(&app, app.test_key()).await["available"], 150_000);
+    assert!(store::ledger_verifies(&app.db).await.ok);
+}
+
+/// A `transfer.*` notification for `payout_id`, signed as the sandbox signs.
+async fn notify(app: &TestApp, event: &str, data: Value) -> reqwest::Response {
+    let body = json!({"event": event, "data": data}).to_string();
+    let signature = provider_sandbox::sign(&app.config.sandbox.secret, body.as_bytes());
+    app.client
+        .post(app.url("/v1/providers/wema-bank/notifications"))
+        .header("X-Provider-Signature", signature)
+        .header("Content-Type", "application/json")
+        .body(body)
+        .send()
+        .await
+        .unwrap()
+}
+
+async fn transfer_notifications_move_payouts_once(backend: Backend) {
+    let app = spawn_app(backend).await;
+    set_settlement(&app, app.test_key()).await;
+    funded(&app, 1_000_000).await;
+    let mut ids = Vec::new();
+    for n in 0..3 {
+        let resp = pay(
+            &app,
+            app.test_key(),
+            &format!("n-{n}"),
+            &json!({"amount": 100_000}),
+        )
+        .await;
+        ids.push(id_of(&json(resp).await));
+    }
+    assert_eq!(balance(&app, app.test_key()).await["available"], 700_000);
+
+    // Succeeded, with the bank's session id.
+    let resp = notify(
+        &app,
+        "transfer.succeeded",
+        json!({"reference": ids[0], "status": "succeeded", "sessionId": "S-1"}),
+    )
+    .await;
+    assert_eq!(resp.status(), StatusCode::OK);
+    assert_eq!(json(resp).await["outcome"], "recorded");
+    let p = json(
+        app.get(app.test_key(), &format!("/v1/payouts/{}", ids[0]))
+            .await,
+    )
+    .await;
+    assert_eq!(p["status"], "succeeded");
+    assert_eq!(p["sessionId"], "S-1");
+    assert!(p["completedAt"].is_string());
+
+    // Failed: the money comes back once, however often the bank says so.
+    let failed = json!({"reference": ids[1], "status": "failed", "failureReason": "beneficiary account is dormant"});
+    notify(&app, "transfer.failed", failed.clone()).await;
+    let repeat = notify(&app, "transfer.failed", failed.clone()).await;
+    assert_eq!(repeat.status(), StatusCode::OK);
+    let mut resent = failed.clone();
+    resent["sessionId"] = json!(null);
+    notify(&app, "transfer.failed", resent).await;
+    let p = json(
+        app.get(app.test_key(), &format!("/v1/payouts/{}", ids[1]))
+            .await,
+    )
+    .await;
+    assert_eq!(p["status"], "failed");
+    assert_eq!(p["failureReason"], "beneficiary account is dormant");
+    assert_eq!(store::count_ledger_entries_for(&app.db, &ids[1]).await, 2);
+    assert_eq!(balance(&app, app.test_key()).await["available"], 800_000);
+
+    // Succeeded then reversed: returned once too.
+    notify(
+        &app,
+        "transfer.succeeded",
+        json!({"reference": ids[2], "status": "succeeded", "sessionId": "S-3"}),
+    )
+    .await;
+    notify(
+        &app,
+        "transfer.reversed",
+        json!({"reference": ids[2], "status": "reversed", "sessionId": "S-3"}),
+    )
+    .await;
+    notify(
+        &app,
+        "transfer.reversed",
+        json!({"reference": ids[2], "status": "reversed"}),
+    )
+    .await;
+    let p = json(
+        app.get(app.test_key(), &format!("/v1/payouts/{}", ids[2]))
+            .await,
+    )
+    .await;
+    assert_eq!(p["status"], "reversed");
+    let b = balance(&app, app.test_key()).await;
+    assert_eq!(b["available"], 900_000);
+    assert_eq!(b["inFlight"], 0);
+
+    assert_eq!(
+        store::count_events_of_type(&app.db, "payout.succeeded").await,
+        2
+    );
+    assert_eq!(
+        store::count_events_of_type(&app.db, "payout.failed").await,
+        1
+    );
+    assert_eq!(
+        store::count_events_of_type(&app.db, "payout.reversed").await,
+        1
+    );
+    let data = store::event_data_of_type(&app.db, "payout.failed").await;
+    assert_eq!(data[0]["id"], ids[1]);
+    assert_eq!(data[0]["object"], "payout");
+    assert!(store::ledger_verifies(&app.db).await.ok);
+
+    // A transfer for no payout is kept as unmatched.
+    let resp = notify(
+        &app,
+        "transfer.succeeded",
+        json!({"reference": "po_unknown", "status": "succeeded"}),
+    )
+    .await;
+    assert_eq!(resp.status(), StatusCode::OK);
+    assert_eq!(json(resp).await["outcome"], "unmatched");
+}
+
+fn ledger_verify(app: &TestApp) -> (bool, Value) {
+    let dir = tempfile::tempdir().unwrap();
+    let out = test_support::process::command_in(env!("CARGO_BIN_EXE_api"), dir.path())
+        .env("VAS_DATABASE__URL", &app.test_db.url)
+        .args(["admin", "ledger", "verify"])
+        .output()
+        .unwrap();
+    let report = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    (out.status.success(), report)
+}
+
+async fn ledger_verify_exits_1_on_a_mismatch(backend: Backend) {
+    let app = spawn_app(backend).await;
+    set_settlement(&app, app.test_key()).await;
+    funded(&app, 300_000).await;
+    pay(&app, app.test_key(), "v-1", &json!({"amount": 100_000})).await;
+    let (ok, report) = ledger_verify(&app);
+    assert!(ok, "{report}");
+    assert_eq!(report["ok"], true);
+    assert_eq!(report["entries"], 2);
+    store::tamper_with_balance(&app.db, &app.business.id, "test", 1).await;
+    let (ok, report) = ledger_verify(&app);
+    assert!(!ok, "{report}");
+    assert_eq!(
+        report["mismatches"][0]["problem"],
+        "balance_differs_from_sum"
+    );
+    assert_eq!(report["mismatches"][0]["expected"], 200_000);
+    assert_eq!(report["mismatches"][0]["found"], 200_001);
+}

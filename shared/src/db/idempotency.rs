@@ -1,0 +1,200 @@
+//! Idempotency keys (SPEC §3 and §7): one home for the key handling of every create. A key is
+//! claimed `in_flight` in the create's transaction, names the resource it made, and is completed
+//! with the status first answered; the same key again replays that answer, with another body it
+//! is refused, and while the first request runs it is `in use`. Keys of different operations
+//! never meet: each operation (`Scope`) has its own namespace.
+
+use chrono::{DateTime, Utc};
+use sea_orm::sea_query::OnConflict;
+use sea_orm::{
+    ActiveModelTrait, ActiveValue::Set, ConnectionTrait, DatabaseTransaction, DbBackend, DbErr,
+    EntityTrait, Statement,
+};
+use sha2::{Digest, Sha256};
+
+use super::entities::idempotency_key;
+use crate::crypto::RequestDigest;
+use domain::Mode;
+
+pub use idempotency_key::Model as StoredKey;
+
+const IN_FLIGHT: &str = "in_flight";
+const COMPLETED: &str = "completed";
+
+/// The operation a key belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// `POST /virtual-accounts`: stored under the caller's key as it is (as before scopes).
+    Accounts,
+    /// `POST /payouts`.
+    Payouts,
+}
+
+impl Scope {
+    /// The key as stored. A header value cannot hold a control character, so the payout
+    /// prefix (ending in U+001F) can never be spelled by an account key.
+    fn stored(self, key: &str) -> String {
+        match self {
+            Scope::Accounts => key.to_owned(),
+            Scope::Payouts => format!("payouts\u{1f}{key}"),
+        }
+    }
+}
+
+/// A caller's key for one request.
+#[derive(Clone, Copy)]
+pub struct Key<'a> {
+    pub business_id: &'a str,
+    pub mode: Mode,
+    pub scope: Scope,
+    pub key: &'a str,
+    /// The canonical body's keyed digest: the same key with another body is refused.
+    pub request: &'a RequestDigest,
+}
+
+/// What claiming a key found.
+#[derive(Debug)]
+pub enum Claim {
+    /// The key is new and now ours (`in_flight`), in the caller's transaction.
+    New,
+    /// The key was there already.
+    Seen(StoredKey),
+}
+
+impl Key<'_> {
+    fn id(&self) -> (String, Mode, String) {
+        (
+            self.business_id.to_owned(),
+            self.mode,
+            self.scope.stored(self.key),
+        )
+    }
+
+    /// The key's row, if any.
+    pub async fn find<C: ConnectionTrait>(&self, db: &C) -> Result<Option<StoredKey>, DbErr> {
+        idempotency_key::Entity::find_by_id(self.id()).one(db).await
+    }
+
+    /// True when `stored` was first used with this request's body.
+    pub fn same_request(&self, stored: &StoredKey) -> bool {
+        self.request.matches(&stored.request_hash)
+    }
+
+    /// On PostgreSQL, a transaction-scoped advisory lock on the key: a second request with the
+    /// same key while the first is in its transaction is told so (409) at once instead of
+    /// queueing. SQLite runs one transaction at a time, so the second simply sees the first's
+    /// result.
+    pub async fn try_lock(&self, txn: &DatabaseTransaction) -> Result<bool, DbErr> {
+        if txn.get_database_backend() != DbBackend::Postgres {
+            return Ok(true);
+        }
+        let (business, mode, stored) = self.id();
+        let digest = Sha256::digest(format!("{business}\0{mode}\0{stored}").as_bytes());
+        let lock_id = i64::from_be_bytes(digest[..8].try_into().expect("8 bytes"));
+        let row = txn
+            .query_one_raw(Statement::from_sql_and_values(
+                DbBackend::Postgres,
+                "SELECT pg_try_advisory_xact_lock($1) AS claimed",
+                [lock_id.into()],
+            ))
+            .await?
+            .ok_or_else(|| DbErr::Custom("advisory lock returned no row".into()))?;
+        row.try_get::<bool>("", "claimed")
+    }
+
+    /// Inserts the key `in_flight`, or finds the row already there.
+    pub async fn claim<C: ConnectionTrait>(
+        &self,
+        db: &C,
+        now: DateTime<Utc>,
+    ) -> Result<Claim, DbErr> {
+        let (business_id, mode, key) = self.id();
+        let inserted = idempotency_key::Entity::insert(idempotency_key::ActiveModel {
+            business_id: Set(business_id),
+            mode: Set(mode),
+            key: Set(key),
+            request_hash: Set(self.request.stored().to_owned()),
+            state: Set(IN_FLIGHT.to_owned()),
+            response_status: Set(None),
+            account_id: Set(None),
+            created_at: Set(now),
+            updated_at: Set(now),
+        })
+        .on_conflict(
+            OnConflict::columns([
+                idempotency_key::Column::BusinessId,
+                idempotency_key::Column::Mode,
+                idempotency_key::Column::Key,
+            ])
+            .do_nothing()
+            .to_owned(),
+        )
+        .exec_without_returning(db)
+        .await?;
+        if inserted == 1 {
+            return Ok(Claim::New);
+        }
+        self.find(db)
+            .await?
+            .map(Claim::Seen)
+            .ok_or_else(|| DbErr::Custom("idempotency key vanished".into()))
+    }
+
+    /// Stores the resource's id on the in-flight key, so an abandoned key can still be answered.
+    pub async fn name_resource<C: ConnectionTrait>(
+        &self,
+        db: &C,
+        resource_id: &str,
+        now: DateTime<Utc>,
+    ) -> Result<(), DbErr> {
+        let (business_id, mode, key) = self.id();
+        idempotency_key::ActiveModel {
+            business_id: Set(business_id),
+            mode: Set(mode),
+            key: Set(key),
+            account_id: Set(Some(resource_id.to_owned())),
+            updated_at: Set(now),
+            ..Default::default()
+        }
+        .update(db)
+        .await?;
+        Ok(())
+    }
+
+    /// Completes the key with the status answered and the resource it answered with.
+    pub async fn complete<C: ConnectionTrait>(
+        &self,
+        db: &C,
+        status: u16,
+        resource_id: &str,
+        now: DateTime<Utc>,
+    ) -> Result<(), DbErr> {
+        let (business_id, mode, key) = self.id();
+        idempotency_key::ActiveModel {
+            business_id: Set(business_id),
+            mode: Set(mode),
+            key: Set(key),
+            state: Set(COMPLETED.to_owned()),
+            response_status: Set(Some(i32::from(status))),
+            account_id: Set(Some(resource_id.to_owned())),
+            updated_at: Set(now),
+            ..Default::default()
+        }
+        .update(db)
+        .await?;
+        Ok(())
+    }
+}
+
+/// True when the key's first request finished.
+pub fn is_completed(stored: &StoredKey) -> bool {
+    stored.state == COMPLETED
+}
+
+/// The status first answered, once completed.
+pub fn completed_status(stored: &StoredKey) -> Option<u16> {
+    match stored.response_status {
+        Some(status) if is_completed(stored) => u16::try_from(status).ok(),
+        _ => None,
+    }
+}
