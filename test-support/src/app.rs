@@ -7,7 +7,7 @@ use std::sync::Arc;
 use api::AppState;
 use domain::{KybStatus, Mode};
 use ops::config::Config;
-use sea_orm::{ConnectionTrait, DatabaseConnection};
+use sea_orm::DatabaseConnection;
 use serde_json::{Value, json};
 use shared::crypto::Cipher;
 use shared::db::businesses::{self, IssuedBusiness};
@@ -273,20 +273,6 @@ impl TestApp {
         let id = crate::record_event(&self.db, business_id, mode, data).await;
         self.relay.kick();
         id
-    }
-
-    /// Legacy: a raw scalar SQL query (a COUNT). Kept only so test files written against the
-    /// old `api/tests/common` compile; tests say what they count with [`crate::store`].
-    #[doc(hidden)]
-    pub async fn count(&self, sql: &str) -> i64 {
-        let backend = self.db.get_database_backend();
-        let row = self
-            .db
-            .query_one_raw(sea_orm::Statement::from_string(backend, sql.to_owned()))
-            .await
-            .unwrap()
-            .unwrap();
-        row.try_get_by_index::<i64>(0).unwrap()
     }
 }
 

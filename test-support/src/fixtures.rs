@@ -1,7 +1,7 @@
 //! A migrated database with a business, and the state changes tests set up directly.
 
 use domain::{KybStatus, Mode};
-use sea_orm::{ConnectionTrait, DatabaseConnection, TransactionTrait};
+use sea_orm::{DatabaseConnection, TransactionTrait};
 use sea_orm_migration::MigratorTrait;
 use serde_json::Value;
 use shared::crypto::Cipher;
@@ -50,21 +50,6 @@ impl Setup {
     pub async fn record(&self, business_id: &str, n: usize) -> String {
         let data = serde_json::json!({"id": format!("va_{n}"), "status": "deactivated"});
         record_event(&self.db, business_id, Mode::Test, &data).await
-    }
-
-    /// Legacy: a raw scalar SQL query (a COUNT). Kept only so test files written against the
-    /// old `worker-webhooks/tests/support` compile; tests say what they count with
-    /// [`crate::store`].
-    #[doc(hidden)]
-    pub async fn count(&self, sql: &str) -> i64 {
-        let backend = self.db.get_database_backend();
-        self.db
-            .query_one_raw(sea_orm::Statement::from_string(backend, sql.to_owned()))
-            .await
-            .unwrap()
-            .unwrap()
-            .try_get_by_index::<i64>(0)
-            .unwrap()
     }
 }
 

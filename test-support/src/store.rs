@@ -507,3 +507,12 @@ pub async fn tamper_with_balance(
         .await
         .expect("update");
 }
+
+/// Delivery attempts recorded (each one a request made), all of them or those to `url`.
+pub async fn count_attempts(db: &DatabaseConnection, url: Option<&str>) -> u64 {
+    let mut query = delivery_attempt::Entity::find();
+    if let Some(url) = url {
+        query = query.filter(delivery_attempt::Column::Url.eq(url));
+    }
+    query.count(db).await.expect("count")
+}

@@ -24,7 +24,7 @@ use shared::crypto::Cipher;
 use shared::db::events;
 use shared::queue::Broker;
 use shared::relay::Relay;
-use test_support::{RabbitPrefix, Receiver, Reply, Setup, TestBroker, TestDb, setup};
+use test_support::{RabbitPrefix, Receiver, Reply, Setup, TestBroker, TestDb, setup, store};
 use tokio_util::sync::CancellationToken;
 
 /// What the worker runs against, and how to clean up after it.
@@ -183,11 +183,8 @@ async fn a_slow_endpoint_does_not_hold_up_other_businesses(postgres: bool) {
         "{overlapping} requests in flight at once at one endpoint"
     );
     // Deferred deliveries spent no attempts: every recorded attempt was a request received.
-    let attempts = rig
-        .setup
-        .count("SELECT COUNT(*) FROM delivery_attempts")
-        .await;
-    assert!(attempts <= (slow.count() + fast.count()) as i64);
+    let attempts = store::count_attempts(&rig.setup.db, None).await;
+    assert!(attempts <= (slow.count() + fast.count()) as u64);
     rig.finish().await;
 }
 
@@ -226,10 +223,7 @@ async fn a_failing_endpoint_backs_off_as_a_whole(postgres: bool) {
         (3..=12).contains(&while_down),
         "{while_down} requests to an endpoint whose circuit should be open"
     );
-    let dead = rig
-        .setup
-        .count("SELECT COUNT(*) FROM deliveries WHERE status = 'dead'")
-        .await;
+    let dead = store::count_deliveries_with_status(&rig.setup.db, "dead").await;
     assert_eq!(dead, 0, "waiting for the circuit spends no attempts");
 
     // It answers again: the next probe closes the circuit and every delivery goes through.
@@ -237,30 +231,16 @@ async fn a_failing_endpoint_backs_off_as_a_whole(postgres: bool) {
     eventually(
         "every delivery succeeded",
         Duration::from_secs(20),
-        async || {
-            rig.setup
-                .count("SELECT COUNT(*) FROM deliveries WHERE status = 'succeeded'")
-                .await
-                == 10
-        },
+        async || store::count_deliveries_with_status(&rig.setup.db, "succeeded").await == 10,
     )
     .await;
     let requests = down.requests();
     let ids: std::collections::HashSet<String> = requests.iter().map(|r| r.webhook_id()).collect();
     assert_eq!(ids.len(), 10);
     // Every recorded attempt is a request that was made, to this endpoint; no deferral is one.
-    let attempts = rig
-        .setup
-        .count("SELECT COUNT(*) FROM delivery_attempts")
-        .await;
-    assert_eq!(attempts, requests.len() as i64);
-    let to_it = rig
-        .setup
-        .count(&format!(
-            "SELECT COUNT(*) FROM delivery_attempts WHERE url = '{}'",
-            down.url
-        ))
-        .await;
+    let attempts = store::count_attempts(&rig.setup.db, None).await;
+    assert_eq!(attempts, requests.len() as u64);
+    let to_it = store::count_attempts(&rig.setup.db, Some(&down.url)).await;
     assert_eq!(to_it, attempts);
     println!(
         "\n{}: an endpoint down for 6 s got {while_down} requests for 10 deliveries (breaker: 3 \
