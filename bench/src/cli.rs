@@ -1,4 +1,4 @@
-//! The command line: `bench create …` and `bench replay …`.
+//! The command line: `bench create …`, `bench replay …` and `bench lists …`.
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
+use crate::lists::ListsSettings;
 use crate::load::{self, Settings, Stop, Workload};
 
 #[derive(Debug, Parser)]
@@ -26,6 +27,45 @@ pub enum Command {
     Create(Common),
     /// Replay one creation: the same Idempotency-Key and body on every request.
     Replay(Common),
+    /// Bulk-load accounts for the key's business into PostgreSQL, then time list and search
+    /// requests (page 1, q matching one, q matching none, cursor hops, a deep page) and explain
+    /// the service's statements.
+    Lists(ListsArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ListsArgs {
+    /// The PostgreSQL database `api serve` uses (`api migrate` made its schema).
+    #[arg(long, env = "BENCH_DATABASE_URL", hide_env_values = true)]
+    pub database_url: String,
+    /// The service's base URL (without /v1).
+    #[arg(long, default_value = "http://127.0.0.1:8080", env = "BENCH_BASE")]
+    pub api: String,
+    /// A secret key of the business whose accounts are listed (its mode is the one loaded).
+    #[arg(long, env = "BENCH_KEY", hide_env_values = true)]
+    pub key: String,
+    /// The business's id, when the key is not in this database's api_keys.
+    #[arg(long)]
+    pub business: Option<String>,
+    /// Accounts the business must have in the key's mode: loaded up to this many (a rerun loads
+    /// none).
+    #[arg(long, default_value_t = 1_000_000)]
+    pub accounts: u64,
+    /// Measured requests per case (one at a time).
+    #[arg(long, short = 'n', default_value_t = 200, value_parser = clap::value_parser!(u64).range(1..))]
+    pub requests: u64,
+    /// Requests per case sent first and not counted.
+    #[arg(long, default_value_t = 20)]
+    pub warmup: u64,
+    /// The deep page number measured, and where the cursor walk starts.
+    #[arg(long, default_value_t = 40_000, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub deep_page: u64,
+    /// The api's process id: its resident memory (VmRSS) is reported.
+    #[arg(long)]
+    pub api_pid: Option<u32>,
+    /// Per-request timeout.
+    #[arg(long, value_parser = parse_duration, default_value = "30s")]
+    pub timeout: Duration,
 }
 
 #[derive(Debug, Args)]
@@ -94,6 +134,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let (replay, args) = match cli.command {
         Command::Create(args) => (false, args),
         Command::Replay(args) => (true, args),
+        Command::Lists(args) => return lists(args).await,
     };
     anyhow::ensure!(args.concurrency >= 1, "--concurrency must be at least 1");
     let stop = match (args.duration, args.requests) {
@@ -156,6 +197,25 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     })
 }
 
+async fn lists(args: ListsArgs) -> anyhow::Result<ExitCode> {
+    let settings = ListsSettings {
+        database_url: args.database_url,
+        api: args.api,
+        key: args.key,
+        business: args.business,
+        accounts: args.accounts,
+        requests: args.requests,
+        warmup: args.warmup,
+        page_size: 20,
+        deep_page: args.deep_page,
+        api_pid: args.api_pid,
+        timeout: args.timeout,
+    };
+    let report = crate::lists::run(&settings).await?;
+    print!("{}", report.to_text());
+    Ok(ExitCode::SUCCESS)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -207,5 +267,42 @@ mod tests {
             .is_err()
         );
         assert!(Cli::try_parse_from(["bench", "create", "--key", "k", "--requests", "0"]).is_err());
+    }
+
+    #[test]
+    fn lists_command_line() {
+        let cli = Cli::try_parse_from([
+            "bench",
+            "lists",
+            "--database-url",
+            "postgres://postgres@127.0.0.1/x",
+            "--api",
+            "http://127.0.0.1:9000",
+            "--key",
+            "sk_test_x",
+        ])
+        .unwrap();
+        let Command::Lists(args) = cli.command else {
+            panic!("not lists")
+        };
+        assert_eq!(args.accounts, 1_000_000);
+        assert_eq!(
+            (args.requests, args.warmup, args.deep_page),
+            (200, 20, 40_000)
+        );
+        assert_eq!(args.api, "http://127.0.0.1:9000");
+        assert!(
+            Cli::try_parse_from([
+                "bench",
+                "lists",
+                "--key",
+                "k",
+                "--database-url",
+                "x",
+                "-n",
+                "0"
+            ])
+            .is_err()
+        );
     }
 }

@@ -130,7 +130,7 @@ pub struct Percentiles {
 }
 
 impl Percentiles {
-    fn of(h: &Histogram<u64>) -> Option<Self> {
+    pub fn of(h: &Histogram<u64>) -> Option<Self> {
         if h.is_empty() {
             return None;
         }

@@ -1,0 +1,87 @@
+//! `bench lists` against the real api on PostgreSQL (skipped without TEST_DATABASE_URL): the
+//! loaded accounts are listed and searched like any others, and every case is measured.
+
+use bench::lists::{self, ListsSettings};
+use std::time::Duration;
+use test_support::{Backend, spawn_app};
+
+#[tokio::test]
+async fn loads_lists_searches_and_explains_on_postgres() {
+    let Some(backend) = Backend::postgres() else {
+        eprintln!("skipped: TEST_DATABASE_URL is not set");
+        return;
+    };
+    let app = spawn_app(backend).await;
+    let settings = ListsSettings {
+        database_url: app.test_db.url.clone(),
+        api: app.base.clone(),
+        key: app.business.test.secret_key.clone(),
+        business: None,
+        accounts: 1_000,
+        requests: 3,
+        warmup: 1,
+        page_size: 20,
+        deep_page: 10,
+        api_pid: Some(std::process::id()),
+        timeout: Duration::from_secs(30),
+    };
+    let report = lists::run(&settings).await.expect("bench lists");
+    assert_eq!((report.accounts, report.loaded), (1_000, 1_000));
+    let totals: Vec<_> = report
+        .cases
+        .iter()
+        .map(|c| (c.name.as_str(), c.total))
+        .collect();
+    assert_eq!(
+        totals,
+        [
+            ("page 1", Some((1_000, false))),
+            ("q = one account's e-mail", Some((1, false))),
+            ("q matching nothing", Some((0, false))),
+            (
+                "cursor hops from page 10 (nextCursor)",
+                Some((1_000, false))
+            ),
+            ("page=10 (offset; no goal)", Some((1_000, false))),
+        ]
+    );
+    for case in &report.cases {
+        assert_eq!(
+            case.stats.statuses.get(&200).copied(),
+            Some(3),
+            "{}: {:?}",
+            case.name,
+            case.stats.error_samples
+        );
+    }
+    assert_eq!(report.plans.len(), 7);
+    assert!(report.api_rss_kb.is_some());
+    let text = report.to_text();
+    assert!(text.contains("| page 1 |"), "{text}");
+
+    // A rerun finds the accounts there and loads none.
+    let again = lists::run(&settings).await.expect("rerun");
+    assert_eq!((again.accounts, again.loaded), (1_000, 0));
+
+    // The loaded accounts read like any others: one by the API shows its fields.
+    let page: serde_json::Value = app
+        .client
+        .get(format!("{}/v1/virtual-accounts?pageSize=1", app.base))
+        .bearer_auth(&app.business.test.secret_key)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let account = &page["data"][0];
+    assert!(
+        account["customerEmail"].as_str().unwrap().contains('@'),
+        "{page}"
+    );
+    assert_eq!(
+        account["accountNumber"].as_str().unwrap().len(),
+        10,
+        "{page}"
+    );
+}
