@@ -1,7 +1,7 @@
 # syntax=docker/dockerfile:1
 #
 # One image with every process of the service (api, worker-provisioning, worker-webhooks,
-# worker-recheck, provider-sandbox) in /usr/local/bin; docker-compose.yml picks one per service.
+# worker-recheck, worker-payouts, provider-sandbox) in /usr/local/bin; docker-compose.yml picks one per service.
 #
 #   docker build -t virtual-account-service .
 #
@@ -26,12 +26,14 @@ RUN --mount=type=cache,target=/usr/local/cargo/registry,sharing=locked \
     --mount=type=cache,target=/usr/local/cargo/git,sharing=locked \
     --mount=type=cache,target=/app/target,sharing=locked \
     cargo build --release --locked --bins \
-        -p api -p worker-provisioning -p worker-webhooks -p worker-recheck -p provider-sandbox \
+        -p api -p worker-provisioning -p worker-webhooks -p worker-recheck -p worker-payouts \
+        -p provider-sandbox \
  && mkdir -p /out \
  && cp target/release/api \
        target/release/worker-provisioning \
        target/release/worker-webhooks \
        target/release/worker-recheck \
+       target/release/worker-payouts \
        target/release/provider-sandbox \
        /out/
 

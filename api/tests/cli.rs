@@ -445,3 +445,107 @@ async fn json_logs_carry_request_ids_and_no_secrets() {
         assert!(!stderr.contains(secret), "a secret reached the logs");
     }
 }
+
+/// `api dev` runs worker-payouts in-process: a payout is sent to the sandbox's bank and ends
+/// `succeeded`, announced by `payout.succeeded`.
+#[tokio::test]
+async fn dev_pays_out_through_its_in_process_worker() {
+    let dir = tempfile::tempdir().unwrap();
+    let dev = Dev::start(dir.path());
+    let lines = dev.read_until("test webhook secret:");
+    let base = field_after(&lines, "(dev) at ");
+    let key = field_after(&lines, "test secret key:");
+    let client = reqwest::Client::new();
+
+    let number = domain::nuban::account_number("058", 12_345_678).unwrap();
+    let resp = client
+        .put(format!("{base}/v1/settlement-account"))
+        .bearer_auth(&key)
+        .json(&json!({"bankCode": "058", "accountNumber": number}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let resp = client
+        .post(format!("{base}/v1/virtual-accounts"))
+        .bearer_auth(&key)
+        .header("Idempotency-Key", "first")
+        .json(&json!({"customerName": "Ada Obi", "customerEmail": "ada@example.com", "customerPhone": "08031234567",
+                      "customerBvn": "22212345678", "preferredBank": "test-bank"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 201);
+    let account: Value = resp.json().await.unwrap();
+    let resp = client
+        .post(format!(
+            "{base}/v1/virtual-accounts/{}/simulate-deposit",
+            account["id"].as_str().unwrap()
+        ))
+        .bearer_auth(&key)
+        .json(&json!({"amount": 1_500_000}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 202);
+    let balance = async || -> Value {
+        let resp = client
+            .get(format!("{base}/v1/balance"))
+            .bearer_auth(&key)
+            .send()
+            .await
+            .unwrap();
+        resp.json().await.unwrap()
+    };
+    test_support::eventually(Duration::from_secs(30), async || {
+        let b = balance().await;
+        if b["available"] == 1_500_000 {
+            Ok(())
+        } else {
+            Err(b)
+        }
+    })
+    .await;
+
+    let resp = client
+        .post(format!("{base}/v1/payouts"))
+        .bearer_auth(&key)
+        .header("Idempotency-Key", "payout-1")
+        .json(&json!({"amount": 500_000}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 202);
+    let payout: Value = resp.json().await.unwrap();
+    let url = format!("{base}/v1/payouts/{}", payout["id"].as_str().unwrap());
+    let done = test_support::eventually(Duration::from_secs(30), async || {
+        let p: Value = client
+            .get(&url)
+            .bearer_auth(&key)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if p["status"] == "succeeded" {
+            Ok(p)
+        } else {
+            Err(p)
+        }
+    })
+    .await;
+    assert!(done["sessionId"].is_string(), "{done}");
+    let events: Value = client
+        .get(format!("{base}/v1/events?type=payout.succeeded"))
+        .bearer_auth(&key)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(events["data"][0]["data"]["id"], payout["id"], "{events}");
+    assert_eq!(balance().await["available"], 1_000_000);
+    assert!(dev.terminate().success());
+}

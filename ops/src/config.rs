@@ -172,6 +172,12 @@ pub struct PayoutsConfig {
     pub max_amount: i64,
     /// When `daily` settlement accounts are paid out, `HH:MM` Africa/Lagos.
     pub daily_at: String,
+    /// worker-payouts: how often the daily schedule looks for accounts due a payout.
+    pub schedule_check_secs: u64,
+    /// worker-payouts: first delay between status queries of a transfer with no outcome yet,
+    /// doubling up to `max_poll_secs`.
+    pub initial_poll_secs: u64,
+    pub max_poll_secs: u64,
 }
 
 impl Default for PayoutsConfig {
@@ -180,6 +186,9 @@ impl Default for PayoutsConfig {
             bank: "wema-bank".into(),
             max_amount: 500_000_000,
             daily_at: "09:00".into(),
+            schedule_check_secs: 30,
+            initial_poll_secs: 2,
+            max_poll_secs: 60,
         }
     }
 }

@@ -169,6 +169,21 @@ pub fn start_provisioning_worker(
     })
 }
 
+/// Runs a worker-payouts consumer and daily schedule in this process until `stop`.
+pub fn start_payouts_worker(app: &TestApp, stop: CancellationToken) -> tokio::task::JoinHandle<()> {
+    let (config, db, broker, relay) = (
+        app.config.clone(),
+        app.db.clone(),
+        app.broker.clone(),
+        app.relay.clone(),
+    );
+    tokio::spawn(async move {
+        worker_payouts::run_with(&config, db, broker, relay, stop)
+            .await
+            .expect("worker-payouts runs")
+    })
+}
+
 /// Runs a worker-webhooks consumer in this process until `stop`.
 pub fn start_webhooks_worker(
     app: &TestApp,

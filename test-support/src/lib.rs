@@ -54,8 +54,8 @@ pub use fixtures::{Setup, record_event, set_webhook_url, setup};
 
 #[cfg(feature = "app")]
 pub use app::{
-    TestApp, account_body, spawn_app, spawn_app_with, start_instance, start_provisioning_worker,
-    start_recheck_worker, start_webhooks_worker, test_config,
+    TestApp, account_body, spawn_app, spawn_app_with, start_instance, start_payouts_worker,
+    start_provisioning_worker, start_recheck_worker, start_webhooks_worker, test_config,
 };
 #[cfg(feature = "app")]
 pub use logs::captured_logs;

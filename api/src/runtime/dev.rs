@@ -95,6 +95,22 @@ pub async fn run(mut config: Config) -> anyhow::Result<()> {
             worker_webhooks::run_with(&config, db, cipher, broker, relay, shutdown).await
         }));
     }
+    {
+        // Checked here so a bad VAS_PAYOUTS__DAILY_AT stops `api dev` at start.
+        worker_payouts::parse_daily_at(&config.payouts.daily_at)?;
+        let (config, db, broker, relay, shutdown) = (
+            config.clone(),
+            db.clone(),
+            broker.clone(),
+            relay.clone(),
+            shutdown.clone(),
+        );
+        background.push(tokio::spawn(async move {
+            if let Err(e) = worker_payouts::run_with(&config, db, broker, relay, shutdown).await {
+                tracing::error!(error = %e, "worker-payouts stopped");
+            }
+        }));
+    }
 
     tracing::info!(address = %address, "api listening");
     print_banner(&db, &cipher, &url, address).await?;

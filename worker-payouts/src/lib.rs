@@ -1,0 +1,412 @@
+//! worker-payouts: for each `send_payout` job, makes the payout's one transfer at the payout
+//! provider (the payout id is the transfer reference) and follows it to its outcome; and the
+//! daily schedule, which pays out the whole available balance of `daily` settlement accounts.
+//!
+//! Exactly one transfer per payout, whatever process is killed when: every run asks the provider
+//! about the reference first and sends only when the provider never received it, always under
+//! the same reference (which the provider dedupes), so a lost answer or a race between two
+//! workers still moves money once. A provider error or timeout is a retry of the same steps.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use backoff::backoff::Backoff;
+use chrono::{DateTime, NaiveTime, Utc};
+use domain::Mode;
+use domain::payout::{
+    MIN_PAYOUT, NewPayout, Schedule, TransferState, daily_payout_day, daily_reference,
+};
+use ops::config::{Config, PayoutsConfig};
+use sea_orm::{ColumnTrait, DatabaseConnection, DbErr, EntityTrait, QueryFilter, QuerySelect};
+use shared::db::entities::{payout, settlement_account};
+use shared::db::ledger;
+use shared::db::outbox::{JobOutcome, JobRow};
+use shared::db::payouts::{self, CreateOutcome, CreateRequest, Payout, Reported};
+use shared::jobs::{PayoutJob, QueueJob};
+use shared::providers::{NewTransfer, ProviderError, Providers, RemoteTransfer};
+use shared::queue::Broker;
+use shared::relay::Relay;
+use shared::worker::{Consumer, JobHandler};
+use tokio_util::sync::CancellationToken;
+
+pub const QUEUE: &str = PayoutJob::QUEUE;
+
+/// The delay before status query number `attempt + 1`: doubling from the initial delay up to
+/// the maximum, with ±20 % jitter so many payouts do not poll in step.
+pub fn poll_delay(config: &PayoutsConfig, attempt: i32) -> Duration {
+    let mut policy = backoff::ExponentialBackoffBuilder::new()
+        .with_initial_interval(Duration::from_secs(config.initial_poll_secs.max(1)))
+        .with_multiplier(2.0)
+        .with_randomization_factor(0.2)
+        .with_max_interval(Duration::from_secs(config.max_poll_secs.max(1)))
+        .with_max_elapsed_time(None)
+        .build();
+    let mut delay = Duration::ZERO;
+    for _ in 0..=attempt.clamp(0, 64) {
+        delay = policy
+            .next_backoff()
+            .unwrap_or(Duration::from_secs(config.max_poll_secs));
+    }
+    delay
+}
+
+pub struct Payer {
+    pub db: DatabaseConnection,
+    pub providers: Providers,
+    pub config: PayoutsConfig,
+}
+
+#[async_trait]
+impl JobHandler for Payer {
+    type Job = PayoutJob;
+
+    async fn handle(&self, row: &JobRow, job: PayoutJob) -> anyhow::Result<JobOutcome> {
+        match job {
+            PayoutJob::SendPayout { payout_id } => self.send(row, &payout_id).await,
+        }
+    }
+
+    fn retry_after(&self, row: &JobRow) -> Duration {
+        poll_delay(&self.config, row.attempts)
+    }
+}
+
+impl Payer {
+    async fn send(&self, row: &JobRow, payout_id: &str) -> anyhow::Result<JobOutcome> {
+        let Some(payout) = payout::Entity::find_by_id(payout_id.to_owned())
+            .one(&self.db)
+            .await?
+        else {
+            return Ok(JobOutcome::Done);
+        };
+        if !payout.status.in_flight() {
+            return Ok(JobOutcome::Done); // settled already (a notification, another worker)
+        }
+        // The provider first: an earlier run may have sent it and lost the answer, or been
+        // killed between sending and recording.
+        let known = match self.providers.get_transfer(payout.mode, &payout.id).await {
+            Ok(known) => known,
+            Err(e) => return Ok(self.retry(row, &payout, "get_transfer", &e)),
+        };
+        let remote = match known {
+            Some(remote) => remote,
+            None => match self.send_transfer(&payout).await {
+                Ok(remote) => remote,
+                Err(Refusal::Refused(reason)) => {
+                    return self.refused(row, &payout, &reason).await;
+                }
+                Err(Refusal::Error(e)) => {
+                    return Ok(self.retry(row, &payout, "send_transfer", &e));
+                }
+            },
+        };
+        let payout = self.record(&payout, &remote).await?;
+        if payout.status.in_flight() {
+            // No outcome yet: the notification usually settles it first; this asks again.
+            return Ok(JobOutcome::Retry {
+                after: poll_delay(&self.config, row.attempts),
+                error: "the transfer has no outcome yet".into(),
+            });
+        }
+        Ok(JobOutcome::Done)
+    }
+
+    async fn send_transfer(&self, payout: &Payout) -> Result<RemoteTransfer, Refusal> {
+        let transfer = NewTransfer {
+            reference: payout.id.clone(),
+            amount: payout.amount,
+            currency: payout.currency.clone(),
+            bank_code: payout.bank_code.clone(),
+            account_number: payout.account_number.clone(),
+            account_name: payout.account_name.clone(),
+            narration: payout.narration.clone(),
+        };
+        match self.providers.send_transfer(payout.mode, &transfer).await {
+            Ok(remote) => {
+                metrics::counter!("payouts_sent_total", "mode" => payout.mode.as_str())
+                    .increment(1);
+                tracing::info!(payout_id = %payout.id, "transfer sent");
+                Ok(remote)
+            }
+            Err(ProviderError::Refused(reason)) => Err(Refusal::Refused(reason)),
+            Err(e) => Err(Refusal::Error(e)),
+        }
+    }
+
+    /// The provider refused the transfer request itself (a 4xx). It fails the payout (and
+    /// returns the money) only once the provider confirms it holds no such transfer; a
+    /// refusal that cannot be confirmed is retried like any error.
+    async fn refused(
+        &self,
+        row: &JobRow,
+        payout: &Payout,
+        reason: &str,
+    ) -> anyhow::Result<JobOutcome> {
+        match self.providers.get_transfer(payout.mode, &payout.id).await {
+            Ok(None) => {
+                tracing::warn!(payout_id = %payout.id, reason, "the provider refused the transfer");
+                let reason = format!("the payout provider refused the transfer: {reason}");
+                let reported = Reported {
+                    state: TransferState::Failed,
+                    session_id: None,
+                    failure_reason: Some(&reason),
+                };
+                let applied = payouts::apply(&self.db, &payout.id, &reported).await?;
+                count_outcome(payout, applied.as_ref());
+                Ok(JobOutcome::Done)
+            }
+            Ok(Some(remote)) => {
+                let payout = self.record(payout, &remote).await?;
+                Ok(match payout.status.in_flight() {
+                    true => JobOutcome::Retry {
+                        after: poll_delay(&self.config, row.attempts),
+                        error: "the transfer has no outcome yet".into(),
+                    },
+                    false => JobOutcome::Done,
+                })
+            }
+            Err(e) => Ok(self.retry(row, payout, "get_transfer", &e)),
+        }
+    }
+
+    /// Applies what the provider says (at least `processing`: it has the transfer).
+    async fn record(&self, payout: &Payout, remote: &RemoteTransfer) -> anyhow::Result<Payout> {
+        let reported = Reported {
+            state: remote.status.into(),
+            session_id: remote.session_id.as_deref(),
+            failure_reason: remote.failure_reason.as_deref(),
+        };
+        let applied = payouts::apply(&self.db, &payout.id, &reported).await?;
+        count_outcome(payout, applied.as_ref());
+        Ok(applied.unwrap_or_else(|| payout.clone()))
+    }
+
+    fn retry(&self, row: &JobRow, payout: &Payout, call: &str, e: &ProviderError) -> JobOutcome {
+        match e {
+            ProviderError::NotConfigured(..) => {
+                tracing::error!(payout_id = %payout.id, error = %e, "no payout provider configured; will keep trying");
+            }
+            _ => {
+                tracing::info!(payout_id = %payout.id, call, error = %e, "payout provider call failed; will retry");
+            }
+        }
+        metrics::counter!("payout_provider_errors_total", "call" => call.to_owned()).increment(1);
+        JobOutcome::Retry {
+            after: poll_delay(&self.config, row.attempts),
+            error: e.to_string(),
+        }
+    }
+}
+
+enum Refusal {
+    Refused(String),
+    Error(ProviderError),
+}
+
+/// Counts a payout this worker moved to a final status.
+fn count_outcome(before: &Payout, after: Option<&Payout>) {
+    if let Some(after) = after
+        && after.status != before.status
+        && !after.status.in_flight()
+    {
+        metrics::counter!("payout_outcomes_total", "status" => after.status.as_str()).increment(1);
+        tracing::info!(payout_id = %after.id, status = %after.status, "payout settled");
+    }
+}
+
+// ---- The daily schedule -----------------------------------------------------------------
+
+/// The time now; injectable so tests can be any day and hour.
+pub type Clock = Arc<dyn Fn() -> DateTime<Utc> + Send + Sync>;
+
+/// Pays out, once a day after `daily_at` (Lagos), the whole available balance of each `daily`
+/// settlement account when it is at least the minimum. The day's reference (`auto-YYYY-MM-DD`)
+/// is unique per business and mode, so however many workers run, one payout is made a day.
+#[derive(Clone)]
+pub struct DailySchedule {
+    pub db: DatabaseConnection,
+    pub relay: Relay,
+    pub daily_at: NaiveTime,
+    pub max_amount: i64,
+    pub every: Duration,
+    pub clock: Clock,
+}
+
+/// `HH:MM`, as `VAS_PAYOUTS__DAILY_AT` is written.
+pub fn parse_daily_at(text: &str) -> anyhow::Result<NaiveTime> {
+    NaiveTime::parse_from_str(text, "%H:%M").map_err(|_| {
+        anyhow::anyhow!("VAS_PAYOUTS__DAILY_AT must be a time of day as HH:MM, got '{text}'")
+    })
+}
+
+impl DailySchedule {
+    pub fn from_config(
+        config: &Config,
+        db: DatabaseConnection,
+        relay: Relay,
+    ) -> anyhow::Result<Self> {
+        Ok(Self {
+            db,
+            relay,
+            daily_at: parse_daily_at(&config.payouts.daily_at)?,
+            max_amount: config.payouts.max_amount,
+            every: Duration::from_secs(config.payouts.schedule_check_secs.max(1)),
+            clock: Arc::new(domain::time::now),
+        })
+    }
+
+    /// Checks every `every` until `shutdown`.
+    pub async fn run(self, shutdown: CancellationToken) {
+        let mut tick = tokio::time::interval(self.every);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                () = shutdown.cancelled() => return,
+                _ = tick.tick() => {
+                    if let Err(e) = self.pay_due().await {
+                        tracing::warn!(error = %e, "daily payouts: cannot check; will try again");
+                    }
+                }
+            }
+        }
+    }
+
+    /// Creates the payouts due now; returns how many this call created.
+    pub async fn pay_due(&self) -> Result<usize, DbErr> {
+        let Some(day) = daily_payout_day((self.clock)(), self.daily_at) else {
+            return Ok(0);
+        };
+        let reference = daily_reference(day);
+        let accounts = settlement_account::Entity::find()
+            .filter(settlement_account::Column::Schedule.eq(Schedule::Daily))
+            .all(&self.db)
+            .await?;
+        if accounts.is_empty() {
+            return Ok(0);
+        }
+        let paid: HashSet<(String, Mode)> = payout::Entity::find()
+            .select_only()
+            .column(payout::Column::BusinessId)
+            .column(payout::Column::Mode)
+            .filter(payout::Column::Reference.eq(reference.as_str()))
+            .into_tuple::<(String, Mode)>()
+            .all(&self.db)
+            .await?
+            .into_iter()
+            .collect();
+        let mut created = 0;
+        for account in accounts {
+            if paid.contains(&(account.business_id.clone(), account.mode)) {
+                continue;
+            }
+            let available = ledger::find(&self.db, &account.business_id, account.mode)
+                .await?
+                .map_or(0, |b| b.available);
+            // The whole balance, within the largest payout allowed (the rest goes tomorrow).
+            let amount = available.min(self.max_amount);
+            if amount < MIN_PAYOUT {
+                continue;
+            }
+            let new = NewPayout {
+                amount,
+                narration: Some(format!("Daily settlement {day}")),
+                reference: Some(reference.clone()),
+            };
+            let outcome = payouts::create(
+                &self.db,
+                &CreateRequest {
+                    business_id: &account.business_id,
+                    mode: account.mode,
+                    idempotency: None,
+                    payout: &new,
+                },
+            )
+            .await?;
+            match outcome {
+                CreateOutcome::Created(p) => {
+                    created += 1;
+                    self.relay.kick();
+                    metrics::counter!("payouts_scheduled_total", "mode" => p.mode.as_str())
+                        .increment(1);
+                    tracing::info!(payout_id = %p.id, business_id = %p.business_id, amount = p.amount, %day, "daily payout created");
+                }
+                // Another worker made it first.
+                CreateOutcome::ReferenceHit(_) | CreateOutcome::Replayed { .. } => {}
+                other => {
+                    tracing::debug!(business_id = %account.business_id, ?other, "daily payout not made now");
+                }
+            }
+        }
+        Ok(created)
+    }
+}
+
+/// The consumer and the daily schedule, on any broker (RabbitMQ, or the in-process one of
+/// `api dev`). Returns when `shutdown` is cancelled and in-flight jobs have finished.
+pub async fn run_with(
+    config: &Config,
+    db: DatabaseConnection,
+    broker: Arc<dyn Broker>,
+    relay: Relay,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
+    let schedule = DailySchedule::from_config(config, db.clone(), relay.clone())?;
+    let handler = Arc::new(Payer {
+        db: db.clone(),
+        providers: Providers::from_config(config),
+        config: config.payouts.clone(),
+    });
+    let daily = tokio::spawn(schedule.run(shutdown.clone()));
+    // Each job is a short provider call or two; a long drain would only delay the restart.
+    Consumer::new(db, broker, relay, handler)
+        .prefetch(32)
+        .grace(Duration::from_secs(20))
+        .run(shutdown)
+        .await;
+    let _ = daily.await;
+    Ok(())
+}
+
+/// The `worker-payouts` process.
+pub async fn run(config: Config) -> anyhow::Result<()> {
+    // A bad time of day stops the process at start, not at the first check.
+    parse_daily_at(&config.payouts.daily_at)?;
+    let mut result = Ok(());
+    shared::bootstrap::run_worker("worker-payouts", &config, |p| async {
+        result = run_with(&config, p.db, p.broker, p.relay, p.shutdown).await;
+    })
+    .await?;
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn polls_back_off_exponentially_up_to_the_maximum() {
+        let config = PayoutsConfig {
+            initial_poll_secs: 2,
+            max_poll_secs: 60,
+            ..PayoutsConfig::default()
+        };
+        let delays: Vec<f64> = (0..10)
+            .map(|a| poll_delay(&config, a).as_secs_f64())
+            .collect();
+        assert!((1.6..=2.4).contains(&delays[0]), "{delays:?}");
+        assert!((3.2..=4.8).contains(&delays[1]), "{delays:?}");
+        assert!((48.0..=72.0).contains(&delays[9]), "{delays:?}");
+    }
+
+    #[test]
+    fn the_daily_time_is_hours_and_minutes() {
+        assert_eq!(
+            parse_daily_at("09:00").unwrap(),
+            NaiveTime::from_hms_opt(9, 0, 0).unwrap()
+        );
+        assert!(parse_daily_at("9am").is_err());
+        assert!(parse_daily_at("25:00").is_err());
+    }
+}
