@@ -11,7 +11,7 @@ use serde::de::DeserializeOwned;
 
 /// A job type and the queue its jobs go to.
 pub trait QueueJob: Serialize + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static {
-    /// The work queue, one of [`crate::queue::QUEUES`].
+    /// The work queue (the broker declares one per job type: `queue::QUEUES`).
     const QUEUE: &'static str;
 }
 
