@@ -9,9 +9,11 @@ pub mod keys;
 pub mod nuban;
 pub mod provider;
 pub mod time;
+pub mod user;
 pub mod validation;
 
 pub use account::{AccountStatus, IdentityNumber, IdentityType, NewAccount};
 pub use bank::Bank;
 pub use business::{KybStatus, Mode};
+pub use user::Role;
 pub use validation::FieldError;

@@ -10,6 +10,7 @@ mod m0003_deposits;
 mod m0004_job_request_ids;
 mod m0005_number_per_mode;
 mod m0009_deposit_hardening;
+mod m0011_dashboard_users;
 
 pub struct Migrator;
 
@@ -23,6 +24,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0004_job_request_ids::Migration),
             Box::new(m0005_number_per_mode::Migration),
             Box::new(m0009_deposit_hardening::Migration),
+            Box::new(m0011_dashboard_users::Migration),
         ]
     }
 }

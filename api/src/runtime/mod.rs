@@ -108,7 +108,7 @@ pub async fn serve(
     listener: TcpListener,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
-    let maintenance = tokio::spawn(maintenance(state.db.clone(), shutdown.clone()));
+    let maintenance = tokio::spawn(maintenance(state.clone(), shutdown.clone()));
     axum::serve(listener, crate::router(state))
         .with_graceful_shutdown(shutdown.clone().cancelled_owned())
         .await
@@ -118,9 +118,10 @@ pub async fn serve(
     Ok(())
 }
 
-/// Forgets idempotency keys after 48 hours (the contract promises at least 24) and finished
-/// jobs after 7 days.
-async fn maintenance(db: DatabaseConnection, shutdown: CancellationToken) {
+/// Forgets idempotency keys after 48 hours (the contract promises at least 24), finished jobs
+/// after 7 days, and dashboard sessions that ended by time.
+async fn maintenance(state: AppState, shutdown: CancellationToken) {
+    let db = state.db.clone();
     let mut tick = tokio::time::interval(std::time::Duration::from_secs(600));
     loop {
         tokio::select! {
@@ -138,6 +139,12 @@ async fn maintenance(db: DatabaseConnection, shutdown: CancellationToken) {
             shared::db::outbox::purge_finished(&db, now - chrono::Duration::days(7)).await
         {
             tracing::warn!(error = %e, "purging finished jobs failed");
+        }
+        let limits = crate::dashboard::session::limits(&state);
+        if let Err(e) =
+            shared::db::users::purge_sessions(&db, now - limits.absolute, now - limits.idle).await
+        {
+            tracing::warn!(error = %e, "purging ended dashboard sessions failed");
         }
     }
 }

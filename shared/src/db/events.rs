@@ -41,12 +41,15 @@ pub async fn record<C: ConnectionTrait>(
     data: &impl Serialize,
     now: DateTime<Utc>,
 ) -> Result<Event, DbErr> {
+    // Stored exactly as serialised (member order kept); read back once to find the account.
+    let data = serde_json::to_string(data).expect("event data serialises");
     let row = event::Model {
         id: new_id("evt"),
         business_id: business_id.to_owned(),
         mode: mode.as_str().to_owned(),
         event_type: event_type.to_owned(),
-        data: serde_json::to_string(data).expect("event data serialises"),
+        account_id: account_of(event_type, &data),
+        data,
         created_at: now,
     };
     event::Entity::insert(event::ActiveModel {
@@ -55,6 +58,7 @@ pub async fn record<C: ConnectionTrait>(
         mode: Set(row.mode.clone()),
         event_type: Set(row.event_type.clone()),
         data: Set(row.data.clone()),
+        account_id: Set(row.account_id.clone()),
         created_at: Set(now),
     })
     .exec_without_returning(db)
@@ -63,6 +67,20 @@ pub async fn record<C: ConnectionTrait>(
         super::deliveries::create(db, &row, &url, now).await?;
     }
     Ok(row)
+}
+
+/// The account an event is about: account events carry the account as `data`, deposit events
+/// name it in `data.accountId`; other events (payouts, tests) are about none.
+fn account_of(event_type: &str, data: &str) -> Option<String> {
+    let member = if event_type.starts_with("virtualaccount.") {
+        "id"
+    } else if event_type.starts_with("deposit.") {
+        "accountId"
+    } else {
+        return None;
+    };
+    let data: serde_json::Value = serde_json::from_str(data).ok()?;
+    data.get(member)?.as_str().map(str::to_owned)
 }
 
 /// The webhook URL configured for a business's mode, if any.
@@ -137,6 +155,26 @@ pub async fn list<C: ConnectionTrait>(
     Ok((rows, total))
 }
 
+/// The newest events about one account, at most `limit`. The caller has checked the account is
+/// the business's (by `accounts::find`); the business and mode are matched again all the same.
+pub async fn for_account<C: ConnectionTrait>(
+    db: &C,
+    business_id: &str,
+    mode: Mode,
+    account_id: &str,
+    limit: u64,
+) -> Result<Vec<Event>, DbErr> {
+    event::Entity::find()
+        .filter(event::Column::AccountId.eq(account_id))
+        .filter(event::Column::BusinessId.eq(business_id))
+        .filter(event::Column::Mode.eq(mode.as_str()))
+        .order_by_desc(event::Column::CreatedAt)
+        .order_by_desc(event::Column::Id)
+        .limit(limit)
+        .all(db)
+        .await
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -149,6 +187,7 @@ mod tests {
             mode: "test".into(),
             event_type: ACCOUNT_ACTIVE.into(),
             data: r#"{"id":"va_1","status":"active"}"#.into(),
+            account_id: Some("va_1".into()),
             created_at: DateTime::parse_from_rfc3339("2025-01-02T03:04:05.678Z")
                 .unwrap()
                 .with_timezone(&Utc),

@@ -9,6 +9,7 @@ pub mod events;
 pub mod outbox;
 pub mod rechecks;
 pub mod reencrypt;
+pub mod users;
 
 use std::time::Duration;
 
