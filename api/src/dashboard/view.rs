@@ -206,6 +206,16 @@ pub fn message(
     )
 }
 
+/// A message inside the frame of a signed-in page (an account that is not there, …).
+#[derive(Template)]
+#[template(path = "framed_message.html")]
+pub struct FramedMessage {
+    pub frame: Frame,
+    pub message: String,
+    pub link_href: String,
+    pub link_label: String,
+}
+
 pub fn not_found() -> Response {
     message(
         StatusCode::NOT_FOUND,

@@ -214,17 +214,29 @@ pub struct Browser {
 
 struct Driver {
     child: Child,
+    port: u16,
     _profile: tempfile::TempDir,
 }
 
 impl Drop for Driver {
     fn drop(&mut self) {
-        // chromedriver leads a process group of its own, with the Chromium it started: end the
-        // whole group, whatever state the test left it in.
-        let _ = Command::new("kill")
-            .arg("-KILL")
-            .arg(format!("-{}", self.child.id()))
-            .status();
+        use std::io::{Read, Write};
+        // chromedriver's own /shutdown ends its sessions, and the Chromium each started, then
+        // itself; only if it does not exit is the process we started killed, by its pid.
+        if let Ok(mut stream) = std::net::TcpStream::connect(("127.0.0.1", self.port)) {
+            let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+            let _ = stream.write_all(
+                b"GET /shutdown HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n",
+            );
+            let _ = stream.read_to_end(&mut Vec::new());
+        }
+        for _ in 0..50 {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _ = self.child.kill();
         let _ = self.child.wait();
     }
 }
@@ -247,8 +259,9 @@ fn free_port() -> u16 {
 
 impl Browser {
     /// A fresh browser, or None (with a line saying so) when Chromium is not installed. Under
-    /// CI a missing Chromium fails the test instead: the browser tests must run there.
-    pub async fn start(test: &str) -> Option<Browser> {
+    /// CI a missing Chromium fails the test instead: the browser tests must run there. Pages'
+    /// JavaScript is off unless `javascript` (the dashboard must work without it).
+    pub async fn start(test: &str, javascript: bool) -> Option<Browser> {
         let (Some(chromium), Some(chromedriver)) = (
             installed("chromium").or_else(|| installed("chromium-browser")),
             installed("chromedriver"),
@@ -270,14 +283,11 @@ impl Browser {
             .arg(format!("--port={port}"))
             .stdout(Stdio::null())
             .stderr(Stdio::null());
-        {
-            use std::os::unix::process::CommandExt;
-            command.process_group(0);
-        }
         let child = command.spawn().expect("chromedriver starts");
         let profile = tempfile::tempdir().unwrap();
         let driver = Driver {
             child,
+            port,
             _profile: profile,
         };
         let mut caps = serde_json::Map::new();
@@ -296,6 +306,10 @@ impl Browser {
                     "--window-size=1280,900",
                     format!("--user-data-dir={}", driver._profile.path().display()),
                 ],
+                "prefs": {
+                    "profile.managed_default_content_settings.javascript":
+                        if javascript { 1 } else { 2 },
+                },
             }),
         );
         let url = format!("http://127.0.0.1:{port}");
@@ -331,28 +345,40 @@ pub fn screenshot_dir() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("/tmp/vas-screens"))
 }
 
-/// Saves what the browser shows as `<dir>/<name>.png`, the whole page long.
-pub async fn screenshot(client: &fantoccini::Client, name: &str) -> PathBuf {
+/// Saves the page as PNGs `<dir>/<name>-1.png`, `-2.png`, …: one per window height, scrolling
+/// down (at most `max` of them), so each picture is readable at its real size.
+pub async fn screenshot(client: &fantoccini::Client, name: &str, max: u32) -> Vec<PathBuf> {
     let dir = screenshot_dir();
     std::fs::create_dir_all(&dir).unwrap();
-    // Grow the window to the page's height, so the picture holds all of it.
-    let (width, _) = client.get_window_size().await.unwrap();
-    let height = client
-        .execute(
-            "return Math.ceil(document.documentElement.scrollHeight)",
-            vec![],
-        )
-        .await
-        .ok()
-        .and_then(|v| v.as_u64())
-        .unwrap_or(900)
-        .clamp(400, 6000);
+    let number = |script: &'static str| async move {
+        client
+            .execute(script, vec![])
+            .await
+            .ok()
+            .and_then(|v| v.as_f64())
+            .unwrap_or(0.0)
+    };
+    let height = number("return document.documentElement.scrollHeight").await;
+    let view = number("return window.innerHeight").await.max(1.0);
+    let mut paths = Vec::new();
+    let mut top = 0.0;
+    for i in 1..=max {
+        client
+            .execute(&format!("window.scrollTo(0, {top})"), vec![])
+            .await
+            .unwrap();
+        let png = client.screenshot().await.unwrap();
+        let path = dir.join(format!("{name}-{i}.png"));
+        std::fs::write(&path, png).unwrap();
+        paths.push(path);
+        if top + view >= height {
+            break;
+        }
+        top += view - 40.0;
+    }
     client
-        .set_window_size(width as u32, height as u32 + 90)
+        .execute("window.scrollTo(0, 0)", vec![])
         .await
         .unwrap();
-    let png = client.screenshot().await.unwrap();
-    let path = dir.join(format!("{name}.png"));
-    std::fs::write(&path, png).unwrap();
-    path
+    paths
 }

@@ -304,12 +304,17 @@ pub async fn show(
     query: QueryPairs,
 ) -> PageResult {
     let not_found = || {
-        view::message(
+        view::render(
             StatusCode::NOT_FOUND,
-            "Account not found",
-            "There is no such account in this mode of your business.",
-            &format!("/dashboard/{}/accounts", scope.mode),
-            "Back to accounts",
+            &view::FramedMessage {
+                frame: scope.frame(Section::Accounts, "Account not found"),
+                message: format!(
+                    "There is no such account in {} mode of {}.",
+                    scope.mode, scope.signed.owner.business.name
+                ),
+                link_href: format!("/dashboard/{}/accounts", scope.mode),
+                link_label: "Back to accounts".into(),
+            },
         )
     };
     // No id holds a control character (and PostgreSQL text cannot hold NUL).
@@ -357,7 +362,7 @@ pub async fn show(
             source: if d.source == "recheck" {
                 "Recheck"
             } else {
-                "Bank notification"
+                "Notification"
             },
         })
         .collect();
