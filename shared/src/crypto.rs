@@ -56,7 +56,7 @@ impl Key {
         // The id names the key without revealing it: 8 hex characters of its hash.
         let id = hex::encode(&Sha256::digest(&bytes)[..4]);
         let cipher = Aes256Gcm::new_from_slice(&bytes).map_err(|_| CryptoError::BadKey)?;
-        let digest_key = hmac_sha256(&bytes, b"vas/keyed-digest/v1").into();
+        let digest_key = hmac_sha256(&bytes, b"vas/keyed-digest/v1");
         Ok(Self {
             id,
             cipher,

@@ -298,7 +298,7 @@ pub fn naira(kobo: i64) -> String {
     let whole = (kobo / 100).to_string();
     let mut grouped = String::new();
     for (i, c) in whole.chars().enumerate() {
-        if i > 0 && (whole.len() - i) % 3 == 0 {
+        if i > 0 && (whole.len() - i).is_multiple_of(3) {
             grouped.push(',');
         }
         grouped.push(c);
@@ -352,7 +352,7 @@ mod tests {
     fn money_reads_as_naira() {
         assert_eq!(naira(150_000), "₦1,500.00");
         assert_eq!(naira(5), "₦0.05");
-        assert_eq!(naira(123_456_789_00), "₦123,456,789.00");
+        assert_eq!(naira(12_345_678_900), "₦123,456,789.00");
         assert_eq!(naira(-100), "−₦1.00");
     }
 

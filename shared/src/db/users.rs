@@ -35,7 +35,7 @@ pub fn totp_context(user_id: &str) -> String {
 
 #[derive(Debug)]
 pub enum CreateOutcome {
-    Created(User),
+    Created(Box<User>),
     /// Another user has this e-mail (addresses are unique across businesses).
     EmailTaken,
     NoSuchBusiness,
@@ -74,7 +74,7 @@ pub async fn create<C: ConnectionTrait + TransactionTrait>(
     {
         Ok(_) => {
             savepoint.commit().await?;
-            Ok(CreateOutcome::Created(row))
+            Ok(CreateOutcome::Created(Box::new(row)))
         }
         Err(e) if super::is_unique_violation(&e) => {
             savepoint.rollback().await?;
