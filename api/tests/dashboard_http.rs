@@ -1057,3 +1057,120 @@ async fn api_dev_prints_the_demo_user_and_the_dashboard_address() {
         .status();
     assert!(child.wait().unwrap().success());
 }
+
+/// Figures, not a check: how long the Accounts page takes for a business with many accounts
+/// (`VAS_SCALE_ACCOUNTS`, default 1,000,000), on PostgreSQL when TEST_DATABASE_URL is set, else
+/// SQLite. `cargo test --release -p api --test dashboard_http accounts_page_at_scale -- --ignored
+/// --nocapture`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "a measurement: inserts a million accounts"]
+async fn accounts_page_at_scale() {
+    let n: u64 = std::env::var("VAS_SCALE_ACCOUNTS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1_000_000);
+    let backend = match std::env::var("TEST_DATABASE_URL") {
+        Ok(url) if !url.is_empty() => Backend::Postgres(url),
+        _ => Backend::Sqlite,
+    };
+    let app = spawn_app(backend.clone()).await;
+    let started = std::time::Instant::now();
+    insert_accounts(&app, n).await;
+    eprintln!(
+        "{backend:?}: inserted {n} accounts in {:?}",
+        started.elapsed()
+    );
+    let (email, password) = add_user(&app, Role::Viewer).await;
+    let mut http = Http::new(&app);
+    http.sign_in(&email, &password).await;
+    let probe = n / 2 + 7;
+    for (what, path) in [
+        ("page 1", "/dashboard/test/accounts".to_owned()),
+        (
+            "a search matching one account",
+            format!("/dashboard/test/accounts?q=c{probe}%40example.com"),
+        ),
+        (
+            "a search matching none",
+            "/dashboard/test/accounts?q=nobody-here".to_owned(),
+        ),
+        (
+            "page 20,000",
+            "/dashboard/test/accounts?page=20000".to_owned(),
+        ),
+    ] {
+        let mut times = Vec::new();
+        let mut size = 0;
+        for _ in 0..3 {
+            let t = std::time::Instant::now();
+            let answer = http.get(&path).await;
+            times.push(t.elapsed());
+            assert_eq!(answer.status, 200);
+            size = answer.body.len();
+        }
+        times.sort();
+        eprintln!(
+            "{what}: median {:?} (min {:?}, max {:?}), {size} bytes",
+            times[1], times[0], times[2]
+        );
+    }
+}
+
+/// `n` active test-mode accounts of the app's business, written straight into the database.
+async fn insert_accounts(app: &common::TestApp, n: u64) {
+    use sea_orm::{ActiveValue::Set, EntityTrait};
+    use shared::db::entities::virtual_account;
+    let business = app.business.id.clone();
+    if let Backend::Postgres(_) = app.test_db.backend {
+        app.db
+            .execute_unprepared(&format!(
+                "INSERT INTO virtual_accounts (id, business_id, mode, status, bank, account_number, \
+                 account_name, customer_name, customer_email, customer_phone, customer_reference, \
+                 identity_type, identity_enc, created_at, activated_at, updated_at) \
+                 SELECT 'va_' || lpad(g::text, 26, '0'), '{business}', 'test', 'active', 'test-bank', \
+                 lpad(g::text, 10, '0'), 'Acme Ltd/Customer ' || g, 'Customer ' || g, \
+                 'c' || g || '@example.com', '+234803' || lpad((g % 10000000)::text, 7, '0'), \
+                 'ref-' || g, 'bvn', 'sealed', now() - (g || ' seconds')::interval, now(), now() \
+                 FROM generate_series(1, {n}) g"
+            ))
+            .await
+            .unwrap();
+        app.db
+            .execute_unprepared("ANALYZE virtual_accounts")
+            .await
+            .unwrap();
+        return;
+    }
+    let now = chrono::Utc::now();
+    let mut g = 1;
+    while g <= n {
+        let batch: Vec<virtual_account::ActiveModel> = (g..(g + 1000).min(n + 1))
+            .map(|i| virtual_account::ActiveModel {
+                id: Set(format!("va_{i:026}")),
+                business_id: Set(business.clone()),
+                mode: Set("test".into()),
+                status: Set("active".into()),
+                bank: Set("test-bank".into()),
+                account_number: Set(Some(format!("{i:010}"))),
+                account_name: Set(format!("Acme Ltd/Customer {i}")),
+                customer_name: Set(format!("Customer {i}")),
+                customer_email: Set(format!("c{i}@example.com")),
+                customer_phone: Set(format!("+234803{:07}", i % 10_000_000)),
+                customer_reference: Set(Some(format!("ref-{i}"))),
+                identity_type: Set("bvn".into()),
+                identity_enc: Set("sealed".into()),
+                failure_reason: Set(None),
+                deactivation_reason: Set(None),
+                created_at: Set(now - chrono::Duration::seconds(i as i64)),
+                activated_at: Set(Some(now)),
+                deactivated_at: Set(None),
+                updated_at: Set(now),
+            })
+            .collect();
+        virtual_account::Entity::insert_many(batch)
+            .exec_without_returning(&app.db)
+            .await
+            .unwrap();
+        g += 1000;
+    }
+}
