@@ -30,6 +30,7 @@ on_both_databases!(
     live_mode_appears_once_kyb_is_approved,
     totp_secrets_are_sealed_and_codes_work_once,
     accounts_list_searches_filters_and_pages_like_the_api,
+    the_migration_gives_existing_events_their_account,
 );
 
 async fn a_post_without_its_form_token_is_refused(backend: Backend) {
@@ -925,6 +926,91 @@ async fn accounts_list_searches_filters_and_pages_like_the_api(backend: Backend)
         .await;
     assert_eq!(long.status, 200);
     assert!(long.body.contains("at most 200 characters"));
+}
+
+async fn the_migration_gives_existing_events_their_account(backend: Backend) {
+    use sea_orm_migration::MigratorTrait;
+    let test_db = common::TestDb::new(&backend).await;
+    let db = shared::db::connect(&test_db.url, 2).await.unwrap();
+    // Every migration before the dashboard's, then events as they were recorded until now.
+    let before = migrations::Migrator::migrations().len() as u32 - 1;
+    migrations::Migrator::up(&db, Some(before)).await.unwrap();
+    let now = "2026-01-02T03:04:05Z";
+    db.execute_unprepared(&format!(
+        "INSERT INTO businesses (id, name, kyb_status, created_at, updated_at) \
+         VALUES ('biz_1', 'Acme', 'approved', '{now}', '{now}')"
+    ))
+    .await
+    .unwrap();
+    for (id, event_type, data) in [
+        (
+            "evt_1",
+            "virtualaccount.active",
+            r#"{"id":"va_1","object":"virtual_account"}"#,
+        ),
+        (
+            "evt_2",
+            "deposit.received",
+            r#"{"id":"dep_1","object":"deposit","accountId":"va_2","account":{"id":"va_2"}}"#,
+        ),
+        ("evt_3", "webhook.test", r#"{"message":"hello"}"#),
+    ] {
+        db.execute_unprepared(&format!(
+            "INSERT INTO events (id, business_id, mode, type, data, created_at) \
+             VALUES ('{id}', 'biz_1', 'test', '{event_type}', '{data}', '{now}')"
+        ))
+        .await
+        .unwrap();
+    }
+    migrations::Migrator::up(&db, None).await.unwrap();
+    let backend_kind = db.get_database_backend();
+    let rows = db
+        .query_all_raw(Statement::from_string(
+            backend_kind,
+            "SELECT id, account_id FROM events ORDER BY id",
+        ))
+        .await
+        .unwrap();
+    let found: Vec<(String, Option<String>)> = rows
+        .iter()
+        .map(|r| {
+            (
+                r.try_get::<String>("", "id").unwrap(),
+                r.try_get::<Option<String>>("", "account_id").unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        found,
+        vec![
+            ("evt_1".into(), Some("va_1".into())),
+            ("evt_2".into(), Some("va_2".into())),
+            ("evt_3".into(), None),
+        ]
+    );
+    // New events get theirs when recorded.
+    let event = shared::db::events::record(
+        &db,
+        "biz_1",
+        domain::Mode::Test,
+        shared::db::events::DEPOSIT_FLAGGED,
+        &serde_json::json!({"id": "dep_9", "accountId": "va_9"}),
+        chrono::Utc::now(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(event.account_id.as_deref(), Some("va_9"));
+    let listed = shared::db::events::for_account(&db, "biz_1", domain::Mode::Test, "va_9", 10)
+        .await
+        .unwrap();
+    assert_eq!(listed.len(), 1);
+    assert!(
+        shared::db::events::for_account(&db, "biz_2", domain::Mode::Test, "va_9", 10)
+            .await
+            .unwrap()
+            .is_empty(),
+        "another business's events are not listed"
+    );
 }
 
 // Operator commands: `api admin user create`, and the demo user of `api dev`.

@@ -4,8 +4,11 @@
 //! the form token on every POST (403 without it). Who may see what is decided by the extractors
 //! of `session` (`Signed<R>`, `Scoped<R>`), and what the navigation shows by `view::NAV`.
 //!
-//! Adding a page: a handler taking `Scoped<Role>` (or `Signed<Role>`), a template that extends
-//! `base.html` with a `frame` field, a route below, and its `view::NAV` row marked built.
+//! Adding a page: a handler taking `Scoped<R>` (per mode) or `Signed<R>` (R the least role:
+//! `Viewer`, `Developer`, `Owner`), a template that extends `base.html` and has a `frame` field
+//! (`scope.frame(Section::…, title)`), its route in [`router`] (replacing the "coming" one), and
+//! its `view::NAV` row marked built. POST handlers take `FormFields` (already token-checked) and
+//! their forms carry `<input type="hidden" name="form_token" value="{{ frame.form_token }}">`.
 
 pub mod auth;
 mod pages;
