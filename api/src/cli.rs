@@ -61,6 +61,11 @@ pub enum AdminCommand {
         #[command(subcommand)]
         command: KeyCommand,
     },
+    /// Dashboard users.
+    User {
+        #[command(subcommand)]
+        command: UserCommand,
+    },
     /// The encryption key of stored secrets.
     Crypto {
         #[command(subcommand)]
@@ -90,6 +95,36 @@ pub enum CryptoCommand {
         #[arg(long)]
         dry_run: bool,
     },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum UserCommand {
+    /// Add a dashboard user to a business; prints its generated password (shown this once).
+    Create {
+        #[arg(long)]
+        business: String,
+        #[arg(long)]
+        email: String,
+        #[arg(long, value_enum, default_value = "viewer")]
+        role: RoleArg,
+    },
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum RoleArg {
+    Owner,
+    Developer,
+    Viewer,
+}
+
+impl From<RoleArg> for domain::Role {
+    fn from(r: RoleArg) -> Self {
+        match r {
+            RoleArg::Owner => domain::Role::Owner,
+            RoleArg::Developer => domain::Role::Developer,
+            RoleArg::Viewer => domain::Role::Viewer,
+        }
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -284,6 +319,18 @@ async fn admin(command: AdminCommand, config: Config) -> anyhow::Result<()> {
                     );
                 }
             }
+        }
+        AdminCommand::User {
+            command:
+                UserCommand::Create {
+                    business,
+                    email,
+                    role,
+                },
+        } => {
+            let issued =
+                crate::dashboard::users::create_user(&db, &business, &email, role.into()).await?;
+            println!("{}", serde_json::to_string_pretty(&issued)?);
         }
         AdminCommand::Crypto {
             command: CryptoCommand::Reencrypt { dry_run },

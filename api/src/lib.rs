@@ -1,6 +1,7 @@
 //! The HTTP API and the `api` command's subcommands (serve, migrate, dev, admin).
 
 pub mod cli;
+pub mod dashboard;
 pub mod error;
 pub mod extract;
 pub mod openapi;
@@ -31,15 +32,33 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .merge(api.clone())
         .nest("/v1", api)
-        .fallback(|| async { ApiError::NotFound })
-        .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
+        .merge(dashboard::router())
+        .fallback(|uri: axum::http::Uri| async move {
+            if dashboard::owns(uri.path()) {
+                dashboard::not_found()
+            } else {
+                ApiError::NotFound.into_response()
+            }
+        })
+        .method_not_allowed_fallback(|uri: axum::http::Uri| async move {
+            if dashboard::owns(uri.path()) {
+                dashboard::method_not_allowed()
+            } else {
+                ApiError::MethodNotAllowed.into_response()
+            }
+        })
         .layer(middleware::from_fn(refuse_browsers))
         .layer(middleware::from_fn(request_id::middleware))
         .with_state(state)
 }
 
-/// Secret keys belong on servers: a request with an `Origin` header came from a browser.
+/// Secret keys belong on servers: a request with an `Origin` header came from a browser. The
+/// dashboard is for browsers (its forms post with an Origin) and has its own protections; it
+/// never accepts a secret key, and the API never accepts its session cookie.
 async fn refuse_browsers(request: Request, next: Next) -> Response {
+    if dashboard::owns(request.uri().path()) {
+        return next.run(request).await;
+    }
     if request.headers().contains_key(header::ORIGIN) {
         return ApiError::BrowserRequestRefused.into_response();
     }

@@ -16,6 +16,7 @@ pub mod nuban;
 pub mod payout;
 pub mod provider;
 pub mod time;
+pub mod user;
 pub mod validation;
 
 pub use account::{AccountStatus, IdentityNumber, IdentityType, NewAccount};
@@ -23,4 +24,5 @@ pub use bank::Bank;
 pub use business::{KybStatus, Mode};
 pub use deposit::{DepositSource, DepositStatus, RecheckStatus};
 pub use event::{DeliveryStatus, EventType};
+pub use user::Role;
 pub use validation::FieldError;

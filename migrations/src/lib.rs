@@ -14,6 +14,7 @@ mod m0007_outbox_lease;
 mod m0008_webhook_attempt_url;
 mod m0009_deposit_hardening;
 mod m0010_payouts;
+mod m0011_dashboard_users;
 mod m0013_list_indexes;
 
 pub struct Migrator;
@@ -32,6 +33,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0008_webhook_attempt_url::Migration),
             Box::new(m0009_deposit_hardening::Migration),
             Box::new(m0010_payouts::Migration),
+            Box::new(m0011_dashboard_users::Migration),
             Box::new(m0013_list_indexes::Migration),
         ]
     }

@@ -31,6 +31,7 @@ pub struct Config {
     pub providers: ProvidersConfig,
     pub log: LogConfig,
     pub dev: DevConfig,
+    pub dashboard: DashboardConfig,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -249,6 +250,29 @@ pub struct DevConfig {
     pub data_dir: PathBuf,
 }
 
+/// The dashboard served by the api at `/dashboard/` (SPEC §8).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DashboardConfig {
+    /// A session ends after this many seconds without a request…
+    pub idle_timeout_secs: u64,
+    /// …and this many seconds after signing in, however busy.
+    pub absolute_timeout_secs: u64,
+    /// The API's address as callers reach it, shown in the dashboard's curl example (unset: the
+    /// scheme and host the dashboard was reached at).
+    pub public_url: Option<String>,
+}
+
+impl Default for DashboardConfig {
+    fn default() -> Self {
+        Self {
+            idle_timeout_secs: 3600,
+            absolute_timeout_secs: 12 * 3600,
+            public_url: None,
+        }
+    }
+}
+
 impl Default for Config {
     fn default() -> Self {
         Self {
@@ -270,6 +294,7 @@ impl Default for Config {
             providers: ProvidersConfig::default(),
             log: LogConfig::default(),
             dev: DevConfig::default(),
+            dashboard: DashboardConfig::default(),
         }
     }
 }
@@ -457,6 +482,7 @@ const VERBATIM_KEYS: &[&str] = &[
     "providers.titan_trust_bank.secret",
     "log.format",
     "log.level",
+    "dashboard.public_url",
 ];
 
 /// `VAS_SANDBOX__SECRET` → `sandbox.secret`, when that key is one of [`VERBATIM_KEYS`].

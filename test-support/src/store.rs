@@ -516,3 +516,11 @@ pub async fn count_attempts(db: &DatabaseConnection, url: Option<&str>) -> u64 {
     }
     query.count(db).await.expect("count")
 }
+
+/// Dashboard sessions stored (ended ones are deleted).
+pub async fn count_dashboard_sessions(db: &DatabaseConnection) -> u64 {
+    shared::db::entities::dashboard_session::Entity::find()
+        .count(db)
+        .await
+        .expect("count")
+}

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use anyhow::Context;
 use domain::KybStatus;
 use ops::config::Config;
-use sea_orm::{EntityTrait, PaginatorTrait};
+use sea_orm::{EntityTrait, PaginatorTrait, QueryOrder};
 use shared::bootstrap;
 use shared::db::{businesses, entities::business};
 use shared::queue::{Broker, MemoryBroker};
@@ -144,6 +144,27 @@ async fn print_banner(
             "  {existing} business(es) exist; keys were printed when they were created \
              (`api admin business create --name N` issues new ones)"
         );
+    }
+    println!("  dashboard: http://{address}/dashboard/");
+    // The first start (or the first since the dashboard came) gets a dashboard user too.
+    if shared::db::users::count(db).await? == 0
+        && let Some(demo) = business::Entity::find()
+            .order_by_asc(business::Column::CreatedAt)
+            .one(db)
+            .await?
+    {
+        let user = crate::dashboard::users::create_user(
+            db,
+            &demo.id,
+            "demo@example.com",
+            domain::Role::Owner,
+        )
+        .await?;
+        println!(
+            "    sign in as {} with password {}",
+            user.email, user.password
+        );
+        println!("    (that password is printed this once; `api admin user create` adds users)");
     }
     println!();
     Ok(())

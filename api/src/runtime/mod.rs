@@ -5,7 +5,6 @@
 use std::sync::Arc;
 
 use ops::config::Config;
-use sea_orm::DatabaseConnection;
 use shared::bootstrap;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -43,15 +42,16 @@ pub async fn serve_production(config: Config) -> anyhow::Result<()> {
 /// Serves the API (with the listeners' time limits of `VAS_HTTP__…`) until `shutdown`, letting
 /// in-flight requests finish.
 pub async fn serve(state: AppState, listener: TcpListener, shutdown: CancellationToken) {
-    let maintenance = tokio::spawn(maintenance(state.db.clone(), shutdown.clone()));
+    let maintenance = tokio::spawn(maintenance(state.clone(), shutdown.clone()));
     let timeouts = state.config.http.server_timeouts();
     ops::http::serve(listener, crate::router(state), timeouts, shutdown).await;
     let _ = maintenance.await;
 }
 
-/// Forgets idempotency keys after 48 hours (the contract promises at least 24) and finished
-/// jobs after 7 days.
-async fn maintenance(db: DatabaseConnection, shutdown: CancellationToken) {
+/// Forgets idempotency keys after 48 hours (the contract promises at least 24), finished jobs
+/// after 7 days, and dashboard sessions that ended by time.
+async fn maintenance(state: AppState, shutdown: CancellationToken) {
+    let db = state.db.clone();
     let mut tick = tokio::time::interval(std::time::Duration::from_secs(600));
     loop {
         tokio::select! {
@@ -69,6 +69,12 @@ async fn maintenance(db: DatabaseConnection, shutdown: CancellationToken) {
             shared::db::outbox::purge_finished(&db, now - chrono::Duration::days(7)).await
         {
             tracing::warn!(error = %e, "purging finished jobs failed");
+        }
+        let limits = crate::dashboard::session::limits(&state);
+        if let Err(e) =
+            shared::db::users::purge_sessions(&db, now - limits.absolute, now - limits.idle).await
+        {
+            tracing::warn!(error = %e, "purging ended dashboard sessions failed");
         }
     }
 }

@@ -89,6 +89,22 @@ pub async fn for_event<C: ConnectionTrait>(
     Ok(out)
 }
 
+/// The deliveries of several events (a page of them), in one query.
+pub async fn for_events<C: ConnectionTrait>(
+    db: &C,
+    event_ids: &[String],
+) -> Result<Vec<Delivery>, DbErr> {
+    if event_ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    delivery::Entity::find()
+        .filter(delivery::Column::EventId.is_in(event_ids.iter().cloned()))
+        .order_by_asc(delivery::Column::CreatedAt)
+        .order_by_asc(delivery::Column::Id)
+        .all(db)
+        .await
+}
+
 pub async fn attempts<C: ConnectionTrait>(
     db: &C,
     delivery_id: &str,

@@ -2,7 +2,10 @@
 //! delivery (and its job) when the business has a webhook URL for the event's mode.
 
 use chrono::{DateTime, Utc};
-use sea_orm::{ActiveValue::Set, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter};
+use sea_orm::{
+    ActiveValue::Set, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QueryOrder,
+    QuerySelect,
+};
 use serde::Serialize;
 
 use super::entities::event;
@@ -24,12 +27,15 @@ pub async fn record<C: ConnectionTrait>(
     data: &impl Serialize,
     now: DateTime<Utc>,
 ) -> Result<Event, DbErr> {
+    // Stored exactly as serialised (member order kept); read back once to find the account.
+    let data = serde_json::to_string(data).expect("event data serialises");
     let row = event::Model {
         id: new_id("evt"),
         business_id: business_id.to_owned(),
         mode,
         event_type,
-        data: serde_json::to_string(data).expect("event data serialises"),
+        account_id: account_of(event_type, &data),
+        data,
         created_at: now,
     };
     event::Entity::insert(event::ActiveModel {
@@ -38,6 +44,7 @@ pub async fn record<C: ConnectionTrait>(
         mode: Set(row.mode),
         event_type: Set(row.event_type),
         data: Set(row.data.clone()),
+        account_id: Set(row.account_id.clone()),
         created_at: Set(now),
     })
     .exec_without_returning(db)
@@ -46,6 +53,20 @@ pub async fn record<C: ConnectionTrait>(
         super::deliveries::create(db, &row, &url, now).await?;
     }
     Ok(row)
+}
+
+/// The account an event is about: account events carry the account as `data`, deposit events
+/// name it in `data.accountId`; other events (payouts, tests) are about none.
+fn account_of(event_type: EventType, data: &str) -> Option<String> {
+    let member = if event_type.as_str().starts_with("virtualaccount.") {
+        "id"
+    } else if event_type.as_str().starts_with("deposit.") {
+        "accountId"
+    } else {
+        return None;
+    };
+    let data: serde_json::Value = serde_json::from_str(data).ok()?;
+    data.get(member)?.as_str().map(str::to_owned)
 }
 
 /// The webhook body of an event, SPEC §4: `{"id","type","mode","createdAt","data"}`. Built from
@@ -105,6 +126,26 @@ pub async fn list<C: ConnectionTrait>(
     Ok((fetched, total))
 }
 
+/// The newest events about one account, at most `limit`. The caller has checked the account is
+/// the business's (by `accounts::find`); the business and mode are matched again all the same.
+pub async fn for_account<C: ConnectionTrait>(
+    db: &C,
+    business_id: &str,
+    mode: Mode,
+    account_id: &str,
+    limit: u64,
+) -> Result<Vec<Event>, DbErr> {
+    event::Entity::find()
+        .filter(event::Column::AccountId.eq(account_id))
+        .filter(event::Column::BusinessId.eq(business_id))
+        .filter(event::Column::Mode.eq(mode))
+        .order_by_desc(event::Column::CreatedAt)
+        .order_by_desc(event::Column::Id)
+        .limit(limit)
+        .all(db)
+        .await
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -117,6 +158,7 @@ mod tests {
             mode: Mode::Test,
             event_type: EventType::VirtualAccountActive,
             data: r#"{"id":"va_1","status":"active"}"#.into(),
+            account_id: Some("va_1".into()),
             created_at: DateTime::parse_from_rfc3339("2025-01-02T03:04:05.678Z")
                 .unwrap()
                 .with_timezone(&Utc),

@@ -2,8 +2,8 @@
 
 use chrono::{DateTime, Utc};
 use sea_orm::{
-    ActiveValue::Set, ColumnTrait, DatabaseConnection, DbErr, EntityTrait, QueryFilter,
-    TransactionTrait,
+    ActiveValue::Set, ColumnTrait, DatabaseConnection, DbErr, EntityTrait, QueryFilter, QueryOrder,
+    QuerySelect, TransactionTrait,
 };
 
 use super::accounts::Account;
@@ -97,6 +97,21 @@ pub async fn find(
     recheck::Entity::find_by_id(id.to_owned())
         .filter(recheck::Column::AccountId.eq(account_id))
         .one(db)
+        .await
+}
+
+/// An account's newest rechecks, at most `limit` (the caller has checked whose account it is).
+pub async fn for_account(
+    db: &DatabaseConnection,
+    account_id: &str,
+    limit: u64,
+) -> Result<Vec<Recheck>, DbErr> {
+    recheck::Entity::find()
+        .filter(recheck::Column::AccountId.eq(account_id))
+        .order_by_desc(recheck::Column::CreatedAt)
+        .order_by_desc(recheck::Column::Id)
+        .limit(limit)
+        .all(db)
         .await
 }
 

@@ -1,6 +1,7 @@
 //! Re-encrypting stored secrets with the current key after a key rotation, so that the previous
-//! key can be retired: every BVN/NIN and every webhook secret (current and previous) sealed with
-//! another key is decrypted and sealed again.
+//! key can be retired: every BVN/NIN, every webhook secret (current and previous) and every
+//! dashboard user's TOTP secret (enrolled or pending) sealed with another key is decrypted and
+//! sealed again.
 //!
 //! Safe beside running processes and safe to run again or to kill half-way: each value is
 //! replaced only if it still holds what was read (compare-and-set), so a concurrent secret
@@ -14,7 +15,8 @@ use serde::Serialize;
 
 use super::accounts::identity_context;
 use super::businesses::webhook_secret_context;
-use super::entities::{business_mode, virtual_account};
+use super::entities::{business_mode, user, virtual_account};
+use super::users::totp_context;
 use crate::crypto::Cipher;
 
 const BATCH: u64 = 500;
@@ -29,6 +31,8 @@ pub struct Report {
     pub identities: u64,
     /// Webhook secrets (current or previous) sealed again.
     pub webhook_secrets: u64,
+    /// Dashboard users' TOTP secrets (enrolled or being enrolled) sealed again.
+    pub totp_secrets: u64,
     /// Values that changed under this run (a rotation beside it); run again to finish them.
     pub skipped: u64,
     /// Values no configured key opens, by row: `va_…` or `<business>:<mode>`. They stay as they
@@ -55,6 +59,7 @@ pub async fn run<C: ConnectionTrait>(
     };
     identities(db, cipher, dry_run, &mut report).await?;
     webhook_secrets(db, cipher, dry_run, &mut report).await?;
+    totp_secrets(db, cipher, dry_run, &mut report).await?;
     Ok(report)
 }
 
@@ -156,6 +161,56 @@ async fn webhook_secrets<C: ConnectionTrait>(
                 .await?
                 .rows_affected;
             tally(replaced, &mut report.webhook_secrets, &mut report.skipped);
+        }
+    }
+    Ok(())
+}
+
+async fn totp_secrets<C: ConnectionTrait>(
+    db: &C,
+    cipher: &Cipher,
+    dry_run: bool,
+    report: &mut Report,
+) -> Result<(), DbErr> {
+    use user::Column as Col;
+    // The people of the businesses: few enough to read whole.
+    let rows = user::Entity::find()
+        .filter(
+            sea_orm::Condition::any()
+                .add(Col::TotpSecretEnc.is_not_null())
+                .add(Col::TotpPendingEnc.is_not_null()),
+        )
+        .order_by_asc(Col::Id)
+        .all(db)
+        .await?;
+    for row in rows {
+        let context = totp_context(&row.id);
+        let columns = [
+            (Col::TotpSecretEnc, row.totp_secret_enc.as_deref()),
+            (Col::TotpPendingEnc, row.totp_pending_enc.as_deref()),
+        ];
+        for (column, sealed) in columns {
+            let Some(sealed) = sealed else { continue };
+            let resealed = match cipher.reseal(sealed, &context) {
+                Ok(Some(resealed)) => resealed,
+                Ok(None) => continue,
+                Err(_) => {
+                    report.unreadable.push(row.id.clone());
+                    continue;
+                }
+            };
+            if dry_run {
+                report.totp_secrets += 1;
+                continue;
+            }
+            let replaced = user::Entity::update_many()
+                .col_expr(column, Expr::value(resealed))
+                .filter(Col::Id.eq(row.id.as_str()))
+                .filter(column.eq(sealed))
+                .exec(db)
+                .await?
+                .rows_affected;
+            tally(replaced, &mut report.totp_secrets, &mut report.skipped);
         }
     }
     Ok(())

@@ -13,6 +13,8 @@ pub struct Model {
     pub event_type: EventType,
     /// JSON of the event's `data`.
     pub data: String,
+    /// The account the event is about (account and deposit events), for an account's page.
+    pub account_id: Option<String>,
     pub created_at: DateTimeUtc,
 }
 

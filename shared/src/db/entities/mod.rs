@@ -5,6 +5,7 @@ pub mod api_key;
 pub mod balance;
 pub mod business;
 pub mod business_mode;
+pub mod dashboard_session;
 pub mod delivery;
 pub mod delivery_attempt;
 pub mod deposit;
@@ -17,6 +18,8 @@ pub mod payout;
 pub mod provider_notification;
 pub mod recheck;
 pub mod settlement_account;
+pub mod sign_in_throttle;
+pub mod user;
 pub mod virtual_account;
 
 #[cfg(test)]

@@ -1,0 +1,212 @@
+//! The dashboard (SPEC §8): server-rendered pages for the people of a business, at `/dashboard/`.
+//!
+//! Protections live here, in front of every route: the security headers on every response, and
+//! the form token on every POST (403 without it). Who may see what is decided by the extractors
+//! of `session` (`Signed<R>`, `Scoped<R>`), and what the navigation shows by `view::NAV`.
+//!
+//! Adding a page: a handler taking `Scoped<R>` (per mode) or `Signed<R>` (R the least role:
+//! `Viewer`, `Developer`, `Owner`), a template that extends `base.html` and has a `frame` field
+//! (`scope.frame(Section::…, title)`), its route in [`router`] (replacing the "coming" one), and
+//! its `view::NAV` row marked built. POST handlers take `FormFields` (already token-checked) and
+//! their forms carry `<input type="hidden" name="form_token" value="{{ frame.form_token }}">`.
+
+pub mod auth;
+mod pages;
+pub mod session;
+pub mod users;
+pub mod view;
+
+use std::collections::HashMap;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{FromRequestParts, Request};
+use axum::http::request::Parts;
+use axum::http::{HeaderName, HeaderValue, Method, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+
+use crate::state::AppState;
+
+pub const CONTENT_SECURITY_POLICY: &str = "default-src 'self'; frame-ancestors 'none'";
+/// A form is small: the largest is a password change.
+const MAX_FORM_BYTES: usize = 16 * 1024;
+
+/// Every dashboard route, under `/dashboard` (full paths, merged into the app's router, so
+/// `/dashboard` and `/dashboard/` both answer). Unknown paths below it are [`not_found`]'s, called
+/// from the app's fallback.
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/dashboard", get(pages::home))
+        .route("/dashboard/", get(pages::home))
+        .route("/dashboard/assets/dashboard.css", get(stylesheet))
+        .route("/dashboard/assets/icon.svg", get(icon))
+        .route(
+            "/dashboard/sign-in",
+            get(pages::sign_in::form).post(pages::sign_in::submit),
+        )
+        .route(
+            "/dashboard/sign-in/code",
+            get(pages::sign_in::code_form).post(pages::sign_in::code_submit),
+        )
+        .route("/dashboard/sign-out", post(pages::sign_in::sign_out))
+        .route("/dashboard/profile", get(pages::profile::show))
+        .route(
+            "/dashboard/profile/password",
+            post(pages::profile::change_password),
+        )
+        .route(
+            "/dashboard/profile/totp/start",
+            post(pages::profile::totp_start),
+        )
+        .route(
+            "/dashboard/profile/totp/confirm",
+            post(pages::profile::totp_confirm),
+        )
+        .route(
+            "/dashboard/profile/totp/cancel",
+            post(pages::profile::totp_cancel),
+        )
+        .route(
+            "/dashboard/profile/totp/remove",
+            post(pages::profile::totp_remove),
+        )
+        .route("/dashboard/{mode}/accounts", get(pages::accounts::list))
+        .route(
+            "/dashboard/{mode}/accounts/{id}",
+            get(pages::accounts::show),
+        )
+        // Not built yet: each shows a "coming" page in the frame, behind its role.
+        .route("/dashboard/{mode}/deposits", get(pages::coming::deposits))
+        .route("/dashboard/{mode}/events", get(pages::coming::events))
+        .route("/dashboard/{mode}/balance", get(pages::coming::balance))
+        .route(
+            "/dashboard/{mode}/developers",
+            get(pages::coming::developers),
+        )
+        .route("/dashboard/{mode}/team", get(pages::coming::team))
+        .layer(middleware::from_fn(guard_forms))
+        .layer(middleware::from_fn(security_headers))
+}
+
+/// True for the paths the dashboard answers (and the JSON API does not).
+pub fn owns(path: &str) -> bool {
+    path == "/dashboard" || path.starts_with("/dashboard/")
+}
+
+/// The answer to an unknown path under `/dashboard`: an HTML page, with the dashboard's headers.
+pub fn not_found() -> Response {
+    with_security_headers(view::not_found())
+}
+
+/// A dashboard path asked with a method it does not take.
+pub fn method_not_allowed() -> Response {
+    with_security_headers(view::message(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "Not allowed",
+        "This address does not take that kind of request.",
+        "/dashboard/",
+        "Go to the dashboard",
+    ))
+}
+
+/// SPEC §8: on every dashboard response, whatever produced it.
+async fn security_headers(request: Request, next: Next) -> Response {
+    with_security_headers(next.run(request).await)
+}
+
+fn with_security_headers(mut response: Response) -> Response {
+    let headers = response.headers_mut();
+    let set = [
+        (header::CONTENT_SECURITY_POLICY, CONTENT_SECURITY_POLICY),
+        (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+        (header::REFERRER_POLICY, "same-origin"),
+        (header::CACHE_CONTROL, "no-store"),
+    ];
+    for (name, value) in set {
+        headers.insert(name, HeaderValue::from_static(value));
+    }
+    // Framing is refused by the CSP; this says the same to browsers that predate it.
+    headers.insert(
+        HeaderName::from_static("x-frame-options"),
+        HeaderValue::from_static("DENY"),
+    );
+    response
+}
+
+/// The fields of a POSTed form, read (and its token checked) by `guard_forms` before any
+/// handler runs.
+#[derive(Debug, Clone, Default)]
+pub struct FormFields(HashMap<String, String>);
+
+impl FormFields {
+    pub fn get(&self, name: &str) -> &str {
+        self.0.get(name).map_or("", String::as_str)
+    }
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for FormFields {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Response> {
+        parts
+            .extensions
+            .remove::<FormFields>()
+            .ok_or_else(refused_form)
+    }
+}
+
+/// Every POST carries `form_token`, bound to the session cookie (or, before signing in, to the
+/// sign-in cookie): without it, or with another, 403 and no handler runs.
+async fn guard_forms(request: Request, next: Next) -> Response {
+    if request.method() != Method::POST {
+        return next.run(request).await;
+    }
+    let (mut parts, body) = request.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, MAX_FORM_BYTES).await else {
+        return view::message(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "Form too large",
+            "That form sent more than this page accepts.",
+            "/dashboard/",
+            "Go to the dashboard",
+        );
+    };
+    let fields: HashMap<String, String> =
+        url::form_urlencoded::parse(&bytes).into_owned().collect();
+    let expected = auth::form_cookie(&parts.headers).map(auth::form_token);
+    let presented = fields.get("form_token");
+    let valid = matches!((&expected, presented), (Some(e), Some(p)) if auth::same_token(e, p));
+    if !valid {
+        return refused_form();
+    }
+    parts.extensions.insert(FormFields(fields));
+    next.run(Request::from_parts(parts, Body::empty())).await
+}
+
+fn refused_form() -> Response {
+    view::message(
+        StatusCode::FORBIDDEN,
+        "This form has expired",
+        "The form was not sent from this session's page. Go back, reload the page and try again.",
+        "/dashboard/",
+        "Go to the dashboard",
+    )
+}
+
+async fn stylesheet() -> Response {
+    (
+        [(header::CONTENT_TYPE, "text/css; charset=utf-8")],
+        include_str!("assets/dashboard.css"),
+    )
+        .into_response()
+}
+
+async fn icon() -> Response {
+    (
+        [(header::CONTENT_TYPE, "image/svg+xml")],
+        include_str!("assets/icon.svg"),
+    )
+        .into_response()
+}

@@ -1,0 +1,15 @@
+//! The dashboard's pages, one module per section.
+
+pub mod accounts;
+pub mod coming;
+pub mod profile;
+pub mod sign_in;
+
+use axum::response::Redirect;
+
+use super::session::Signed;
+
+/// `/dashboard/`: the accounts of test mode (signing in first when needed).
+pub async fn home(_: Signed) -> Redirect {
+    Redirect::to("/dashboard/test/accounts")
+}

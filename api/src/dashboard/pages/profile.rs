@@ -1,0 +1,263 @@
+//! The profile page: one's password (changing it ends one's other sessions) and two-step
+//! verification (TOTP: enrol with a QR code drawn here, confirm with a code, remove with the
+//! password). The TOTP secret is sealed with the service's key; the page shows it only while
+//! enrolling, to the user enrolling.
+
+use askama::Template;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Redirect, Response};
+use domain::Mode;
+use domain::user::check_password;
+use shared::db::users;
+
+use crate::dashboard::FormFields;
+use crate::dashboard::auth;
+use crate::dashboard::session::Signed;
+use crate::dashboard::view::{self, Frame, PageResult, Section};
+use crate::extract::QueryPairs;
+use crate::state::AppState;
+
+struct Enrolling {
+    uri: String,
+    qr_svg: String,
+    /// The base32 set-up key, in groups of four for typing.
+    secret: String,
+}
+
+#[derive(Template)]
+#[template(path = "profile.html")]
+struct ProfilePage {
+    frame: Frame,
+    notice: Option<&'static str>,
+    error: Option<&'static str>,
+    totp_on: bool,
+    enrolling: Option<Enrolling>,
+}
+
+/// The mode the frame's links keep (profile is not per mode): live only when open.
+fn mode_of(signed: &Signed, value: Option<&str>) -> Mode {
+    match value.and_then(Mode::parse) {
+        Some(Mode::Live) if signed.live_available() => Mode::Live,
+        _ => Mode::Test,
+    }
+}
+
+/// Messages after a change, by a fixed key in the URL (no text from the URL reaches the page).
+fn notice(done: Option<&str>) -> Option<&'static str> {
+    Some(match done? {
+        "password" => "Password changed. Your other sessions were signed out.",
+        "totp_on" => "Two-step verification is on. Signing in now asks for a code.",
+        "totp_off" => "Two-step verification is off.",
+        _ => return None,
+    })
+}
+
+fn render(
+    state: &AppState,
+    signed: &Signed,
+    mode: Mode,
+    notice: Option<&'static str>,
+    error: Option<&'static str>,
+    status: StatusCode,
+) -> PageResult {
+    let user = &signed.owner.user;
+    let enrolling = match (&user.totp_secret_enc, &user.totp_pending_enc) {
+        (None, Some(sealed)) => {
+            let secret = state
+                .cipher
+                .decrypt(sealed, &users::totp_context(&user.id))
+                .map_err(|e| anyhow::anyhow!("a pending TOTP secret does not decrypt: {e}"))?;
+            let totp = auth::totp(&secret, &user.email)
+                .ok_or_else(|| anyhow::anyhow!("a pending TOTP secret is not valid"))?;
+            let uri = totp.to_url()?;
+            Some(Enrolling {
+                qr_svg: auth::qr_svg(&uri).ok_or_else(|| anyhow::anyhow!("QR code too large"))?,
+                uri,
+                secret: secret
+                    .as_bytes()
+                    .chunks(4)
+                    .map(|c| String::from_utf8_lossy(c).into_owned())
+                    .collect::<Vec<_>>()
+                    .join(" "),
+            })
+        }
+        _ => None,
+    };
+    Ok(view::render(
+        status,
+        &ProfilePage {
+            frame: signed.frame(Section::Profile, mode, "Your profile"),
+            notice,
+            error,
+            totp_on: user.has_totp(),
+            enrolling,
+        },
+    ))
+}
+
+pub async fn show(signed: Signed, State(state): State<AppState>, query: QueryPairs) -> PageResult {
+    let mode = mode_of(&signed, query.get("mode"));
+    render(
+        &state,
+        &signed,
+        mode,
+        notice(query.get("done")),
+        None,
+        StatusCode::OK,
+    )
+}
+
+fn done(mode: Mode, what: &str) -> Response {
+    Redirect::to(&format!("/dashboard/profile?mode={mode}&done={what}")).into_response()
+}
+
+fn back(mode: Mode) -> Response {
+    Redirect::to(&format!("/dashboard/profile?mode={mode}")).into_response()
+}
+
+pub async fn change_password(
+    signed: Signed,
+    State(state): State<AppState>,
+    fields: FormFields,
+) -> PageResult {
+    let mode = mode_of(&signed, Some(fields.get("mode")));
+    let fail = |error| {
+        render(
+            &state,
+            &signed,
+            mode,
+            None,
+            Some(error),
+            StatusCode::UNPROCESSABLE_ENTITY,
+        )
+    };
+    let user = &signed.owner.user;
+    let (new, confirm) = (fields.get("new"), fields.get("confirm"));
+    if !auth::verify_password(
+        fields.get("current").to_owned(),
+        Some(user.password_hash.clone()),
+    )
+    .await
+    {
+        return fail("Your current password is not right.");
+    }
+    if let Err(why) = check_password(new) {
+        return fail(if why.contains("least") {
+            "The new password is too short: use 12 characters or more."
+        } else {
+            "The new password is too long: use at most 256 characters."
+        });
+    }
+    if new != confirm {
+        return fail("The two new passwords are not the same.");
+    }
+    let hash = auth::hash_password(new.to_owned()).await?;
+    users::set_password(
+        &state.db,
+        &user.id,
+        &hash,
+        Some(&signed.owner.session.id),
+        domain::time::now(),
+    )
+    .await?;
+    tracing::info!(user_id = %user.id, "dashboard password changed; other sessions ended");
+    Ok(done(mode, "password"))
+}
+
+pub async fn totp_start(
+    signed: Signed,
+    State(state): State<AppState>,
+    fields: FormFields,
+) -> PageResult {
+    let mode = mode_of(&signed, Some(fields.get("mode")));
+    let user = &signed.owner.user;
+    if !user.has_totp() {
+        let sealed = state
+            .cipher
+            .encrypt(&auth::new_totp_secret(), &users::totp_context(&user.id));
+        users::set_totp_pending(&state.db, &user.id, Some(sealed), domain::time::now()).await?;
+    }
+    Ok(back(mode))
+}
+
+pub async fn totp_confirm(
+    signed: Signed,
+    State(state): State<AppState>,
+    fields: FormFields,
+) -> PageResult {
+    let mode = mode_of(&signed, Some(fields.get("mode")));
+    let user = &signed.owner.user;
+    let Some(sealed) = user
+        .totp_pending_enc
+        .as_deref()
+        .filter(|_| !user.has_totp())
+    else {
+        return Ok(back(mode));
+    };
+    let secret = state
+        .cipher
+        .decrypt(sealed, &users::totp_context(&user.id))
+        .map_err(|e| anyhow::anyhow!("a pending TOTP secret does not decrypt: {e}"))?;
+    let totp = auth::totp(&secret, &user.email)
+        .ok_or_else(|| anyhow::anyhow!("a pending TOTP secret is not valid"))?;
+    let now = domain::time::now();
+    let Some(step) = auth::check_code(&totp, fields.get("code"), now.timestamp().max(0) as u64)
+    else {
+        return render(
+            &state,
+            &signed,
+            mode,
+            None,
+            Some(
+                "That code is not right. Check the app shows this account, then try the next code.",
+            ),
+            StatusCode::UNPROCESSABLE_ENTITY,
+        );
+    };
+    if !users::confirm_totp(&state.db, &user.id, sealed, step, now).await? {
+        return Ok(back(mode));
+    }
+    tracing::info!(user_id = %user.id, "dashboard TOTP enrolled");
+    Ok(done(mode, "totp_on"))
+}
+
+pub async fn totp_cancel(
+    signed: Signed,
+    State(state): State<AppState>,
+    fields: FormFields,
+) -> PageResult {
+    let mode = mode_of(&signed, Some(fields.get("mode")));
+    let user = &signed.owner.user;
+    if !user.has_totp() {
+        users::set_totp_pending(&state.db, &user.id, None, domain::time::now()).await?;
+    }
+    Ok(back(mode))
+}
+
+pub async fn totp_remove(
+    signed: Signed,
+    State(state): State<AppState>,
+    fields: FormFields,
+) -> PageResult {
+    let mode = mode_of(&signed, Some(fields.get("mode")));
+    let user = &signed.owner.user;
+    if !auth::verify_password(
+        fields.get("password").to_owned(),
+        Some(user.password_hash.clone()),
+    )
+    .await
+    {
+        return render(
+            &state,
+            &signed,
+            mode,
+            None,
+            Some("Your password is not right: two-step verification stays on."),
+            StatusCode::UNPROCESSABLE_ENTITY,
+        );
+    }
+    users::remove_totp(&state.db, &user.id, domain::time::now()).await?;
+    tracing::info!(user_id = %user.id, "dashboard TOTP removed");
+    Ok(done(mode, "totp_off"))
+}

@@ -1,0 +1,327 @@
+//! Signing in (e-mail and password, then the TOTP code when enrolled) and out. A wrong e-mail
+//! and a wrong password get the same answer after the same work; five failures for an e-mail
+//! within 15 minutes lock it for 15 minutes, known or not.
+
+use askama::Template;
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Redirect, Response};
+use chrono::Duration;
+use domain::keys::sha256_hex;
+use domain::user::normalise_email;
+use shared::db::users::{self, SessionOwner, User};
+
+use crate::dashboard::FormFields;
+use crate::dashboard::auth::{self, SESSION_COOKIE, SIGN_IN_COOKIE, TOTP_STEP_SECS};
+use crate::dashboard::session::Signed;
+use crate::dashboard::view::{self, PageResult};
+use crate::extract::QueryPairs;
+use crate::state::AppState;
+
+const WRONG: &str = "That e-mail and password do not match an account.";
+const LOCKED: &str = "Too many failed attempts for this e-mail. Wait 15 minutes, then try again.";
+const HOME: &str = "/dashboard/test/accounts";
+
+#[derive(Template)]
+#[template(path = "sign_in.html")]
+struct SignInPage<'a> {
+    form_token: String,
+    email: &'a str,
+    next: &'a str,
+    notice: Option<&'static str>,
+    error: Option<&'static str>,
+}
+
+#[derive(Template)]
+#[template(path = "sign_in_code.html")]
+struct CodePage<'a> {
+    form_token: String,
+    email: &'a str,
+    next: &'a str,
+    error: Option<&'static str>,
+}
+
+/// Where to go after signing in: a dashboard path, never another site.
+fn safe_next(next: &str) -> &str {
+    let ok = next.starts_with("/dashboard/")
+        && !next.starts_with("/dashboard/sign-")
+        && !next.contains("//")
+        && !next.contains('\\')
+        && !next.chars().any(char::is_control);
+    if ok { next } else { HOME }
+}
+
+/// The throttle's key: the e-mail as typed, lower-cased, hashed (unknown ones count alike).
+fn throttle_key(typed_email: &str) -> String {
+    sha256_hex(&format!("sign-in:{}", typed_email.trim().to_lowercase()))
+}
+
+fn with_cookies(mut response: Response, cookies: &[String]) -> Response {
+    for cookie in cookies {
+        if let Ok(value) = HeaderValue::from_str(cookie) {
+            response.headers_mut().append(header::SET_COOKIE, value);
+        }
+    }
+    response
+}
+
+pub async fn form(
+    signed: Result<Signed, Response>,
+    headers: HeaderMap,
+    query: QueryPairs,
+) -> Response {
+    let next = safe_next(query.get("next").unwrap_or(""));
+    if signed.is_ok() {
+        return Redirect::to(next).into_response();
+    }
+    let notice = if query.get("ended").is_some() {
+        Some("Your session ended. Sign in again to continue.")
+    } else if query.get("signed_out").is_some() {
+        Some("You have signed out.")
+    } else {
+        None
+    };
+    let error = query.get("locked").map(|_| LOCKED);
+    sign_in_page(&headers, "", next, notice, error, StatusCode::OK)
+}
+
+/// The sign-in page; sets the sign-in cookie its form token is bound to when there is none.
+fn sign_in_page(
+    headers: &HeaderMap,
+    email: &str,
+    next: &str,
+    notice: Option<&'static str>,
+    error: Option<&'static str>,
+    status: StatusCode,
+) -> Response {
+    let (token, cookie) = match auth::form_cookie(headers) {
+        Some(token) => (token.to_owned(), None),
+        None => {
+            let token = auth::random_token();
+            let cookie = auth::set_cookie(
+                SIGN_IN_COOKIE,
+                &token,
+                Some(3600),
+                auth::secure_cookies(headers),
+            );
+            (token, Some(cookie))
+        }
+    };
+    let page = SignInPage {
+        form_token: auth::form_token(&token),
+        email,
+        next,
+        notice,
+        error,
+    };
+    with_cookies(view::render(status, &page), cookie.as_slice())
+}
+
+pub async fn submit(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    fields: FormFields,
+) -> PageResult {
+    let typed = fields.get("email");
+    let next = safe_next(fields.get("next"));
+    let key = throttle_key(typed);
+    let now = domain::time::now();
+    let refuse = |error, status| {
+        Ok(sign_in_page(
+            &headers,
+            typed,
+            next,
+            None,
+            Some(error),
+            status,
+        ))
+    };
+    if users::throttle(&state.db, &key)
+        .await?
+        .is_some_and(|t| t.is_locked(now))
+    {
+        return refuse(LOCKED, StatusCode::TOO_MANY_REQUESTS);
+    }
+    let user = match normalise_email(typed) {
+        Some(email) => users::find_by_email(&state.db, &email).await?,
+        None => None,
+    };
+    let hash = user.as_ref().map(|u| u.password_hash.clone());
+    let matches = auth::verify_password(fields.get("password").to_owned(), hash).await;
+    let Some(user) = user.filter(|_| matches) else {
+        let throttle = users::record_failure(&state.db, &key, now).await?;
+        tracing::info!(locked = throttle.is_locked(now), "dashboard sign-in failed");
+        if throttle.is_locked(now) {
+            return refuse(LOCKED, StatusCode::TOO_MANY_REQUESTS);
+        }
+        return refuse(WRONG, StatusCode::UNAUTHORIZED);
+    };
+    end_presented_session(&state, &headers).await?;
+    if user.has_totp() {
+        // Half-way: a session that only the code page accepts, for a few minutes.
+        let token = auth::random_token();
+        users::open_session(&state.db, &user.id, &auth::token_hash(&token), true, now).await?;
+        let secure = auth::secure_cookies(&headers);
+        let location = format!("/dashboard/sign-in/code{}", view::query(&[("next", next)]));
+        return Ok(with_cookies(
+            Redirect::to(&location).into_response(),
+            &[auth::set_cookie(SESSION_COOKIE, &token, None, secure)],
+        ));
+    }
+    users::clear_failures(&state.db, &key).await?;
+    start_session(&state, &headers, &user, next).await
+}
+
+/// A new session for a user who has passed every step: cookie set, sign-in cookie dropped.
+async fn start_session(
+    state: &AppState,
+    headers: &HeaderMap,
+    user: &User,
+    next: &str,
+) -> PageResult {
+    let token = auth::random_token();
+    let now = domain::time::now();
+    users::open_session(&state.db, &user.id, &auth::token_hash(&token), false, now).await?;
+    tracing::info!(user_id = %user.id, "dashboard sign-in");
+    let secure = auth::secure_cookies(headers);
+    Ok(with_cookies(
+        Redirect::to(next).into_response(),
+        &[
+            auth::set_cookie(SESSION_COOKIE, &token, None, secure),
+            auth::clear_cookie(SIGN_IN_COOKIE, secure),
+        ],
+    ))
+}
+
+/// Ends the session of the cookie the browser sent, if any: signing in again replaces it.
+async fn end_presented_session(state: &AppState, headers: &HeaderMap) -> anyhow::Result<()> {
+    if let Some(token) = auth::cookie(headers, SESSION_COOKIE)
+        && let Some(owner) = users::find_session(&state.db, &auth::token_hash(token)).await?
+    {
+        users::end_session(&state.db, &owner.session.id).await?;
+    }
+    Ok(())
+}
+
+/// The half-way session of the cookie: a right password, a code still to come, not too old.
+async fn awaiting_code(
+    state: &AppState,
+    headers: &HeaderMap,
+) -> anyhow::Result<Option<SessionOwner>> {
+    let Some(token) = auth::cookie(headers, SESSION_COOKIE) else {
+        return Ok(None);
+    };
+    let Some(owner) = users::find_session(&state.db, &auth::token_hash(token)).await? else {
+        return Ok(None);
+    };
+    let fresh = domain::time::now() - owner.session.created_at < Duration::seconds(TOTP_STEP_SECS);
+    Ok((owner.session.awaiting_totp && fresh && owner.user.has_totp()).then_some(owner))
+}
+
+pub async fn code_form(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    query: QueryPairs,
+) -> PageResult {
+    let Some(owner) = awaiting_code(&state, &headers).await? else {
+        return Ok(Redirect::to("/dashboard/sign-in").into_response());
+    };
+    let token = auth::cookie(&headers, SESSION_COOKIE).unwrap_or_default();
+    Ok(view::page(&CodePage {
+        form_token: auth::form_token(token),
+        email: &owner.user.email,
+        next: safe_next(query.get("next").unwrap_or("")),
+        error: None,
+    }))
+}
+
+pub async fn code_submit(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    fields: FormFields,
+) -> PageResult {
+    let Some(owner) = awaiting_code(&state, &headers).await? else {
+        return Ok(Redirect::to("/dashboard/sign-in").into_response());
+    };
+    let user = &owner.user;
+    let next = safe_next(fields.get("next"));
+    let key = throttle_key(&user.email);
+    let now = domain::time::now();
+    let locked_out = || async {
+        users::end_session(&state.db, &owner.session.id).await?;
+        let secure = auth::secure_cookies(&headers);
+        Ok::<_, anyhow::Error>(with_cookies(
+            Redirect::to("/dashboard/sign-in?locked=1").into_response(),
+            &[auth::clear_cookie(SESSION_COOKIE, secure)],
+        ))
+    };
+    if users::throttle(&state.db, &key)
+        .await?
+        .is_some_and(|t| t.is_locked(now))
+    {
+        return Ok(locked_out().await?);
+    }
+    let sealed = user.totp_secret_enc.as_deref().unwrap_or_default();
+    let secret = state
+        .cipher
+        .decrypt(sealed, &users::totp_context(&user.id))
+        .map_err(|e| anyhow::anyhow!("a TOTP secret does not decrypt: {e}"))?;
+    let totp = auth::totp(&secret, &user.email)
+        .ok_or_else(|| anyhow::anyhow!("a stored TOTP secret is not valid"))?;
+    let step = auth::check_code(&totp, fields.get("code"), now.timestamp().max(0) as u64);
+    let accepted = match step {
+        Some(step) => users::use_totp_step(&state.db, &user.id, step).await?,
+        None => false,
+    };
+    if !accepted {
+        let throttle = users::record_failure(&state.db, &key, now).await?;
+        if throttle.is_locked(now) {
+            return Ok(locked_out().await?);
+        }
+        let token = auth::cookie(&headers, SESSION_COOKIE).unwrap_or_default();
+        return Ok(view::render(
+            StatusCode::UNAUTHORIZED,
+            &CodePage {
+                form_token: auth::form_token(token),
+                email: &user.email,
+                next,
+                error: Some("That code is not right, or was used already. Try the next one."),
+            },
+        ));
+    }
+    users::end_session(&state.db, &owner.session.id).await?;
+    users::clear_failures(&state.db, &key).await?;
+    start_session(&state, &headers, user, next).await
+}
+
+/// Ends the session (whatever state it is in) and forgets its cookie.
+pub async fn sign_out(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    _: FormFields,
+) -> PageResult {
+    end_presented_session(&state, &headers).await?;
+    let secure = auth::secure_cookies(&headers);
+    Ok(with_cookies(
+        Redirect::to("/dashboard/sign-in?signed_out=1").into_response(),
+        &[auth::clear_cookie(SESSION_COOKIE, secure)],
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn next_stays_on_the_dashboard() {
+        assert_eq!(
+            safe_next("/dashboard/live/accounts?q=a"),
+            "/dashboard/live/accounts?q=a"
+        );
+        assert_eq!(safe_next("https://evil.example/"), HOME);
+        assert_eq!(safe_next("//evil.example/dashboard/"), HOME);
+        assert_eq!(safe_next("/dashboard//evil.example"), HOME);
+        assert_eq!(safe_next("/dashboard/sign-in"), HOME);
+        assert_eq!(safe_next(""), HOME);
+    }
+}

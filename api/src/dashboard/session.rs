@@ -1,0 +1,189 @@
+//! Who is signed in, in one place: the `Signed<R>` extractor finds the session of the cookie,
+//! ends it when idle or old, and requires role `R` at least; `Scoped<R>` adds the mode of the
+//! URL (`/dashboard/{mode}/…`), with live mode only once the business's KYB is approved.
+
+use std::marker::PhantomData;
+
+use axum::extract::{FromRequestParts, RawPathParams};
+use axum::http::request::Parts;
+use axum::http::{HeaderValue, Method, StatusCode, header};
+use axum::response::{IntoResponse, Redirect, Response};
+use chrono::Duration;
+use domain::user::SessionLimits;
+use domain::{KybStatus, Mode, Role};
+use shared::db::users::{self, SessionOwner};
+
+use super::auth::{self, SESSION_COOKIE};
+use super::view::{self, Frame, FrameInput, Section};
+use crate::state::AppState;
+
+/// The least role a page needs, as a type: `Signed<Developer>`.
+pub trait MinRole: Send + Sync + 'static {
+    const ROLE: Role;
+}
+
+pub struct Viewer;
+pub struct Developer;
+pub struct Owner;
+
+impl MinRole for Viewer {
+    const ROLE: Role = Role::Viewer;
+}
+impl MinRole for Developer {
+    const ROLE: Role = Role::Developer;
+}
+impl MinRole for Owner {
+    const ROLE: Role = Role::Owner;
+}
+
+pub fn limits(state: &AppState) -> SessionLimits {
+    let c = &state.config.dashboard;
+    SessionLimits {
+        idle: Duration::seconds(c.idle_timeout_secs as i64),
+        absolute: Duration::seconds(c.absolute_timeout_secs as i64),
+    }
+}
+
+/// A signed-in user whose role is at least `R`'s.
+pub struct Signed<R: MinRole = Viewer> {
+    pub owner: SessionOwner,
+    /// For the forms of the page (sign-out included).
+    pub form_token: String,
+    _role: PhantomData<R>,
+}
+
+impl<R: MinRole> Signed<R> {
+    pub fn role(&self) -> Role {
+        self.owner.user.role()
+    }
+
+    pub fn live_available(&self) -> bool {
+        self.owner.kyb_status() == KybStatus::Approved
+    }
+
+    pub fn frame(&self, section: Section, mode: Mode, title: impl Into<String>) -> Frame {
+        Frame::new(FrameInput {
+            title: title.into(),
+            section,
+            mode,
+            role: self.role(),
+            business_name: &self.owner.business.name,
+            user_email: &self.owner.user.email,
+            live_available: self.live_available(),
+            form_token: self.form_token.clone(),
+        })
+    }
+}
+
+impl<R: MinRole> FromRequestParts<AppState> for Signed<R> {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Response> {
+        let Some(token) = auth::cookie(&parts.headers, SESSION_COOKIE) else {
+            return Err(to_sign_in(parts, false));
+        };
+        let found = users::find_session(&state.db, &auth::token_hash(token))
+            .await
+            .map_err(|e| view::PageError::from(e).into_response())?;
+        let owner = match found {
+            Some(owner) if !owner.session.awaiting_totp => owner,
+            // Half-way through signing in (the code is still to come): not signed in yet.
+            Some(_) => return Err(to_sign_in(parts, false)),
+            None => return Err(to_sign_in(parts, true)),
+        };
+        let now = domain::time::now();
+        let limits = limits(state);
+        let session = &owner.session;
+        if !limits.is_live(session.created_at, session.last_seen_at, now) {
+            if let Err(e) = users::end_session(&state.db, &session.id).await {
+                tracing::warn!(error = %e, "ending an expired dashboard session failed");
+            }
+            return Err(to_sign_in(parts, true));
+        }
+        // Written at most once a minute (or a tenth of the idle time, when shorter), so reading
+        // pages is not a stream of writes; a session may end that much before the full idle time.
+        let lag = Duration::seconds(60).min(limits.idle / 10);
+        if now - session.last_seen_at >= lag
+            && let Err(e) = users::touch_session(&state.db, &session.id, now).await
+        {
+            tracing::warn!(error = %e, "recording dashboard session use failed");
+        }
+        if !owner.user.role().allows(R::ROLE) {
+            return Err(view::forbidden(owner.user.role()));
+        }
+        Ok(Signed {
+            form_token: auth::form_token(token),
+            owner,
+            _role: PhantomData,
+        })
+    }
+}
+
+/// Back to the sign-in page: after it, a GET comes back where it was going. `ended` says a
+/// session was there and is over (its cookie is cleared).
+fn to_sign_in(parts: &Parts, ended: bool) -> Response {
+    let mut pairs: Vec<(&str, String)> = Vec::new();
+    if parts.method == Method::GET {
+        let target = parts
+            .uri
+            .path_and_query()
+            .map_or("/dashboard/", |p| p.as_str());
+        pairs.push(("next", target.to_owned()));
+    }
+    if ended {
+        pairs.push(("ended", "1".to_owned()));
+    }
+    let pairs: Vec<(&str, &str)> = pairs.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let location = format!("/dashboard/sign-in{}", view::query(&pairs));
+    let mut response = Redirect::to(&location).into_response();
+    if ended {
+        let clear = auth::clear_cookie(SESSION_COOKIE, auth::secure_cookies(&parts.headers));
+        if let Ok(value) = HeaderValue::from_str(&clear) {
+            response.headers_mut().append(header::SET_COOKIE, value);
+        }
+    }
+    response
+}
+
+/// A signed-in page of one mode: `/dashboard/{mode}/…`.
+pub struct Scoped<R: MinRole = Viewer> {
+    pub signed: Signed<R>,
+    pub mode: Mode,
+}
+
+impl<R: MinRole> Scoped<R> {
+    pub fn business_id(&self) -> &str {
+        &self.signed.owner.business.id
+    }
+
+    pub fn frame(&self, section: Section, title: impl Into<String>) -> Frame {
+        self.signed.frame(section, self.mode, title)
+    }
+}
+
+impl<R: MinRole> FromRequestParts<AppState> for Scoped<R> {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Response> {
+        let params = RawPathParams::from_request_parts(parts, state)
+            .await
+            .map_err(|_| view::not_found())?;
+        let mode = params
+            .iter()
+            .find(|(name, _)| *name == "mode")
+            .and_then(|(_, value)| Mode::parse(value))
+            .ok_or_else(view::not_found)?;
+        let signed = Signed::<R>::from_request_parts(parts, state).await?;
+        if mode == Mode::Live && !signed.live_available() {
+            return Err(view::message(
+                StatusCode::FORBIDDEN,
+                "Live mode is not open yet",
+                "Live mode opens once your business's verification (KYB) is approved. Until \
+                 then, everything runs in test mode.",
+                "/dashboard/test/accounts",
+                "Go to test mode",
+            ));
+        }
+        Ok(Scoped { signed, mode })
+    }
+}

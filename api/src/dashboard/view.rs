@@ -1,0 +1,379 @@
+//! What every page shares: the frame around it (navigation, business, user, mode), rendering, the
+//! error pages, and how times, money and statuses are shown.
+
+use askama::Template;
+use axum::http::StatusCode;
+use axum::response::{Html, IntoResponse, Response};
+use chrono::{DateTime, FixedOffset, Utc};
+use domain::{Mode, Role};
+
+/// The dashboard's sections, in navigation order. Adding a page: give it a section here (and a
+/// row in [`NAV`]), a route in `dashboard::router`, and a template that extends `base.html`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Section {
+    Accounts,
+    Deposits,
+    Events,
+    Balance,
+    Developers,
+    Team,
+    Profile,
+}
+
+pub struct NavEntry {
+    pub section: Section,
+    pub label: &'static str,
+    /// The path under `/dashboard/{mode}/`.
+    pub slug: &'static str,
+    /// Hidden from roles below this.
+    pub min_role: Role,
+    /// False while the page is a placeholder ("coming").
+    pub built: bool,
+}
+
+/// The navigation, in one place: links, who sees them, which pages exist yet.
+pub const NAV: [NavEntry; 6] = [
+    NavEntry {
+        section: Section::Accounts,
+        label: "Accounts",
+        slug: "accounts",
+        min_role: Role::Viewer,
+        built: true,
+    },
+    NavEntry {
+        section: Section::Deposits,
+        label: "Deposits",
+        slug: "deposits",
+        min_role: Role::Viewer,
+        built: false,
+    },
+    NavEntry {
+        section: Section::Events,
+        label: "Events",
+        slug: "events",
+        min_role: Role::Viewer,
+        built: false,
+    },
+    NavEntry {
+        section: Section::Balance,
+        label: "Balance & payouts",
+        slug: "balance",
+        min_role: Role::Viewer,
+        built: false,
+    },
+    NavEntry {
+        section: Section::Developers,
+        label: "Developers",
+        slug: "developers",
+        min_role: Role::Developer,
+        built: false,
+    },
+    NavEntry {
+        section: Section::Team,
+        label: "Team",
+        slug: "team",
+        min_role: Role::Owner,
+        built: false,
+    },
+];
+
+pub fn nav_entry(section: Section) -> Option<&'static NavEntry> {
+    NAV.iter().find(|e| e.section == section)
+}
+
+pub struct NavLink {
+    pub label: &'static str,
+    pub href: String,
+    pub current: bool,
+    pub coming: bool,
+}
+
+/// The frame of a signed-in page: `base.html` reads it.
+pub struct Frame {
+    pub title: String,
+    pub business_name: String,
+    pub user_email: String,
+    pub role_label: &'static str,
+    /// `test` or `live`.
+    pub mode: &'static str,
+    pub is_test: bool,
+    /// Live mode exists once the business's KYB is approved.
+    pub live_available: bool,
+    /// The same section in test and in live mode.
+    pub test_href: String,
+    pub live_href: String,
+    pub profile_href: String,
+    pub home_href: String,
+    /// Bound to the session: every form that posts carries it.
+    pub form_token: String,
+    pub nav: Vec<NavLink>,
+}
+
+pub struct FrameInput<'a> {
+    pub title: String,
+    pub section: Section,
+    pub mode: Mode,
+    pub role: Role,
+    pub business_name: &'a str,
+    pub user_email: &'a str,
+    pub live_available: bool,
+    pub form_token: String,
+}
+
+impl Frame {
+    pub fn new(input: FrameInput<'_>) -> Frame {
+        let mode = input.mode.as_str();
+        let slug = nav_entry(input.section).map_or("accounts", |e| e.slug);
+        let nav = NAV
+            .iter()
+            .filter(|e| input.role.allows(e.min_role))
+            .map(|e| NavLink {
+                label: e.label,
+                href: format!("/dashboard/{mode}/{}", e.slug),
+                current: e.section == input.section,
+                coming: !e.built,
+            })
+            .collect();
+        let switch_to = |m: &str| {
+            if input.section == Section::Profile {
+                format!("/dashboard/profile?mode={m}")
+            } else {
+                format!("/dashboard/{m}/{slug}")
+            }
+        };
+        Frame {
+            title: input.title,
+            business_name: input.business_name.to_owned(),
+            user_email: input.user_email.to_owned(),
+            role_label: input.role.label(),
+            mode,
+            is_test: input.mode == Mode::Test,
+            live_available: input.live_available,
+            test_href: switch_to("test"),
+            live_href: switch_to("live"),
+            profile_href: format!("/dashboard/profile?mode={mode}"),
+            home_href: format!("/dashboard/{mode}/accounts"),
+            form_token: input.form_token,
+            nav,
+        }
+    }
+}
+
+/// Renders a page; a template that fails to render is a logged 500, never a half page.
+pub fn render<T: Template>(status: StatusCode, page: &T) -> Response {
+    match page.render() {
+        Ok(html) => (status, Html(html)).into_response(),
+        Err(e) => {
+            tracing::error!(error = %e, "a dashboard page failed to render");
+            (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                Html("<!doctype html><title>Error</title><p>Something went wrong.</p>"),
+            )
+                .into_response()
+        }
+    }
+}
+
+pub fn page<T: Template>(page: &T) -> Response {
+    render(StatusCode::OK, page)
+}
+
+/// A page on its own (no frame): errors, the sign-in pages.
+#[derive(Template)]
+#[template(path = "message.html")]
+pub struct MessagePage {
+    pub title: String,
+    pub message: String,
+    pub link_href: String,
+    pub link_label: String,
+}
+
+pub fn message(
+    status: StatusCode,
+    title: &str,
+    message: &str,
+    href: &str,
+    label: &str,
+) -> Response {
+    render(
+        status,
+        &MessagePage {
+            title: title.to_owned(),
+            message: message.to_owned(),
+            link_href: href.to_owned(),
+            link_label: label.to_owned(),
+        },
+    )
+}
+
+/// A message inside the frame of a signed-in page (an account that is not there, …).
+#[derive(Template)]
+#[template(path = "framed_message.html")]
+pub struct FramedMessage {
+    pub frame: Frame,
+    pub message: String,
+    pub link_href: String,
+    pub link_label: String,
+}
+
+pub fn not_found() -> Response {
+    message(
+        StatusCode::NOT_FOUND,
+        "Page not found",
+        "There is nothing at this address.",
+        "/dashboard/",
+        "Go to the dashboard",
+    )
+}
+
+pub fn forbidden(role: Role) -> Response {
+    message(
+        StatusCode::FORBIDDEN,
+        "Not available to your role",
+        &format!(
+            "Your role ({}) cannot open this page. Ask an owner of your business if you need it.",
+            role.label()
+        ),
+        "/dashboard/",
+        "Go to the dashboard",
+    )
+}
+
+/// A failure of ours: logged with its cause, shown without it.
+#[derive(Debug)]
+pub struct PageError(pub anyhow::Error);
+
+impl<E: Into<anyhow::Error>> From<E> for PageError {
+    fn from(e: E) -> Self {
+        PageError(e.into())
+    }
+}
+
+impl IntoResponse for PageError {
+    fn into_response(self) -> Response {
+        tracing::error!(error = %self.0, "a dashboard page failed");
+        message(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "Something went wrong",
+            "We could not load this page. Try again in a moment.",
+            "/dashboard/",
+            "Go to the dashboard",
+        )
+    }
+}
+
+pub type PageResult = Result<Response, PageError>;
+
+/// West Africa Time, the business day of the service's customers (no daylight saving).
+fn wat() -> FixedOffset {
+    FixedOffset::east_opt(3600).expect("one hour")
+}
+
+/// A moment as people read it: "3 Mar 2026, 14:05" (WAT), with its exact value for machines.
+pub struct When {
+    pub text: String,
+    pub iso: String,
+}
+
+impl When {
+    pub fn of(t: &DateTime<Utc>) -> When {
+        When {
+            text: t
+                .with_timezone(&wat())
+                .format("%-d %b %Y, %H:%M")
+                .to_string(),
+            iso: domain::time::rfc3339(t),
+        }
+    }
+
+    pub fn maybe(t: Option<&DateTime<Utc>>) -> Option<When> {
+        t.map(When::of)
+    }
+}
+
+/// Kobo as naira: `₦1,500.00`.
+pub fn naira(kobo: i64) -> String {
+    let sign = if kobo < 0 { "−" } else { "" };
+    let kobo = kobo.unsigned_abs();
+    let whole = (kobo / 100).to_string();
+    let mut grouped = String::new();
+    for (i, c) in whole.chars().enumerate() {
+        if i > 0 && (whole.len() - i).is_multiple_of(3) {
+            grouped.push(',');
+        }
+        grouped.push(c);
+    }
+    format!("{sign}₦{grouped}.{:02}", kobo % 100)
+}
+
+/// A status as a badge: its words and its colour class.
+pub struct Badge {
+    pub label: String,
+    pub tone: &'static str,
+}
+
+impl Badge {
+    pub fn of(status: &str) -> Badge {
+        let tone = match status {
+            "active" | "credited" | "completed" | "succeeded" | "approved" => "good",
+            "pending" | "queued" | "running" | "processing" => "wait",
+            "failed" | "flagged" | "dead" | "rejected" | "reversed" => "bad",
+            _ => "quiet",
+        };
+        let mut label = status.replace('_', " ");
+        if let Some(first) = label.get_mut(0..1) {
+            first.make_ascii_uppercase();
+        }
+        Badge { label, tone }
+    }
+}
+
+/// A query string built from pairs (empty values left out), for links that keep a filter.
+pub fn query(pairs: &[(&str, &str)]) -> String {
+    let mut out = url::form_urlencoded::Serializer::new(String::new());
+    for (k, v) in pairs {
+        if !v.is_empty() {
+            out.append_pair(k, v);
+        }
+    }
+    let out = out.finish();
+    if out.is_empty() {
+        out
+    } else {
+        format!("?{out}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn money_reads_as_naira() {
+        assert_eq!(naira(150_000), "₦1,500.00");
+        assert_eq!(naira(5), "₦0.05");
+        assert_eq!(naira(12_345_678_900), "₦123,456,789.00");
+        assert_eq!(naira(-100), "−₦1.00");
+    }
+
+    #[test]
+    fn times_read_in_west_africa_time() {
+        let t = DateTime::parse_from_rfc3339("2026-03-03T13:05:00Z")
+            .unwrap()
+            .with_timezone(&Utc);
+        assert_eq!(When::of(&t).text, "3 Mar 2026, 14:05");
+    }
+
+    #[test]
+    fn badges_name_their_status() {
+        let b = Badge::of("deactivated");
+        assert_eq!((b.label.as_str(), b.tone), ("Deactivated", "quiet"));
+        assert_eq!(Badge::of("flagged").tone, "bad");
+    }
+
+    #[test]
+    fn queries_leave_out_empty_values() {
+        assert_eq!(query(&[("q", "ada obi"), ("status", "")]), "?q=ada+obi");
+        assert_eq!(query(&[("q", "")]), "");
+    }
+}

@@ -1,0 +1,387 @@
+//! Dashboard users, their sessions and the sign-in throttle (SPEC §8). Passwords arrive hashed
+//! and TOTP secrets sealed: nothing here sees a secret in plain text, and session tokens are
+//! known only by their SHA-256.
+
+use chrono::{DateTime, Utc};
+use sea_orm::sea_query::{Expr, OnConflict};
+use sea_orm::{
+    ActiveValue::Set, ColumnTrait, ConnectionTrait, DatabaseConnection, DbErr, EntityTrait,
+    PaginatorTrait, QueryFilter, QueryOrder, QuerySelect, TransactionSession, TransactionTrait,
+};
+
+use super::entities::{business, dashboard_session, sign_in_throttle, user};
+use domain::ids::new_id;
+use domain::user::Throttle;
+use domain::{KybStatus, Role};
+
+pub use dashboard_session::Model as Session;
+pub use user::Model as User;
+
+impl User {
+    /// The stored role (an unreadable one is an error when the row is read).
+    pub fn role(&self) -> Role {
+        self.role
+    }
+
+    pub fn has_totp(&self) -> bool {
+        self.totp_secret_enc.is_some()
+    }
+}
+
+/// The context a user's TOTP secret is sealed under: its user, so it cannot be moved to another.
+pub fn totp_context(user_id: &str) -> String {
+    format!("{user_id}:totp_secret")
+}
+
+#[derive(Debug)]
+pub enum CreateOutcome {
+    Created(Box<User>),
+    /// Another user has this e-mail (addresses are unique across businesses).
+    EmailTaken,
+    NoSuchBusiness,
+}
+
+/// Adds a user to a business. `email` is already normalised, `password_hash` an Argon2id string.
+pub async fn create<C: ConnectionTrait + TransactionTrait>(
+    db: &C,
+    business_id: &str,
+    email: &str,
+    role: Role,
+    password_hash: &str,
+    now: DateTime<Utc>,
+) -> Result<CreateOutcome, DbErr> {
+    if super::businesses::find(db, business_id).await?.is_none() {
+        return Ok(CreateOutcome::NoSuchBusiness);
+    }
+    let row = User {
+        id: new_id("usr"),
+        business_id: business_id.to_owned(),
+        email: email.to_owned(),
+        role,
+        password_hash: password_hash.to_owned(),
+        totp_secret_enc: None,
+        totp_pending_enc: None,
+        totp_last_step: None,
+        created_at: now,
+        updated_at: now,
+    };
+    let model: user::ActiveModel = row.clone().into();
+    // In a savepoint, so a duplicate leaves a caller's transaction usable on PostgreSQL.
+    let savepoint = db.begin().await?;
+    match user::Entity::insert(model)
+        .exec_without_returning(&savepoint)
+        .await
+    {
+        Ok(_) => {
+            savepoint.commit().await?;
+            Ok(CreateOutcome::Created(Box::new(row)))
+        }
+        Err(e) if super::is_unique_violation(&e) => {
+            savepoint.rollback().await?;
+            Ok(CreateOutcome::EmailTaken)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+pub async fn find<C: ConnectionTrait>(db: &C, id: &str) -> Result<Option<User>, DbErr> {
+    user::Entity::find_by_id(id.to_owned()).one(db).await
+}
+
+pub async fn find_by_email<C: ConnectionTrait>(db: &C, email: &str) -> Result<Option<User>, DbErr> {
+    user::Entity::find()
+        .filter(user::Column::Email.eq(email))
+        .one(db)
+        .await
+}
+
+/// A business's users, oldest first.
+pub async fn list_for_business<C: ConnectionTrait>(
+    db: &C,
+    business_id: &str,
+) -> Result<Vec<User>, DbErr> {
+    user::Entity::find()
+        .filter(user::Column::BusinessId.eq(business_id))
+        .order_by_asc(user::Column::CreatedAt)
+        .order_by_asc(user::Column::Id)
+        .all(db)
+        .await
+}
+
+pub async fn count<C: ConnectionTrait>(db: &C) -> Result<u64, DbErr> {
+    user::Entity::find().count(db).await
+}
+
+/// Sets a new password hash and ends every session of the user except `keep` (the one that
+/// changed it), in one transaction.
+pub async fn set_password(
+    db: &DatabaseConnection,
+    user_id: &str,
+    password_hash: &str,
+    keep: Option<&str>,
+    now: DateTime<Utc>,
+) -> Result<(), DbErr> {
+    let txn = db.begin().await?;
+    user::Entity::update_many()
+        .col_expr(user::Column::PasswordHash, password_hash.into())
+        .col_expr(user::Column::UpdatedAt, now.into())
+        .filter(user::Column::Id.eq(user_id))
+        .exec(&txn)
+        .await?;
+    let mut others = dashboard_session::Entity::delete_many()
+        .filter(dashboard_session::Column::UserId.eq(user_id));
+    if let Some(keep) = keep {
+        others = others.filter(dashboard_session::Column::Id.ne(keep));
+    }
+    others.exec(&txn).await?;
+    txn.commit().await
+}
+
+/// Starts (Some) or abandons (None) a TOTP enrolment: the sealed secret waits for a code.
+pub async fn set_totp_pending<C: ConnectionTrait>(
+    db: &C,
+    user_id: &str,
+    sealed: Option<String>,
+    now: DateTime<Utc>,
+) -> Result<(), DbErr> {
+    user::Entity::update_many()
+        .col_expr(user::Column::TotpPendingEnc, sealed.into())
+        .col_expr(user::Column::UpdatedAt, now.into())
+        .filter(user::Column::Id.eq(user_id))
+        .exec(db)
+        .await?;
+    Ok(())
+}
+
+/// The enrolment is confirmed by a code of time step `step`: the pending secret becomes the
+/// user's, and that step is used up. False when nothing was pending (or it changed meanwhile).
+pub async fn confirm_totp<C: ConnectionTrait>(
+    db: &C,
+    user_id: &str,
+    sealed: &str,
+    step: u64,
+    now: DateTime<Utc>,
+) -> Result<bool, DbErr> {
+    let res = user::Entity::update_many()
+        .col_expr(user::Column::TotpSecretEnc, Some(sealed.to_owned()).into())
+        .col_expr(user::Column::TotpPendingEnc, Option::<String>::None.into())
+        .col_expr(user::Column::TotpLastStep, Some(step as i64).into())
+        .col_expr(user::Column::UpdatedAt, now.into())
+        .filter(user::Column::Id.eq(user_id))
+        .filter(user::Column::TotpPendingEnc.eq(sealed))
+        .exec(db)
+        .await?;
+    Ok(res.rows_affected == 1)
+}
+
+pub async fn remove_totp<C: ConnectionTrait>(
+    db: &C,
+    user_id: &str,
+    now: DateTime<Utc>,
+) -> Result<(), DbErr> {
+    user::Entity::update_many()
+        .col_expr(user::Column::TotpSecretEnc, Option::<String>::None.into())
+        .col_expr(user::Column::TotpPendingEnc, Option::<String>::None.into())
+        .col_expr(user::Column::TotpLastStep, Option::<i64>::None.into())
+        .col_expr(user::Column::UpdatedAt, now.into())
+        .filter(user::Column::Id.eq(user_id))
+        .exec(db)
+        .await?;
+    Ok(())
+}
+
+/// Uses up a TOTP time step: true when it is later than the last one accepted, so a code is
+/// accepted once however many requests present it at the same moment (RFC 6238 §5.2).
+pub async fn use_totp_step<C: ConnectionTrait>(
+    db: &C,
+    user_id: &str,
+    step: u64,
+) -> Result<bool, DbErr> {
+    let step = step as i64;
+    let res = user::Entity::update_many()
+        .col_expr(user::Column::TotpLastStep, Some(step).into())
+        .filter(user::Column::Id.eq(user_id))
+        .filter(
+            sea_orm::Condition::any()
+                .add(user::Column::TotpLastStep.is_null())
+                .add(user::Column::TotpLastStep.lt(step)),
+        )
+        .exec(db)
+        .await?;
+    Ok(res.rows_affected == 1)
+}
+
+/// A session, its user and the user's business.
+#[derive(Debug, Clone)]
+pub struct SessionOwner {
+    pub session: Session,
+    pub user: User,
+    pub business: business::Model,
+}
+
+impl SessionOwner {
+    pub fn kyb_status(&self) -> KybStatus {
+        self.business.kyb_status
+    }
+}
+
+pub async fn open_session<C: ConnectionTrait>(
+    db: &C,
+    user_id: &str,
+    token_hash: &str,
+    awaiting_totp: bool,
+    now: DateTime<Utc>,
+) -> Result<Session, DbErr> {
+    let row = Session {
+        id: new_id("ses"),
+        token_hash: token_hash.to_owned(),
+        user_id: user_id.to_owned(),
+        awaiting_totp,
+        created_at: now,
+        last_seen_at: now,
+    };
+    let model: dashboard_session::ActiveModel = row.clone().into();
+    dashboard_session::Entity::insert(model)
+        .exec_without_returning(db)
+        .await?;
+    Ok(row)
+}
+
+/// The session whose token hashes to `token_hash`, with its user and business; expiry is the
+/// caller's to judge.
+pub async fn find_session<C: ConnectionTrait>(
+    db: &C,
+    token_hash: &str,
+) -> Result<Option<SessionOwner>, DbErr> {
+    let Some(session) = dashboard_session::Entity::find()
+        .filter(dashboard_session::Column::TokenHash.eq(token_hash))
+        .one(db)
+        .await?
+    else {
+        return Ok(None);
+    };
+    let Some(user) = find(db, &session.user_id).await? else {
+        return Ok(None);
+    };
+    let Some(business) = super::businesses::find(db, &user.business_id).await? else {
+        return Ok(None);
+    };
+    Ok(Some(SessionOwner {
+        session,
+        user,
+        business,
+    }))
+}
+
+pub async fn touch_session<C: ConnectionTrait>(
+    db: &C,
+    id: &str,
+    now: DateTime<Utc>,
+) -> Result<(), DbErr> {
+    dashboard_session::Entity::update_many()
+        .col_expr(dashboard_session::Column::LastSeenAt, now.into())
+        .filter(dashboard_session::Column::Id.eq(id))
+        .exec(db)
+        .await?;
+    Ok(())
+}
+
+pub async fn end_session<C: ConnectionTrait>(db: &C, id: &str) -> Result<(), DbErr> {
+    dashboard_session::Entity::delete_by_id(id.to_owned())
+        .exec(db)
+        .await?;
+    Ok(())
+}
+
+/// Forgets sessions that ended by time: created before `created_before` or idle since before
+/// `seen_before`.
+pub async fn purge_sessions<C: ConnectionTrait>(
+    db: &C,
+    created_before: DateTime<Utc>,
+    seen_before: DateTime<Utc>,
+) -> Result<u64, DbErr> {
+    Ok(dashboard_session::Entity::delete_many()
+        .filter(
+            sea_orm::Condition::any()
+                .add(dashboard_session::Column::CreatedAt.lt(created_before))
+                .add(dashboard_session::Column::LastSeenAt.lt(seen_before)),
+        )
+        .exec(db)
+        .await?
+        .rows_affected)
+}
+
+fn throttle_of(row: &sign_in_throttle::Model) -> Throttle {
+    Throttle {
+        failures: row.failures,
+        window_started_at: row.window_started_at,
+        locked_until: row.locked_until,
+    }
+}
+
+/// The failed sign-ins of an e-mail (by hash), if any.
+pub async fn throttle<C: ConnectionTrait>(
+    db: &C,
+    email_hash: &str,
+) -> Result<Option<Throttle>, DbErr> {
+    Ok(sign_in_throttle::Entity::find_by_id(email_hash.to_owned())
+        .one(db)
+        .await?
+        .as_ref()
+        .map(throttle_of))
+}
+
+/// Counts one more failure for an e-mail, under a row lock so concurrent failures each count;
+/// returns the new state (locked on the fifth within the window).
+pub async fn record_failure(
+    db: &DatabaseConnection,
+    email_hash: &str,
+    now: DateTime<Utc>,
+) -> Result<Throttle, DbErr> {
+    let txn = db.begin().await?;
+    sign_in_throttle::Entity::insert(sign_in_throttle::ActiveModel {
+        email_hash: Set(email_hash.to_owned()),
+        failures: Set(0),
+        window_started_at: Set(now),
+        locked_until: Set(None),
+    })
+    .on_conflict(
+        OnConflict::column(sign_in_throttle::Column::EmailHash)
+            .do_nothing()
+            .to_owned(),
+    )
+    .exec_without_returning(&txn)
+    .await?;
+    let row = sign_in_throttle::Entity::find_by_id(email_hash.to_owned())
+        .lock_exclusive()
+        .one(&txn)
+        .await?
+        .ok_or_else(|| DbErr::RecordNotFound(format!("throttle {email_hash}")))?;
+    let next = Throttle::after_failure(Some(&throttle_of(&row)), now);
+    sign_in_throttle::Entity::update_many()
+        .col_expr(
+            sign_in_throttle::Column::Failures,
+            Expr::value(next.failures),
+        )
+        .col_expr(
+            sign_in_throttle::Column::WindowStartedAt,
+            next.window_started_at.into(),
+        )
+        .col_expr(
+            sign_in_throttle::Column::LockedUntil,
+            next.locked_until.into(),
+        )
+        .filter(sign_in_throttle::Column::EmailHash.eq(email_hash))
+        .exec(&txn)
+        .await?;
+    txn.commit().await?;
+    Ok(next)
+}
+
+/// A successful sign-in forgets the e-mail's failures.
+pub async fn clear_failures<C: ConnectionTrait>(db: &C, email_hash: &str) -> Result<(), DbErr> {
+    sign_in_throttle::Entity::delete_by_id(email_hash.to_owned())
+        .exec(db)
+        .await?;
+    Ok(())
+}
