@@ -32,7 +32,10 @@ pub struct RelayTimings {
     /// Sweep for due jobs this often (and whenever kicked).
     pub sweep_every: Duration,
     /// A claimed row is this relay's to publish for this long; past it, its publish counts as
-    /// unconfirmed and any relay publishes it. Longer than a publish may take.
+    /// unconfirmed and any relay publishes it. Longer than a batch's publish with pipelined
+    /// confirms takes (well under a second), short because it is how long the work a killed
+    /// process had claimed waits; a publish that does run longer only sends a duplicate, which
+    /// every consumer tolerates.
     pub claim_lease: Duration,
     /// A published job not started within this long, or started and not finished within it,
     /// may have lost its message (see the module documentation).
@@ -45,7 +48,7 @@ impl Default for RelayTimings {
     fn default() -> Self {
         RelayTimings {
             sweep_every: Duration::from_secs(1),
-            claim_lease: Duration::from_secs(60),
+            claim_lease: Duration::from_secs(10),
             lease: Duration::from_secs(300),
             lost_check_every: Duration::from_secs(10),
         }
