@@ -144,6 +144,10 @@ async fn a_developer_rolls_the_test_key_and_uses_the_new_one(backend: Backend) {
     c.refresh().await.unwrap();
     let source = c.source().await.unwrap();
     assert!(
+        body_text(c).await.contains("This form was sent before"),
+        "the reload re-sent the spent form"
+    );
+    assert!(
         !source.contains(&new),
         "a reload does not show the key again"
     );
@@ -155,6 +159,7 @@ async fn a_developer_rolls_the_test_key_and_uses_the_new_one(backend: Backend) {
     c.goto(&app.url("/dashboard/test/accounts")).await.unwrap();
     c.back().await.unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
+    // (Chromium shows its "Confirm Form Resubmission" page: a no-store POST answer is not kept.)
     assert!(
         !c.source().await.unwrap().contains(&new),
         "going back does not show it"
@@ -361,7 +366,7 @@ async fn screenshots() {
     c.goto(&app.url("/dashboard/test/developers"))
         .await
         .unwrap();
-    fill(c, "#url", "not a url").await;
+    fill(c, "#url", "ftp://example.com/hooks").await;
     click(c, "form[action$='/developers/webhook'] button[type=submit]").await;
     c.wait()
         .for_element(Locator::Css(".notice.error"))

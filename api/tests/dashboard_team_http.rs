@@ -34,6 +34,7 @@ on_both_databases!(
     a_test_event_arrives_signed_and_a_rotated_secret_is_shown_once,
     team_add_change_and_remove_users,
     the_last_owner_cannot_be_removed_or_demoted,
+    two_owners_demoting_each_other_at_once_leave_an_owner,
     profile_changes_and_sign_ins_are_audited,
     the_audit_log_is_paged_and_never_holds_a_secret,
     admin_key_commands_are_audited_as_the_operator,
@@ -931,4 +932,55 @@ async fn admin_key_commands_are_audited_as_the_operator(backend: Backend) {
     assert!(page.body.contains("An operator (api admin)"));
     let developers = owner.get("/dashboard/test/developers").await;
     assert!(developers.body.contains("No key works in test mode"));
+}
+
+async fn two_owners_demoting_each_other_at_once_leave_an_owner(backend: Backend) {
+    use shared::db::users::{MemberChange, MemberOutcome, change_member, find_by_email};
+    let app = spawn_app(backend).await;
+    let (a, _) = add_user(&app, Role::Owner).await;
+    let (b, _) = add_user(&app, Role::Owner).await;
+    let a = find_by_email(&app.db, &a).await.unwrap().unwrap();
+    let b = find_by_email(&app.db, &b).await.unwrap().unwrap();
+    for _ in 0..5 {
+        let (by_a, by_b) = (
+            audit::Actor::user(&a.id, &a.email, None),
+            audit::Actor::user(&b.id, &b.email, None),
+        );
+        let now = chrono::Utc::now();
+        let demote = MemberChange::Role(Role::Viewer);
+        let (first, second) = tokio::join!(
+            change_member(&app.db, &by_a, &app.business.id, &b.id, demote, now),
+            change_member(&app.db, &by_b, &app.business.id, &a.id, demote, now),
+        );
+        let outcomes = [first.unwrap(), second.unwrap()];
+        let done = outcomes
+            .iter()
+            .filter(|o| matches!(o, MemberOutcome::Done(_)))
+            .count();
+        let refused = outcomes
+            .iter()
+            .filter(|o| matches!(o, MemberOutcome::LastOwner))
+            .count();
+        assert_eq!((done, refused), (1, 1), "one demotion, one refusal");
+        let owners = shared::db::users::list_for_business(&app.db, &app.business.id)
+            .await
+            .unwrap()
+            .into_iter()
+            .filter(|u| u.role == Role::Owner)
+            .count();
+        assert_eq!(owners, 1);
+        // Both owners again for the next round.
+        for user in [&a, &b] {
+            change_member(
+                &app.db,
+                &audit::Actor::operator(),
+                &app.business.id,
+                &user.id,
+                MemberChange::Role(Role::Owner),
+                chrono::Utc::now(),
+            )
+            .await
+            .unwrap();
+        }
+    }
 }

@@ -54,7 +54,12 @@ fn grace_of(value: &str) -> Option<KeyGrace> {
 struct GraceOption {
     value: &'static str,
     label: &'static str,
+    selected: bool,
 }
+
+/// The choice a roll form starts with: a day's overlap, so a routine roll breaks nothing while
+/// the new key is deployed ("At once" is there for a leaked key).
+const DEFAULT_GRACE: &str = "24h";
 
 struct KeyRow {
     id: String,
@@ -233,7 +238,11 @@ async fn render(
         newest_key,
         graces: GRACES
             .iter()
-            .map(|&(value, label, _)| GraceOption { value, label })
+            .map(|&(value, label, _)| GraceOption {
+                value,
+                label,
+                selected: value == DEFAULT_GRACE,
+            })
             .collect(),
         new_key: extra.new_key,
         url_value: extra
