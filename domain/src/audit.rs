@@ -14,6 +14,8 @@ text_enum! {
         WebhookUrlSet = "webhook.url_set",
         WebhookSecretRotated = "webhook.secret_rotated",
         WebhookTestSent = "webhook.test_sent",
+        /// For the Events page's resend (recorded by that page).
+        EventResent = "event.resent",
         UserAdded = "user.added",
         UserRoleChanged = "user.role_changed",
         UserRemoved = "user.removed",
@@ -34,6 +36,7 @@ impl AuditAction {
             AuditAction::WebhookUrlSet => "Set the webhook URL",
             AuditAction::WebhookSecretRotated => "Rotated the webhook secret",
             AuditAction::WebhookTestSent => "Sent a test event",
+            AuditAction::EventResent => "Resent an event",
             AuditAction::UserAdded => "Added a user",
             AuditAction::UserRoleChanged => "Changed a role",
             AuditAction::UserRemoved => "Removed a user",

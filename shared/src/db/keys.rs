@@ -259,7 +259,8 @@ pub struct KeySummary {
     pub last_used_at: Option<DateTime<Utc>>,
 }
 
-/// The working keys of a business and mode at `at`, newest first.
+/// The working keys of a business and mode at `at`, newest first (the order `change_by`'s
+/// `Expect::Newest` judges by).
 pub async fn list_working<C: ConnectionTrait>(
     db: &C,
     business_id: &str,
@@ -271,6 +272,7 @@ pub async fn list_working<C: ConnectionTrait>(
         .filter(api_key::Column::Mode.eq(mode))
         .filter(working_at(at))
         .order_by_desc(api_key::Column::CreatedAt)
+        .order_by_desc(api_key::Column::Id)
         .all(db)
         .await?;
     Ok(keys
