@@ -10,6 +10,7 @@ use domain::keys::KeyGrace;
 use domain::{KybStatus, Mode};
 use ops::config::Config;
 use shared::bootstrap;
+use shared::db::audit::Actor;
 use shared::db::businesses;
 use shared::db::keys::{self, KeyAction, KeyChange};
 
@@ -256,24 +257,17 @@ async fn admin(command: AdminCommand, config: Config) -> anyhow::Result<()> {
         AdminCommand::Webhook { command } => match command {
             WebhookCommand::Set { id, mode, url } => {
                 let mode = Mode::from(mode);
-                let parsed = url::Url::parse(&url).context("the URL is not valid")?;
+                // The same rules as the dashboard's Developers page.
+                let parsed = shared::webhook_url::check(mode, &url).await?;
                 anyhow::ensure!(
-                    matches!(parsed.scheme(), "http" | "https"),
-                    "the URL must be http or https"
-                );
-                anyhow::ensure!(
-                    mode == Mode::Test || parsed.scheme() == "https",
-                    "live webhook URLs must be https"
-                );
-                // Live events go to public addresses only (checked again at every delivery,
-                // after DNS); test mode may deliver to this machine.
-                if mode == Mode::Live {
-                    shared::ssrf::check_url(&parsed)
-                        .await
-                        .map_err(|e| anyhow::anyhow!("refused: {e}"))?;
-                }
-                anyhow::ensure!(
-                    businesses::set_webhook_url(&db, &id, mode, parsed.as_str()).await?,
+                    businesses::set_webhook_url_by(
+                        &db,
+                        &Actor::operator(),
+                        &id,
+                        mode,
+                        parsed.as_str()
+                    )
+                    .await?,
                     "no business {id}"
                 );
                 println!("{mode} webhook URL of {id} set to {parsed}");
@@ -308,6 +302,7 @@ async fn admin(command: AdminCommand, config: Config) -> anyhow::Result<()> {
                 KeyChange::Rolled(rolled) => {
                     println!("{}", serde_json::to_string_pretty(&rolled)?);
                 }
+                KeyChange::Stale => anyhow::bail!("the keys changed meanwhile: try again"),
                 KeyChange::Revoked(count) => {
                     println!(
                         "{}",

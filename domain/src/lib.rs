@@ -5,6 +5,7 @@
 mod text_enum;
 
 pub mod account;
+pub mod audit;
 pub mod bank;
 pub mod banks;
 pub mod business;
@@ -20,6 +21,7 @@ pub mod user;
 pub mod validation;
 
 pub use account::{AccountStatus, IdentityNumber, IdentityType, NewAccount};
+pub use audit::AuditAction;
 pub use bank::Bank;
 pub use business::{KybStatus, Mode};
 pub use deposit::{DepositSource, DepositStatus, RecheckStatus};

@@ -39,6 +39,12 @@ impl Role {
     }
 }
 
+/// A business always keeps an owner (someone must manage its team and live keys): a change to
+/// its users is allowed only when, after it, one of them is still an owner.
+pub fn keeps_an_owner(roles_after: impl IntoIterator<Item = Role>) -> bool {
+    roles_after.into_iter().any(|r| r == Role::Owner)
+}
+
 pub const MIN_PASSWORD_CHARS: usize = 12;
 /// Long enough for any passphrase, short enough that hashing one costs a bounded time.
 pub const MAX_PASSWORD_CHARS: usize = 256;

@@ -13,4 +13,5 @@ pub mod relay;
 pub mod signing;
 pub mod ssrf;
 pub mod views;
+pub mod webhook_url;
 pub mod worker;

@@ -81,11 +81,37 @@ pub fn router() -> Router<AppState> {
         .route("/dashboard/{mode}/deposits", get(pages::coming::deposits))
         .route("/dashboard/{mode}/events", get(pages::coming::events))
         .route("/dashboard/{mode}/balance", get(pages::coming::balance))
+        .route("/dashboard/{mode}/developers", get(pages::developers::show))
         .route(
-            "/dashboard/{mode}/developers",
-            get(pages::coming::developers),
+            "/dashboard/{mode}/developers/keys/roll",
+            post(pages::developers::roll),
         )
-        .route("/dashboard/{mode}/team", get(pages::coming::team))
+        .route(
+            "/dashboard/{mode}/developers/keys/revoke",
+            post(pages::developers::revoke),
+        )
+        .route(
+            "/dashboard/{mode}/developers/webhook",
+            post(pages::developers::set_webhook_url),
+        )
+        .route(
+            "/dashboard/{mode}/developers/webhook/rotate",
+            post(pages::developers::rotate_secret),
+        )
+        .route(
+            "/dashboard/{mode}/developers/webhook/test",
+            post(pages::developers::send_test_event),
+        )
+        .route("/dashboard/{mode}/team", get(pages::team::show))
+        .route("/dashboard/{mode}/team/users", post(pages::team::add))
+        .route(
+            "/dashboard/{mode}/team/users/role",
+            post(pages::team::set_role),
+        )
+        .route(
+            "/dashboard/{mode}/team/users/remove",
+            post(pages::team::remove),
+        )
         .layer(middleware::from_fn(guard_forms))
         .layer(middleware::from_fn(security_headers))
 }

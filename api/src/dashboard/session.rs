@@ -3,14 +3,16 @@
 //! URL (`/dashboard/{mode}/…`), with live mode only once the business's KYB is approved.
 
 use std::marker::PhantomData;
+use std::net::SocketAddr;
 
-use axum::extract::{FromRequestParts, RawPathParams};
+use axum::extract::{ConnectInfo, FromRequestParts, RawPathParams};
 use axum::http::request::Parts;
 use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use chrono::Duration;
 use domain::user::SessionLimits;
 use domain::{KybStatus, Mode, Role};
+use shared::db::audit::Actor;
 use shared::db::users::{self, SessionOwner};
 
 use super::auth::{self, SESSION_COOKIE};
@@ -49,6 +51,8 @@ pub struct Signed<R: MinRole = Viewer> {
     pub owner: SessionOwner,
     /// For the forms of the page (sign-out included).
     pub form_token: String,
+    /// Where the request came from, for the audit log.
+    pub client_addr: Option<String>,
     _role: PhantomData<R>,
 }
 
@@ -59,6 +63,15 @@ impl<R: MinRole> Signed<R> {
 
     pub fn live_available(&self) -> bool {
         self.owner.kyb_status() == KybStatus::Approved
+    }
+
+    /// This user, acting from this request's address: what the audit log records.
+    pub fn actor(&self) -> Actor {
+        Actor::user(
+            &self.owner.user.id,
+            &self.owner.user.email,
+            self.client_addr.clone(),
+        )
     }
 
     pub fn frame(&self, section: Section, mode: Mode, title: impl Into<String>) -> Frame {
@@ -113,9 +126,30 @@ impl<R: MinRole> FromRequestParts<AppState> for Signed<R> {
         }
         Ok(Signed {
             form_token: auth::form_token(token),
+            client_addr: client_addr(parts),
             owner,
             _role: PhantomData,
         })
+    }
+}
+
+/// The client's address as the api sees it: the TCP peer (no proxy header is trusted, as for
+/// the JSON API's failed-authentication limit).
+pub fn client_addr(parts: &Parts) -> Option<String> {
+    parts
+        .extensions
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|ConnectInfo(addr)| addr.ip().to_string())
+}
+
+/// The client's address, for handlers that have no session yet (signing in).
+pub struct ClientAddr(pub Option<String>);
+
+impl<S: Send + Sync> FromRequestParts<S> for ClientAddr {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        Ok(ClientAddr(client_addr(parts)))
     }
 }
 

@@ -1,10 +1,12 @@
 //! Adding a user to a business, one implementation for `api admin user create`, `api dev`'s demo
-//! user and (later) the Team page: a generated password, shown once, stored as Argon2id.
+//! user and the Team page: a generated password, shown once, stored as Argon2id, and the
+//! addition recorded in the audit log in the same transaction.
 
-use domain::Role;
 use domain::user::{generate_password, normalise_email};
-use sea_orm::DatabaseConnection;
+use domain::{AuditAction, Role};
+use sea_orm::{DatabaseConnection, TransactionTrait};
 use serde::Serialize;
+use shared::db::audit::{self, Actor, Entry};
 use shared::db::users::{self, CreateOutcome};
 
 /// What `api admin user create` prints: the only time the password is shown.
@@ -40,8 +42,19 @@ pub enum CreateUserError {
     Other(#[from] anyhow::Error),
 }
 
+/// Adds a user as an operator (`api admin user create`, `api dev`'s demo user).
 pub async fn create_user(
     db: &DatabaseConnection,
+    business_id: &str,
+    email: &str,
+    role: Role,
+) -> Result<IssuedUser, CreateUserError> {
+    create_user_by(db, &Actor::operator(), business_id, email, role).await
+}
+
+pub async fn create_user_by(
+    db: &DatabaseConnection,
+    actor: &Actor,
     business_id: &str,
     email: &str,
     role: Role,
@@ -49,17 +62,28 @@ pub async fn create_user(
     let email = normalise_email(email).ok_or(CreateUserError::InvalidEmail)?;
     let password = generate_password();
     let hash = super::auth::hash_password(password.clone()).await?;
-    match users::create(db, business_id, &email, role, &hash, domain::time::now())
+    let now = domain::time::now();
+    let txn = db.begin().await.map_err(anyhow::Error::from)?;
+    match users::create(&txn, business_id, &email, role, &hash, now)
         .await
         .map_err(anyhow::Error::from)?
     {
-        CreateOutcome::Created(user) => Ok(IssuedUser {
-            id: user.id,
-            business_id: user.business_id,
-            email: user.email,
-            role: role.as_str(),
-            password,
-        }),
+        CreateOutcome::Created(user) => {
+            let entry = Entry::new(business_id, AuditAction::UserAdded)
+                .target(user.email.as_str())
+                .detail(format!("as {}", role.label()));
+            audit::record(&txn, actor, entry, now)
+                .await
+                .map_err(anyhow::Error::from)?;
+            txn.commit().await.map_err(anyhow::Error::from)?;
+            Ok(IssuedUser {
+                id: user.id,
+                business_id: user.business_id,
+                email: user.email,
+                role: role.as_str(),
+                password,
+            })
+        }
         CreateOutcome::EmailTaken => Err(CreateUserError::EmailTaken),
         CreateOutcome::NoSuchBusiness => {
             Err(CreateUserError::NoSuchBusiness(business_id.to_owned()))

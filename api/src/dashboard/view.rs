@@ -66,14 +66,14 @@ pub const NAV: [NavEntry; 6] = [
         label: "Developers",
         slug: "developers",
         min_role: Role::Developer,
-        built: false,
+        built: true,
     },
     NavEntry {
         section: Section::Team,
         label: "Team",
         slug: "team",
         min_role: Role::Owner,
-        built: false,
+        built: true,
     },
 ];
 

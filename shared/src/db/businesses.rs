@@ -5,12 +5,13 @@ use sea_orm::{
 };
 use serde::Serialize;
 
+use super::audit::{self, Actor, Entry};
 use super::entities::{business, business_mode};
 use crate::crypto::Cipher;
 use domain::ids::new_id;
 use domain::keys::generate_webhook_secret;
 use domain::time::now;
-use domain::{KybStatus, Mode};
+use domain::{AuditAction, KybStatus, Mode};
 
 /// What `api admin business create` prints: the only time the secrets are shown.
 #[derive(Debug, Serialize)]
@@ -126,7 +127,55 @@ pub async fn set_webhook_url<C: ConnectionTrait>(
     Ok(res.rows_affected == 1)
 }
 
-/// Issues a new webhook secret; the old one keeps signing beside it for `overlap`.
+/// Sets the webhook URL of one mode (already checked by `webhook_url::check`) and records who
+/// did; false when there is no such business.
+pub async fn set_webhook_url_by(
+    db: &DatabaseConnection,
+    actor: &Actor,
+    id: &str,
+    mode: Mode,
+    url: &str,
+) -> Result<bool, DbErr> {
+    let txn = db.begin().await?;
+    if !set_webhook_url(&txn, id, mode, url).await? {
+        return Ok(false);
+    }
+    let entry = Entry::new(id, AuditAction::WebhookUrlSet)
+        .mode(mode)
+        .target(url);
+    audit::record(&txn, actor, entry, now()).await?;
+    txn.commit().await?;
+    Ok(true)
+}
+
+/// The version of a mode's webhook secret a page was shown with: a digest of its sealed form
+/// (which tells nothing about the secret), changed by every rotation.
+pub fn secret_version(row: &business_mode::Model) -> String {
+    domain::keys::sha256_hex(&row.webhook_secret_enc)[..16].to_owned()
+}
+
+/// A mode's settings (webhook URL, sealed secrets), if the business exists.
+pub async fn mode_settings<C: ConnectionTrait>(
+    db: &C,
+    id: &str,
+    mode: Mode,
+) -> Result<Option<business_mode::Model>, DbErr> {
+    business_mode::Entity::find_by_id((id.to_owned(), mode))
+        .one(db)
+        .await
+}
+
+#[derive(Debug)]
+pub enum Rotation {
+    /// The new secret, shown this once.
+    Rotated(String),
+    /// The secret was not the version expected (rotated meanwhile, or a form sent again):
+    /// nothing changed.
+    Stale,
+}
+
+/// Issues a new webhook secret as an operator (`api admin webhook rotate-secret`); the old one
+/// keeps signing beside it for `overlap`.
 pub async fn rotate_webhook_secret(
     db: &DatabaseConnection,
     cipher: &Cipher,
@@ -134,6 +183,28 @@ pub async fn rotate_webhook_secret(
     mode: Mode,
     overlap: Duration,
 ) -> Result<Option<String>, DbErr> {
+    Ok(
+        match rotate_webhook_secret_by(db, cipher, &Actor::operator(), id, mode, overlap, None)
+            .await?
+        {
+            Some(Rotation::Rotated(secret)) => Some(secret),
+            Some(Rotation::Stale) | None => None,
+        },
+    )
+}
+
+/// The one implementation of a rotation: a new secret, the old one signing beside it for
+/// `overlap`, when the current secret is still `expected_version` (if given), recorded in the
+/// audit log in the same transaction. None when there is no such business.
+pub async fn rotate_webhook_secret_by(
+    db: &DatabaseConnection,
+    cipher: &Cipher,
+    actor: &Actor,
+    id: &str,
+    mode: Mode,
+    overlap: Duration,
+    expected_version: Option<&str>,
+) -> Result<Option<Rotation>, DbErr> {
     let txn = db.begin().await?;
     // Locked: two rotations at once would each print a secret, and only one would take effect.
     let Some(row) = business_mode::Entity::find_by_id((id.to_owned(), mode))
@@ -143,6 +214,9 @@ pub async fn rotate_webhook_secret(
     else {
         return Ok(None);
     };
+    if expected_version.is_some_and(|v| v != secret_version(&row)) {
+        return Ok(Some(Rotation::Stale));
+    }
     let secret = generate_webhook_secret();
     let at = now();
     let mut active: business_mode::ActiveModel = row.clone().into();
@@ -151,8 +225,15 @@ pub async fn rotate_webhook_secret(
     active.webhook_secret_enc = Set(cipher.encrypt(&secret, &webhook_secret_context(id, mode)));
     active.updated_at = Set(at);
     active.update(&txn).await?;
+    let entry = Entry::new(id, AuditAction::WebhookSecretRotated)
+        .mode(mode)
+        .detail(format!(
+            "the previous secret signs beside the new one until {}",
+            domain::time::rfc3339(&(at + overlap))
+        ));
+    audit::record(&txn, actor, entry, at).await?;
     txn.commit().await?;
-    Ok(Some(secret))
+    Ok(Some(Rotation::Rotated(secret)))
 }
 
 /// The webhook URL configured for a business's mode, if any.

@@ -1,5 +1,5 @@
 //! Secret keys: issuing, rolling and revoking them (SPEC §1), and finding whose a presented key
-//! is. The api's `admin key` commands and the dashboard both change keys through [`change`].
+//! is. The api's `admin key` commands and the dashboard both change keys through [`change_by`].
 
 use chrono::{DateTime, Utc};
 use sea_orm::sea_query::Expr;
@@ -9,13 +9,14 @@ use sea_orm::{
 };
 use serde::Serialize;
 
+use super::audit::{self, Actor, Entry};
 use super::entities::{api_key, business, business_mode};
 use domain::ids::new_id;
 use domain::keys::{
     KeyGrace, generate_secret_key, hash_secret_key, key_last_four, last_used_minute,
 };
 use domain::time::rfc3339;
-use domain::{KybStatus, Mode};
+use domain::{AuditAction, KybStatus, Mode};
 
 /// Issues a new current key for a business and mode; returns the key, which is not stored.
 pub(crate) async fn issue<C: ConnectionTrait>(
@@ -53,13 +54,16 @@ fn working_at(at: DateTime<Utc>) -> Condition {
 }
 
 /// What to do with a business's keys in one mode.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum KeyAction {
     /// Issue a new key; the current one keeps working for the grace (none: it stops at once),
     /// and a key already expiring from an earlier roll stops at once, so at most two work.
     Roll(KeyGrace),
     /// Stop every working key at once. The mode then has no key until the next roll.
     Revoke,
+    /// Stop one working key (by id) at once; any other keeps working (the dashboard's Revoke
+    /// beside a key).
+    RevokeKey(String),
 }
 
 /// What a roll prints: the new key, shown this once.
@@ -82,9 +86,30 @@ pub enum KeyChange {
     Rolled(RolledKey),
     /// How many working keys were revoked.
     Revoked(u64),
+    /// The keys were not as the caller expected (a form sent again after its change, a key
+    /// already stopped): nothing changed.
+    Stale,
 }
 
-/// Rolls or revokes the keys of a business and mode; None when there is no such business.
+/// When a change applies: always (the admin commands), or only while the mode's newest working
+/// key is still the one a form was shown with (None: no key). A roll form sent twice (a
+/// reload, a double click) thereby rolls once, and its new key is in one response only.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Expect<'a> {
+    Anything,
+    Newest(Option<&'a str>),
+}
+
+/// A change, and the hashes of the keys it stopped or put on a grace (so a process can forget
+/// them in its authentication cache at once).
+#[derive(Debug)]
+pub struct Changed {
+    pub change: KeyChange,
+    pub key_hashes: Vec<String>,
+}
+
+/// Rolls or revokes the keys of a business and mode as an operator (`api admin key`); None when
+/// there is no such business.
 pub async fn change(
     db: &DatabaseConnection,
     business_id: &str,
@@ -92,6 +117,30 @@ pub async fn change(
     action: KeyAction,
     at: DateTime<Utc>,
 ) -> Result<Option<KeyChange>, DbErr> {
+    Ok(change_by(
+        db,
+        &Actor::operator(),
+        business_id,
+        mode,
+        action,
+        Expect::Anything,
+        at,
+    )
+    .await?
+    .map(|c| c.change))
+}
+
+/// The one implementation of key changes (`api admin key` and the dashboard): applies `action`
+/// when `expect` holds, and records it in the audit log in the same transaction.
+pub async fn change_by(
+    db: &DatabaseConnection,
+    actor: &Actor,
+    business_id: &str,
+    mode: Mode,
+    action: KeyAction,
+    expect: Expect<'_>,
+    at: DateTime<Utc>,
+) -> Result<Option<Changed>, DbErr> {
     let txn = db.begin().await?;
     // Writing the mode's row first locks it (a row lock on PostgreSQL, the write lock on
     // SQLite): two changes at once run one after the other, each seeing the other's keys.
@@ -108,43 +157,94 @@ pub async fn change(
         .filter(api_key::Column::BusinessId.eq(business_id))
         .filter(api_key::Column::Mode.eq(mode))
         .filter(working_at(at))
+        .order_by_desc(api_key::Column::CreatedAt)
+        .order_by_desc(api_key::Column::Id)
         .all(&txn)
         .await?;
-    let outcome = match action {
+    let stale = || {
+        Ok(Some(Changed {
+            change: KeyChange::Stale,
+            key_hashes: Vec::new(),
+        }))
+    };
+    if let Expect::Newest(expected) = expect
+        && working.first().map(|k| k.id.as_str()) != expected
+    {
+        return stale();
+    }
+    let shown =
+        |k: &api_key::Model| format!("sk_{mode}_…{}", k.last_four.as_deref().unwrap_or("????"));
+    let mut key_hashes = Vec::new();
+    let (outcome, entry) = match action {
         KeyAction::Roll(grace) => {
             let mut previous_key_expires_at = None;
+            let mut detail = "no key was working".to_owned();
             for key in working {
                 // The current key gets the grace; one still expiring from an earlier roll
                 // stops now, so the new key and the one just rolled are all that work.
                 let expires_at = if key.expires_at.is_none() {
                     let until = at + grace.as_duration();
                     previous_key_expires_at = Some(rfc3339(&until));
+                    detail = if grace.as_duration().is_zero() {
+                        format!("the previous key {} stopped at once", shown(&key))
+                    } else {
+                        format!(
+                            "the previous key {} works until {}",
+                            shown(&key),
+                            rfc3339(&until)
+                        )
+                    };
                     until
                 } else {
                     at
                 };
+                key_hashes.push(key.key_hash.clone());
                 let mut active: api_key::ActiveModel = key.into();
                 active.expires_at = Set(Some(expires_at));
                 active.update(&txn).await?;
             }
             let secret_key = issue(&txn, business_id, mode, at).await?;
-            KeyChange::Rolled(RolledKey {
+            let entry = Entry::new(business_id, AuditAction::KeyRolled)
+                .mode(mode)
+                .target(format!("sk_{mode}_…{}", key_last_four(&secret_key)))
+                .detail(detail);
+            let rolled = KeyChange::Rolled(RolledKey {
                 secret_key,
                 previous_key_expires_at,
-            })
+            });
+            (rolled, entry)
         }
-        KeyAction::Revoke => {
-            let ids: Vec<String> = working.into_iter().map(|k| k.id).collect();
+        KeyAction::Revoke | KeyAction::RevokeKey(_) => {
+            let chosen: Vec<api_key::Model> = match &action {
+                KeyAction::RevokeKey(id) => working.into_iter().filter(|k| &k.id == id).collect(),
+                _ => working,
+            };
+            if chosen.is_empty() && matches!(action, KeyAction::RevokeKey(_)) {
+                return stale();
+            }
+            let target = chosen.iter().map(shown).collect::<Vec<_>>().join(", ");
+            key_hashes.extend(chosen.iter().map(|k| k.key_hash.clone()));
+            let ids: Vec<String> = chosen.into_iter().map(|k| k.id).collect();
             let revoked = api_key::Entity::update_many()
                 .col_expr(api_key::Column::RevokedAt, Expr::value(at))
                 .filter(api_key::Column::Id.is_in(ids))
                 .exec(&txn)
                 .await?;
-            KeyChange::Revoked(revoked.rows_affected)
+            let mut entry = Entry::new(business_id, AuditAction::KeyRevoked).mode(mode);
+            entry = if target.is_empty() {
+                entry.detail("no key was working")
+            } else {
+                entry.target(target)
+            };
+            (KeyChange::Revoked(revoked.rows_affected), entry)
         }
     };
+    audit::record(&txn, actor, entry, at).await?;
     txn.commit().await?;
-    Ok(Some(outcome))
+    Ok(Some(Changed {
+        change: outcome,
+        key_hashes,
+    }))
 }
 
 /// A working key as the dashboard lists it: never more of the key than its last four.
@@ -159,7 +259,8 @@ pub struct KeySummary {
     pub last_used_at: Option<DateTime<Utc>>,
 }
 
-/// The working keys of a business and mode at `at`, newest first.
+/// The working keys of a business and mode at `at`, newest first (the order `change_by`'s
+/// `Expect::Newest` judges by).
 pub async fn list_working<C: ConnectionTrait>(
     db: &C,
     business_id: &str,
@@ -171,6 +272,7 @@ pub async fn list_working<C: ConnectionTrait>(
         .filter(api_key::Column::Mode.eq(mode))
         .filter(working_at(at))
         .order_by_desc(api_key::Column::CreatedAt)
+        .order_by_desc(api_key::Column::Id)
         .all(db)
         .await?;
     Ok(keys

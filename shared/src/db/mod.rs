@@ -1,6 +1,7 @@
 //! Storage: entities and the queries the processes need, on PostgreSQL or SQLite.
 
 pub mod accounts;
+pub mod audit;
 pub mod businesses;
 pub mod deliveries;
 pub mod deposits;

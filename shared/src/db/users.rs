@@ -9,10 +9,11 @@ use sea_orm::{
     PaginatorTrait, QueryFilter, QueryOrder, QuerySelect, TransactionSession, TransactionTrait,
 };
 
+use super::audit::{self, Actor, Entry};
 use super::entities::{business, dashboard_session, sign_in_throttle, user};
 use domain::ids::new_id;
 use domain::user::Throttle;
-use domain::{KybStatus, Role};
+use domain::{AuditAction, KybStatus, Role};
 
 pub use dashboard_session::Model as Session;
 pub use user::Model as User;
@@ -113,10 +114,11 @@ pub async fn count<C: ConnectionTrait>(db: &C) -> Result<u64, DbErr> {
 }
 
 /// Sets a new password hash and ends every session of the user except `keep` (the one that
-/// changed it), in one transaction.
+/// changed it), recorded in the audit log, in one transaction.
 pub async fn set_password(
     db: &DatabaseConnection,
-    user_id: &str,
+    actor: &Actor,
+    user: &User,
     password_hash: &str,
     keep: Option<&str>,
     now: DateTime<Utc>,
@@ -125,16 +127,109 @@ pub async fn set_password(
     user::Entity::update_many()
         .col_expr(user::Column::PasswordHash, password_hash.into())
         .col_expr(user::Column::UpdatedAt, now.into())
-        .filter(user::Column::Id.eq(user_id))
+        .filter(user::Column::Id.eq(user.id.as_str()))
         .exec(&txn)
         .await?;
     let mut others = dashboard_session::Entity::delete_many()
-        .filter(dashboard_session::Column::UserId.eq(user_id));
+        .filter(dashboard_session::Column::UserId.eq(user.id.as_str()));
     if let Some(keep) = keep {
         others = others.filter(dashboard_session::Column::Id.ne(keep));
     }
-    others.exec(&txn).await?;
+    let ended = others.exec(&txn).await?.rows_affected;
+    let entry = Entry::new(&user.business_id, AuditAction::PasswordChanged)
+        .target(user.email.as_str())
+        .detail(format!("{ended} other sessions ended"));
+    audit::record(&txn, actor, entry, now).await?;
     txn.commit().await
+}
+
+/// A change an owner makes to another user of the business (or to themselves).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MemberChange {
+    Role(Role),
+    /// The user and their sessions are deleted: they are signed out at once.
+    Remove,
+}
+
+#[derive(Debug)]
+pub enum MemberOutcome {
+    /// Done; the user as they were before.
+    Done(Box<User>),
+    /// No such user in this business.
+    NoSuchUser,
+    /// Refused: it would leave the business without an owner.
+    LastOwner,
+}
+
+/// Changes a user's role or removes them, unless that leaves the business without an owner
+/// (`domain::user::keeps_an_owner`), judged and done in one transaction with the business's users
+/// locked, so two owners demoting each other at once cannot both succeed. Recorded in the audit
+/// log in the same transaction.
+pub async fn change_member(
+    db: &DatabaseConnection,
+    actor: &Actor,
+    business_id: &str,
+    user_id: &str,
+    change: MemberChange,
+    now: DateTime<Utc>,
+) -> Result<MemberOutcome, DbErr> {
+    let txn = db.begin().await?;
+    // Writing the business's users first locks them (row locks on PostgreSQL, the write lock on
+    // SQLite): concurrent changes run one after the other, each seeing the other's result.
+    user::Entity::update_many()
+        .col_expr(user::Column::UpdatedAt, Expr::col(user::Column::UpdatedAt))
+        .filter(user::Column::BusinessId.eq(business_id))
+        .exec(&txn)
+        .await?;
+    let members = list_for_business(&txn, business_id).await?;
+    let Some(target) = members.iter().find(|u| u.id == user_id).cloned() else {
+        return Ok(MemberOutcome::NoSuchUser);
+    };
+    let roles_after = members.iter().filter_map(|u| {
+        if u.id != target.id {
+            Some(u.role)
+        } else {
+            match change {
+                MemberChange::Role(role) => Some(role),
+                MemberChange::Remove => None,
+            }
+        }
+    });
+    if !domain::user::keeps_an_owner(roles_after) {
+        return Ok(MemberOutcome::LastOwner);
+    }
+    let entry = match change {
+        MemberChange::Role(role) if role == target.role => {
+            // Nothing to change, nothing to record.
+            return Ok(MemberOutcome::Done(Box::new(target)));
+        }
+        MemberChange::Role(role) => {
+            user::Entity::update_many()
+                .col_expr(user::Column::Role, role.into())
+                .col_expr(user::Column::UpdatedAt, now.into())
+                .filter(user::Column::Id.eq(user_id))
+                .exec(&txn)
+                .await?;
+            Entry::new(business_id, AuditAction::UserRoleChanged)
+                .target(target.email.as_str())
+                .detail(format!("{} → {}", target.role.label(), role.label()))
+        }
+        MemberChange::Remove => {
+            dashboard_session::Entity::delete_many()
+                .filter(dashboard_session::Column::UserId.eq(user_id))
+                .exec(&txn)
+                .await?;
+            user::Entity::delete_by_id(user_id.to_owned())
+                .exec(&txn)
+                .await?;
+            Entry::new(business_id, AuditAction::UserRemoved)
+                .target(target.email.as_str())
+                .detail(format!("was {}", target.role.label()))
+        }
+    };
+    audit::record(&txn, actor, entry, now).await?;
+    txn.commit().await?;
+    Ok(MemberOutcome::Done(Box::new(target)))
 }
 
 /// Starts (Some) or abandons (None) a TOTP enrolment: the sealed secret waits for a code.

@@ -4,7 +4,7 @@
 use askama::Template;
 use axum::response::Response;
 
-use crate::dashboard::session::{Developer, MinRole, Owner, Scoped, Viewer};
+use crate::dashboard::session::{MinRole, Scoped, Viewer};
 use crate::dashboard::view::{self, Frame, Section};
 
 #[derive(Template)]
@@ -45,21 +45,5 @@ pub async fn balance(scope: Scoped<Viewer>) -> Response {
         &scope,
         Section::Balance,
         "Your balance, its ledger, payouts and the settlement account they are paid to.",
-    )
-}
-
-pub async fn developers(scope: Scoped<Developer>) -> Response {
-    coming(
-        &scope,
-        Section::Developers,
-        "Your secret keys (roll and revoke), the webhook URL and secret, and test events.",
-    )
-}
-
-pub async fn team(scope: Scoped<Owner>) -> Response {
-    coming(
-        &scope,
-        Section::Team,
-        "The people of your business and their roles: add, change and remove.",
     )
 }

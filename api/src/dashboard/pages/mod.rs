@@ -2,8 +2,10 @@
 
 pub mod accounts;
 pub mod coming;
+pub mod developers;
 pub mod profile;
 pub mod sign_in;
+pub mod team;
 
 use axum::response::Redirect;
 

@@ -1,14 +1,16 @@
 //! The profile page: one's password (changing it ends one's other sessions) and two-step
 //! verification (TOTP: enrol with a QR code drawn here, confirm with a code, remove with the
 //! password). The TOTP secret is sealed with the service's key; the page shows it only while
-//! enrolling, to the user enrolling.
+//! enrolling, to the user enrolling. Each change is recorded in the audit log.
 
 use askama::Template;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
-use domain::Mode;
 use domain::user::check_password;
+use domain::{AuditAction, Mode};
+use sea_orm::TransactionTrait;
+use shared::db::audit::{self, Entry};
 use shared::db::users;
 
 use crate::dashboard::FormFields;
@@ -155,7 +157,8 @@ pub async fn change_password(
     let hash = auth::hash_password(new.to_owned()).await?;
     users::set_password(
         &state.db,
-        &user.id,
+        &signed.actor(),
+        user,
         &hash,
         Some(&signed.owner.session.id),
         domain::time::now(),
@@ -215,9 +218,14 @@ pub async fn totp_confirm(
             StatusCode::UNPROCESSABLE_ENTITY,
         );
     };
-    if !users::confirm_totp(&state.db, &user.id, sealed, step, now).await? {
+    // The enrolment and its audit entry commit together.
+    let txn = state.db.begin().await?;
+    if !users::confirm_totp(&txn, &user.id, sealed, step, now).await? {
         return Ok(back(mode));
     }
+    let entry = Entry::new(&user.business_id, AuditAction::TotpEnabled).target(user.email.as_str());
+    audit::record(&txn, &signed.actor(), entry, now).await?;
+    txn.commit().await?;
     tracing::info!(user_id = %user.id, "dashboard TOTP enrolled");
     Ok(done(mode, "totp_on"))
 }
@@ -257,7 +265,12 @@ pub async fn totp_remove(
             StatusCode::UNPROCESSABLE_ENTITY,
         );
     }
-    users::remove_totp(&state.db, &user.id, domain::time::now()).await?;
+    let now = domain::time::now();
+    let txn = state.db.begin().await?;
+    users::remove_totp(&txn, &user.id, now).await?;
+    let entry = Entry::new(&user.business_id, AuditAction::TotpRemoved).target(user.email.as_str());
+    audit::record(&txn, &signed.actor(), entry, now).await?;
+    txn.commit().await?;
     tracing::info!(user_id = %user.id, "dashboard TOTP removed");
     Ok(done(mode, "totp_off"))
 }

@@ -7,13 +7,16 @@ use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use chrono::Duration;
+use domain::AuditAction;
 use domain::keys::sha256_hex;
 use domain::user::normalise_email;
+use sea_orm::TransactionTrait;
+use shared::db::audit::{self, Actor, Entry};
 use shared::db::users::{self, SessionOwner, User};
 
 use crate::dashboard::FormFields;
 use crate::dashboard::auth::{self, SESSION_COOKIE, SIGN_IN_COOKIE, TOTP_STEP_SECS};
-use crate::dashboard::session::Signed;
+use crate::dashboard::session::{ClientAddr, Signed};
 use crate::dashboard::view::{self, PageResult};
 use crate::extract::QueryPairs;
 use crate::state::AppState;
@@ -120,6 +123,7 @@ fn sign_in_page(
 pub async fn submit(
     State(state): State<AppState>,
     headers: HeaderMap,
+    ClientAddr(addr): ClientAddr,
     fields: FormFields,
 ) -> PageResult {
     let typed = fields.get("email");
@@ -169,7 +173,7 @@ pub async fn submit(
         ));
     }
     users::clear_failures(&state.db, &key).await?;
-    start_session(&state, &headers, &user, next).await
+    start_session(&state, &headers, &user, next, addr).await
 }
 
 /// A new session for a user who has passed every step: cookie set, sign-in cookie dropped.
@@ -178,10 +182,21 @@ async fn start_session(
     headers: &HeaderMap,
     user: &User,
     next: &str,
+    addr: Option<String>,
 ) -> PageResult {
     let token = auth::random_token();
     let now = domain::time::now();
-    users::open_session(&state.db, &user.id, &auth::token_hash(&token), false, now).await?;
+    let txn = state.db.begin().await?;
+    users::open_session(&txn, &user.id, &auth::token_hash(&token), false, now).await?;
+    let actor = Actor::user(&user.id, &user.email, addr);
+    audit::record(
+        &txn,
+        &actor,
+        Entry::new(&user.business_id, AuditAction::SignedIn),
+        now,
+    )
+    .await?;
+    txn.commit().await?;
     tracing::info!(user_id = %user.id, "dashboard sign-in");
     let secure = auth::secure_cookies(headers);
     Ok(with_cookies(
@@ -194,13 +209,18 @@ async fn start_session(
 }
 
 /// Ends the session of the cookie the browser sent, if any: signing in again replaces it.
-async fn end_presented_session(state: &AppState, headers: &HeaderMap) -> anyhow::Result<()> {
+/// Returns whose it was.
+async fn end_presented_session(
+    state: &AppState,
+    headers: &HeaderMap,
+) -> anyhow::Result<Option<SessionOwner>> {
     if let Some(token) = auth::cookie(headers, SESSION_COOKIE)
         && let Some(owner) = users::find_session(&state.db, &auth::token_hash(token)).await?
     {
         users::end_session(&state.db, &owner.session.id).await?;
+        return Ok(Some(owner));
     }
-    Ok(())
+    Ok(None)
 }
 
 /// The half-way session of the cookie: a right password, a code still to come, not too old.
@@ -238,6 +258,7 @@ pub async fn code_form(
 pub async fn code_submit(
     State(state): State<AppState>,
     headers: HeaderMap,
+    ClientAddr(addr): ClientAddr,
     fields: FormFields,
 ) -> PageResult {
     let Some(owner) = awaiting_code(&state, &headers).await? else {
@@ -291,16 +312,24 @@ pub async fn code_submit(
     }
     users::end_session(&state.db, &owner.session.id).await?;
     users::clear_failures(&state.db, &key).await?;
-    start_session(&state, &headers, user, next).await
+    start_session(&state, &headers, user, next, addr).await
 }
 
 /// Ends the session (whatever state it is in) and forgets its cookie.
 pub async fn sign_out(
     State(state): State<AppState>,
     headers: HeaderMap,
+    ClientAddr(addr): ClientAddr,
     _: FormFields,
 ) -> PageResult {
-    end_presented_session(&state, &headers).await?;
+    if let Some(owner) = end_presented_session(&state, &headers).await?
+        && !owner.session.awaiting_totp
+    {
+        let user = &owner.user;
+        let actor = Actor::user(&user.id, &user.email, addr);
+        let entry = Entry::new(&user.business_id, AuditAction::SignedOut);
+        audit::record(&state.db, &actor, entry, domain::time::now()).await?;
+    }
     let secure = auth::secure_cookies(&headers);
     Ok(with_cookies(
         Redirect::to("/dashboard/sign-in?signed_out=1").into_response(),

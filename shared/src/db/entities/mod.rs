@@ -2,6 +2,7 @@
 //! stored as their text: a value that is none of them is an error when the row is read.
 
 pub mod api_key;
+pub mod audit_entry;
 pub mod balance;
 pub mod business;
 pub mod business_mode;

@@ -1,0 +1,520 @@
+//! Developers, per mode (SPEC §1, §8): the working secret keys (prefix and last four, created,
+//! last used), rolling and revoking them through `keys::change_by` (the same implementation as
+//! `api admin key`), the webhook URL (the rules of `api admin webhook set`, in
+//! `shared::webhook_url`), rotating the webhook secret, and `webhook.test` events with their
+//! delivery attempts. Test mode is for developers and owners; live mode for owners, whose live
+//! changes carry their password.
+//!
+//! A new key or secret is in exactly one response body: the POST that made it renders the page
+//! itself (never a redirect to a page that could be loaded again), and its form names the state
+//! it was shown with (the newest key, the secret's version), so the same form sent again (a
+//! reload, the back button, a double click) finds that state gone and changes and shows nothing.
+
+use askama::Template;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Redirect, Response};
+use chrono::Duration;
+use domain::keys::KeyGrace;
+use domain::{AuditAction, EventType, Mode, Role};
+use sea_orm::TransactionTrait;
+use shared::db::audit::{self, Entry};
+use shared::db::businesses::{self, Rotation};
+use shared::db::keys::{self, Expect, KeyAction, KeyChange};
+use shared::db::paging::{PageRequest, Position};
+use shared::db::{deliveries, events};
+
+use crate::dashboard::FormFields;
+use crate::dashboard::auth;
+use crate::dashboard::session::{Developer, Scoped};
+use crate::dashboard::view::{self, Badge, Frame, PageResult, Section, When};
+use crate::extract::QueryPairs;
+use crate::state::AppState;
+
+/// How long the previous webhook secret keeps signing after a rotation (SPEC §6).
+const SECRET_OVERLAP_HOURS: i64 = 24;
+/// The test events the page shows, newest first.
+const TEST_EVENTS_SHOWN: u64 = 5;
+
+/// When the current key stops after a roll: the choices of SPEC §8.
+const GRACES: [(&str, &str, u64); 4] = [
+    ("now", "At once", 0),
+    ("1h", "In 1 hour", 3600),
+    ("24h", "In 24 hours", 86_400),
+    ("7d", "In 7 days", 604_800),
+];
+
+fn grace_of(value: &str) -> Option<KeyGrace> {
+    GRACES
+        .iter()
+        .find(|(v, _, _)| *v == value)
+        .and_then(|(_, _, secs)| KeyGrace::from_secs(*secs).ok())
+}
+
+struct GraceOption {
+    value: &'static str,
+    label: &'static str,
+    selected: bool,
+}
+
+/// The choice a roll form starts with: a day's overlap, so a routine roll breaks nothing while
+/// the new key is deployed ("At once" is there for a leaked key).
+const DEFAULT_GRACE: &str = "24h";
+
+struct KeyRow {
+    id: String,
+    shown: String,
+    created: When,
+    last_used: Option<When>,
+    /// Set on a key rolled away: it works until then.
+    expires: Option<When>,
+}
+
+struct AttemptRow {
+    at: When,
+    status: String,
+    ok: bool,
+    duration_ms: i64,
+    excerpt: Option<String>,
+}
+
+struct TestEventRow {
+    id: String,
+    created: When,
+    /// The latest delivery's state; None when the mode had no URL when it was sent.
+    delivery: Option<Badge>,
+    attempts: Vec<AttemptRow>,
+}
+
+/// What a POST adds to the page it renders.
+#[derive(Default)]
+struct Extra {
+    notice: Option<&'static str>,
+    error: Option<String>,
+    /// The key just issued: shown in this response only.
+    new_key: Option<NewKey>,
+    /// The webhook secret just issued: shown in this response only.
+    new_secret: Option<String>,
+    /// The URL as typed, when it was refused.
+    url_typed: Option<String>,
+}
+
+struct NewKey {
+    key: String,
+    previous_until: Option<When>,
+}
+
+#[derive(Template)]
+#[template(path = "developers.html")]
+struct DevelopersPage {
+    frame: Frame,
+    base: String,
+    notice: Option<&'static str>,
+    error: Option<String>,
+    /// Live changes carry the owner's password.
+    needs_password: bool,
+    keys: Vec<KeyRow>,
+    /// The newest working key's id ("" for none): what the roll form was shown with.
+    newest_key: String,
+    graces: Vec<GraceOption>,
+    new_key: Option<NewKey>,
+    webhook_url: Option<String>,
+    url_value: String,
+    secret_version: String,
+    previous_secret_until: Option<When>,
+    new_secret: Option<String>,
+    test_events: Vec<TestEventRow>,
+}
+
+/// Live keys and webhooks are an owner's (SPEC §8): a developer gets a page that says so.
+fn owners_only(scope: &Scoped<Developer>) -> Option<Response> {
+    (scope.mode == Mode::Live && !scope.signed.role().allows(Role::Owner)).then(|| {
+        view::render(
+            StatusCode::FORBIDDEN,
+            &view::FramedMessage {
+                frame: scope.frame(Section::Developers, "Developers"),
+                message: "Live keys and webhooks are managed by your business's owners. Test \
+                          mode's are yours."
+                    .into(),
+                link_href: "/dashboard/test/developers".into(),
+                link_label: "Go to test mode's Developers page".into(),
+            },
+        )
+    })
+}
+
+/// In live mode a change needs the owner's password again; in test mode nothing more.
+async fn password_confirmed(scope: &Scoped<Developer>, fields: &FormFields) -> bool {
+    scope.mode != Mode::Live
+        || auth::verify_password(
+            fields.get("password").to_owned(),
+            Some(scope.signed.owner.user.password_hash.clone()),
+        )
+        .await
+}
+
+const PASSWORD_NEEDED: &str =
+    "Your password was not right. Live keys and webhooks change only with your password.";
+
+fn base(mode: Mode) -> String {
+    format!("/dashboard/{mode}/developers")
+}
+
+async fn render(
+    state: &AppState,
+    scope: &Scoped<Developer>,
+    extra: Extra,
+    status: StatusCode,
+) -> PageResult {
+    let (business_id, mode) = (scope.business_id(), scope.mode);
+    let now = domain::time::now();
+    let working = keys::list_working(&state.db, business_id, mode, now).await?;
+    let newest_key = working.first().map(|k| k.id.clone()).unwrap_or_default();
+    let keys = working
+        .iter()
+        .map(|k| KeyRow {
+            id: k.id.clone(),
+            shown: format!("{}…{}", k.prefix, k.last_four.as_deref().unwrap_or("????")),
+            created: When::of(&k.created_at),
+            last_used: When::maybe(k.last_used_at.as_ref()),
+            expires: When::maybe(k.expires_at.as_ref()),
+        })
+        .collect();
+    let settings = businesses::mode_settings(&state.db, business_id, mode)
+        .await?
+        .ok_or_else(|| anyhow::anyhow!("the business has no {mode} settings"))?;
+    let webhook_url = settings.webhook_url.clone().filter(|u| !u.is_empty());
+    let previous_secret_until = settings
+        .previous_secret_expires_at
+        .filter(|until| *until > now && settings.previous_webhook_secret_enc.is_some())
+        .map(|until| When::of(&until));
+    let (sent, _) = events::list(
+        &state.db,
+        business_id,
+        mode,
+        Some(EventType::WebhookTest),
+        &PageRequest {
+            page_size: TEST_EVENTS_SHOWN,
+            position: Position::Page(1),
+        },
+    )
+    .await?;
+    let mut test_events = Vec::new();
+    for event in &sent.rows {
+        let sent_to = deliveries::for_event(&state.db, &event.id).await?;
+        let latest = sent_to.last();
+        test_events.push(TestEventRow {
+            id: event.id.clone(),
+            created: When::of(&event.created_at),
+            delivery: latest.map(|(d, _)| Badge::of(d.status.as_str())),
+            attempts: latest
+                .map(|(_, attempts)| {
+                    attempts
+                        .iter()
+                        .rev()
+                        .map(|a| AttemptRow {
+                            at: When::of(&a.attempted_at),
+                            status: if a.status_code == 0 {
+                                "No response".into()
+                            } else {
+                                a.status_code.to_string()
+                            },
+                            ok: (200..300).contains(&a.status_code),
+                            duration_ms: a.duration_ms,
+                            excerpt: a.response_excerpt.clone().filter(|e| !e.is_empty()),
+                        })
+                        .collect()
+                })
+                .unwrap_or_default(),
+        });
+    }
+    let page = DevelopersPage {
+        frame: scope.frame(Section::Developers, "Developers"),
+        base: base(mode),
+        notice: extra.notice,
+        error: extra.error,
+        needs_password: mode == Mode::Live,
+        keys,
+        newest_key,
+        graces: GRACES
+            .iter()
+            .map(|&(value, label, _)| GraceOption {
+                value,
+                label,
+                selected: value == DEFAULT_GRACE,
+            })
+            .collect(),
+        new_key: extra.new_key,
+        url_value: extra
+            .url_typed
+            .or_else(|| webhook_url.clone())
+            .unwrap_or_default(),
+        webhook_url,
+        secret_version: businesses::secret_version(&settings),
+        previous_secret_until,
+        new_secret: extra.new_secret,
+        test_events,
+    };
+    Ok(view::render(status, &page))
+}
+
+/// Messages after a change, by a fixed key in the URL (no text from the URL reaches the page).
+fn notice(done: Option<&str>) -> Option<&'static str> {
+    Some(match done? {
+        "revoked" => "The key was revoked: requests with it now get 401.",
+        "url" => "Webhook URL saved. New events go there.",
+        "test" => "Test event sent. Reload this page to see its delivery attempts.",
+        _ => return None,
+    })
+}
+
+fn done(mode: Mode, what: &str) -> Response {
+    Redirect::to(&format!("{}?done={what}", base(mode))).into_response()
+}
+
+fn failed(error: impl Into<String>) -> Extra {
+    Extra {
+        error: Some(error.into()),
+        ..Extra::default()
+    }
+}
+
+pub async fn show(
+    scope: Scoped<Developer>,
+    State(state): State<AppState>,
+    query: QueryPairs,
+) -> PageResult {
+    if let Some(refused) = owners_only(&scope) {
+        return Ok(refused);
+    }
+    let extra = Extra {
+        notice: notice(query.get("done")),
+        ..Extra::default()
+    };
+    render(&state, &scope, extra, StatusCode::OK).await
+}
+
+pub async fn roll(
+    scope: Scoped<Developer>,
+    State(state): State<AppState>,
+    fields: FormFields,
+) -> PageResult {
+    if let Some(refused) = owners_only(&scope) {
+        return Ok(refused);
+    }
+    let unprocessable = StatusCode::UNPROCESSABLE_ENTITY;
+    if !password_confirmed(&scope, &fields).await {
+        return render(&state, &scope, failed(PASSWORD_NEEDED), unprocessable).await;
+    }
+    let Some(grace) = grace_of(fields.get("expire")) else {
+        let error = failed("Choose when the current key stops working.");
+        return render(&state, &scope, error, unprocessable).await;
+    };
+    let shown_with = Some(fields.get("current_key")).filter(|id| !id.is_empty());
+    let changed = keys::change_by(
+        &state.db,
+        &scope.signed.actor(),
+        scope.business_id(),
+        scope.mode,
+        KeyAction::Roll(grace),
+        Expect::Newest(shown_with),
+        domain::time::now(),
+    )
+    .await?
+    .ok_or_else(|| anyhow::anyhow!("the business has no {} settings", scope.mode))?;
+    // This process stops honouring a key rolled away "at once" right now, not after its cache.
+    for hash in &changed.key_hashes {
+        state.auth_cache.forget(hash);
+    }
+    match changed.change {
+        KeyChange::Rolled(rolled) => {
+            tracing::info!(business_id = %scope.business_id(), mode = %scope.mode, "secret key rolled from the dashboard");
+            // "At once" has no time to show: the page says the key stopped.
+            let previous_until = rolled
+                .previous_key_expires_at
+                .as_deref()
+                .filter(|_| !grace.as_duration().is_zero())
+                .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+                .map(|t| When::of(&t.to_utc()));
+            let extra = Extra {
+                new_key: Some(NewKey {
+                    key: rolled.secret_key,
+                    previous_until,
+                }),
+                ..Extra::default()
+            };
+            render(&state, &scope, extra, StatusCode::OK).await
+        }
+        _ => {
+            let error = failed(
+                "This form was sent before: its key was rolled then and shown once. Nothing \
+                 changed now. If you did not copy that key, roll again.",
+            );
+            render(&state, &scope, error, StatusCode::CONFLICT).await
+        }
+    }
+}
+
+pub async fn revoke(
+    scope: Scoped<Developer>,
+    State(state): State<AppState>,
+    fields: FormFields,
+) -> PageResult {
+    if let Some(refused) = owners_only(&scope) {
+        return Ok(refused);
+    }
+    if !password_confirmed(&scope, &fields).await {
+        let error = failed(PASSWORD_NEEDED);
+        return render(&state, &scope, error, StatusCode::UNPROCESSABLE_ENTITY).await;
+    }
+    let changed = keys::change_by(
+        &state.db,
+        &scope.signed.actor(),
+        scope.business_id(),
+        scope.mode,
+        KeyAction::RevokeKey(fields.get("key_id").to_owned()),
+        Expect::Anything,
+        domain::time::now(),
+    )
+    .await?
+    .ok_or_else(|| anyhow::anyhow!("the business has no {} settings", scope.mode))?;
+    for hash in &changed.key_hashes {
+        state.auth_cache.forget(hash);
+    }
+    match changed.change {
+        KeyChange::Revoked(_) => Ok(done(scope.mode, "revoked")),
+        _ => {
+            let error = failed("That key had already stopped working: nothing changed.");
+            render(&state, &scope, error, StatusCode::CONFLICT).await
+        }
+    }
+}
+
+pub async fn set_webhook_url(
+    scope: Scoped<Developer>,
+    State(state): State<AppState>,
+    fields: FormFields,
+) -> PageResult {
+    if let Some(refused) = owners_only(&scope) {
+        return Ok(refused);
+    }
+    let typed = fields.get("url").trim().to_owned();
+    let unprocessable = StatusCode::UNPROCESSABLE_ENTITY;
+    let refuse = |error: String| Extra {
+        error: Some(error),
+        url_typed: Some(typed.clone()),
+        ..Extra::default()
+    };
+    if !password_confirmed(&scope, &fields).await {
+        return render(
+            &state,
+            &scope,
+            refuse(PASSWORD_NEEDED.into()),
+            unprocessable,
+        )
+        .await;
+    }
+    let url = match shared::webhook_url::check(scope.mode, &typed).await {
+        Ok(url) => url,
+        Err(e) => {
+            let mut why = e.to_string();
+            if let Some(first) = why.get_mut(0..1) {
+                first.make_ascii_uppercase();
+            }
+            return render(&state, &scope, refuse(format!("{why}.")), unprocessable).await;
+        }
+    };
+    let set = businesses::set_webhook_url_by(
+        &state.db,
+        &scope.signed.actor(),
+        scope.business_id(),
+        scope.mode,
+        url.as_str(),
+    )
+    .await?;
+    if !set {
+        return Err(anyhow::anyhow!("the business has no {} settings", scope.mode).into());
+    }
+    Ok(done(scope.mode, "url"))
+}
+
+pub async fn rotate_secret(
+    scope: Scoped<Developer>,
+    State(state): State<AppState>,
+    fields: FormFields,
+) -> PageResult {
+    if let Some(refused) = owners_only(&scope) {
+        return Ok(refused);
+    }
+    if !password_confirmed(&scope, &fields).await {
+        let error = failed(PASSWORD_NEEDED);
+        return render(&state, &scope, error, StatusCode::UNPROCESSABLE_ENTITY).await;
+    }
+    let rotation = businesses::rotate_webhook_secret_by(
+        &state.db,
+        &state.cipher,
+        &scope.signed.actor(),
+        scope.business_id(),
+        scope.mode,
+        Duration::hours(SECRET_OVERLAP_HOURS),
+        Some(fields.get("secret_version")),
+    )
+    .await?
+    .ok_or_else(|| anyhow::anyhow!("the business has no {} settings", scope.mode))?;
+    match rotation {
+        Rotation::Rotated(secret) => {
+            tracing::info!(business_id = %scope.business_id(), mode = %scope.mode, "webhook secret rotated from the dashboard");
+            let extra = Extra {
+                new_secret: Some(secret),
+                ..Extra::default()
+            };
+            render(&state, &scope, extra, StatusCode::OK).await
+        }
+        Rotation::Stale => {
+            let error = failed(
+                "This form was sent before: the secret was rotated then and shown once. Nothing \
+                 changed now. If you did not copy that secret, rotate again.",
+            );
+            render(&state, &scope, error, StatusCode::CONFLICT).await
+        }
+    }
+}
+
+pub async fn send_test_event(
+    scope: Scoped<Developer>,
+    State(state): State<AppState>,
+    _: FormFields,
+) -> PageResult {
+    if let Some(refused) = owners_only(&scope) {
+        return Ok(refused);
+    }
+    let (business_id, mode) = (scope.business_id(), scope.mode);
+    if businesses::webhook_url(&state.db, business_id, mode)
+        .await?
+        .is_none()
+    {
+        let error = failed("Set a webhook URL first: a test event is sent there.");
+        return render(&state, &scope, error, StatusCode::CONFLICT).await;
+    }
+    let now = domain::time::now();
+    // The event (and its delivery, written with it) and the audit entry commit together.
+    let txn = state.db.begin().await?;
+    let event = events::record(
+        &txn,
+        business_id,
+        mode,
+        EventType::WebhookTest,
+        &serde_json::json!({
+            "message": "A test event from the Developers page of the dashboard."
+        }),
+        now,
+    )
+    .await?;
+    let entry = Entry::new(business_id, AuditAction::WebhookTestSent)
+        .mode(mode)
+        .target(event.id.as_str());
+    audit::record(&txn, &scope.signed.actor(), entry, now).await?;
+    txn.commit().await?;
+    state.relay.kick();
+    Ok(done(mode, "test"))
+}

@@ -1,0 +1,64 @@
+//! The audit log's vocabulary (issue 15): what a person (or an operator) did to a business. Each
+//! action is one variant, stored as its text; the words people read are here too.
+
+use crate::text_enum::text_enum;
+
+text_enum! {
+    /// What was done. Never carries a secret: a key is named by its id and last four, a user by
+    /// e-mail, a webhook secret not at all.
+    pub enum AuditAction {
+        SignedIn = "session.signed_in",
+        SignedOut = "session.signed_out",
+        KeyRolled = "key.rolled",
+        KeyRevoked = "key.revoked",
+        WebhookUrlSet = "webhook.url_set",
+        WebhookSecretRotated = "webhook.secret_rotated",
+        WebhookTestSent = "webhook.test_sent",
+        /// For the Events page's resend (recorded by that page).
+        EventResent = "event.resent",
+        UserAdded = "user.added",
+        UserRoleChanged = "user.role_changed",
+        UserRemoved = "user.removed",
+        PasswordChanged = "profile.password_changed",
+        TotpEnabled = "profile.totp_enabled",
+        TotpRemoved = "profile.totp_removed",
+    }
+}
+
+impl AuditAction {
+    /// For people, on the Team page.
+    pub fn label(self) -> &'static str {
+        match self {
+            AuditAction::SignedIn => "Signed in",
+            AuditAction::SignedOut => "Signed out",
+            AuditAction::KeyRolled => "Rolled the secret key",
+            AuditAction::KeyRevoked => "Revoked a secret key",
+            AuditAction::WebhookUrlSet => "Set the webhook URL",
+            AuditAction::WebhookSecretRotated => "Rotated the webhook secret",
+            AuditAction::WebhookTestSent => "Sent a test event",
+            AuditAction::EventResent => "Resent an event",
+            AuditAction::UserAdded => "Added a user",
+            AuditAction::UserRoleChanged => "Changed a role",
+            AuditAction::UserRemoved => "Removed a user",
+            AuditAction::PasswordChanged => "Changed their password",
+            AuditAction::TotpEnabled => "Turned on two-step verification",
+            AuditAction::TotpRemoved => "Turned off two-step verification",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_action_has_its_own_text_and_words() {
+        let texts: std::collections::HashSet<_> =
+            AuditAction::ALL.iter().map(|a| a.as_str()).collect();
+        assert_eq!(texts.len(), AuditAction::ALL.len());
+        for action in AuditAction::ALL {
+            assert_eq!(AuditAction::parse(action.as_str()), Some(action));
+            assert!(!action.label().is_empty());
+        }
+    }
+}

@@ -1,0 +1,123 @@
+//! The audit log (issue 15): every change a dashboard user (or an operator's `api admin`
+//! command) makes to a business is recorded by the function that makes it, in the same
+//! transaction, so a change and its record commit together or not at all.
+
+use chrono::{DateTime, Utc};
+use sea_orm::{ActiveValue::Set, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter};
+
+use super::entities::audit_entry;
+use super::paging;
+use domain::ids::new_id;
+use domain::{AuditAction, Mode};
+
+pub use audit_entry::Model as AuditEntry;
+
+/// Who acts: a signed-in user (their id and e-mail, and the address their request came from), or
+/// an operator at the command line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Actor {
+    pub user_id: Option<String>,
+    pub email: Option<String>,
+    pub client_addr: Option<String>,
+}
+
+impl Actor {
+    /// An operator's `api admin` command: no user, no address.
+    pub fn operator() -> Actor {
+        Actor {
+            user_id: None,
+            email: None,
+            client_addr: None,
+        }
+    }
+
+    pub fn user(user_id: &str, email: &str, client_addr: Option<String>) -> Actor {
+        Actor {
+            user_id: Some(user_id.to_owned()),
+            email: Some(email.to_owned()),
+            client_addr,
+        }
+    }
+}
+
+/// What was done, to what.
+#[derive(Debug, Clone)]
+pub struct Entry<'a> {
+    pub business_id: &'a str,
+    pub action: AuditAction,
+    pub mode: Option<Mode>,
+    pub target: Option<String>,
+    pub detail: Option<String>,
+}
+
+impl<'a> Entry<'a> {
+    pub fn new(business_id: &'a str, action: AuditAction) -> Self {
+        Entry {
+            business_id,
+            action,
+            mode: None,
+            target: None,
+            detail: None,
+        }
+    }
+
+    pub fn mode(mut self, mode: Mode) -> Self {
+        self.mode = Some(mode);
+        self
+    }
+
+    pub fn target(mut self, target: impl Into<String>) -> Self {
+        self.target = Some(target.into());
+        self
+    }
+
+    pub fn detail(mut self, detail: impl Into<String>) -> Self {
+        self.detail = Some(detail.into());
+        self
+    }
+}
+
+/// Records one entry, in the caller's transaction.
+pub async fn record<C: ConnectionTrait>(
+    db: &C,
+    actor: &Actor,
+    entry: Entry<'_>,
+    at: DateTime<Utc>,
+) -> Result<(), DbErr> {
+    audit_entry::Entity::insert(audit_entry::ActiveModel {
+        id: Set(new_id("aud")),
+        business_id: Set(entry.business_id.to_owned()),
+        actor_user_id: Set(actor.user_id.clone()),
+        actor_email: Set(actor.email.clone()),
+        action: Set(entry.action),
+        mode: Set(entry.mode),
+        target: Set(entry.target),
+        detail: Set(entry.detail),
+        client_addr: Set(actor.client_addr.clone()),
+        created_at: Set(at),
+    })
+    .exec_without_returning(db)
+    .await?;
+    Ok(())
+}
+
+/// A page of a business's entries, newest first, and the total.
+pub async fn list<C: ConnectionTrait>(
+    db: &C,
+    business_id: &str,
+    request: &paging::PageRequest,
+) -> Result<(paging::Fetched<AuditEntry>, paging::Total), DbErr> {
+    let select =
+        audit_entry::Entity::find().filter(audit_entry::Column::BusinessId.eq(business_id));
+    let total = paging::exact_total(db, select.clone()).await?;
+    let fetched = paging::fetch(
+        db,
+        select,
+        audit_entry::Column::CreatedAt,
+        audit_entry::Column::Id,
+        request,
+        |e| (e.created_at, e.id.clone()),
+    )
+    .await?;
+    Ok((fetched, total))
+}

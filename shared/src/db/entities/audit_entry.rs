@@ -1,0 +1,28 @@
+//! One row of the audit log: who did what to a business, when, from where. Never a secret.
+
+use domain::{AuditAction, Mode};
+use sea_orm::entity::prelude::*;
+
+#[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+#[sea_orm(table_name = "audit_log")]
+pub struct Model {
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub id: String,
+    pub business_id: String,
+    /// None for an operator (`api admin`).
+    pub actor_user_id: Option<String>,
+    /// The actor's e-mail at the time.
+    pub actor_email: Option<String>,
+    pub action: AuditAction,
+    pub mode: Option<Mode>,
+    pub target: Option<String>,
+    pub detail: Option<String>,
+    /// The client's address as the api saw it.
+    pub client_addr: Option<String>,
+    pub created_at: DateTimeUtc,
+}
+
+#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+pub enum Relation {}
+
+impl ActiveModelBehavior for ActiveModel {}
