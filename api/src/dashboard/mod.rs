@@ -77,10 +77,23 @@ pub fn router() -> Router<AppState> {
             "/dashboard/{mode}/accounts/{id}",
             get(pages::accounts::show),
         )
+        .route("/dashboard/{mode}/deposits", get(pages::deposits::list))
+        .route(
+            "/dashboard/{mode}/deposits/export",
+            get(pages::deposits::export),
+        )
+        .route("/dashboard/{mode}/events", get(pages::events::list))
+        .route("/dashboard/{mode}/events/{id}", get(pages::events::show))
+        .route(
+            "/dashboard/{mode}/events/{id}/resend",
+            post(pages::events::resend),
+        )
+        .route("/dashboard/{mode}/balance", get(pages::balance::show))
+        .route(
+            "/dashboard/{mode}/balance/settlement-account",
+            post(pages::balance::change_settlement),
+        )
         // Not built yet: each shows a "coming" page in the frame, behind its role.
-        .route("/dashboard/{mode}/deposits", get(pages::coming::deposits))
-        .route("/dashboard/{mode}/events", get(pages::coming::events))
-        .route("/dashboard/{mode}/balance", get(pages::coming::balance))
         .route(
             "/dashboard/{mode}/developers",
             get(pages::coming::developers),

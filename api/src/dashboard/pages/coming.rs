@@ -4,7 +4,7 @@
 use askama::Template;
 use axum::response::Response;
 
-use crate::dashboard::session::{Developer, MinRole, Owner, Scoped, Viewer};
+use crate::dashboard::session::{Developer, MinRole, Owner, Scoped};
 use crate::dashboard::view::{self, Frame, Section};
 
 #[derive(Template)]
@@ -20,32 +20,6 @@ fn coming<R: MinRole>(scope: &Scoped<R>, section: Section, description: &'static
         frame: scope.frame(section, title),
         description,
     })
-}
-
-pub async fn deposits(scope: Scoped<Viewer>) -> Response {
-    coming(
-        &scope,
-        Section::Deposits,
-        "Every deposit of this mode, flagged ones marked, with search and a CSV export. Until \
-         then, each account's page lists its deposits.",
-    )
-}
-
-pub async fn events(scope: Scoped<Viewer>) -> Response {
-    coming(
-        &scope,
-        Section::Events,
-        "Every event sent to your webhook URL, with its delivery attempts, and a way to send one \
-         again. Until then, each account's page lists its events.",
-    )
-}
-
-pub async fn balance(scope: Scoped<Viewer>) -> Response {
-    coming(
-        &scope,
-        Section::Balance,
-        "Your balance, its ledger, payouts and the settlement account they are paid to.",
-    )
 }
 
 pub async fn developers(scope: Scoped<Developer>) -> Response {

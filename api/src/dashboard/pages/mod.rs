@@ -1,7 +1,11 @@
 //! The dashboard's pages, one module per section.
 
 pub mod accounts;
+pub mod balance;
 pub mod coming;
+pub mod deposits;
+pub mod events;
+pub mod listing;
 pub mod profile;
 pub mod sign_in;
 
