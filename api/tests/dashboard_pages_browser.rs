@@ -80,7 +80,11 @@ async fn rows(c: &Client, css: &str) -> usize {
 
 async fn account(app: &TestApp, n: u32) -> Value {
     let resp = app
-        .create(app.test_key(), &format!("k{n}"), &account_body(n, "test-bank"))
+        .create(
+            app.test_key(),
+            &format!("k{n}"),
+            &account_body(n, "test-bank"),
+        )
         .await;
     assert_eq!(resp.status(), 201);
     resp.json().await.unwrap()
@@ -120,8 +124,15 @@ async fn deposit(app: &TestApp, account: &Value, reference: &str, amount: i64, n
 struct AllowDownloads(PathBuf);
 
 impl WebDriverCompatibleCommand for AllowDownloads {
-    fn endpoint(&self, base: &url::Url, session: Option<&str>) -> Result<url::Url, url::ParseError> {
-        base.join(&format!("session/{}/goog/cdp/execute", session.unwrap_or("")))
+    fn endpoint(
+        &self,
+        base: &url::Url,
+        session: Option<&str>,
+    ) -> Result<url::Url, url::ParseError> {
+        base.join(&format!(
+            "session/{}/goog/cdp/execute",
+            session.unwrap_or("")
+        ))
     }
 
     fn method_and_body(&self, _: &url::Url) -> (Method, Option<String>) {
@@ -190,13 +201,23 @@ async fn search_deposits_and_download_the_csv(backend: Backend) {
     for i in 0..3 {
         deposit(&app, &first, &format!("FIRST-{i}"), 150_000 + i, "rent").await;
     }
-    deposit(&app, &second, "SECOND-1", 2_500_050, "School fees, term \"2\"").await;
+    deposit(
+        &app,
+        &second,
+        "SECOND-1",
+        2_500_050,
+        "School fees, term \"2\"",
+    )
+    .await;
     deposit(&app, &second, "SECOND-2", 99_900, "=1+1").await;
     let (email, password) = add_user(&app, Role::Viewer).await;
     sign_in(c, &app, &email, &password).await;
 
     click(c, "nav.sidenav a[href='/dashboard/test/deposits']").await;
-    wait_for_url(c, "the deposits page", |u| u.path() == "/dashboard/test/deposits").await;
+    wait_for_url(c, "the deposits page", |u| {
+        u.path() == "/dashboard/test/deposits"
+    })
+    .await;
     assert!(body_text(c).await.contains("1–5 of 5 deposits"));
     assert_eq!(rows(c, "table.data tbody tr").await, 5);
 
@@ -234,11 +255,18 @@ async fn search_deposits_and_download_the_csv(backend: Backend) {
         .expect("downloads allowed");
     click(c, "a[href*='/deposits/export']").await;
     let (name, bytes) = downloaded(downloads.path()).await;
-    assert!(name.starts_with("deposits-test-") && name.ends_with(".csv"), "{name}");
+    assert!(
+        name.starts_with("deposits-test-") && name.ends_with(".csv"),
+        "{name}"
+    );
     let text = String::from_utf8(bytes).expect("UTF-8");
     let text = text.strip_prefix('\u{feff}').expect("a byte-order mark");
     let records = parse_csv(text);
-    assert_eq!(records.len(), 3, "the header and the filtered set: {records:?}");
+    assert_eq!(
+        records.len(),
+        3,
+        "the header and the filtered set: {records:?}"
+    );
     let col = |name: &str| records[0].iter().position(|h| h == name).unwrap();
     let references: Vec<&str> = records[1..]
         .iter()
@@ -249,7 +277,11 @@ async fn search_deposits_and_download_the_csv(backend: Backend) {
     assert_eq!(records[2][col("Narration")], "School fees, term \"2\"");
     assert_eq!(records[2][col("Amount (NGN)")], "25000.50");
     assert_eq!(records[2][col("Amount (kobo)")], "2500050");
-    assert!(records[1..].iter().all(|r| r[col("Account number")] == number));
+    assert!(
+        records[1..]
+            .iter()
+            .all(|r| r[col("Account number")] == number)
+    );
     browser.finish().await;
 }
 
@@ -295,7 +327,11 @@ async fn resend_an_event_and_see_the_new_delivery() {
     .await;
     assert!(body_text(c).await.contains("Sent again"));
     let both = receiver.wait_for(2, Duration::from_secs(20)).await;
-    assert_eq!(both[1].webhook_id(), first[0].webhook_id(), "the same event");
+    assert_eq!(
+        both[1].webhook_id(),
+        first[0].webhook_id(),
+        "the same event"
+    );
     for _ in 0..100 {
         if rows(c, attempts).await == 2 {
             break;
@@ -332,7 +368,7 @@ async fn a_viewer_sees_no_resend_or_settlement_change_and_an_owner_changes_it() 
     c.goto(&app.url("/dashboard/test/balance")).await.unwrap();
     let text = body_text(c).await;
     assert!(text.contains("₦1,500.00"), "the balance");
-    assert_eq!(rows(c, "form[action$='/settlement-account']").await, 0);
+    assert_eq!(rows(c, "form[action*='/settlement-account']").await, 0);
     assert!(text.contains("An owner of your business can set it here"));
     click(c, "form[action='/dashboard/sign-out'] button").await;
     wait_for_url(c, "signed out", |u| u.path() == "/dashboard/sign-in").await;
@@ -349,7 +385,7 @@ async fn a_viewer_sees_no_resend_or_settlement_change_and_an_owner_changes_it() 
         .unwrap();
     fill(c, "#accountNumber", &number).await;
     fill(c, "#password", "not the password").await;
-    click(c, "form[action$='/settlement-account'] button[type=submit]").await;
+    click(c, "form[action*='/settlement-account'] button[type=submit]").await;
     c.wait()
         .for_element(Locator::Css(".notice.error"))
         .await
@@ -357,7 +393,7 @@ async fn a_viewer_sees_no_resend_or_settlement_change_and_an_owner_changes_it() 
     assert!(body_text(c).await.contains("Your password is not right"));
     // What was typed is kept; the password is typed again.
     fill(c, "#password", &owner_password).await;
-    click(c, "form[action$='/settlement-account'] button[type=submit]").await;
+    click(c, "form[action*='/settlement-account'] button[type=submit]").await;
     wait_for_url(c, "the saved account", |u| {
         u.query() == Some("done=settlement")
     })
@@ -418,7 +454,12 @@ async fn screenshots() {
     for n in 0..4 {
         accounts.push(account(&app, n).await);
     }
-    let narrations = ["Invoice 1042", "School fees, term 2", "Rent for March", "Order #5521"];
+    let narrations = [
+        "Invoice 1042",
+        "School fees, term 2",
+        "Rent for March",
+        "Order #5521",
+    ];
     for i in 0..32 {
         let a = &accounts[i % 3];
         deposit(
@@ -442,7 +483,14 @@ async fn screenshots() {
         .await;
     assert_eq!(resp.status(), 200);
     tokio::time::sleep(Duration::from_millis(1100)).await;
-    deposit(&app, &accounts[3], "WEMA000000000LATE", 500_000, "Late transfer").await;
+    deposit(
+        &app,
+        &accounts[3],
+        "WEMA000000000LATE",
+        500_000,
+        "Late transfer",
+    )
+    .await;
     let put = app
         .client
         .put(app.url("/v1/settlement-account"))
@@ -476,12 +524,17 @@ async fn screenshots() {
     .await
     .unwrap();
     shoot("24-deposits-search-flagged").await;
-    c.goto(&app.url("/dashboard/test/deposits?q=NOPE")).await.unwrap();
+    c.goto(&app.url("/dashboard/test/deposits?q=NOPE"))
+        .await
+        .unwrap();
     shoot("25-deposits-no-match").await;
     c.goto(&app.url("/dashboard/test/events")).await.unwrap();
     shoot("26-events").await;
     let events: Value = app
-        .get(app.test_key(), "/v1/events?type=deposit.received&pageSize=100")
+        .get(
+            app.test_key(),
+            "/v1/events?type=deposit.received&pageSize=100",
+        )
         .await
         .json()
         .await
@@ -508,7 +561,7 @@ async fn screenshots() {
         .send_keys("wrong password here")
         .await
         .unwrap();
-    click(c, "form[action$='/settlement-account'] button[type=submit]").await;
+    click(c, "form[action*='/settlement-account'] button[type=submit]").await;
     c.wait()
         .for_element(Locator::Css(".notice.error"))
         .await

@@ -188,7 +188,12 @@ async fn a_full_browse_of_deposits_events_and_balance_shows_no_secret(backend: B
     let mut bvns = Vec::new();
     let mut accounts = Vec::new();
     for n in 0..2 {
-        bvns.push(account_body(n, "test-bank")["customerBvn"].as_str().unwrap().to_owned());
+        bvns.push(
+            account_body(n, "test-bank")["customerBvn"]
+                .as_str()
+                .unwrap()
+                .to_owned(),
+        );
         accounts.push(account(&app, n).await);
     }
     let mut nin_body = account_body(9, "test-bank");
@@ -263,7 +268,10 @@ async fn a_full_browse_of_deposits_events_and_balance_shows_no_secret(backend: B
     let csv = http.get("/dashboard/test/deposits/export").await;
     assert_eq!(csv_records(&csv).len(), 1 + 3);
     let balance = http.get("/dashboard/test/balance").await;
-    assert!(balance.body.contains("₦55,000.00"), "available: 3 × 20,000 − 5,000");
+    assert!(
+        balance.body.contains("₦55,000.00"),
+        "available: 3 × 20,000 − 5,000"
+    );
     assert!(balance.body.contains("₦5,000.00"), "the payout");
     assert!(balance.body.contains("november"));
 
@@ -288,9 +296,7 @@ async fn a_full_browse_of_deposits_events_and_balance_shows_no_secret(backend: B
     }
 }
 
-async fn one_business_never_sees_another_businesses_deposits_events_or_payouts(
-    backend: Backend,
-) {
+async fn one_business_never_sees_another_businesses_deposits_events_or_payouts(backend: Backend) {
     let app = spawn_app(backend).await;
     let other = app.other_business("Other Co", KybStatus::Approved).await;
     let theirs = account_with(&app, &other.test.secret_key, 1).await;
@@ -479,7 +485,11 @@ async fn posts_without_their_form_token_are_refused_and_change_nothing(backend: 
         404,
         "nothing was stored"
     );
-    assert_eq!(delivery_count(&app, &event).await, before, "nothing was resent");
+    assert_eq!(
+        delivery_count(&app, &event).await,
+        before,
+        "nothing was resent"
+    );
 }
 
 async fn roles_decide_who_resends_and_who_changes_the_settlement_account(backend: Backend) {
@@ -541,7 +551,9 @@ async fn roles_decide_who_resends_and_who_changes_the_settlement_account(backend
             .contains("Save settlement account")
     );
     let token = page.form_token();
-    let resent = developer.post(&resend_path, &[("form_token", &token)]).await;
+    let resent = developer
+        .post(&resend_path, &[("form_token", &token)])
+        .await;
     assert_eq!(resent.status, 303);
     assert_eq!(resent.location(), format!("{event_page}?done=resent"));
     let refused = post_settlement(
@@ -605,9 +617,24 @@ async fn the_settlement_account_changes_only_with_the_owners_password_and_the_ap
             "Your password is not right",
         ),
         (good.as_str(), "", 422, "Your password is not right"),
-        ("0123456789", password.as_str(), 422, "not an account number of that bank"),
-        ("12345", password.as_str(), 422, "not an account number of that bank"),
-        (unknown.as_str(), password.as_str(), 422, "The bank has no account with that number"),
+        (
+            "0123456789",
+            password.as_str(),
+            422,
+            "not an account number of that bank",
+        ),
+        (
+            "12345",
+            password.as_str(),
+            422,
+            "not an account number of that bank",
+        ),
+        (
+            unknown.as_str(),
+            password.as_str(),
+            422,
+            "The bank has no account with that number",
+        ),
     ];
     for (number, pw, status, message) in cases {
         let answer = post(number, pw).await;
@@ -712,12 +739,23 @@ async fn deposits_are_searched_filtered_and_paged_by_cursor(backend: Backend) {
         .as_str()
         .replace("&amp;", "&");
     let page2 = http.get(&next).await;
-    assert!(page2.body.contains("26–32 of 32 deposits"), "{}", page2.body);
+    assert!(
+        page2.body.contains("26–32 of 32 deposits"),
+        "{}",
+        page2.body
+    );
     for i in 0..7 {
         assert!(page2.body.contains(&format!("TXN-{i:03}")), "TXN-{i:03}");
     }
     assert!(!page2.body.contains("rel=\"next\" href"), "the last page");
-    assert!(page2.body.contains("href=\"/dashboard/test/deposits\" rel=\"prev\"") || page2.body.contains("rel=\"prev\" href=\"/dashboard/test/deposits\""));
+    assert!(
+        page2
+            .body
+            .contains("href=\"/dashboard/test/deposits\" rel=\"prev\"")
+            || page2
+                .body
+                .contains("rel=\"prev\" href=\"/dashboard/test/deposits\"")
+    );
     // A forged cursor reads as the first page.
     let forged = http.get("/dashboard/test/deposits?cursor=bm9wZQ").await;
     assert!(forged.body.contains("1–25 of 32 deposits"));
@@ -733,18 +771,30 @@ async fn deposits_are_searched_filtered_and_paged_by_cursor(backend: Backend) {
     let by_number = http
         .get(&format!("/dashboard/test/deposits?q=%20{number}%20"))
         .await;
-    assert!(by_number.body.contains("1–12 of 12 deposits"), "{}", by_number.body);
+    assert!(
+        by_number.body.contains("1–12 of 12 deposits"),
+        "{}",
+        by_number.body
+    );
     assert!(!by_number.body.contains("TXN-001"));
     let flagged = http
-        .get(&format!("/dashboard/test/deposits?q={number}&status=flagged"))
+        .get(&format!(
+            "/dashboard/test/deposits?q={number}&status=flagged"
+        ))
         .await;
-    assert!(flagged.body.contains("1–2 of 2 deposits"), "{}", flagged.body);
+    assert!(
+        flagged.body.contains("1–2 of 2 deposits"),
+        "{}",
+        flagged.body
+    );
     let flagged_all = http.get("/dashboard/test/deposits?status=flagged").await;
     assert!(flagged_all.body.contains("1–2 of 2 deposits"));
     assert!(flagged_all.body.contains("selected>Flagged"));
     // Bad search text: the reason, and the unfiltered list.
     let long = "x".repeat(201);
-    let refused = http.get(&format!("/dashboard/test/deposits?q={long}")).await;
+    let refused = http
+        .get(&format!("/dashboard/test/deposits?q={long}"))
+        .await;
     assert!(refused.body.contains("at most 200 characters"));
     assert!(refused.body.contains("1–25 of 32 deposits"));
     // Live mode has none (and is closed before KYB).
@@ -793,7 +843,11 @@ async fn the_csv_export_is_the_whole_filtered_set_as_a_spreadsheet_reads_it(back
         .get(&format!("/dashboard/test/deposits?q={number}"))
         .await;
     let href = format!("/dashboard/test/deposits/export?q={number}");
-    assert!(page.body.contains(&format!("href=\"{href}\"")), "{}", page.body);
+    assert!(
+        page.body.contains(&format!("href=\"{href}\"")),
+        "{}",
+        page.body
+    );
 
     let all = csv_records(&http.get("/dashboard/test/deposits/export").await);
     assert_eq!(all.len() as i64, 1 + n + 1, "every deposit, once");
@@ -867,7 +921,9 @@ async fn events_are_listed_by_type_with_their_delivery_attempts(backend: Backend
     )
     .await;
     app.relay.kick();
-    receiver.wait_for(1, std::time::Duration::from_secs(20)).await;
+    receiver
+        .wait_for(1, std::time::Duration::from_secs(20))
+        .await;
     let events: Value = app
         .get(app.test_key(), "/v1/events")
         .await
@@ -887,7 +943,10 @@ async fn events_are_listed_by_type_with_their_delivery_attempts(backend: Backend
                 .json()
                 .await
                 .unwrap();
-            !e["deliveries"][0]["attempts"].as_array().unwrap().is_empty()
+            !e["deliveries"][0]["attempts"]
+                .as_array()
+                .unwrap()
+                .is_empty()
         },
     )
     .await;
@@ -901,17 +960,144 @@ async fn events_are_listed_by_type_with_their_delivery_attempts(backend: Backend
         .await;
     assert!(!filtered.body.contains(&event));
     assert!(filtered.body.contains("No events of this type"));
-    let by_type = http.get("/dashboard/test/events?type=deposit.received").await;
+    let by_type = http
+        .get("/dashboard/test/events?type=deposit.received")
+        .await;
     assert!(by_type.body.contains(&event));
     assert!(by_type.body.contains("1–1 of 1 event"));
 
     let page = http.get(&format!("/dashboard/test/events/{event}")).await;
     assert_eq!(page.status, 200);
     assert!(page.body.contains(&receiver.url), "where it went");
-    assert!(page.body.contains(">500<"), "the status code of the attempt");
+    assert!(
+        page.body.contains(">500<"),
+        "the status code of the attempt"
+    );
     // The receiver's answer is shown as text, never as markup.
     assert!(page.body.contains("receiver down"));
     assert!(!page.body.contains("<b>now"), "escaped");
     assert!(page.body.contains("REF-1"), "the data sent");
-    assert!(page.body.contains(&format!("/dashboard/test/accounts/{}", s(&a, "id"))));
+    assert!(
+        page.body
+            .contains(&format!("/dashboard/test/accounts/{}", s(&a, "id")))
+    );
+}
+
+/// Figures, not a check: the Deposits page and its export for a business with many deposits
+/// (`VAS_SCALE_DEPOSITS`, default 1,000,000, over 1,000 accounts; one in a thousand flagged), on
+/// the PostgreSQL of TEST_DATABASE_URL. `cargo test --release -p api --test dashboard_pages_http
+/// deposits_page_at_scale -- --ignored --nocapture`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "a measurement: inserts a million deposits"]
+async fn deposits_page_at_scale() {
+    use sea_orm::ConnectionTrait;
+    let Some(backend) = Backend::postgres() else {
+        eprintln!("SKIPPED deposits_page_at_scale: TEST_DATABASE_URL is not set");
+        return;
+    };
+    let n: u64 = std::env::var("VAS_SCALE_DEPOSITS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1_000_000);
+    let app = spawn_app(backend).await;
+    let business = &app.business.id;
+    let started = std::time::Instant::now();
+    for sql in [
+        format!(
+            "INSERT INTO virtual_accounts (id, business_id, mode, status, bank, account_number, \
+             account_name, customer_name, customer_email, customer_phone, customer_reference, \
+             identity_type, identity_enc, created_at, activated_at, updated_at) \
+             SELECT 'va_' || lpad(g::text, 26, '0'), '{business}', 'test', 'active', 'test-bank', \
+             lpad(g::text, 10, '0'), 'Acme Ltd/Customer ' || g, 'Customer ' || g, \
+             'c' || g || '@example.com', '+2348030000000', 'ref-' || g, 'bvn', 'sealed', \
+             now() - interval '400 days', now(), now() FROM generate_series(1, 1000) g"
+        ),
+        format!(
+            "INSERT INTO deposits (id, account_id, business_id, mode, bank, status, amount, \
+             currency, provider_reference, sender_name, sender_account_number, sender_bank_name, \
+             narration, source, received_at, created_at) \
+             SELECT 'dep_' || lpad(g::text, 26, '0'), 'va_' || lpad((g % 1000 + 1)::text, 26, '0'), \
+             '{business}', 'test', 'test-bank', \
+             CASE WHEN g % 1000 = 0 THEN 'flagged' ELSE 'credited' END, 10000 + g % 100000, 'NGN', \
+             'TXN' || lpad(g::text, 12, '0'), 'Sender ' || g, '0011223344', 'Zenith Bank', \
+             'payment ' || g, 'notification', now() - (g || ' seconds')::interval, \
+             now() - (g || ' seconds')::interval FROM generate_series(1, {n}) g"
+        ),
+        "ANALYZE virtual_accounts".to_owned(),
+        "ANALYZE deposits".to_owned(),
+    ] {
+        app.db.execute_unprepared(&sql).await.unwrap();
+    }
+    eprintln!("inserted {n} deposits in {:?}", started.elapsed());
+    let (mut http, _) = signed_in(&app, Role::Viewer).await;
+    let page1 = http.get("/dashboard/test/deposits").await;
+    let next = regex::Regex::new(r#"rel="next" href="([^"]+)""#)
+        .unwrap()
+        .captures(&page1.body)
+        .expect("a next link")[1]
+        .replace("&amp;", "&");
+    let probe = n / 2 + 7;
+    let cases = [
+        ("page 1", "/dashboard/test/deposits".to_owned()),
+        ("the next page (cursor)", next),
+        (
+            "a reference matching one",
+            format!("/dashboard/test/deposits?q=TXN{probe:012}"),
+        ),
+        (
+            "an account number (1,000 deposits)",
+            "/dashboard/test/deposits?q=0000000500".to_owned(),
+        ),
+        (
+            "a search matching none",
+            "/dashboard/test/deposits?q=NOPE".to_owned(),
+        ),
+        (
+            "flagged only",
+            "/dashboard/test/deposits?status=flagged".to_owned(),
+        ),
+        (
+            "CSV of one account (1,000 rows)",
+            "/dashboard/test/deposits/export?q=0000000500".to_owned(),
+        ),
+    ];
+    for (what, path) in cases {
+        let mut times = Vec::new();
+        let mut size = 0;
+        for _ in 0..30 {
+            let t = std::time::Instant::now();
+            let answer = http.get(&path).await;
+            times.push(t.elapsed().as_secs_f64() * 1000.0);
+            assert_eq!(answer.status, 200, "{what}");
+            size = answer.body.len();
+        }
+        http.seen.clear();
+        times.sort_by(f64::total_cmp);
+        eprintln!(
+            "{what}: p50 {:.1} ms, p99 {:.1} ms (30 runs), {size} bytes",
+            times[14], times[29]
+        );
+    }
+    // The whole export, counted as it streams (not held in memory here either).
+    let cookie = format!("{SESSION_COOKIE}={}", http.cookies[SESSION_COOKIE]);
+    let t = std::time::Instant::now();
+    let mut response = app
+        .client
+        .get(app.url("/dashboard/test/deposits/export"))
+        .header("cookie", cookie)
+        .send()
+        .await
+        .unwrap();
+    let first = t.elapsed();
+    let (mut bytes, mut lines) = (0usize, 0usize);
+    while let Some(chunk) = response.chunk().await.unwrap() {
+        bytes += chunk.len();
+        lines += chunk.iter().filter(|b| **b == b'\n').count();
+    }
+    eprintln!(
+        "CSV of all {n}: headers after {:.1} ms, whole in {:.1} s, {lines} lines, {bytes} bytes",
+        first.as_secs_f64() * 1000.0,
+        t.elapsed().as_secs_f64(),
+    );
+    assert_eq!(lines as u64, n + 1);
 }

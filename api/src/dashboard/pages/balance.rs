@@ -8,9 +8,9 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect};
 use chrono::Utc;
+use domain::Role;
 use domain::banks::SETTLEMENT_BANKS;
 use domain::payout::{EntryType, PayoutStatus, Schedule, SettlementRequest};
-use domain::Role;
 use shared::db::paging::Filter;
 use shared::db::{ledger, payouts};
 
@@ -61,7 +61,9 @@ struct PayoutRow {
     created: When,
     amount: String,
     status: Badge,
-    destination: String,
+    to_name: String,
+    /// The bank and account number.
+    to_bank: String,
     reference: Option<String>,
     narration: Option<String>,
     /// The failure reason, or the provider's session id once it succeeded.
@@ -92,6 +94,7 @@ struct BalancePage {
     updated: Option<When>,
     settlement: Option<Settlement>,
     daily_at: String,
+    min_payout: String,
     is_owner: bool,
     form: FormValues,
     form_action: String,
@@ -118,7 +121,16 @@ pub async fn show(
         Some("settlement") => Some("Settlement account saved."),
         _ => None,
     };
-    render(&state, &scope, &query, notice, Vec::new(), None, StatusCode::OK).await
+    render(
+        &state,
+        &scope,
+        &query,
+        notice,
+        Vec::new(),
+        None,
+        StatusCode::OK,
+    )
+    .await
 }
 
 async fn render<R: MinRole>(
@@ -209,7 +221,8 @@ async fn render<R: MinRole>(
             created: When::of(&p.created_at),
             amount: naira(p.amount),
             status: Badge::of(p.status.as_str()),
-            destination: format!("{} · {} · {}", p.account_name, p.bank_name, p.account_number),
+            to_name: p.account_name.clone(),
+            to_bank: format!("{} · {}", p.bank_name, p.account_number),
             reference: p.reference.clone(),
             narration: p.narration.clone(),
             detail: match (&p.failure_reason, &p.session_id) {
@@ -283,6 +296,7 @@ async fn render<R: MinRole>(
         updated: balance.as_ref().map(|b| When::of(&b.updated_at)),
         settlement,
         daily_at: state.config.payouts.daily_at.clone(),
+        min_payout: naira(domain::payout::MIN_PAYOUT),
         is_owner: scope.signed.role().allows(Role::Owner),
         form,
         form_action: format!("/dashboard/{m}/balance/settlement-account"),

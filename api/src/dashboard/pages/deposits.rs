@@ -11,10 +11,10 @@ use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use domain::{DepositSource, DepositStatus, Mode};
 use futures::StreamExt;
+use sea_orm::DatabaseConnection;
+use shared::db::accounts;
 use shared::db::deposits::{self, Deposit, ModeQuery};
 use shared::db::paging::{Keyset, PageRequest, Position};
-use shared::db::accounts;
-use sea_orm::DatabaseConnection;
 
 use super::listing::{self, Pager, PagerInput};
 use crate::dashboard::session::{Scoped, Viewer};
@@ -40,9 +40,11 @@ struct DepositRow {
     account_href: String,
     account_number: Option<String>,
     account_name: String,
-    sender: String,
+    sender_name: Option<String>,
+    sender_bank: Option<String>,
     reference: String,
-    source: &'static str,
+    /// Found by a recheck rather than notified (the CSV says which for every row).
+    by_recheck: bool,
 }
 
 #[derive(Template)]
@@ -77,13 +79,6 @@ fn mode_query<'a>(
         mode: scope.mode,
         search: Some(q).filter(|q| !q.is_empty()),
         status,
-    }
-}
-
-fn source_label(source: DepositSource) -> &'static str {
-    match source {
-        DepositSource::Notification => "Notification",
-        DepositSource::Recheck => "Recheck",
     }
 }
 
@@ -152,13 +147,10 @@ pub async fn list(
                 account_href: format!("/dashboard/{mode}/accounts/{}", d.account_id),
                 account_number: account.and_then(|a| a.account_number.clone()),
                 account_name: account.map_or_else(String::new, |a| a.account_name.clone()),
-                sender: [d.sender_name.as_deref(), d.sender_bank_name.as_deref()]
-                    .into_iter()
-                    .flatten()
-                    .collect::<Vec<_>>()
-                    .join(" · "),
+                sender_name: d.sender_name.clone().filter(|n| !n.is_empty()),
+                sender_bank: d.sender_bank_name.clone().filter(|n| !n.is_empty()),
                 reference: d.provider_reference.clone(),
-                source: source_label(d.source),
+                by_recheck: d.source == DepositSource::Recheck,
             }
         })
         .collect();
@@ -251,7 +243,8 @@ pub async fn export(
             Ok::<_, std::io::Error>(Some((Bytes::from(chunk), next)))
         }
     });
-    let body = futures::stream::once(async move { Ok::<_, std::io::Error>(Bytes::from(head)) }).chain(batches);
+    let body = futures::stream::once(async move { Ok::<_, std::io::Error>(Bytes::from(head)) })
+        .chain(batches);
     let filename = format!(
         "deposits-{}-{}.csv",
         scope.mode,
@@ -356,9 +349,15 @@ mod tests {
     #[test]
     fn formulas_are_made_text() {
         for bad in ["=1+1", "+234", "-2", "@SUM(A1)", "\t=1"] {
-            assert!(csv_cell(bad).trim_start_matches('"').starts_with('\''), "{bad}");
+            assert!(
+                csv_cell(bad).trim_start_matches('"').starts_with('\''),
+                "{bad}"
+            );
         }
-        assert_eq!(csv_cell("=HYPERLINK(\"x\",\"y\")"), "\"'=HYPERLINK(\"\"x\"\",\"\"y\"\")\"");
+        assert_eq!(
+            csv_cell("=HYPERLINK(\"x\",\"y\")"),
+            "\"'=HYPERLINK(\"\"x\"\",\"\"y\"\")\""
+        );
         assert_eq!(csv_cell("Ada = Obi"), "Ada = Obi");
     }
 
