@@ -452,10 +452,10 @@ pub struct ModeQuery<'a> {
 }
 
 impl ModeQuery<'_> {
-    /// The filter a cursor of this list is bound to.
+    /// The filter a cursor of this list is bound to (not one of an account's deposits).
     pub fn filter(&self) -> paging::Filter {
         paging::Filter::new(
-            "deposits",
+            "deposits-of-mode",
             self.business_id,
             self.mode,
             &[
