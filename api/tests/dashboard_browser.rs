@@ -416,7 +416,7 @@ async fn screenshots() {
         .unwrap();
     shoot("07-account").await;
     c.goto(&app.url("/dashboard/test/deposits")).await.unwrap();
-    shoot("08-coming").await;
+    shoot("08-deposits").await;
     c.goto(&app.url("/dashboard/profile")).await.unwrap();
     shoot("09-profile").await;
     click(c, "form[action='/dashboard/profile/totp/start'] button").await;

@@ -6,8 +6,8 @@
 //!
 //! Adding a page: a handler taking `Scoped<R>` (per mode) or `Signed<R>` (R the least role:
 //! `Viewer`, `Developer`, `Owner`), a template that extends `base.html` and has a `frame` field
-//! (`scope.frame(Section::…, title)`), its route in [`router`] (replacing the "coming" one), and
-//! its `view::NAV` row marked built. POST handlers take `FormFields` (already token-checked) and
+//! (`scope.frame(Section::…, title)`), its route in [`router`] and
+//! its `view::NAV` row. POST handlers take `FormFields` (already token-checked) and
 //! their forms carry `<input type="hidden" name="form_token" value="{{ frame.form_token }}">`.
 
 pub mod auth;
@@ -77,10 +77,22 @@ pub fn router() -> Router<AppState> {
             "/dashboard/{mode}/accounts/{id}",
             get(pages::accounts::show),
         )
-        // Not built yet: each shows a "coming" page in the frame, behind its role.
-        .route("/dashboard/{mode}/deposits", get(pages::coming::deposits))
-        .route("/dashboard/{mode}/events", get(pages::coming::events))
-        .route("/dashboard/{mode}/balance", get(pages::coming::balance))
+        .route("/dashboard/{mode}/deposits", get(pages::deposits::list))
+        .route(
+            "/dashboard/{mode}/deposits/export",
+            get(pages::deposits::export),
+        )
+        .route("/dashboard/{mode}/events", get(pages::events::list))
+        .route("/dashboard/{mode}/events/{id}", get(pages::events::show))
+        .route(
+            "/dashboard/{mode}/events/{id}/resend",
+            post(pages::events::resend),
+        )
+        .route("/dashboard/{mode}/balance", get(pages::balance::show))
+        .route(
+            "/dashboard/{mode}/balance/settlement-account",
+            post(pages::balance::change_settlement),
+        )
         .route("/dashboard/{mode}/developers", get(pages::developers::show))
         .route(
             "/dashboard/{mode}/developers/keys/roll",

@@ -27,53 +27,45 @@ pub struct NavEntry {
     pub slug: &'static str,
     /// Hidden from roles below this.
     pub min_role: Role,
-    /// False while the page is a placeholder ("coming").
-    pub built: bool,
 }
 
-/// The navigation, in one place: links, who sees them, which pages exist yet.
+/// The navigation, in one place: links and who sees them.
 pub const NAV: [NavEntry; 6] = [
     NavEntry {
         section: Section::Accounts,
         label: "Accounts",
         slug: "accounts",
         min_role: Role::Viewer,
-        built: true,
     },
     NavEntry {
         section: Section::Deposits,
         label: "Deposits",
         slug: "deposits",
         min_role: Role::Viewer,
-        built: false,
     },
     NavEntry {
         section: Section::Events,
         label: "Events",
         slug: "events",
         min_role: Role::Viewer,
-        built: false,
     },
     NavEntry {
         section: Section::Balance,
         label: "Balance & payouts",
         slug: "balance",
         min_role: Role::Viewer,
-        built: false,
     },
     NavEntry {
         section: Section::Developers,
         label: "Developers",
         slug: "developers",
         min_role: Role::Developer,
-        built: true,
     },
     NavEntry {
         section: Section::Team,
         label: "Team",
         slug: "team",
         min_role: Role::Owner,
-        built: true,
     },
 ];
 
@@ -85,7 +77,6 @@ pub struct NavLink {
     pub label: &'static str,
     pub href: String,
     pub current: bool,
-    pub coming: bool,
 }
 
 /// The frame of a signed-in page: `base.html` reads it.
@@ -131,7 +122,6 @@ impl Frame {
                 label: e.label,
                 href: format!("/dashboard/{mode}/{}", e.slug),
                 current: e.section == input.section,
-                coming: !e.built,
             })
             .collect();
         let switch_to = |m: &str| {

@@ -285,20 +285,28 @@ async fn resend(
     let event = events::find(&state.db, caller.business_id(), caller.mode(), &id)
         .await?
         .ok_or(ApiError::NotFound)?;
-    match deliveries::resend(&state.db, &event, domain::time::now()).await? {
-        Some(delivery) => {
-            state.relay.kick();
-            tracing::info!(event_id = %event.id, delivery_id = %delivery.id, "event resend requested");
-        }
-        None => {
-            return Err(ApiError::InvalidState(format!(
-                "no webhook URL is configured for {} mode",
-                caller.mode()
-            )));
-        }
+    if resend_event(&state, &event).await?.is_none() {
+        return Err(ApiError::InvalidState(format!(
+            "no webhook URL is configured for {} mode",
+            caller.mode()
+        )));
     }
     Ok((
         StatusCode::ACCEPTED,
         Json(with_deliveries(&state, &event).await?),
     ))
+}
+
+/// Resending, for the API and the dashboard alike: a fresh schedule for the event to the mode's
+/// current webhook URL, the relay woken to send it. None when the mode has no webhook URL.
+pub(crate) async fn resend_event(
+    state: &AppState,
+    event: &Event,
+) -> Result<Option<Delivery>, sea_orm::DbErr> {
+    let delivery = deliveries::resend(&state.db, event, domain::time::now()).await?;
+    if let Some(delivery) = &delivery {
+        state.relay.kick();
+        tracing::info!(event_id = %event.id, delivery_id = %delivery.id, "event resend requested");
+    }
+    Ok(delivery)
 }

@@ -76,38 +76,8 @@ async fn put_settlement_account(
     JsonObject(body): JsonObject,
 ) -> ApiResult<Json<SettlementAccountView>> {
     let request = SettlementRequest::parse(&body).map_err(ApiError::Validation)?;
-    let name = state
-        .providers
-        .name_enquiry(caller.mode(), request.bank.code, &request.account_number)
-        .await
-        .map_err(|e| {
-            // Down, refusing, or not configured for this mode: the caller can only wait, and
-            // nothing was stored.
-            match &e {
-                ProviderError::NotConfigured(..) => {
-                    tracing::error!(error = %e, "no payout provider for this mode")
-                }
-                _ => tracing::warn!(error = %e, "name enquiry failed"),
-            }
-            ApiError::ProviderUnavailable {
-                retry_after_secs: 30,
-            }
-        })?
-        .ok_or(ApiError::BankAccountNotFound)?;
-    let stored = payouts::set_settlement_account(
-        &state.db,
-        caller.business_id(),
-        caller.mode(),
-        &payouts::VerifiedAccount {
-            bank: request.bank,
-            account_number: &request.account_number,
-            account_name: &name,
-            schedule: request.schedule,
-        },
-        domain::time::now(),
-    )
-    .await?;
-    state.relay.kick();
+    let stored =
+        change_settlement_account(&state, caller.business_id(), caller.mode(), &request).await?;
     Ok(Json(SettlementAccountView::from(&stored)))
 }
 
@@ -257,4 +227,48 @@ async fn balance_transactions(
         total,
         fetched.next.as_ref(),
     )))
+}
+
+/// Changing a mode's settlement account, for the API and the dashboard alike: the name enquiry
+/// (`BankAccountNotFound` when the bank has no such account, `ProviderUnavailable` when it
+/// cannot be asked), then the store with its event and, in live mode, its hold.
+pub(crate) async fn change_settlement_account(
+    state: &AppState,
+    business_id: &str,
+    mode: domain::Mode,
+    request: &SettlementRequest,
+) -> ApiResult<payouts::SettlementAccount> {
+    let name = state
+        .providers
+        .name_enquiry(mode, request.bank.code, &request.account_number)
+        .await
+        .map_err(|e| {
+            // Down, refusing, or not configured for this mode: the caller can only wait, and
+            // nothing was stored.
+            match &e {
+                ProviderError::NotConfigured(..) => {
+                    tracing::error!(error = %e, "no payout provider for this mode")
+                }
+                _ => tracing::warn!(error = %e, "name enquiry failed"),
+            }
+            ApiError::ProviderUnavailable {
+                retry_after_secs: 30,
+            }
+        })?
+        .ok_or(ApiError::BankAccountNotFound)?;
+    let stored = payouts::set_settlement_account(
+        &state.db,
+        business_id,
+        mode,
+        &payouts::VerifiedAccount {
+            bank: request.bank,
+            account_number: &request.account_number,
+            account_name: &name,
+            schedule: request.schedule,
+        },
+        domain::time::now(),
+    )
+    .await?;
+    state.relay.kick();
+    Ok(stored)
 }

@@ -583,6 +583,25 @@ pub async fn find<C: ConnectionTrait>(
         .await
 }
 
+/// Several of one business's accounts in one mode (a page of deposits names them), in one
+/// query; ids of another business or mode are left out.
+pub async fn find_many<C: ConnectionTrait>(
+    db: &C,
+    business_id: &str,
+    mode: Mode,
+    ids: &[String],
+) -> Result<Vec<Account>, DbErr> {
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    virtual_account::Entity::find()
+        .filter(virtual_account::Column::Id.is_in(ids.iter().cloned()))
+        .filter(virtual_account::Column::BusinessId.eq(business_id))
+        .filter(virtual_account::Column::Mode.eq(mode))
+        .all(db)
+        .await
+}
+
 pub struct ListQuery<'a> {
     pub request: &'a paging::PageRequest,
     pub q: Option<&'a str>,

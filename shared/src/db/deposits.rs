@@ -440,3 +440,98 @@ pub async fn list(
     .await?;
     Ok((fetched, total))
 }
+
+/// What the dashboard's list of a mode's deposits is filtered by.
+#[derive(Debug, Clone, Copy)]
+pub struct ModeQuery<'a> {
+    pub business_id: &'a str,
+    pub mode: Mode,
+    /// A provider reference or an account number, matched exactly (trimmed by the caller).
+    pub search: Option<&'a str>,
+    pub status: Option<DepositStatus>,
+}
+
+impl ModeQuery<'_> {
+    /// The filter a cursor of this list is bound to (not one of an account's deposits).
+    pub fn filter(&self) -> paging::Filter {
+        paging::Filter::new(
+            "deposits-of-mode",
+            self.business_id,
+            self.mode,
+            &[
+                ("q", self.search),
+                ("status", self.status.map(DepositStatus::as_str)),
+            ],
+        )
+    }
+}
+
+/// The deposits of `query`: a search matches a provider reference exactly (through the unique
+/// (mode, bank, provider_reference) index, every bank named so the index serves it) or the
+/// number of one of the business's accounts in that mode.
+async fn mode_select<C: ConnectionTrait>(
+    db: &C,
+    query: &ModeQuery<'_>,
+) -> Result<sea_orm::Select<deposit::Entity>, DbErr> {
+    use deposit::Column as Col;
+    let mut select = deposit::Entity::find()
+        .filter(Col::BusinessId.eq(query.business_id))
+        .filter(Col::Mode.eq(query.mode));
+    if let Some(status) = query.status {
+        select = select.filter(Col::Status.eq(status));
+    }
+    if let Some(search) = query.search.filter(|s| !s.is_empty()) {
+        let accounts: Vec<String> = virtual_account::Entity::find()
+            .select_only()
+            .column(virtual_account::Column::Id)
+            .filter(virtual_account::Column::Mode.eq(query.mode))
+            .filter(virtual_account::Column::Bank.is_in(Bank::ALL))
+            .filter(virtual_account::Column::AccountNumber.eq(search))
+            .filter(virtual_account::Column::BusinessId.eq(query.business_id))
+            .into_tuple()
+            .all(db)
+            .await?;
+        let by_reference = sea_orm::Condition::all()
+            .add(Col::Bank.is_in(Bank::ALL))
+            .add(Col::ProviderReference.eq(search));
+        select = select.filter(
+            sea_orm::Condition::any()
+                .add(by_reference)
+                .add(Col::AccountId.is_in(accounts)),
+        );
+    }
+    Ok(select)
+}
+
+/// One page of a mode's deposits, newest first (by page number or, in constant time, by cursor).
+pub async fn page_for_mode<C: ConnectionTrait>(
+    db: &C,
+    query: &ModeQuery<'_>,
+    request: &paging::PageRequest,
+) -> Result<paging::Fetched<Deposit>, DbErr> {
+    let select = mode_select(db, query).await?;
+    paging::fetch(
+        db,
+        select,
+        deposit::Column::CreatedAt,
+        deposit::Column::Id,
+        request,
+        |d| (d.created_at, d.id.clone()),
+    )
+    .await
+}
+
+/// How many deposits `query` matches: exact without a search (an index count), capped like the
+/// accounts' search with one (a search matches few anyway).
+pub async fn total_for_mode<C: ConnectionTrait>(
+    db: &C,
+    query: &ModeQuery<'_>,
+    exact_total_up_to: u64,
+) -> Result<paging::Total, DbErr> {
+    let select = mode_select(db, query).await?;
+    if query.search.is_some() {
+        paging::capped_total(db, select, exact_total_up_to).await
+    } else {
+        paging::exact_total(db, select).await
+    }
+}

@@ -1,8 +1,11 @@
 //! The dashboard's pages, one module per section.
 
 pub mod accounts;
-pub mod coming;
+pub mod balance;
+pub mod deposits;
 pub mod developers;
+pub mod events;
+pub mod listing;
 pub mod profile;
 pub mod sign_in;
 pub mod team;

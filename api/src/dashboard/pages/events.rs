@@ -1,0 +1,308 @@
+//! Events: the mode's events by type (the API's `GET /events` list and paging), an event's page
+//! with its data and every delivery attempt, and resending (developer and owner), through the
+//! API's own resend.
+
+use askama::Template;
+use axum::extract::rejection::PathRejection;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Redirect, Response};
+use domain::{AuditAction, EventType, Role};
+use shared::db::audit::{self, Entry};
+use shared::db::deliveries;
+use shared::db::events::{self, Event};
+use shared::db::paging::Filter;
+
+use super::listing::{self, Pager, PagerInput};
+use crate::dashboard::FormFields;
+use crate::dashboard::session::{Developer, MinRole, Scoped, Viewer};
+use crate::dashboard::view::{self, Badge, Frame, PageResult, Section, When};
+use crate::extract::QueryPairs;
+use crate::routes::events::resend_event;
+use crate::state::AppState;
+
+const PAGE_SIZE: u64 = 25;
+
+struct TypeOption {
+    value: &'static str,
+    selected: bool,
+}
+
+struct EventRow {
+    href: String,
+    id: String,
+    event_type: &'static str,
+    created: When,
+    /// The latest delivery's state; None when the mode had no webhook URL.
+    delivery: Option<Badge>,
+}
+
+#[derive(Template)]
+#[template(path = "events.html")]
+struct ListPage {
+    frame: Frame,
+    action: String,
+    types: Vec<TypeOption>,
+    filtered: bool,
+    rows: Vec<EventRow>,
+    pager: Pager,
+}
+
+pub async fn list(
+    scope: Scoped<Viewer>,
+    State(state): State<AppState>,
+    query: QueryPairs,
+) -> PageResult {
+    let event_type = query.get("type").and_then(EventType::parse);
+    // The API's filter: a cursor of the dashboard is one of `GET /events` too.
+    let filter = Filter::new(
+        "events",
+        scope.business_id(),
+        scope.mode,
+        &[("type", event_type.map(EventType::as_str))],
+    );
+    let request = listing::request(&state, &query, listing::PLAIN, &filter, PAGE_SIZE);
+    let (fetched, total) = events::list(
+        &state.db,
+        scope.business_id(),
+        scope.mode,
+        event_type,
+        &request,
+    )
+    .await?;
+    let ids: Vec<String> = fetched.rows.iter().map(|e| e.id.clone()).collect();
+    let sent = deliveries::for_events(&state.db, &ids).await?;
+    let mode = scope.mode.as_str();
+    let action = format!("/dashboard/{mode}/events");
+    let keep = [("type", event_type.map_or("", EventType::as_str))];
+    let pager = Pager::new(
+        &state,
+        PagerInput {
+            path: &action,
+            keep: &keep,
+            params: listing::PLAIN,
+            request: &request,
+            rows: fetched.rows.len(),
+            total,
+            next: fetched.next.as_ref(),
+            filter: &filter,
+            noun: ("event", "events"),
+        },
+    );
+    let rows = fetched
+        .rows
+        .iter()
+        .map(|e| EventRow {
+            href: format!("/dashboard/{mode}/events/{}", e.id),
+            id: e.id.clone(),
+            event_type: e.event_type.as_str(),
+            created: When::of(&e.created_at),
+            delivery: sent
+                .iter()
+                .rev()
+                .find(|d| d.event_id == e.id)
+                .map(|d| Badge::of(d.status.as_str())),
+        })
+        .collect();
+    let types = EventType::ALL
+        .into_iter()
+        .map(|t| TypeOption {
+            value: t.as_str(),
+            selected: Some(t) == event_type,
+        })
+        .collect();
+    let page = ListPage {
+        frame: scope.frame(Section::Events, "Events"),
+        filtered: event_type.is_some(),
+        types,
+        rows,
+        pager,
+        action,
+    };
+    Ok(view::page(&page))
+}
+
+struct AttemptRow {
+    at: When,
+    url: Option<String>,
+    /// "200", or "No response" for 0.
+    status: String,
+    ok: bool,
+    duration_ms: i64,
+    response: Option<String>,
+    error: Option<String>,
+}
+
+struct DeliveryBlock {
+    url: String,
+    status: Badge,
+    created: When,
+    next_attempt: Option<When>,
+    completed: Option<When>,
+    attempts: Vec<AttemptRow>,
+}
+
+#[derive(Template)]
+#[template(path = "event.html")]
+struct EventPage {
+    frame: Frame,
+    back_href: String,
+    id: String,
+    event_type: &'static str,
+    created: When,
+    account_href: Option<String>,
+    data: String,
+    deliveries: Vec<DeliveryBlock>,
+    can_resend: bool,
+    resend_action: String,
+    notice: Option<&'static str>,
+    error: Option<&'static str>,
+}
+
+/// The event of the path, of this business and mode; None for anything else (another
+/// business's or mode's id is not found, exactly like an unknown one).
+async fn find_event<R: MinRole>(
+    state: &AppState,
+    scope: &Scoped<R>,
+    path: Result<Path<(String, String)>, PathRejection>,
+) -> Result<Option<Event>, sea_orm::DbErr> {
+    let Some(id) = path
+        .ok()
+        .map(|Path((_, id))| id)
+        .filter(|id| !id.chars().any(char::is_control))
+    else {
+        return Ok(None);
+    };
+    events::find(&state.db, scope.business_id(), scope.mode, &id).await
+}
+
+fn not_found<R: MinRole>(scope: &Scoped<R>) -> Response {
+    view::render(
+        StatusCode::NOT_FOUND,
+        &view::FramedMessage {
+            frame: scope.frame(Section::Events, "Event not found"),
+            message: format!(
+                "There is no such event in {} mode of {}.",
+                scope.mode, scope.signed.owner.business.name
+            ),
+            link_href: format!("/dashboard/{}/events", scope.mode),
+            link_label: "Back to events".into(),
+        },
+    )
+}
+
+async fn render_event<R: MinRole>(
+    state: &AppState,
+    scope: &Scoped<R>,
+    event: &Event,
+    notice: Option<&'static str>,
+    error: Option<&'static str>,
+    status: StatusCode,
+) -> PageResult {
+    let mode = scope.mode.as_str();
+    let deliveries = deliveries::for_event(&state.db, &event.id)
+        .await?
+        .into_iter()
+        .map(|(d, attempts)| DeliveryBlock {
+            url: d.url.clone(),
+            status: Badge::of(d.status.as_str()),
+            created: When::of(&d.created_at),
+            next_attempt: When::maybe(d.next_attempt_at.as_ref()),
+            completed: When::maybe(d.completed_at.as_ref()),
+            attempts: attempts
+                .iter()
+                .map(|a| AttemptRow {
+                    at: When::of(&a.attempted_at),
+                    url: a.url.clone().filter(|u| *u != d.url),
+                    status: if a.status_code == 0 {
+                        "No response".into()
+                    } else {
+                        a.status_code.to_string()
+                    },
+                    ok: (200..300).contains(&a.status_code),
+                    duration_ms: a.duration_ms,
+                    response: a.response_excerpt.clone().filter(|r| !r.is_empty()),
+                    error: a.error.clone(),
+                })
+                .collect(),
+        })
+        .collect();
+    // The data as the webhook carries it, indented for reading.
+    let data = serde_json::from_str::<serde_json::Value>(&event.data)
+        .ok()
+        .and_then(|v| serde_json::to_string_pretty(&v).ok())
+        .unwrap_or_else(|| event.data.clone());
+    let page = EventPage {
+        frame: scope.frame(Section::Events, event.event_type.as_str()),
+        back_href: format!("/dashboard/{mode}/events"),
+        id: event.id.clone(),
+        event_type: event.event_type.as_str(),
+        created: When::of(&event.created_at),
+        account_href: event
+            .account_id
+            .as_ref()
+            .map(|a| format!("/dashboard/{mode}/accounts/{a}")),
+        data,
+        deliveries,
+        can_resend: scope.signed.role().allows(Role::Developer),
+        resend_action: format!("/dashboard/{mode}/events/{}/resend", event.id),
+        notice,
+        error,
+    };
+    Ok(view::render(status, &page))
+}
+
+pub async fn show(
+    scope: Scoped<Viewer>,
+    State(state): State<AppState>,
+    path: Result<Path<(String, String)>, PathRejection>,
+    query: QueryPairs,
+) -> PageResult {
+    let Some(event) = find_event(&state, &scope, path).await? else {
+        return Ok(not_found(&scope));
+    };
+    // A fixed message by key: no text from the URL reaches the page.
+    let notice = match query.get("done") {
+        Some("resent") => Some("Sent again: a new delivery is on its way to your webhook URL."),
+        _ => None,
+    };
+    render_event(&state, &scope, &event, notice, None, StatusCode::OK).await
+}
+
+/// Resending: developer and owner (a viewer is refused by `Scoped<Developer>`, token or not).
+pub async fn resend(
+    scope: Scoped<Developer>,
+    State(state): State<AppState>,
+    path: Result<Path<(String, String)>, PathRejection>,
+    _: FormFields,
+) -> PageResult {
+    let Some(event) = find_event(&state, &scope, path).await? else {
+        return Ok(not_found(&scope));
+    };
+    let Some(delivery) = resend_event(&state, &event).await? else {
+        return render_event(
+            &state,
+            &scope,
+            &event,
+            None,
+            Some(
+                "There is no webhook URL for this mode, so there is nowhere to send it. Set one on \
+                 the Developers page first.",
+            ),
+            StatusCode::CONFLICT,
+        )
+        .await;
+    };
+    // After the resend, not with it: the delivery's own transaction lives in `deliveries`, and a
+    // lost audit row must not undo a resend the person asked for.
+    let entry = Entry::new(&event.business_id, AuditAction::EventResent)
+        .mode(event.mode)
+        .target(event.id.as_str())
+        .detail(format!("delivery {}", delivery.id));
+    audit::record(&state.db, &scope.signed.actor(), entry, domain::time::now()).await?;
+    Ok(Redirect::to(&format!(
+        "/dashboard/{}/events/{}?done=resent",
+        scope.mode, event.id
+    ))
+    .into_response())
+}
