@@ -10,6 +10,7 @@ use domain::{AccountStatus, Bank, IdentityType, Mode};
 use shared::db::accounts::{self, Account, ListQuery};
 use shared::db::{deliveries, deposits, events, rechecks};
 
+use super::listing::grouped;
 use crate::dashboard::session::{Scoped, Viewer};
 use crate::dashboard::view::{self, Badge, Frame, PageResult, Section, When, naira};
 use crate::extract::QueryPairs;
@@ -134,10 +135,10 @@ pub async fn list(
     } else {
         format!(
             "{}–{} of {}{} account{}",
-            first,
-            first + rows.len() as u64 - 1,
+            grouped(first),
+            grouped(first + rows.len() as u64 - 1),
             if estimate { "about " } else { "" },
-            total,
+            grouped(total),
             if total == 1 { "" } else { "s" }
         )
     };

@@ -60,7 +60,8 @@ pub struct Pager {
     /// "1–25 of 1,204 deposits"; empty for an empty page.
     pub showing: String,
     pub page: u64,
-    pub pages: u64,
+    /// "40,000", or "about 40,000" when the total is an estimate.
+    pub pages: String,
     pub prev_href: Option<String>,
     pub next_href: Option<String>,
 }
@@ -121,7 +122,11 @@ impl Pager {
         Pager {
             showing,
             page,
-            pages: total.value.div_ceil(size).max(page),
+            pages: format!(
+                "{}{}",
+                if total.estimate { "about " } else { "" },
+                grouped(total.value.div_ceil(size).max(page))
+            ),
             prev_href,
             next_href,
         }
