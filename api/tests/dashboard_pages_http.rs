@@ -556,6 +556,25 @@ async fn roles_decide_who_resends_and_who_changes_the_settlement_account(backend
         .await;
     assert_eq!(resent.status, 303);
     assert_eq!(resent.location(), format!("{event_page}?done=resent"));
+    // The resend is in the audit log, under the developer, naming the event.
+    let (entries, _) = shared::db::audit::list(
+        &app.db,
+        &app.business.id,
+        &shared::db::paging::PageRequest {
+            page_size: 100,
+            position: shared::db::paging::Position::Page(1),
+        },
+    )
+    .await
+    .unwrap();
+    let resends: Vec<_> = entries
+        .rows
+        .iter()
+        .filter(|e| e.action == domain::AuditAction::EventResent)
+        .collect();
+    assert_eq!(resends.len(), 1, "one audit entry for one resend");
+    assert!(event_page.ends_with(resends[0].target.as_deref().unwrap()));
+    assert_ne!(resends[0].actor_user_id, None);
     let refused = post_settlement(
         &mut developer,
         settlement_form(&token, &number, &developer_password),
