@@ -295,4 +295,23 @@ impl QueryPairs {
     pub fn get(&self, name: &str) -> Option<&str> {
         self.0.get(name).map(String::as_str)
     }
+
+    /// A filter of a list (`status`, `type`): one of `T`'s values, or None when absent. Any
+    /// other value is a field error naming every allowed one.
+    pub fn one_of<T: domain::TextEnum>(
+        &self,
+        name: &str,
+        errors: &mut Vec<domain::FieldError>,
+    ) -> Option<T> {
+        let raw = self.get(name)?;
+        let parsed = T::from_text(raw);
+        if parsed.is_none() {
+            errors.push(domain::FieldError::new(
+                name,
+                "invalid_value",
+                format!("{name} must be one of {}", T::texts()),
+            ));
+        }
+        parsed
+    }
 }

@@ -25,4 +25,5 @@ pub use business::{KybStatus, Mode};
 pub use deposit::{DepositSource, DepositStatus, RecheckStatus};
 pub use event::{DeliveryStatus, EventType};
 pub use user::Role;
+pub use text_enum::TextEnum;
 pub use validation::FieldError;
