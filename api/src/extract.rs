@@ -205,9 +205,14 @@ async fn read_limited<S: Send + Sync>(req: Request, _state: &S) -> Result<Bytes,
     if declared.is_some_and(|n| n > DRAIN_BYTES) {
         return Err(ApiError::PayloadTooLarge);
     }
+    // The answer is what the client gets, so the access log and metrics record the truth: a
+    // body cut off by the read deadline is the listener's 408, not a size problem.
     let bytes = axum::body::to_bytes(req.into_body(), DRAIN_BYTES)
         .await
-        .map_err(|_| ApiError::PayloadTooLarge)?;
+        .map_err(|e| match ops::http::is_body_timeout(&e) {
+            true => ApiError::RequestTimeout,
+            false => ApiError::PayloadTooLarge,
+        })?;
     if bytes.len() > MAX_BODY_BYTES {
         return Err(ApiError::PayloadTooLarge);
     }
