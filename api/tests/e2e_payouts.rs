@@ -245,7 +245,10 @@ async fn a_payout_survives_worker_kills_at_each_step_with_one_transfer() {
     // do: delivery is at least once).
     for (id, case) in &payouts {
         let events = stack
-            .get(&client, &format!("/v1/events?type={}&pageSize=100", case.event))
+            .get(
+                &client,
+                &format!("/v1/events?type={}&pageSize=100", case.event),
+            )
             .await;
         let mine: Vec<&Value> = events["data"]
             .as_array()
@@ -262,7 +265,11 @@ async fn a_payout_survives_worker_kills_at_each_step_with_one_transfer() {
                 .filter(|r| r.json()["data"]["id"] == id.as_str())
                 .map(|r| r.webhook_id())
                 .collect();
-            if ids.is_empty() { Err("none yet") } else { Ok(ids) }
+            if ids.is_empty() {
+                Err("none yet")
+            } else {
+                Ok(ids)
+            }
         })
         .await;
         assert_eq!(

@@ -372,7 +372,10 @@ async fn failed_authentications_are_limited_per_client_address(backend: Backend)
         .collect();
     assert!(required.iter().any(|n| *n == "Retry-After"), "{documented}");
     for header in required {
-        assert!(sent.contains_key(header.as_str()), "{header} documented, not sent");
+        assert!(
+            sent.contains_key(header.as_str()),
+            "{header} documented, not sent"
+        );
     }
     for header in ["RateLimit", "RateLimit-Policy"] {
         assert!(!sent.contains_key(header), "{header} sent");

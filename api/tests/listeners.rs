@@ -117,11 +117,15 @@ async fn a_body_sent_a_byte_a_second_is_answered_408_at_the_body_limit(backend: 
         })
         .collect();
     assert!(
-        create_requests.iter().any(|l| l.contains(r#"status="408""#)),
+        create_requests
+            .iter()
+            .any(|l| l.contains(r#"status="408""#)),
         "{create_requests:?}"
     );
     assert!(
-        !create_requests.iter().any(|l| l.contains(r#"status="413""#)),
+        !create_requests
+            .iter()
+            .any(|l| l.contains(r#"status="413""#)),
         "{create_requests:?}"
     );
 }

@@ -240,7 +240,11 @@ async fn the_document_is_openapi_3_1_and_lists_every_route_with_its_errors() {
     );
     assert_eq!(limited["headers"]["RateLimit"]["required"], true);
     // Elsewhere a 429 is the failed-authentication limit, which sends Retry-After only.
-    for (method, path) in [("get", "/payouts"), ("post", "/payouts"), ("get", "/balance")] {
+    for (method, path) in [
+        ("get", "/payouts"),
+        ("post", "/payouts"),
+        ("get", "/balance"),
+    ] {
         let limited = resolve(&doc, &doc["paths"][path][method]["responses"]["429"]);
         let headers = limited["headers"].as_object().expect("headers");
         assert_eq!(headers["Retry-After"]["required"], true, "{method} {path}");
@@ -314,7 +318,11 @@ async fn the_schemas_name_the_values_the_domain_uses() {
             .iter()
             .filter(|c| !SPEC_CODES.contains(&c.as_str()))
             .collect::<Vec<_>>(),
-        ["method_not_allowed", "request_timeout", "provider_unavailable"]
+        [
+            "method_not_allowed",
+            "request_timeout",
+            "provider_unavailable"
+        ]
     );
     for name in ["Problem", "FieldError"] {
         assert!(schemas[name].is_object(), "{name}");

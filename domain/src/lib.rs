@@ -24,6 +24,6 @@ pub use bank::Bank;
 pub use business::{KybStatus, Mode};
 pub use deposit::{DepositSource, DepositStatus, RecheckStatus};
 pub use event::{DeliveryStatus, EventType};
-pub use user::Role;
 pub use text_enum::TextEnum;
+pub use user::Role;
 pub use validation::FieldError;

@@ -646,7 +646,10 @@ mod tests {
     #[test]
     fn the_test_kill_point_is_off_unless_named_exactly() {
         figment::Jail::expect_with(|jail| {
-            assert_eq!(Config::load(None).expect("loads").payouts.test_kill_at, None);
+            assert_eq!(
+                Config::load(None).expect("loads").payouts.test_kill_at,
+                None
+            );
             jail.set_env("VAS_PAYOUTS__TEST_KILL_AT", "while_polling");
             assert_eq!(
                 Config::load(None).expect("loads").payouts.test_kill_at,

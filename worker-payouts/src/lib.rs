@@ -16,8 +16,7 @@ use backoff::backoff::Backoff;
 use chrono::{DateTime, NaiveTime, Utc};
 use domain::Mode;
 use domain::payout::{
-    MIN_PAYOUT, NewPayout, PayoutStatus, Schedule, TransferState, daily_payout_day,
-    daily_reference,
+    MIN_PAYOUT, NewPayout, PayoutStatus, Schedule, TransferState, daily_payout_day, daily_reference,
 };
 use ops::config::{Config, KillPoint, PayoutsConfig};
 use sea_orm::{ColumnTrait, DatabaseConnection, DbErr, EntityTrait, QueryFilter, QuerySelect};
