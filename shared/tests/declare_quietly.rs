@@ -35,7 +35,10 @@ async fn declaring_on_a_fresh_broker_logs_no_error() {
         broker.declare().await.expect("declared");
         // A second process (or a restart) declares the same topology.
         broker.declare().await.expect("declared again");
-        broker.publish("webhooks", b"x", true).await.expect("published");
+        broker
+            .publish("webhooks", b"x", true)
+            .await
+            .expect("published");
         // The client logs a refused operation from its own task: give it a moment. (Read
         // before the harness deletes the topology, whose connection close is not under test.)
         tokio::time::sleep(std::time::Duration::from_millis(300)).await;
