@@ -33,6 +33,8 @@ pub enum ApiError {
     InvalidState(String),
     #[error("the method is not allowed on this path")]
     MethodNotAllowed,
+    #[error("the body did not arrive in time")]
+    RequestTimeout,
     #[error("the body is over 64 KiB")]
     PayloadTooLarge,
     #[error("the body must be application/json")]
@@ -128,6 +130,8 @@ problem_codes! {
         "There is no such resource for this key's business and mode.";
     MethodNotAllowed = "method_not_allowed", 405, "Method not allowed",
         "The path exists but does not take this method.";
+    RequestTimeout = "request_timeout", 408, "Request timeout",
+        "The body did not arrive within the time allowed (30 s by default) after the request's headers. Nothing was done; the connection is closed.";
     IdempotencyKeyInUse = "idempotency_key_in_use", 409, "Idempotency key in use",
         "Another request with the same Idempotency-Key is still being processed. Retry shortly to get its result.";
     InvalidState = "invalid_state", 409, "Invalid state",
@@ -189,6 +193,7 @@ impl ApiError {
             ApiError::IdempotencyKeyInUse => ProblemCode::IdempotencyKeyInUse,
             ApiError::InvalidState(_) => ProblemCode::InvalidState,
             ApiError::MethodNotAllowed => ProblemCode::MethodNotAllowed,
+            ApiError::RequestTimeout => ProblemCode::RequestTimeout,
             ApiError::PayloadTooLarge => ProblemCode::PayloadTooLarge,
             ApiError::UnsupportedMediaType => ProblemCode::UnsupportedMediaType,
             ApiError::Validation(_) => ProblemCode::ValidationFailed,

@@ -205,9 +205,14 @@ async fn read_limited<S: Send + Sync>(req: Request, _state: &S) -> Result<Bytes,
     if declared.is_some_and(|n| n > DRAIN_BYTES) {
         return Err(ApiError::PayloadTooLarge);
     }
+    // The answer is what the client gets, so the access log and metrics record the truth: a
+    // body cut off by the read deadline is the listener's 408, not a size problem.
     let bytes = axum::body::to_bytes(req.into_body(), DRAIN_BYTES)
         .await
-        .map_err(|_| ApiError::PayloadTooLarge)?;
+        .map_err(|e| match ops::http::is_body_timeout(&e) {
+            true => ApiError::RequestTimeout,
+            false => ApiError::PayloadTooLarge,
+        })?;
     if bytes.len() > MAX_BODY_BYTES {
         return Err(ApiError::PayloadTooLarge);
     }
@@ -294,5 +299,24 @@ impl QueryPairs {
 
     pub fn get(&self, name: &str) -> Option<&str> {
         self.0.get(name).map(String::as_str)
+    }
+
+    /// A filter of a list (`status`, `type`): one of `T`'s values, or None when absent. Any
+    /// other value is a field error naming every allowed one.
+    pub fn one_of<T: domain::TextEnum>(
+        &self,
+        name: &str,
+        errors: &mut Vec<domain::FieldError>,
+    ) -> Option<T> {
+        let raw = self.get(name)?;
+        let parsed = T::from_text(raw);
+        if parsed.is_none() {
+            errors.push(domain::FieldError::new(
+                name,
+                "invalid_value",
+                format!("{name} must be one of {}", T::texts()),
+            ));
+        }
+        parsed
     }
 }

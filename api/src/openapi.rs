@@ -198,13 +198,26 @@ fn conventions_of(operation: &mut Operation) {
             "#/components/parameters/{REQUEST_ID}"
         ))));
     // Every authenticated operation can meet the limit on failed authentications per client
-    // address (429 `rate_limited`, before the key is even looked up).
+    // address (429 `rate_limited` with `Retry-After` only, before the key is even looked up).
+    // Account creation keeps its own 429, which also documents its creation limit's headers.
     if operation.security.as_ref().is_some_and(|s| !s.is_empty()) {
         operation
             .responses
             .responses
             .entry("429".into())
-            .or_insert_with(|| RefOr::Ref(Ref::new("#/components/responses/RateLimited")));
+            .or_insert_with(|| {
+                RefOr::Ref(Ref::new(
+                    "#/components/responses/FailedAuthenticationsLimited",
+                ))
+            });
+    }
+    // A body that does not arrive within the body-read limit is answered 408.
+    if operation.request_body.is_some() {
+        operation
+            .responses
+            .responses
+            .entry("408".into())
+            .or_insert_with(|| RefOr::Ref(Ref::new("#/components/responses/RequestTimeout")));
     }
     let creates = operation.operation_id.as_deref() == Some("createVirtualAccount");
     for response in operation.responses.responses.values_mut() {

@@ -2,135 +2,16 @@
 //! `worker-provisioning` processes and `provider-sandbox`, on PostgreSQL and RabbitMQ. One worker
 //! is killed with SIGKILL while accounts wait for their numbers; nothing is lost.
 
-use std::path::PathBuf;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use test_support::http::free_port;
-use test_support::process::{Process, clean_command, sibling_binary, wait_healthy};
-use test_support::{Backend, RabbitPrefix, TestDb, account_body, amqp_url};
-
-/// A binary of the workspace, beside this test's `api` binary (built on demand).
-fn binary(name: &str) -> PathBuf {
-    sibling_binary(env!("CARGO_BIN_EXE_api"), name)
-}
-
-/// A fresh database and broker prefix, and the environment every process of the stack shares.
-/// Dropped, it removes the broker prefix and then the database.
-struct Stack {
-    env: Vec<(String, String)>,
-    base: String,
-    sandbox: String,
-    key: String,
-    _rabbit: RabbitPrefix,
-    _db: TestDb,
-}
-
-impl Stack {
-    async fn new(extra: &[(&str, &str)]) -> Option<Stack> {
-        let backend = Backend::postgres()?;
-        let amqp = amqp_url()?;
-        let db = TestDb::new(&backend).await;
-        let rabbit = RabbitPrefix::new(&amqp, 'e');
-        let (api_port, sandbox_port) = (free_port(), free_port());
-        let mut env: Vec<(String, String)> = [
-            ("VAS_DATABASE__URL", db.url.clone()),
-            ("VAS_AMQP__URL", amqp.clone()),
-            ("VAS_AMQP__PREFIX", rabbit.prefix.clone()),
-            ("VAS_CRYPTO__KEY", shared::crypto::Cipher::generate_key()),
-            ("VAS_HTTP__BIND", format!("127.0.0.1:{api_port}")),
-            ("VAS_OPS__BIND", "127.0.0.1:0".into()),
-            ("VAS_SANDBOX__BIND", format!("127.0.0.1:{sandbox_port}")),
-            (
-                "VAS_SANDBOX__URL",
-                format!("http://127.0.0.1:{sandbox_port}"),
-            ),
-            (
-                "VAS_SANDBOX__NOTIFY_URL",
-                format!("http://127.0.0.1:{api_port}"),
-            ),
-            ("VAS_SANDBOX__ACTIVATION_DELAY_SECS", "3".into()),
-            ("VAS_PROVISIONING__INITIAL_POLL_SECS", "1".into()),
-            ("VAS_PROVISIONING__MAX_POLL_SECS", "1".into()),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_owned(), v))
-        .collect();
-        env.extend(
-            extra
-                .iter()
-                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned())),
-        );
-        let migrate = Command::new(binary("api"))
-            .arg("migrate")
-            .env_clear()
-            .envs(env.iter().cloned())
-            .output()
-            .unwrap();
-        assert!(
-            migrate.status.success(),
-            "{}",
-            String::from_utf8_lossy(&migrate.stderr)
-        );
-        let created = Command::new(binary("api"))
-            .args(["admin", "business", "create", "--name", "E2E Ltd"])
-            .env_clear()
-            .envs(env.iter().cloned())
-            .output()
-            .unwrap();
-        assert!(created.status.success());
-        let business: Value = serde_json::from_slice(&created.stdout).unwrap();
-        Some(Stack {
-            key: business["test"]["secretKey"].as_str().unwrap().to_owned(),
-            base: format!("http://127.0.0.1:{api_port}"),
-            sandbox: format!("http://127.0.0.1:{sandbox_port}"),
-            env,
-            _rabbit: rabbit,
-            _db: db,
-        })
-    }
-
-    /// Starts a binary of the stack with its environment (and `RUST_LOG=warn`), output discarded.
-    fn start(&self, bin: &str, args: &[&str]) -> Process {
-        Process::quiet(
-            clean_command(binary(bin))
-                .args(args)
-                .env("RUST_LOG", "warn")
-                .envs(self.env.iter().map(|(k, v)| (k, v))),
-        )
-    }
-
-    async fn get(&self, client: &reqwest::Client, path: &str) -> Value {
-        client
-            .get(format!("{}{path}", self.base))
-            .bearer_auth(&self.key)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap()
-    }
-
-    async fn post(&self, client: &reqwest::Client, path: &str, body: Value) -> (u16, Value) {
-        let resp = client
-            .post(format!("{}{path}", self.base))
-            .bearer_auth(&self.key)
-            .json(&body)
-            .send()
-            .await
-            .unwrap();
-        (
-            resp.status().as_u16(),
-            resp.json().await.unwrap_or(Value::Null),
-        )
-    }
-}
+use test_support::account_body;
+use test_support::process::wait_healthy;
+use test_support::stack::Stack;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn binaries_turn_202_into_active_through_a_worker_kill() {
-    let Some(stack) = Stack::new(&[]).await else {
+    let Some(stack) = Stack::new(env!("CARGO_BIN_EXE_api"), &[]).await else {
         return;
     };
     let _sandbox = stack.start("provider-sandbox", &[]);
@@ -210,10 +91,13 @@ async fn binaries_turn_202_into_active_through_a_worker_kill() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn binaries_finish_a_recheck_whose_worker_was_killed() {
     // The bank answers slowly, so the first worker is mid-call when it is killed.
-    let Some(stack) = Stack::new(&[
-        ("VAS_SANDBOX__LATENCY_MS", "1500"),
-        ("VAS_HTTP__PROVIDER_TIMEOUT_MS", "5000"),
-    ])
+    let Some(stack) = Stack::new(
+        env!("CARGO_BIN_EXE_api"),
+        &[
+            ("VAS_SANDBOX__LATENCY_MS", "1500"),
+            ("VAS_HTTP__PROVIDER_TIMEOUT_MS", "5000"),
+        ],
+    )
     .await
     else {
         return;

@@ -324,6 +324,7 @@ async fn failed_authentications_are_limited_per_client_address(backend: Backend)
     }
     let reads = served.key_reads.load(Ordering::SeqCst);
     assert_eq!(reads, 5, "each unknown key was looked up once");
+    let mut last_refusal = None;
     for _ in 0..20 {
         let resp = attacker
             .get(format!("{}/v1/virtual-accounts", served.base))
@@ -339,9 +340,46 @@ async fn failed_authentications_are_limited_per_client_address(backend: Backend)
             .unwrap();
         assert!((1..=60).contains(&retry_after), "{retry_after}");
         assert_eq!(resp.headers()["content-type"], "application/problem+json");
+        let headers = resp.headers().clone();
         let problem: Value = resp.json().await.unwrap();
         assert_eq!(problem["code"], "rate_limited");
         assert_eq!(problem["status"], 429);
+        last_refusal = Some(headers);
+    }
+    // What the document promises for that 429 is what was sent: every header it marks
+    // required, and none of the creation limit's, which this limit does not send.
+    let document: Value = client_from("127.0.0.3")
+        .get(format!("{}/openapi.json", served.base))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let documented = &document["paths"]["/virtual-accounts"]["get"]["responses"]["429"];
+    let name = documented["$ref"]
+        .as_str()
+        .and_then(|r| r.strip_prefix("#/components/responses/"))
+        .expect("a shared response");
+    let documented = &document["components"]["responses"][name]["headers"];
+    let sent = last_refusal.expect("refused");
+    let required: Vec<&String> = documented
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter(|(_, h)| h["required"] == true)
+        .map(|(name, _)| name)
+        .collect();
+    assert!(required.iter().any(|n| *n == "Retry-After"), "{documented}");
+    for header in required {
+        assert!(
+            sent.contains_key(header.as_str()),
+            "{header} documented, not sent"
+        );
+    }
+    for header in ["RateLimit", "RateLimit-Policy"] {
+        assert!(!sent.contains_key(header), "{header} sent");
+        assert!(documented.get(header).is_none(), "{header} documented");
     }
     assert_eq!(
         served.key_reads.load(Ordering::SeqCst),

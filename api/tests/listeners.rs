@@ -1,6 +1,7 @@
 //! The api's listener bounds slow clients (slowloris): a request head or body sent a byte at a
 //! time is cut off at the configured limit (`VAS_HTTP__HEADER_READ_TIMEOUT_SECS`,
-//! `VAS_HTTP__BODY_READ_TIMEOUT_SECS`), and handlers still see the caller's address.
+//! `VAS_HTTP__BODY_READ_TIMEOUT_SECS`; a cut-off body is recorded as the 408 it is answered),
+//! and handlers still see the caller's address.
 
 use std::net::SocketAddr;
 use std::num::NonZeroU64;
@@ -95,5 +96,36 @@ async fn a_body_sent_a_byte_a_second_is_answered_408_at_the_body_limit(backend: 
         list["data"].as_array().map(Vec::len),
         Some(0),
         "nothing was created from the partial body: {list}"
+    );
+    // The operator's metrics record the 408 the client got, not the handler's view of a body
+    // that never arrived (this test binary makes no other POST to that route).
+    let metrics = app
+        .client
+        .get(app.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let create_requests: Vec<&str> = metrics
+        .lines()
+        .filter(|l| {
+            l.starts_with("http_requests_total{")
+                && l.contains(r#"method="POST""#)
+                && l.contains(r#"virtual-accounts""#)
+        })
+        .collect();
+    assert!(
+        create_requests
+            .iter()
+            .any(|l| l.contains(r#"status="408""#)),
+        "{create_requests:?}"
+    );
+    assert!(
+        !create_requests
+            .iter()
+            .any(|l| l.contains(r#"status="413""#)),
+        "{create_requests:?}"
     );
 }

@@ -238,6 +238,21 @@ async fn the_document_is_openapi_3_1_and_lists_every_route_with_its_errors() {
         limited["headers"]["Retry-After"]["schema"]["type"],
         "integer"
     );
+    assert_eq!(limited["headers"]["RateLimit"]["required"], true);
+    // Elsewhere a 429 is the failed-authentication limit, which sends Retry-After only.
+    for (method, path) in [
+        ("get", "/payouts"),
+        ("post", "/payouts"),
+        ("get", "/balance"),
+    ] {
+        let limited = resolve(&doc, &doc["paths"][path][method]["responses"]["429"]);
+        let headers = limited["headers"].as_object().expect("headers");
+        assert_eq!(headers["Retry-After"]["required"], true, "{method} {path}");
+        assert!(
+            !headers.contains_key("RateLimit") && !headers.contains_key("RateLimit-Policy"),
+            "{method} {path}: {limited}"
+        );
+    }
     let notification = &doc["paths"]["/providers/{bank}/notifications"]["post"];
     assert!(
         notification["parameters"]
@@ -283,7 +298,8 @@ async fn the_schemas_name_the_values_the_domain_uses() {
             .map(|t| t.as_str().to_owned())
             .to_vec()
     );
-    // One Problem, its code an enum of every code: SPEC §2's and 405's `method_not_allowed`.
+    // One Problem, its code an enum of every code: SPEC §2's, 405's `method_not_allowed`, 408's
+    // `request_timeout` and 503's `provider_unavailable`.
     assert_eq!(
         schemas["Problem"]["properties"]["code"]["$ref"],
         "#/components/schemas/ProblemCode"
@@ -302,7 +318,11 @@ async fn the_schemas_name_the_values_the_domain_uses() {
             .iter()
             .filter(|c| !SPEC_CODES.contains(&c.as_str()))
             .collect::<Vec<_>>(),
-        ["method_not_allowed", "provider_unavailable"]
+        [
+            "method_not_allowed",
+            "request_timeout",
+            "provider_unavailable"
+        ]
     );
     for name in ["Problem", "FieldError"] {
         assert!(schemas[name].is_object(), "{name}");

@@ -1,4 +1,4 @@
-//! The command line: `bench create …`, `bench replay …` and `bench lists …`.
+//! The command line: `bench create …`, `bench replay …`, `bench lists …` and `bench payouts …`.
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -31,6 +31,48 @@ pub enum Command {
     /// requests (page 1, q matching one, q matching none, cursor hops, a deep page) and explain
     /// the service's statements.
     Lists(ListsArgs),
+    /// Against api serve, worker-payouts, worker-webhooks and provider-sandbox: payouts created
+    /// per second (concurrent POST /v1/payouts), then, at a steady rate, each payout's time
+    /// from its 202 to its payout.succeeded webhook at a receiver this bench runs.
+    Payouts(PayoutsArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct PayoutsArgs {
+    /// The PostgreSQL database `api serve` uses: the business's test webhook URL is pointed at
+    /// this bench's receiver there.
+    #[arg(long, env = "BENCH_DATABASE_URL", hide_env_values = true)]
+    pub database_url: String,
+    /// The service's base URL (without /v1).
+    #[arg(long, default_value = "http://127.0.0.1:8080", env = "BENCH_BASE")]
+    pub api: String,
+    /// A test secret key (sk_test_…) of the business that pays out.
+    #[arg(long, env = "BENCH_KEY", hide_env_values = true)]
+    pub key: String,
+    /// The business's id, when the key is not in this database's api_keys.
+    #[arg(long)]
+    pub business: Option<String>,
+    /// Where the webhook receiver listens (worker-webhooks must reach it).
+    #[arg(long, default_value = "127.0.0.1:0")]
+    pub receiver: std::net::SocketAddr,
+    /// Part 1: requests in flight at once…
+    #[arg(long, short = 'c', default_value_t = 32, value_parser = clap::value_parser!(u64).range(1..=4096))]
+    pub concurrency: u64,
+    /// …and payouts created (after a 1 s warm-up).
+    #[arg(long, short = 'n', default_value_t = 2000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub requests: u64,
+    /// Part 2: payouts per second…
+    #[arg(long, default_value_t = 20.0)]
+    pub rate: f64,
+    /// …for this long.
+    #[arg(long, value_parser = parse_duration, default_value = "20s")]
+    pub duration: Duration,
+    /// How long to wait for part 1's payouts to settle and part 2's webhooks to arrive.
+    #[arg(long, value_parser = parse_duration, default_value = "120s")]
+    pub settle: Duration,
+    /// Per-request timeout.
+    #[arg(long, value_parser = parse_duration, default_value = "30s")]
+    pub timeout: Duration,
 }
 
 #[derive(Debug, Args)]
@@ -135,6 +177,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Create(args) => (false, args),
         Command::Replay(args) => (true, args),
         Command::Lists(args) => return lists(args).await,
+        Command::Payouts(args) => return payouts(args).await,
     };
     anyhow::ensure!(args.concurrency >= 1, "--concurrency must be at least 1");
     let stop = match (args.duration, args.requests) {
@@ -216,6 +259,29 @@ async fn lists(args: ListsArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+async fn payouts(args: PayoutsArgs) -> anyhow::Result<ExitCode> {
+    let settings = crate::payouts::PayoutsSettings {
+        database_url: args.database_url,
+        api: args.api,
+        key: args.key,
+        business: args.business,
+        receiver: args.receiver,
+        concurrency: usize::try_from(args.concurrency)?,
+        requests: args.requests,
+        rate: args.rate,
+        duration: args.duration,
+        settle: args.settle,
+        timeout: args.timeout,
+    };
+    let report = crate::payouts::run(&settings).await?;
+    print!("{}", report.to_text());
+    Ok(if report.received > 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -267,6 +333,41 @@ mod tests {
             .is_err()
         );
         assert!(Cli::try_parse_from(["bench", "create", "--key", "k", "--requests", "0"]).is_err());
+    }
+
+    #[test]
+    fn payouts_command_line() {
+        let cli = Cli::try_parse_from([
+            "bench",
+            "payouts",
+            "--database-url",
+            "postgres://postgres@127.0.0.1/x",
+            "--key",
+            "sk_test_x",
+            "--rate",
+            "50",
+        ])
+        .unwrap();
+        let Command::Payouts(args) = cli.command else {
+            panic!("not payouts")
+        };
+        assert_eq!((args.concurrency, args.requests), (32, 2000));
+        assert_eq!(args.rate, 50.0);
+        assert_eq!(args.duration, Duration::from_secs(20));
+        assert_eq!(args.receiver.port(), 0);
+        assert!(
+            Cli::try_parse_from([
+                "bench",
+                "payouts",
+                "--database-url",
+                "x",
+                "--key",
+                "k",
+                "-c",
+                "0"
+            ])
+            .is_err()
+        );
     }
 
     #[test]

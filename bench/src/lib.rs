@@ -5,4 +5,5 @@ pub mod cli;
 pub mod lists;
 pub mod load;
 pub mod payload;
+pub mod payouts;
 pub mod stats;

@@ -163,7 +163,8 @@ fn statement(sql: &str, values: Vec<Db>) -> Statement {
     Statement::from_sql_and_values(DbBackend::Postgres, sql, values)
 }
 
-async fn business_of(
+/// The business of `key` (by its hash in api_keys), unless `given`.
+pub(crate) async fn business_of(
     db: &DatabaseConnection,
     key: &str,
     given: Option<&str>,

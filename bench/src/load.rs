@@ -29,6 +29,20 @@ pub enum Workload {
     Create { bank: String },
     /// One Idempotency-Key and one body, again and again.
     Replay { key: String, body: Value },
+    /// A fresh Idempotency-Key and a payout of `amount` kobo every time (`POST /v1/payouts`).
+    Payout { amount: i64 },
+}
+
+impl Workload {
+    /// Where its requests go.
+    pub fn endpoint(&self, settings: &Settings) -> String {
+        match self {
+            Workload::Create { .. } | Workload::Replay { .. } => settings.endpoint(),
+            Workload::Payout { .. } => {
+                format!("{}/v1/payouts", settings.base.trim_end_matches('/'))
+            }
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -159,6 +173,17 @@ impl Shared {
                 )
                 .await
             }
+            Workload::Payout { amount } => {
+                let key = Ulid::new().to_string();
+                send(
+                    &self.client,
+                    &self.endpoint,
+                    &self.settings.api_key,
+                    &key,
+                    &serde_json::json!({ "amount": amount }),
+                )
+                .await
+            }
         }
     }
 
@@ -210,10 +235,11 @@ pub async fn run(
     let mode = match workload {
         Workload::Create { .. } => "create",
         Workload::Replay { .. } => "replay",
+        Workload::Payout { .. } => "payouts",
     };
     let shared = Arc::new(Shared {
         client,
-        endpoint: settings.endpoint(),
+        endpoint: workload.endpoint(&settings),
         warmup_end: Instant::now() + settings.warmup,
         started: AtomicU64::new(0),
         cancelled,

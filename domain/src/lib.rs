@@ -26,5 +26,6 @@ pub use bank::Bank;
 pub use business::{KybStatus, Mode};
 pub use deposit::{DepositSource, DepositStatus, RecheckStatus};
 pub use event::{DeliveryStatus, EventType};
+pub use text_enum::TextEnum;
 pub use user::Role;
 pub use validation::FieldError;

@@ -4,6 +4,31 @@
 //! database value (a sea-orm active enum on a text column, with the `db` feature), its OpenAPI
 //! value (utoipa, with the `openapi` feature) and what `as_str`, `parse` and `Display` use. A
 //! database value that is not one of them is an error when the row is read, never a default.
+//! Every such enumeration is a [`TextEnum`], so code at the edge (a query parameter, a form
+//! field) can read any of them with one generic function.
+
+/// An enumeration made by `text_enum!`: its variants and their texts.
+pub trait TextEnum: Copy + Sized + 'static {
+    /// Every variant, in declaration order.
+    fn variants() -> &'static [Self];
+
+    /// The variant's text.
+    fn text(self) -> &'static str;
+
+    /// The variant whose text is `text`.
+    fn from_text(text: &str) -> Option<Self> {
+        Self::variants().iter().copied().find(|v| v.text() == text)
+    }
+
+    /// Every text, comma-separated, for messages such as "status must be one of …".
+    fn texts() -> String {
+        Self::variants()
+            .iter()
+            .map(|v| v.text())
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
 
 macro_rules! text_enum {
     (
@@ -47,6 +72,20 @@ macro_rules! text_enum {
                     $($text => Some($name::$variant),)+
                     _ => None,
                 }
+            }
+        }
+
+        impl $crate::TextEnum for $name {
+            fn variants() -> &'static [Self] {
+                &Self::ALL
+            }
+
+            fn text(self) -> &'static str {
+                self.as_str()
+            }
+
+            fn from_text(text: &str) -> Option<Self> {
+                Self::parse(text)
             }
         }
 

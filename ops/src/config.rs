@@ -179,6 +179,33 @@ pub struct PayoutsConfig {
     /// doubling up to `max_poll_secs`.
     pub initial_poll_secs: u64,
     pub max_poll_secs: u64,
+    /// For end-to-end tests only (`VAS_PAYOUTS__TEST_KILL_AT`): worker-payouts sends itself
+    /// SIGKILL when a test-mode payout reaches this step, so a test can kill it at an exact
+    /// point of a payout. Unset by default and in every deployment; live-mode payouts never stop
+    /// at it, and the worker warns at start when it is set.
+    pub test_kill_at: Option<KillPoint>,
+}
+
+/// A step of a payout at which [`PayoutsConfig::test_kill_at`] kills worker-payouts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum KillPoint {
+    /// The provider said it never received the transfer; it is about to be sent.
+    BeforeSend,
+    /// The provider accepted the transfer; its answer is not recorded yet.
+    AfterSend,
+    /// A status query of a `processing` payout was answered; the answer is not recorded yet.
+    WhilePolling,
+}
+
+impl KillPoint {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            KillPoint::BeforeSend => "before_send",
+            KillPoint::AfterSend => "after_send",
+            KillPoint::WhilePolling => "while_polling",
+        }
+    }
 }
 
 impl Default for PayoutsConfig {
@@ -190,6 +217,7 @@ impl Default for PayoutsConfig {
             schedule_check_secs: 30,
             initial_poll_secs: 2,
             max_poll_secs: 60,
+            test_kill_at: None,
         }
     }
 }
@@ -611,6 +639,26 @@ mod tests {
             jail.set_env("VAS_HTTP__IDLE_TIMEOUT_SECS", "0");
             let err = Config::load(None).unwrap_err().to_string();
             assert!(err.contains("HTTP.IDLE_TIMEOUT_SECS"), "{err}");
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn the_test_kill_point_is_off_unless_named_exactly() {
+        figment::Jail::expect_with(|jail| {
+            assert_eq!(
+                Config::load(None).expect("loads").payouts.test_kill_at,
+                None
+            );
+            jail.set_env("VAS_PAYOUTS__TEST_KILL_AT", "while_polling");
+            assert_eq!(
+                Config::load(None).expect("loads").payouts.test_kill_at,
+                Some(KillPoint::WhilePolling)
+            );
+            for wrong in ["true", "1", "polling", "WHILE_POLLING"] {
+                jail.set_env("VAS_PAYOUTS__TEST_KILL_AT", wrong);
+                assert!(Config::load(None).is_err(), "{wrong}");
+            }
             Ok(())
         });
     }

@@ -205,12 +205,15 @@ async fn handle(
     let mut response = tower_service::Service::call(&mut app, request).await?;
     if timed_out.load(Ordering::Relaxed) {
         // Whatever the handler made of the failed read, the client was too slow; the rest of
-        // its body is not waited for.
+        // its body is not waited for. A handler that answered 408 itself (see
+        // `is_body_timeout`) keeps its body; any other answer is replaced.
         tracing::debug!(%peer, "request body not received in time: 408");
         metrics::counter!("http_connection_timeouts_total", "phase" => Wait::Body.label())
             .increment(1);
-        response = Response::new(Body::empty());
-        *response.status_mut() = StatusCode::REQUEST_TIMEOUT;
+        if response.status() != StatusCode::REQUEST_TIMEOUT {
+            response = Response::new(Body::empty());
+            *response.status_mut() = StatusCode::REQUEST_TIMEOUT;
+        }
         response
             .headers_mut()
             .insert(header::CONNECTION, HeaderValue::from_static("close"));
@@ -386,6 +389,20 @@ struct DeadlineBody {
 #[derive(Debug, thiserror::Error)]
 #[error("the request body was not received in time")]
 struct BodyTimedOut;
+
+/// Whether reading a request body failed because the body-read limit passed (the client is
+/// answered 408), as opposed to a body over a size limit or a broken connection: a handler
+/// that records its answer (access log, metrics) can record the 408 the client gets.
+pub fn is_body_timeout(error: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cause = Some(error);
+    while let Some(e) = cause {
+        if e.is::<BodyTimedOut>() {
+            return true;
+        }
+        cause = e.source();
+    }
+    false
+}
 
 impl http_body::Body for DeadlineBody {
     type Data = Bytes;

@@ -388,30 +388,18 @@ impl Providers {
         account_number: &str,
     ) -> Result<Option<String>, ProviderError> {
         let bank = self.payout_bank()?;
-        observed(bank, "name_enquiry", async {
-            let (base, key) = self.endpoint(bank, mode)?;
-            let url = format!("{base}/banks/{bank_code}/accounts/{account_number}");
-            self.retrying(|| async {
-                let response = self
-                    .http
-                    .get(&url)
-                    .bearer_auth(key)
-                    .send()
-                    .await
-                    .map_err(transport)?;
-                if response.status() == StatusCode::NOT_FOUND {
-                    return Ok(None);
-                }
-                if !response.status().is_success() {
-                    return Err(classify(response).await);
-                }
-                let found: NameEnquiry =
-                    read_json(response, "name enquiry", PROVIDER_BODY_LIMIT).await?;
-                Ok(Some(found.account_name))
-            })
-            .await
-        })
-        .await
+        let path = format!("/banks/{bank_code}/accounts/{account_number}");
+        let found: Option<NameEnquiry> = self
+            .call(
+                bank,
+                mode,
+                "name_enquiry",
+                Attempts::Retried,
+                |http, base| http.get(format!("{base}{path}")),
+                |response| read_if_found(response, "name enquiry"),
+            )
+            .await?;
+        Ok(found.map(|f| f.account_name))
     }
 
     /// Sends a transfer at the payout provider (the same reference again is the same transfer
@@ -423,21 +411,14 @@ impl Providers {
         transfer: &NewTransfer,
     ) -> Result<RemoteTransfer, ProviderError> {
         let bank = self.payout_bank()?;
-        observed(bank, "send_transfer", async {
-            let (base, key) = self.endpoint(bank, mode)?;
-            let response = self
-                .http
-                .post(format!("{base}/transfers"))
-                .bearer_auth(key)
-                .json(transfer)
-                .send()
-                .await
-                .map_err(transport)?;
-            if !response.status().is_success() {
-                return Err(classify(response).await);
-            }
-            read_json(response, "transfer", PROVIDER_BODY_LIMIT).await
-        })
+        self.call(
+            bank,
+            mode,
+            "send_transfer",
+            Attempts::Once,
+            |http, base| http.post(format!("{base}/transfers")).json(transfer),
+            |response| read_success(response, "transfer", PROVIDER_BODY_LIMIT),
+        )
         .await
     }
 
@@ -448,28 +429,150 @@ impl Providers {
         reference: &str,
     ) -> Result<Option<RemoteTransfer>, ProviderError> {
         let bank = self.payout_bank()?;
-        observed(bank, "get_transfer", async {
+        self.call(
+            bank,
+            mode,
+            "get_transfer",
+            Attempts::Retried,
+            |http, base| http.get(format!("{base}/transfers/{reference}")),
+            |response| read_if_found(response, "transfer"),
+        )
+        .await
+    }
+
+    /// Opens an account (the same reference again returns the same account). One attempt,
+    /// bounded by `timeout`: the caller decides what a timeout means.
+    pub async fn open_account(
+        &self,
+        bank: Bank,
+        mode: Mode,
+        request: &OpenAccount,
+        timeout: Duration,
+    ) -> Result<RemoteAccount, ProviderError> {
+        self.call(
+            bank,
+            mode,
+            "open",
+            Attempts::Once,
+            |http, base| {
+                http.post(format!("{base}/accounts"))
+                    .timeout(timeout)
+                    .json(request)
+            },
+            |response| read_success(response, "account", PROVIDER_BODY_LIMIT),
+        )
+        .await
+    }
+
+    /// The account as the provider sees it now; None when it never heard of the reference.
+    pub async fn account(
+        &self,
+        bank: Bank,
+        mode: Mode,
+        reference: &str,
+    ) -> Result<Option<RemoteAccount>, ProviderError> {
+        self.call(
+            bank,
+            mode,
+            "get",
+            Attempts::Retried,
+            |http, base| http.get(format!("{base}/accounts/{reference}")),
+            |response| read_if_found(response, "account"),
+        )
+        .await
+    }
+
+    /// Closes the account at the provider; an account it never had is closed already.
+    pub async fn close_account(
+        &self,
+        bank: Bank,
+        mode: Mode,
+        reference: &str,
+    ) -> Result<(), ProviderError> {
+        self.call(
+            bank,
+            mode,
+            "close",
+            Attempts::Retried,
+            |http, base| http.post(format!("{base}/accounts/{reference}/close")),
+            |response| async move {
+                match response.status() {
+                    s if s.is_success() || s == StatusCode::NOT_FOUND => Ok(()),
+                    _ => Err(classify(response).await),
+                }
+            },
+        )
+        .await
+    }
+
+    /// Money received by the account in `[from, to]`.
+    pub async fn transactions(
+        &self,
+        bank: Bank,
+        mode: Mode,
+        reference: &str,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+    ) -> Result<Vec<RemoteTransaction>, ProviderError> {
+        let range = [
+            (
+                "from",
+                from.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+            ),
+            (
+                "to",
+                to.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+            ),
+        ];
+        self.call(
+            bank,
+            mode,
+            "transactions",
+            Attempts::Retried,
+            |http, base| {
+                http.get(format!("{base}/accounts/{reference}/transactions"))
+                    .query(&range)
+            },
+            |response| async move {
+                let list: TransactionList =
+                    read_success(response, "transactions", TRANSACTIONS_BODY_LIMIT).await?;
+                Ok(usable_transactions(bank, list.data))
+            },
+        )
+        .await
+    }
+
+    /// Every protocol call's one shape: the request `build` makes from the bank's base URL for
+    /// `mode` (the bearer key is added here), sent once or, with [`Attempts::Retried`], again
+    /// while the failure is transient; its response read by `read`; the whole call timed and
+    /// counted under `operation`.
+    async fn call<T, Read, Fut>(
+        &self,
+        bank: Bank,
+        mode: Mode,
+        operation: &'static str,
+        attempts: Attempts,
+        build: impl Fn(&reqwest::Client, &str) -> reqwest::RequestBuilder,
+        read: Read,
+    ) -> Result<T, ProviderError>
+    where
+        Read: Fn(reqwest::Response) -> Fut,
+        Fut: std::future::Future<Output = Result<T, ProviderError>>,
+    {
+        observed(bank, operation, async {
             let (base, key) = self.endpoint(bank, mode)?;
-            let url = format!("{base}/transfers/{reference}");
-            self.retrying(|| async {
-                let response = self
-                    .http
-                    .get(&url)
+            let attempt = || async {
+                let response = build(&self.http, &base)
                     .bearer_auth(key)
                     .send()
                     .await
                     .map_err(transport)?;
-                if response.status() == StatusCode::NOT_FOUND {
-                    return Ok(None);
-                }
-                if !response.status().is_success() {
-                    return Err(classify(response).await);
-                }
-                read_json(response, "transfer", PROVIDER_BODY_LIMIT)
-                    .await
-                    .map(Some)
-            })
-            .await
+                read(response).await
+            };
+            match attempts {
+                Attempts::Once => attempt().await,
+                Attempts::Retried => self.retrying(attempt).await,
+            }
         })
         .await
     }
@@ -487,177 +590,6 @@ impl Providers {
                 .map(|e| (e.base.clone(), e.key.as_str())),
         };
         found.ok_or(ProviderError::NotConfigured(bank.slug(), mode))
-    }
-
-    /// Opens an account (the same reference again returns the same account). One attempt,
-    /// bounded by `timeout`: the caller decides what a timeout means.
-    async fn open_account_call(
-        &self,
-        bank: Bank,
-        mode: Mode,
-        request: &OpenAccount,
-        timeout: Duration,
-    ) -> Result<RemoteAccount, ProviderError> {
-        let (base, key) = self.endpoint(bank, mode)?;
-        let response = self
-            .http
-            .post(format!("{base}/accounts"))
-            .bearer_auth(key)
-            .timeout(timeout)
-            .json(request)
-            .send()
-            .await
-            .map_err(transport)?;
-        read_account(response).await
-    }
-
-    /// The account as the provider sees it now; None when it never heard of the reference.
-    async fn account_call(
-        &self,
-        bank: Bank,
-        mode: Mode,
-        reference: &str,
-    ) -> Result<Option<RemoteAccount>, ProviderError> {
-        let (base, key) = self.endpoint(bank, mode)?;
-        let url = format!("{base}/accounts/{reference}");
-        self.retrying(|| async {
-            let response = self
-                .http
-                .get(&url)
-                .bearer_auth(key)
-                .send()
-                .await
-                .map_err(transport)?;
-            if response.status() == StatusCode::NOT_FOUND {
-                return Ok(None);
-            }
-            read_account(response).await.map(Some)
-        })
-        .await
-    }
-
-    /// Closes the account at the provider; an account it never had is closed already.
-    async fn close_account_call(
-        &self,
-        bank: Bank,
-        mode: Mode,
-        reference: &str,
-    ) -> Result<(), ProviderError> {
-        let (base, key) = self.endpoint(bank, mode)?;
-        let url = format!("{base}/accounts/{reference}/close");
-        self.retrying(|| async {
-            let response = self
-                .http
-                .post(&url)
-                .bearer_auth(key)
-                .send()
-                .await
-                .map_err(transport)?;
-            match response.status() {
-                s if s.is_success() || s == StatusCode::NOT_FOUND => Ok(()),
-                _ => Err(classify(response).await),
-            }
-        })
-        .await
-    }
-
-    /// Money received by the account in `[from, to]`.
-    async fn transactions_call(
-        &self,
-        bank: Bank,
-        mode: Mode,
-        reference: &str,
-        from: DateTime<Utc>,
-        to: DateTime<Utc>,
-    ) -> Result<Vec<RemoteTransaction>, ProviderError> {
-        let (base, key) = self.endpoint(bank, mode)?;
-        let url = format!("{base}/accounts/{reference}/transactions");
-        let range = [
-            (
-                "from",
-                from.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
-            ),
-            (
-                "to",
-                to.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
-            ),
-        ];
-        self.retrying(|| async {
-            let response = self
-                .http
-                .get(&url)
-                .bearer_auth(key)
-                .query(&range)
-                .send()
-                .await
-                .map_err(transport)?;
-            if !response.status().is_success() {
-                return Err(classify(response).await);
-            }
-            let list: TransactionList =
-                read_json(response, "transactions", TRANSACTIONS_BODY_LIMIT).await?;
-            Ok(usable_transactions(bank, list.data))
-        })
-        .await
-    }
-
-    /// Opens an account (the same reference again returns the same account). One attempt,
-    /// bounded by `timeout`: the caller decides what a timeout means.
-    pub async fn open_account(
-        &self,
-        bank: Bank,
-        mode: Mode,
-        request: &OpenAccount,
-        timeout: Duration,
-    ) -> Result<RemoteAccount, ProviderError> {
-        observed(
-            bank,
-            "open",
-            self.open_account_call(bank, mode, request, timeout),
-        )
-        .await
-    }
-
-    /// The account as the provider sees it now; None when it never heard of the reference.
-    pub async fn account(
-        &self,
-        bank: Bank,
-        mode: Mode,
-        reference: &str,
-    ) -> Result<Option<RemoteAccount>, ProviderError> {
-        observed(bank, "get", self.account_call(bank, mode, reference)).await
-    }
-
-    /// Closes the account at the provider; an account it never had is closed already.
-    pub async fn close_account(
-        &self,
-        bank: Bank,
-        mode: Mode,
-        reference: &str,
-    ) -> Result<(), ProviderError> {
-        observed(
-            bank,
-            "close",
-            self.close_account_call(bank, mode, reference),
-        )
-        .await
-    }
-
-    /// Money received by the account in `[from, to]`.
-    pub async fn transactions(
-        &self,
-        bank: Bank,
-        mode: Mode,
-        reference: &str,
-        from: DateTime<Utc>,
-        to: DateTime<Utc>,
-    ) -> Result<Vec<RemoteTransaction>, ProviderError> {
-        observed(
-            bank,
-            "transactions",
-            self.transactions_call(bank, mode, reference, from, to),
-        )
-        .await
     }
 
     /// Test mode only: asks the sandbox to send money to an account number, notifying the service
@@ -713,6 +645,17 @@ impl Providers {
     }
 }
 
+/// How often [`Providers::call`] sends its request.
+#[derive(Debug, Clone, Copy)]
+enum Attempts {
+    /// Once: what a lost answer means is the caller's decision (opening an account, sending a
+    /// transfer).
+    Once,
+    /// Again, with backoff for a short while, while the failure is transient (reads, and
+    /// calls the provider dedupes).
+    Retried,
+}
+
 /// Times a provider call and counts its outcome.
 async fn observed<T>(
     bank: Bank,
@@ -748,11 +691,29 @@ fn transport(e: reqwest::Error) -> ProviderError {
     ProviderError::Transient(kind.to_owned())
 }
 
-async fn read_account(response: reqwest::Response) -> Result<RemoteAccount, ProviderError> {
+/// A successful answer's body as `T`; any other answer as [`classify`] reads it.
+async fn read_success<T: serde::de::DeserializeOwned>(
+    response: reqwest::Response,
+    what: &str,
+    limit: usize,
+) -> Result<T, ProviderError> {
     if !response.status().is_success() {
         return Err(classify(response).await);
     }
-    read_json(response, "account", PROVIDER_BODY_LIMIT).await
+    read_json(response, what, limit).await
+}
+
+/// As [`read_success`], with a 404 meaning the provider has no such thing: None.
+async fn read_if_found<T: serde::de::DeserializeOwned>(
+    response: reqwest::Response,
+    what: &str,
+) -> Result<Option<T>, ProviderError> {
+    if response.status() == StatusCode::NOT_FOUND {
+        return Ok(None);
+    }
+    read_success(response, what, PROVIDER_BODY_LIMIT)
+        .await
+        .map(Some)
 }
 
 /// A provider's body, read up to `limit` bytes, as `T`. A longer body is a bad answer (never

@@ -13,6 +13,7 @@
 //! - [`TestDb`], [`TestBroker`]: a fresh database / broker prefix per test, removed afterwards.
 //! - [`Setup`]: a migrated database with one business, for tests that run no API.
 //! - [`store`]: what is stored, read and changed by name (no raw SQL in tests).
+//! - [`stack`]: the real binaries on PostgreSQL and RabbitMQ, for end-to-end tests.
 //!
 //! With the `app` feature: [`TestApp`], the api with its relay, the provider sandbox and, on
 //! demand, each worker, in this process on port 0.
@@ -31,6 +32,8 @@ mod broker;
 mod db;
 #[cfg(feature = "backends")]
 mod fixtures;
+#[cfg(feature = "backends")]
+pub mod stack;
 #[cfg(feature = "backends")]
 pub mod store;
 

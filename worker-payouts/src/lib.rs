@@ -16,9 +16,9 @@ use backoff::backoff::Backoff;
 use chrono::{DateTime, NaiveTime, Utc};
 use domain::Mode;
 use domain::payout::{
-    MIN_PAYOUT, NewPayout, Schedule, TransferState, daily_payout_day, daily_reference,
+    MIN_PAYOUT, NewPayout, PayoutStatus, Schedule, TransferState, daily_payout_day, daily_reference,
 };
-use ops::config::{Config, PayoutsConfig};
+use ops::config::{Config, KillPoint, PayoutsConfig};
 use sea_orm::{ColumnTrait, DatabaseConnection, DbErr, EntityTrait, QueryFilter, QuerySelect};
 use shared::db::entities::{payout, settlement_account};
 use shared::db::ledger;
@@ -91,16 +91,27 @@ impl Payer {
             Err(e) => return Ok(self.retry(row, &payout, "get_transfer", &e)),
         };
         let remote = match known {
-            Some(remote) => remote,
-            None => match self.send_transfer(&payout).await {
-                Ok(remote) => remote,
-                Err(Refusal::Refused(reason)) => {
-                    return self.refused(row, &payout, &reason).await;
+            Some(remote) => {
+                if payout.status == PayoutStatus::Processing {
+                    self.kill_point(&payout, KillPoint::WhilePolling);
                 }
-                Err(Refusal::Error(e)) => {
-                    return Ok(self.retry(row, &payout, "send_transfer", &e));
+                remote
+            }
+            None => {
+                self.kill_point(&payout, KillPoint::BeforeSend);
+                match self.send_transfer(&payout).await {
+                    Ok(remote) => {
+                        self.kill_point(&payout, KillPoint::AfterSend);
+                        remote
+                    }
+                    Err(Refusal::Refused(reason)) => {
+                        return self.refused(row, &payout, &reason).await;
+                    }
+                    Err(Refusal::Error(e)) => {
+                        return Ok(self.retry(row, &payout, "send_transfer", &e));
+                    }
                 }
-            },
+            }
         };
         let payout = self.record(&payout, &remote).await?;
         if payout.status.in_flight() {
@@ -197,6 +208,28 @@ impl Payer {
             after: poll_delay(&self.config, row.attempts),
             error: e.to_string(),
         }
+    }
+}
+
+impl Payer {
+    /// The end-to-end tests' failpoint (`VAS_PAYOUTS__TEST_KILL_AT`, off by default): at the
+    /// configured step of a test-mode payout this process sends itself SIGKILL, so a test can
+    /// prove a kill at that exact step loses nothing and pays nothing twice. A real SIGKILL
+    /// (no unwinding, no drain, no flush), sent by `kill` because this workspace forbids unsafe
+    /// code; live-mode payouts never stop here.
+    fn kill_point(&self, payout: &Payout, step: KillPoint) {
+        if self.config.test_kill_at != Some(step) || payout.mode != Mode::Test {
+            return;
+        }
+        tracing::warn!(payout_id = %payout.id, step = step.as_str(), "test kill point reached: SIGKILL");
+        let pid = std::process::id().to_string();
+        let _ = std::process::Command::new("kill")
+            .args(["-KILL", &pid])
+            .status();
+        // SIGKILL is delivered before `kill` returns; should `kill` be missing, die anyway
+        // rather than carry on past the step.
+        std::thread::sleep(Duration::from_secs(5));
+        std::process::abort();
     }
 }
 
@@ -352,6 +385,13 @@ pub async fn run_with(
     relay: Relay,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
+    if let Some(step) = config.payouts.test_kill_at {
+        tracing::warn!(
+            step = step.as_str(),
+            "VAS_PAYOUTS__TEST_KILL_AT is set: this process kills itself when a test-mode payout \
+             reaches that step (for end-to-end tests only; unset it anywhere else)"
+        );
+    }
     let schedule = DailySchedule::from_config(config, db.clone(), relay.clone())?;
     let handler = Arc::new(Payer {
         db: db.clone(),

@@ -18,16 +18,18 @@ use super::ProblemCode;
 pub const PROBLEM_JSON: &str = "application/problem+json";
 
 /// Declares the reusable error responses, each listing the codes it may carry (all of one status),
-/// and [`all`], which the document registers.
+/// and [`all`], which the document registers. A response carries the [`ERROR_HEADERS`] of its
+/// codes, or only those named after `headers` when one limit sends fewer than another.
 macro_rules! problem_responses {
-    ($($(#[$doc:meta])* $name:ident => [$($code:ident),+ $(,)?];)*) => {
+    ($($(#[$doc:meta])* $name:ident => [$($code:ident),+ $(,)?] $(headers [$($header:literal),* $(,)?])?;)*) => {
         $(
             $(#[$doc])*
             pub struct $name;
 
             impl<'r> ToResponse<'r> for $name {
                 fn response() -> (&'r str, RefOr<Response>) {
-                    (stringify!($name), RefOr::T(problem_response(&[$(ProblemCode::$code),+])))
+                    let only: Option<&[&str]> = None $(.or(Some(&[$($header),*])))?;
+                    (stringify!($name), RefOr::T(problem_response(&[$(ProblemCode::$code),+], only)))
                 }
             }
         )*
@@ -59,7 +61,14 @@ problem_responses! {
     ValidationFailed => [ValidationFailed];
     /// 422 on account creation.
     CreateUnprocessable => [ValidationFailed, IdempotencyKeyReused, IdentityRejected];
+    /// 429 on account creation: over the creation limit (its state in `RateLimit` headers), or
+    /// the failed-authentication limit below.
     RateLimited => [RateLimited];
+    /// 429 on every authenticated operation: too many failed authentications from the client's
+    /// address, answered before the key is looked up; only `Retry-After` is sent.
+    FailedAuthenticationsLimited => [RateLimited] headers ["Retry-After"];
+    /// 408: the body did not arrive within the body-read limit.
+    RequestTimeout => [RequestTimeout];
     InternalError => [InternalError];
     /// 409 on payout creation.
     PayoutConflict => [IdempotencyKeyInUse, SettlementAccountMissing, PayoutsOnHold];
@@ -124,7 +133,7 @@ fn example(code: ProblemCode) -> serde_json::Value {
     example
 }
 
-fn problem_response(codes: &[ProblemCode]) -> Response {
+fn problem_response(codes: &[ProblemCode], only_headers: Option<&[&str]>) -> Response {
     let status = codes[0].status();
     assert!(
         codes.iter().all(|c| c.status() == status),
@@ -158,7 +167,10 @@ fn problem_response(codes: &[ProblemCode]) -> Response {
             "x-problem-codes",
             json!(codes),
         )])));
-    for h in ERROR_HEADERS {
+    for h in ERROR_HEADERS
+        .iter()
+        .filter(|h| only_headers.is_none_or(|only| only.contains(&h.name)))
+    {
         let carried: Vec<_> = codes.iter().filter(|c| h.codes.contains(c)).collect();
         if carried.is_empty() {
             continue;

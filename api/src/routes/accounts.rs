@@ -334,17 +334,7 @@ async fn list(
     query: QueryPairs,
 ) -> ApiResult<Json<Page<AccountView>>> {
     let mut errors = Vec::new();
-    let status = query.get("status").and_then(|s| {
-        let parsed = AccountStatus::parse(s);
-        if parsed.is_none() {
-            errors.push(FieldError::new(
-                "status",
-                "invalid_value",
-                "status must be one of pending, active, deactivated, failed",
-            ));
-        }
-        parsed
-    });
+    let status = query.one_of::<AccountStatus>("status", &mut errors);
     let q = query.get("q");
     if q.is_some_and(|q| q.chars().count() > 200) {
         errors.push(FieldError::new(

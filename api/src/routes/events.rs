@@ -4,7 +4,7 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use domain::time::rfc3339;
-use domain::{DeliveryStatus, EventType, FieldError, Mode};
+use domain::{DeliveryStatus, EventType, Mode};
 use serde::Serialize;
 use serde_json::Value;
 use shared::db::deliveries::{self, Attempt, Delivery};
@@ -173,20 +173,7 @@ async fn list(
     query: QueryPairs,
 ) -> ApiResult<Json<Page<EventView>>> {
     let mut errors = Vec::new();
-    let event_type = query.get("type").and_then(|t| {
-        let parsed = EventType::parse(t);
-        if parsed.is_none() {
-            errors.push(FieldError::new(
-                "type",
-                "invalid_value",
-                format!(
-                    "type must be one of {}",
-                    EventType::ALL.map(EventType::as_str).join(", ")
-                ),
-            ));
-        }
-        parsed
-    });
+    let event_type = query.one_of::<EventType>("type", &mut errors);
     let filter = Filter::new(
         "events",
         caller.business_id(),

@@ -10,7 +10,6 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use domain::payout::{NewPayout, PayoutStatus};
-use domain::validation::FieldError;
 use shared::crypto::RequestDigest;
 use shared::db::idempotency::{Key, Scope};
 use shared::db::payouts::{self, CreateOutcome, CreateRequest};
@@ -158,17 +157,7 @@ async fn list(
     query: QueryPairs,
 ) -> ApiResult<Json<Page<PayoutView>>> {
     let mut errors = Vec::new();
-    let status = query.get("status").and_then(|s| {
-        let parsed = PayoutStatus::parse(s);
-        if parsed.is_none() {
-            errors.push(FieldError::new(
-                "status",
-                "invalid_value",
-                "status must be one of pending, processing, succeeded, failed, reversed",
-            ));
-        }
-        parsed
-    });
+    let status = query.one_of::<PayoutStatus>("status", &mut errors);
     let filter = Filter::new(
         "payouts",
         caller.business_id(),

@@ -1,6 +1,7 @@
 //! SPEC §3's list rules on the accounts and events lists: a cursor walks every item exactly once,
 //! newest first, and is refused for another filter or when forged; `total` is exact without `q`
-//! or up to the cap, an estimate beyond it.
+//! or up to the cap, an estimate beyond it; a filter (`status`, `type`) of the accounts, events
+//! and payouts lists takes only its enumeration's values.
 
 use domain::Mode;
 use reqwest::StatusCode;
@@ -12,6 +13,7 @@ test_support::on_both_databases!(
     a_cursor_walk_over_events_ends_with_a_null_cursor,
     cursors_of_another_filter_or_forged_ones_are_refused,
     total_is_exact_up_to_the_cap_then_an_estimate,
+    a_filter_outside_its_values_is_refused_naming_them_all,
 );
 
 async fn create_accounts(app: &TestApp, n: u32) -> Vec<String> {
@@ -245,4 +247,50 @@ async fn total_is_exact_up_to_the_cap_then_an_estimate(backend: Backend) {
         );
     }
     assert!(many["nextCursor"].is_string());
+}
+
+async fn a_filter_outside_its_values_is_refused_naming_them_all(backend: Backend) {
+    let app = spawn_app(backend).await;
+    for (path, field, allowed) in [
+        (
+            "/v1/virtual-accounts?status=open",
+            "status",
+            "pending, active, deactivated, failed",
+        ),
+        (
+            "/v1/payouts?status=paid",
+            "status",
+            "pending, processing, succeeded, failed, reversed",
+        ),
+        (
+            "/v1/events?type=payout.sent",
+            "type",
+            "virtualaccount.active, virtualaccount.failed, virtualaccount.deactivated, \
+             deposit.received, deposit.flagged, payout.succeeded, payout.failed, payout.reversed, \
+             settlement_account.updated, webhook.test",
+        ),
+    ] {
+        let body = test_support::expect_problem(
+            app.get(app.test_key(), path).await,
+            422,
+            "validation_failed",
+        )
+        .await;
+        assert_eq!(body["errors"][0]["field"], field, "{path}: {body}");
+        assert_eq!(body["errors"][0]["code"], "invalid_value", "{path}: {body}");
+        assert_eq!(
+            body["errors"][0]["message"],
+            format!("{field} must be one of {allowed}"),
+            "{path}"
+        );
+    }
+    // A value of the enumeration filters (the same reader, the other way).
+    for path in [
+        "/v1/virtual-accounts?status=failed",
+        "/v1/payouts?status=reversed",
+        "/v1/events?type=webhook.test",
+    ] {
+        let page = json(app.get(app.test_key(), path).await).await;
+        assert_eq!(page["data"], value!([]), "{path}");
+    }
 }

@@ -242,6 +242,9 @@ impl Inner {
     /// records every dead job). Failures are logged only: the new queues work without this.
     async fn retire_legacy_dead_queue(&self, queue: &str, dlx: &str) {
         let name = self.legacy_dead_queue(queue);
+        if !self.queue_exists(&name).await {
+            return;
+        }
         // Channels of their own: a refusal closes the channel it happens on.
         let Ok(channel) = self.channel(false).await else {
             return;
@@ -293,6 +296,40 @@ impl Inner {
             Ok(_) => tracing::info!(queue = %name, "deleted the empty legacy dead-letter queue"),
             Err(error) => tracing::debug!(queue = %name, %error, "legacy dead-letter queue kept"),
         }
+    }
+
+    /// Whether a queue named `name` exists, asked so that the usual answer on a broker that
+    /// never had it ("no") is not an error. A passive declare of a missing queue is refused with
+    /// NOT_FOUND, which closes the channel and makes lapin log an error: on a fresh broker every
+    /// process start would log one per queue. Instead the name is declared as a throwaway
+    /// exclusive, non-durable queue: that succeeds only when no such queue exists (and the
+    /// throwaway is deleted at once; it would vanish with this connection anyway), while an
+    /// existing durable queue refuses it (RESOURCE_LOCKED or PRECONDITION_FAILED, on a channel
+    /// of its own). Unknown (no channel) counts as absent: there is nothing to act on.
+    async fn queue_exists(&self, name: &str) -> bool {
+        let Ok(channel) = self.channel(false).await else {
+            return false;
+        };
+        let throwaway = QueueDeclareOptions {
+            exclusive: true,
+            auto_delete: true,
+            ..QueueDeclareOptions::default()
+        };
+        let declared = within(
+            &format!("checking for {name}"),
+            channel.queue_declare(name.into(), throwaway, FieldTable::default()),
+        )
+        .await;
+        if declared.is_err() {
+            return true;
+        }
+        let _ = within(
+            &format!("deleting the throwaway {name}"),
+            channel.queue_delete(name.into(), QueueDeleteOptions::default()),
+        )
+        .await;
+        let _ = channel.close(200, "checked".into()).await;
+        false
     }
 
     /// The session with a live connection and publishing channel, reconnecting if need be.
