@@ -16,6 +16,7 @@ mod m0009_deposit_hardening;
 mod m0010_payouts;
 mod m0011_dashboard_users;
 mod m0013_list_indexes;
+mod m0015_account_counts;
 
 pub struct Migrator;
 
@@ -35,6 +36,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0010_payouts::Migration),
             Box::new(m0011_dashboard_users::Migration),
             Box::new(m0013_list_indexes::Migration),
+            Box::new(m0015_account_counts::Migration),
         ]
     }
 }
