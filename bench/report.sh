@@ -9,7 +9,7 @@
 #   bench/report.sh --bin /tmp/vas-target/release \
 #       [--database-url postgres://postgres@127.0.0.1:5432/postgres] \
 #       [--amqp-url amqp://guest:guest@127.0.0.1:5672/%2f] [--accounts 1000000] [--duration 20]
-#       [--keep] [--reuse DATABASE]
+#       [--list-requests 200] [--keep] [--reuse DATABASE]
 #
 # --reuse runs on a database a `--keep` run left (migrated again: so an older version's database,
 # its million accounts loaded, measures the newer version after its upgrade); give the same
@@ -27,6 +27,7 @@ bench=""
 accounts=1000000
 duration=20
 callers=32
+list_requests=200
 create_sql="$here/pgbench/create-statements.sql"
 keep=false
 reuse=""
@@ -39,6 +40,7 @@ while [ $# -gt 0 ]; do
     --accounts) accounts=$2; shift 2 ;;
     --duration) duration=$2; shift 2 ;;
     --callers) callers=$2; shift 2 ;;
+    --list-requests) list_requests=$2; shift 2 ;;
     --create-sql) create_sql=$2; shift 2 ;;
     --keep) keep=true; shift ;;
     --reuse) reuse=$2; keep=true; shift 2 ;;
@@ -58,7 +60,7 @@ sandbox_port=$(free_port)
 api=http://127.0.0.1:$api_port
 
 export VAS_DATABASE__URL=$db_url
-export VAS_DATABASE__MAX_CONNECTIONS=${VAS_DATABASE__MAX_CONNECTIONS:-40}
+export VAS_DATABASE__MAX_CONNECTIONS=${VAS_DATABASE__MAX_CONNECTIONS:-32}
 export VAS_AMQP__URL=$amqp_url
 export VAS_AMQP__PREFIX=report$$
 export VAS_CRYPTO__KEY=${VAS_CRYPTO__KEY:-$(head -c 32 /dev/urandom | base64)}
@@ -145,8 +147,9 @@ section_memory_idle() { # the workers, idle (started, given 5 s, measured, stopp
 
 section_lists() { # bench lists: p50/p99 per case against the 30 ms goal
   "$bench" lists --database-url "$db_url" --api "$api" --key "$lists_key" \
-    --accounts "$accounts" --api-pid "$pid_api" >"$work/lists.txt"
-  awk -F'|' '/^\| / && $3 ~ /[0-9]/ {
+    --accounts "$accounts" --api-pid "$pid_api" -n "$list_requests" \
+    --warmup $((list_requests / 10)) >"$work/lists.txt"
+  awk -F'|' '/^\| / && $3 ~ /^ *[0-9.]+ *$/ {
       gsub(/^ +| +$/, "", $2); gsub(/ /, "", $3); gsub(/ /, "", $4); gsub(/^ +| +$/, "", $5)
       printf "list: %s, p50 / p99 (ms)\t%s / %s\t-\t%s\n", $2, $3, $4, $5 }' "$work/lists.txt"
 }
@@ -158,7 +161,7 @@ ceiling() { # script, businesses: pgbench tps on the same schema, 32 clients
 
 create_load() { # keys: creations/s, p50, p99 (ms), api RSS peak (MiB)
   local peak=0 out
-  "$bench" create --key "$1" -c "$callers" --duration "${duration}s" --json >"$work/create.json" &
+  "$bench" create --base "$api" --key "$1" -c "$callers" --duration "${duration}s" --json >"$work/create.json" &
   local load=$!
   while kill -0 "$load" 2>/dev/null; do
     local r; r=$(awk '/^VmRSS:/ {print $2}' "/proc/$pid_api/status")
@@ -166,7 +169,7 @@ create_load() { # keys: creations/s, p50, p99 (ms), api RSS peak (MiB)
     sleep 1
   done
   wait "$load" || true
-  out=$(jq -r '[.throughputPerSec, (.latencyMs.p50 // "-"), (.latencyMs.p99 // "-"), .errors] | @tsv' "$work/create.json")
+  out=$(jq -r '[.throughputPerSec, (.latencyMs.p50 // "-"), (.latencyMs.p99 // "-"), (.errors + .transportErrors)] | @tsv' "$work/create.json")
   printf '%s\t%.1f\n' "$out" "$(echo "$peak / 1024" | bc -l)"
 }
 

@@ -75,7 +75,13 @@ pub struct Common {
     pub base: String,
     /// Secret keys (sk_test_… for the test banks), comma-separated: worker `i` sends key
     /// `i % n`, so load can be spread over several businesses.
-    #[arg(long, env = "BENCH_KEY", hide_env_values = true, value_delimiter = ',', required = true)]
+    #[arg(
+        long,
+        env = "BENCH_KEY",
+        hide_env_values = true,
+        value_delimiter = ',',
+        required = true
+    )]
     pub key: Vec<String>,
     /// How many requests are in flight at once (one task each).
     #[arg(long, short = 'c', default_value_t = 32)]

@@ -118,7 +118,15 @@ pub async fn prepare_replay(
 ) -> anyhow::Result<(String, Value)> {
     let key = Ulid::new().to_string();
     let body = payload::unique_customer(bank);
-    match send(client, &settings.endpoint(), settings.key_of(0), &key, &body).await {
+    match send(
+        client,
+        &settings.endpoint(),
+        settings.key_of(0),
+        &key,
+        &body,
+    )
+    .await
+    {
         Outcome::Response { status, .. } if is_success(status) => Ok((key, body)),
         Outcome::Response { status, body, .. } => {
             anyhow::bail!("the first request (to be replayed) answered {status}: {body}")

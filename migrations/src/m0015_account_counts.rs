@@ -10,7 +10,10 @@
 //! - `business_modes.last_account_at`: the newest creation stamp, so stamps never go backwards
 //!   within a business and mode (the window's arithmetic relies on it).
 //! - `account_counts`: accounts per status, for `active`, `failed` and `deactivated`; `pending`
-//!   is the created total less the others, so a creation writes no second row.
+//!   is the created total less the others, so a creation writes no second row. Each count is
+//!   spread over a few rows (`shard`, chosen by the account's id; the count is their sum), so
+//!   the status changes of one business (every creation's settlement) do not queue on one row
+//!   lock.
 
 use sea_orm_migration::prelude::*;
 use sea_orm_migration::sea_orm::{ConnectionTrait, DbBackend};
@@ -54,12 +57,14 @@ impl MigrationTrait for Migration {
                     .col(id("business_id"))
                     .col(id("mode"))
                     .col(id("status"))
+                    .col(ColumnDef::new("shard").integer().not_null())
                     .col(ColumnDef::new("n").big_integer().not_null())
                     .primary_key(
                         Index::create()
                             .col("business_id")
                             .col("mode")
-                            .col("status"),
+                            .col("status")
+                            .col("shard"),
                     )
                     .to_owned(),
             )
@@ -69,8 +74,8 @@ impl MigrationTrait for Migration {
         // creation of each business and mode counts what left the window, once).
         let db = manager.get_connection();
         db.execute_unprepared(
-            "INSERT INTO account_counts (business_id, mode, status, n) \
-             SELECT business_id, mode, status, count(*) FROM virtual_accounts \
+            "INSERT INTO account_counts (business_id, mode, status, shard, n) \
+             SELECT business_id, mode, status, 0, count(*) FROM virtual_accounts \
              WHERE status <> 'pending' GROUP BY business_id, mode, status",
         )
         .await?;

@@ -272,14 +272,7 @@ pub async fn settle<C: ConnectionTrait + TransactionTrait>(
         .one(db)
         .await?
         .ok_or_else(|| DbErr::RecordNotFound(account_id.to_owned()))?;
-    tallies::status_changed(
-        db,
-        &account.business_id,
-        account.mode,
-        AccountStatus::Pending,
-        account.status,
-    )
-    .await?;
+    tallies::status_changed(db, &account, AccountStatus::Pending, account.status).await?;
     if let Some(event_type) = event {
         record_account_event(db, &account, event_type, now).await?;
     }
@@ -700,7 +693,7 @@ pub async fn deactivate(
     active.deactivation_reason = Set(reason);
     active.updated_at = Set(now);
     let account = active.update(&txn).await?;
-    tallies::status_changed(&txn, business_id, mode, status, AccountStatus::Deactivated).await?;
+    tallies::status_changed(&txn, &account, status, AccountStatus::Deactivated).await?;
     record_account_event(&txn, &account, EventType::VirtualAccountDeactivated, now).await?;
     enqueue(
         &txn,

@@ -183,21 +183,33 @@ pub(crate) async fn record_creation<C: ConnectionTrait>(
     Ok(())
 }
 
+/// How many rows each status's count is spread over.
+const SHARDS: u32 = 16;
+
+/// The shard an account's changes are counted in (any would do: the count is the sum).
+fn shard_of(account_id: &str) -> i32 {
+    let hash = account_id
+        .bytes()
+        .fold(0u32, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b)));
+    (hash % SHARDS) as i32
+}
+
 /// Moves one account from `from` to `to` in the counts, in the caller's transaction. `pending`
 /// has no row (the created total less the others); rows are written in the order of their
 /// status so two changes never lock the same two rows in opposite orders.
 pub(crate) async fn status_changed<C: ConnectionTrait>(
     txn: &C,
-    business_id: &str,
-    mode: Mode,
+    account: &virtual_account::Model,
     from: AccountStatus,
     to: AccountStatus,
 ) -> Result<(), DbErr> {
     let mut moves = [(from, -1i64), (to, 1i64)];
     moves.sort_by_key(|(status, _)| status.as_str());
+    let shard = shard_of(&account.id);
     for (status, delta) in moves {
         if status != AccountStatus::Pending {
-            add(txn, business_id, mode, status, delta).await?;
+            let row = (account.business_id.as_str(), account.mode, status, shard);
+            add(txn, row, delta).await?;
         }
     }
     Ok(())
@@ -205,9 +217,7 @@ pub(crate) async fn status_changed<C: ConnectionTrait>(
 
 async fn add<C: ConnectionTrait>(
     db: &C,
-    business_id: &str,
-    mode: Mode,
-    status: AccountStatus,
+    (business_id, mode, status, shard): (&str, Mode, AccountStatus, i32),
     delta: i64,
 ) -> Result<(), DbErr> {
     use account_count::Column as Col;
@@ -215,10 +225,11 @@ async fn add<C: ConnectionTrait>(
         business_id: Set(business_id.to_owned()),
         mode: Set(mode),
         status: Set(status),
+        shard: Set(shard),
         n: Set(delta),
     })
     .on_conflict(
-        OnConflict::columns([Col::BusinessId, Col::Mode, Col::Status])
+        OnConflict::columns([Col::BusinessId, Col::Mode, Col::Status, Col::Shard])
             .value(
                 Col::N,
                 Expr::col((account_count::Entity, Col::N)).add(delta),
@@ -306,7 +317,7 @@ pub async fn recount<C: ConnectionTrait + TransactionTrait>(
         .await?;
     for (status, n) in &by_status {
         if *status != AccountStatus::Pending {
-            add(&txn, business_id, mode, *status, *n).await?;
+            add(&txn, (business_id, mode, *status, 0), *n).await?;
         }
     }
     use business_mode::Column as B;
@@ -316,7 +327,10 @@ pub async fn recount<C: ConnectionTrait + TransactionTrait>(
             by_status.iter().map(|(_, n)| n).sum::<i64>().into(),
         )
         .col_expr(B::AccountsExpired, 0i64.into())
-        .col_expr(B::AccountsExpiredUntil, Option::<DateTime<Utc>>::None.into())
+        .col_expr(
+            B::AccountsExpiredUntil,
+            Option::<DateTime<Utc>>::None.into(),
+        )
         .col_expr(B::LastAccountAt, last.into())
         .filter(B::BusinessId.eq(business_id))
         .filter(B::Mode.eq(mode))

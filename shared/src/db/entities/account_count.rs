@@ -1,5 +1,6 @@
 //! How many accounts a business has in one mode and status (`active`, `failed`, `deactivated`;
-//! `pending` is what the created total leaves), kept with every status change.
+//! `pending` is what the created total leaves), kept with every status change: the sum of the
+//! status's rows (shards, so that concurrent changes rarely wait on one row).
 
 use domain::{AccountStatus, Mode};
 use sea_orm::entity::prelude::*;
@@ -13,6 +14,8 @@ pub struct Model {
     pub mode: Mode,
     #[sea_orm(primary_key, auto_increment = false)]
     pub status: AccountStatus,
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub shard: i32,
     pub n: i64,
 }
 
