@@ -9,7 +9,7 @@
 #   bench/report.sh --bin /tmp/vas-target/release \
 #       [--database-url postgres://postgres@127.0.0.1:5432/postgres] \
 #       [--amqp-url amqp://guest:guest@127.0.0.1:5672/%2f] [--accounts 1000000] [--duration 20]
-#       [--list-requests 200] [--keep] [--reuse DATABASE]
+#       [--list-requests 200] [--keep] [--reuse DATABASE] [--sections "section_lists …"]
 #
 # --reuse runs on a database a `--keep` run left (migrated again: so an older version's database,
 # its million accounts loaded, measures the newer version after its upgrade); give the same
@@ -28,6 +28,7 @@ accounts=1000000
 duration=20
 callers=32
 list_requests=200
+sections=""
 create_sql="$here/pgbench/create-statements.sql"
 keep=false
 reuse=""
@@ -41,6 +42,7 @@ while [ $# -gt 0 ]; do
     --duration) duration=$2; shift 2 ;;
     --callers) callers=$2; shift 2 ;;
     --list-requests) list_requests=$2; shift 2 ;;
+    --sections) sections=$2; shift 2 ;;
     --create-sql) create_sql=$2; shift 2 ;;
     --keep) keep=true; shift ;;
     --reuse) reuse=$2; keep=true; shift 2 ;;
@@ -125,9 +127,17 @@ SQL
 
 start provider-sandbox "$bin/provider-sandbox"
 wait_ready "http://127.0.0.1:$sandbox_port/readyz"
-start api "$bin/api" serve
-wait_ready "$api/readyz"
-start worker-provisioning "$bin/worker-provisioning"
+start_service() { # api serve and worker-provisioning (the worker with a small pool: PostgreSQL's
+  # 100 connections are shared with pgbench's 32 clients)
+  start api "$bin/api" serve
+  wait_ready "$api/readyz"
+  start worker-provisioning env VAS_DATABASE__MAX_CONNECTIONS=4 "$bin/worker-provisioning"
+}
+stop_service() {
+  kill "$pid_api" "$pid_worker_provisioning" 2>/dev/null || true
+  wait "$pid_api" "$pid_worker_provisioning" 2>/dev/null || true
+}
+start_service
 
 section_memory_idle() { # the workers, idle (started, given 5 s, measured, stopped but provisioning)
   local extra=()
@@ -154,9 +164,12 @@ section_lists() { # bench lists: p50/p99 per case against the 30 ms goal
       printf "list: %s, p50 / p99 (ms)\t%s / %s\t-\t%s\n", $2, $3, $4, $5 }' "$work/lists.txt"
 }
 
-ceiling() { # script, businesses: pgbench tps on the same schema, 32 clients
-  "$pgbench" -n -M prepared -c "$callers" -j 2 -T "$duration" -D businesses="$2" -f "$1" "$db_url" \
-    2>"$work/pgbench.err" | awk '/^tps = / {printf "%.0f", $3}'
+ceiling() { # script, businesses: pgbench tps on the same schema, 32 clients ("-" if it failed)
+  local tps
+  tps=$("$pgbench" -n -M prepared -c "$callers" -j 2 -T "$duration" -D businesses="$2" -f "$1" \
+    "$db_url" 2>>"$work/pgbench.err" | awk '/^tps = / {printf "%.0f", $3}') || true
+  if grep -q "aborted" "$work/pgbench.err"; then echo -; else echo "${tps:--}"; fi
+  cat "$work/pgbench.err" >>"$work/pgbench.log"; : >"$work/pgbench.err"
 }
 
 create_load() { # keys: creations/s, p50, p99 (ms), api RSS peak (MiB)
@@ -177,11 +190,15 @@ section_create() { # the ceilings, then the service, per load; ratio = service /
   for load in "16 businesses:16:$all_keys" "1 business:1:$one_key"; do
     IFS=: read -r label n key <<<"$load"
     local least own
+    # The ceilings with the service stopped (its idle pool would hold connections pgbench needs).
+    stop_service
     least=$(ceiling "$here/pgbench/least-write.sql" "$n")
     own=$(ceiling "$create_sql" "$n")
     psql -q "$db_url" -c "UPDATE outbox SET completed_at = now() WHERE id LIKE 'job_pgb_%' AND completed_at IS NULL" >/dev/null
+    start_service
     IFS=$'\t' read -r tput p50 p99 errors rss <<<"$(create_load "$key")"
-    local ratio; ratio=$(echo "scale=2; $tput / $least" | bc -l)
+    local ratio=-
+    [ "$least" != - ] && ratio=$(echo "scale=2; $tput / $least" | bc -l)
     row "pgbench, least a creation writes: $label, $callers clients (tps)" "$least"
     row "pgbench, the service's statements: $label, $callers clients (tps)" "$own" "$least"
     row "bench create: $label, $callers callers (creations/s; ratio to least-write)" "$tput (×$ratio)" "$least" "≥ 0.6 ×"
@@ -196,6 +213,8 @@ SECTIONS=(
   section_lists
   section_create
 )
+# shellcheck disable=SC2206
+[ -z "$sections" ] || SECTIONS=($sections)
 
 rows="$work/rows.tsv"
 for section in "${SECTIONS[@]}"; do
@@ -208,4 +227,4 @@ echo "| figure | value | ceiling | goal |"
 echo "|---|---:|---:|---|"
 awk -F'\t' '{printf "| %s | %s | %s | %s |\n", $1, $2, $3, $4}' "$rows"
 echo
-echo "(lists: $(head -1 "$work/lists.txt"); plans in $work/lists.txt)"
+[ -f "$work/lists.txt" ] && echo "(lists: $(head -1 "$work/lists.txt"); plans in $work/lists.txt)"

@@ -49,7 +49,7 @@ UPDATE virtual_accounts SET updated_at = now(), status = 'active',
 RELEASE SAVEPOINT settle;
 SELECT * FROM virtual_accounts WHERE id = 'va_pgb_' || :r;
 INSERT INTO account_counts (business_id, mode, status, shard, n)
-  VALUES ('biz_pgbench_' || :b, 'test', 'active', :r % 16, 1)
+  VALUES ('biz_pgbench_' || :b, 'test', 'active', (:r::bigint % 16)::int, 1)
   ON CONFLICT (business_id, mode, status, shard) DO UPDATE SET n = account_counts.n + 1;
 UPDATE outbox SET completed_at = now(), updated_at = now()
   WHERE id = 'job_pgb_' || :r AND completed_at IS NULL;
