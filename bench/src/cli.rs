@@ -115,9 +115,16 @@ pub struct Common {
     /// The service's base URL (without /v1).
     #[arg(long, default_value = "http://127.0.0.1:8080", env = "BENCH_BASE")]
     pub base: String,
-    /// A secret key (sk_test_… for the test banks).
-    #[arg(long, env = "BENCH_KEY", hide_env_values = true)]
-    pub key: String,
+    /// Secret keys (sk_test_… for the test banks), comma-separated: worker `i` sends key
+    /// `i % n`, so load can be spread over several businesses.
+    #[arg(
+        long,
+        env = "BENCH_KEY",
+        hide_env_values = true,
+        value_delimiter = ',',
+        required = true
+    )]
+    pub key: Vec<String>,
     /// How many requests are in flight at once (one task each).
     #[arg(long, short = 'c', default_value_t = 32)]
     pub concurrency: usize,
@@ -187,7 +194,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     };
     let settings = Settings {
         base: args.base,
-        api_key: args.key,
+        api_keys: args.key,
         concurrency: args.concurrency,
         stop,
         warmup: args.warmup,

@@ -49,7 +49,8 @@ impl Workload {
 pub struct Settings {
     /// The service's base URL, e.g. `http://127.0.0.1:8080` (without `/v1`).
     pub base: String,
-    pub api_key: String,
+    /// Secret keys: worker `i` uses key `i % len` (several businesses, each its own limit and lock).
+    pub api_keys: Vec<String>,
     pub concurrency: usize,
     pub stop: Stop,
     pub warmup: Duration,
@@ -57,6 +58,11 @@ pub struct Settings {
 }
 
 impl Settings {
+    /// The key worker `worker` sends.
+    pub fn key_of(&self, worker: usize) -> &str {
+        &self.api_keys[worker % self.api_keys.len()]
+    }
+
     pub fn endpoint(&self) -> String {
         format!("{}/v1/virtual-accounts", self.base.trim_end_matches('/'))
     }
@@ -126,7 +132,15 @@ pub async fn prepare_replay(
 ) -> anyhow::Result<(String, Value)> {
     let key = Ulid::new().to_string();
     let body = payload::unique_customer(bank);
-    match send(client, &settings.endpoint(), &settings.api_key, &key, &body).await {
+    match send(
+        client,
+        &settings.endpoint(),
+        settings.key_of(0),
+        &key,
+        &body,
+    )
+    .await
+    {
         Outcome::Response { status, .. } if is_success(status) => Ok((key, body)),
         Outcome::Response { status, body, .. } => {
             anyhow::bail!("the first request (to be replayed) answered {status}: {body}")
@@ -149,25 +163,20 @@ struct Shared {
 }
 
 impl Shared {
-    async fn one(&self) -> Outcome {
+    async fn one(&self, worker: usize) -> Outcome {
+        let api_key = self.settings.key_of(worker);
         match &self.workload {
             Workload::Create { bank } => {
                 let key = Ulid::new().to_string();
                 let body = payload::unique_customer(bank);
-                send(
-                    &self.client,
-                    &self.endpoint,
-                    &self.settings.api_key,
-                    &key,
-                    &body,
-                )
-                .await
+                send(&self.client, &self.endpoint, api_key, &key, &body).await
             }
+            // One creation, under the first key, replayed by every worker.
             Workload::Replay { key, body } => {
                 send(
                     &self.client,
                     &self.endpoint,
-                    &self.settings.api_key,
+                    self.settings.key_of(0),
                     key,
                     body,
                 )
@@ -192,10 +201,10 @@ impl Shared {
     }
 }
 
-async fn worker(shared: Arc<Shared>) -> Stats {
+async fn worker(shared: Arc<Shared>, index: usize) -> Stats {
     // Warm-up: requests that start before the warm-up ends are not counted.
     while Instant::now() < shared.warmup_end && !shared.cancelled() {
-        let _ = shared.one().await;
+        let _ = shared.one(index).await;
     }
     // Everyone starts the measured part together.
     shared.barrier.wait().await;
@@ -218,7 +227,7 @@ async fn worker(shared: Arc<Shared>) -> Stats {
             }
         }
         let t0 = Instant::now();
-        let outcome = shared.one().await;
+        let outcome = shared.one(index).await;
         stats.record(outcome, t0.elapsed());
     }
     stats
@@ -232,6 +241,7 @@ pub async fn run(
     cancelled: Arc<AtomicBool>,
 ) -> anyhow::Result<Report> {
     anyhow::ensure!(settings.concurrency >= 1, "concurrency must be at least 1");
+    anyhow::ensure!(!settings.api_keys.is_empty(), "at least one key");
     let mode = match workload {
         Workload::Create { .. } => "create",
         Workload::Replay { .. } => "replay",
@@ -248,7 +258,7 @@ pub async fn run(
         workload,
     });
     let workers: Vec<_> = (0..shared.settings.concurrency)
-        .map(|_| tokio::spawn(worker(shared.clone())))
+        .map(|i| tokio::spawn(worker(shared.clone(), i)))
         .collect();
     shared.barrier.wait().await;
     let start = Instant::now();

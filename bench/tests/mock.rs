@@ -84,7 +84,7 @@ async fn serve(limit: u64) -> (String, Arc<Mutex<Mock>>) {
 fn settings(base: String, stop: Stop) -> Settings {
     Settings {
         base,
-        api_key: "sk_test_mock".into(),
+        api_keys: vec!["sk_test_mock".into()],
         concurrency: 4,
         stop,
         warmup: Duration::ZERO,
@@ -149,7 +149,7 @@ async fn replay_hammers_one_key_for_a_duration() {
 async fn a_wrong_key_is_reported_not_fatal() {
     let (base, _mock) = serve(10).await;
     let mut settings = settings(base, Stop::Requests(8));
-    settings.api_key = "sk_test_wrong".into();
+    settings.api_keys = vec!["sk_test_wrong".into()];
     let client = load::client(&settings).unwrap();
     let workload = Workload::Create {
         bank: "test-bank".into(),

@@ -17,6 +17,7 @@ mod m0010_payouts;
 mod m0011_dashboard_users;
 mod m0013_list_indexes;
 mod m0014_audit_log;
+mod m0015_account_counts;
 mod m0016_deposit_list_indexes;
 
 pub struct Migrator;
@@ -38,6 +39,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0011_dashboard_users::Migration),
             Box::new(m0013_list_indexes::Migration),
             Box::new(m0014_audit_log::Migration),
+            Box::new(m0015_account_counts::Migration),
             Box::new(m0016_deposit_list_indexes::Migration),
         ]
     }

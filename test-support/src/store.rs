@@ -297,8 +297,14 @@ pub async fn count_notifications_mentioning(
 // ---------------------------------------------------------------------------------------------
 // Changes made behind the API's back: states a test needs that the API would not (yet) produce.
 
-/// Sets an account's status directly (e.g. `failed`, `deactivated`).
+/// Sets an account's status directly (e.g. `failed`, `deactivated`); the business's tallies
+/// (list totals) are rebuilt to match, as the service would have kept them.
 pub async fn set_account_status(db: &DatabaseConnection, account_id: &str, status: &str) {
+    let account = virtual_account::Entity::find_by_id(account_id.to_owned())
+        .one(db)
+        .await
+        .expect("read account")
+        .unwrap_or_else(|| panic!("no account {account_id}"));
     let updated = virtual_account::Entity::update_many()
         .col_expr(virtual_account::Column::Status, Expr::value(status))
         .filter(virtual_account::Column::Id.eq(account_id))
@@ -306,6 +312,9 @@ pub async fn set_account_status(db: &DatabaseConnection, account_id: &str, statu
         .await
         .expect("update account");
     assert_eq!(updated.rows_affected, 1, "no account {account_id}");
+    shared::db::tallies::recount(db, &account.business_id, account.mode)
+        .await
+        .expect("recount");
 }
 
 /// Revokes a business's secret key for `mode` (`test` or `live`) now.

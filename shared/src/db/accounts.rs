@@ -5,14 +5,15 @@ use chrono::{DateTime, Duration, Utc};
 use sea_orm::sea_query::{Expr, Func, LikeExpr};
 use sea_orm::{
     ActiveModelTrait, ActiveValue::Set, ColumnTrait, Condition, ConnectionTrait,
-    DatabaseConnection, DatabaseTransaction, DbBackend, DbErr, EntityTrait, PaginatorTrait,
-    QueryFilter, QueryOrder, QuerySelect, TransactionSession, TransactionTrait,
+    DatabaseConnection, DatabaseTransaction, DbBackend, DbErr, EntityTrait, QueryFilter,
+    QuerySelect, TransactionSession, TransactionTrait,
 };
 
 use super::entities::{business_mode, idempotency_key, virtual_account};
 use super::idempotency::{self, Claim, Scope, StoredKey};
 use super::outbox::enqueue;
 use super::paging;
+use super::tallies;
 use crate::crypto::Cipher;
 use crate::jobs::ProvisioningJob;
 use domain::ids::new_id;
@@ -22,8 +23,7 @@ use domain::{AccountStatus, EventType, IdentityNumber, Mode, NewAccount};
 pub use domain::provider::Settlement;
 pub use virtual_account::Model as Account;
 
-/// The rolling window of the account limit.
-pub const LIMIT_WINDOW: Duration = Duration::hours(1);
+pub use super::tallies::LIMIT_WINDOW;
 
 /// Who is creating, and under which key.
 pub struct CreateRequest<'a> {
@@ -74,39 +74,21 @@ pub enum CreateOutcome {
     },
 }
 
-/// One short transaction: the business-and-mode row is locked first, so the idempotency check, the
-/// reference check and the rolling-hour count cannot race another creation of the same business
-/// and mode, in this process or any other.
+/// One short transaction. The key is claimed first (a request with the same key waits for this
+/// transaction, then finds the key), then the business-and-mode row is locked, so the reference
+/// check and the rolling-hour limit cannot race another creation of the same business and mode,
+/// in this process or any other. What a creation writes: the key (naming the account), the
+/// account, its provisioning job and the tally.
 pub async fn create(
     db: &DatabaseConnection,
     cipher: &Cipher,
     req: &CreateRequest<'_>,
     now: DateTime<Utc>,
 ) -> Result<(CreateOutcome, LimitState), DbErr> {
-    // Fast path without a write transaction: most repeats are replays of finished requests.
-    if let Some(existing) = idempotency_of(req).find(db).await?
-        && is_settled(&existing, req, now)
-    {
-        let outcome = replay(db, req, existing).await?;
-        let limit = limit_state(db, req, now).await?.1;
-        return Ok((outcome, limit));
-    }
-
     let txn = db.begin().await?;
     let key = idempotency_of(req);
-    if !key.try_lock(&txn).await? {
-        txn.rollback().await?;
-        let limit = limit_state(db, req, now).await?.1;
-        return Ok((CreateOutcome::KeyInFlight, limit));
-    }
-    lock_business_mode(&txn, req.business_id, req.mode).await?;
-    // The time is read again once the locks are held (a long wait for them must not leave the
-    // provisioning job due before the handler's own bank call has had its full timeout), and
-    // from the database: the creation stamp and the rolling-hour count then follow one clock
-    // however many api instances, with whatever clocks, create at once.
-    let now = super::clock(&txn).await?;
-
-    if let Claim::Seen(existing) = key.claim(&txn, now).await? {
+    let account_id = new_id("va");
+    if let Claim::Seen(existing) = key.claim(&txn, Some(&account_id), now).await? {
         let outcome = if is_settled(&existing, req, now) {
             replay(&txn, req, existing).await?
         } else if !key.same_request(&existing) {
@@ -114,22 +96,32 @@ pub async fn create(
         } else {
             CreateOutcome::KeyInFlight
         };
-        let limit = limit_state(&txn, req, now).await?.1;
+        let limit = limit_state(&txn, req).await?;
         txn.commit().await?;
         return Ok((outcome, limit));
     }
+    // The stamp comes from the database once the lock is held (a long wait for it must not
+    // leave the provisioning job due before the handler's own bank call has had its full
+    // timeout), so creation stamps and the rolling hour follow one clock however many api
+    // instances, with whatever clocks, create at once.
+    let tally = tallies::lock(&txn, req.business_id, req.mode).await?;
+    let now = tally.now;
 
     if let Some(reference) = &req.account.customer_reference
         && let Some(account) = find_live_by_reference(&txn, req, reference).await?
     {
         key.complete(&txn, 200, &account.id, now).await?;
-        let limit = limit_state(&txn, req, now).await?.1;
+        let window = tallies::window(&txn, req.business_id, req.mode, &tally).await?;
         txn.commit().await?;
-        return Ok((CreateOutcome::ReferenceHit { account }, limit));
+        return Ok((
+            CreateOutcome::ReferenceHit { account },
+            limit_of(req, &window, now),
+        ));
     }
 
-    let (count, limit) = limit_state(&txn, req, now).await?;
-    if count >= u64::from(req.limit_per_hour) {
+    let window = tallies::window(&txn, req.business_id, req.mode, &tally).await?;
+    let limit = limit_of(req, &window, now);
+    if window.in_window >= u64::from(req.limit_per_hour) {
         // Nothing was written: dropping the transaction forgets the key too, so it may be retried.
         txn.rollback().await?;
         return Ok((
@@ -140,7 +132,7 @@ pub async fn create(
         ));
     }
 
-    let account = insert_account(&txn, cipher, req, now).await?;
+    let account = insert_account(&txn, cipher, req, account_id, now).await?;
     let job_id = enqueue(
         &txn,
         &ProvisioningJob::Provision {
@@ -150,11 +142,11 @@ pub async fn create(
         now,
     )
     .await?;
-    key.name_resource(&txn, &account.id, now).await?;
+    tallies::record_creation(&txn, req.business_id, req.mode, &tally, &window).await?;
     txn.commit().await?;
     let limit = LimitState {
         remaining: limit.remaining.saturating_sub(1),
-        reset_secs: if count == 0 {
+        reset_secs: if window.in_window == 0 {
             LIMIT_WINDOW.num_seconds() as u64
         } else {
             limit.reset_secs
@@ -190,20 +182,28 @@ pub async fn settle_creation(
 ) -> Result<(Account, u16), DbErr> {
     let txn = db.begin().await?;
     // Active from creation is answered by the 201 itself: no `virtualaccount.active` event.
-    match settle(&txn, account_id, &settlement, false, now).await? {
-        Settled::Changed(_) => super::outbox::complete(&txn, job_id, now).await?,
+    let changed = match settle(&txn, account_id, &settlement, false, now).await? {
+        Settled::Changed(account) => {
+            super::outbox::complete(&txn, job_id, now).await?;
+            Some(*account)
+        }
         // The job settled it first: its result stands.
         Settled::Unchanged if settlement != Settlement::Pending => {
-            super::outbox::complete(&txn, job_id, now).await?
+            super::outbox::complete(&txn, job_id, now).await?;
+            None
         }
         Settled::Unchanged | Settled::NumberHeld => {
-            super::outbox::make_due(&txn, job_id, now).await?
+            super::outbox::make_due(&txn, job_id, now).await?;
+            None
         }
-    }
-    let account = virtual_account::Entity::find_by_id(account_id.to_owned())
-        .one(&txn)
-        .await?
-        .ok_or_else(|| DbErr::RecordNotFound(account_id.to_owned()))?;
+    };
+    let account = match changed {
+        Some(account) => account,
+        None => virtual_account::Entity::find_by_id(account_id.to_owned())
+            .one(&txn)
+            .await?
+            .ok_or_else(|| DbErr::RecordNotFound(account_id.to_owned()))?,
+    };
     let status = status_for(&account);
     idempotency_of(req)
         .complete(&txn, status, account_id, now)
@@ -272,6 +272,7 @@ pub async fn settle<C: ConnectionTrait + TransactionTrait>(
         .one(db)
         .await?
         .ok_or_else(|| DbErr::RecordNotFound(account_id.to_owned()))?;
+    tallies::status_changed(db, &account, AccountStatus::Pending, account.status).await?;
     if let Some(event_type) = event {
         record_account_event(db, &account, event_type, now).await?;
     }
@@ -463,41 +464,28 @@ async fn find_live_by_reference<C: ConnectionTrait>(
         .await
 }
 
-/// How many accounts were written in the window, and the limit state that follows.
+/// The limit state now, for an answer that creates nothing (read without the lock).
 async fn limit_state<C: ConnectionTrait>(
     db: &C,
     req: &CreateRequest<'_>,
-    now: DateTime<Utc>,
-) -> Result<(u64, LimitState), DbErr> {
-    let since = now - LIMIT_WINDOW;
-    let in_window = || {
-        virtual_account::Entity::find()
-            .filter(virtual_account::Column::BusinessId.eq(req.business_id))
-            .filter(virtual_account::Column::Mode.eq(req.mode))
-            .filter(virtual_account::Column::CreatedAt.gt(since))
-    };
-    let count = in_window().count(db).await?;
-    let oldest = if count == 0 {
-        None
-    } else {
-        in_window()
-            .order_by_asc(virtual_account::Column::CreatedAt)
-            .one(db)
-            .await?
-            .map(|a| a.created_at)
-    };
-    let reset_secs = oldest
+) -> Result<LimitState, DbErr> {
+    let tally = tallies::peek(db, req.business_id, req.mode).await?;
+    let window = tallies::window(db, req.business_id, req.mode, &tally).await?;
+    Ok(limit_of(req, &window, tally.now))
+}
+
+/// Where a caller stands against the limit with `window` as the rolling hour.
+fn limit_of(req: &CreateRequest<'_>, window: &tallies::Window, now: DateTime<Utc>) -> LimitState {
+    let reset_secs = window
+        .oldest
         .map(|t| ((t + LIMIT_WINDOW - now).num_milliseconds().max(0) as u64).div_ceil(1000))
         .unwrap_or(0);
     let limit = req.limit_per_hour;
-    Ok((
-        count,
-        LimitState {
-            limit,
-            remaining: limit.saturating_sub(count.min(u64::from(u32::MAX)) as u32),
-            reset_secs,
-        },
-    ))
+    LimitState {
+        limit,
+        remaining: limit.saturating_sub(window.in_window.min(u64::from(u32::MAX)) as u32),
+        reset_secs,
+    }
 }
 
 pub(crate) fn identity_context(account_id: &str) -> String {
@@ -508,10 +496,10 @@ async fn insert_account(
     txn: &DatabaseTransaction,
     cipher: &Cipher,
     req: &CreateRequest<'_>,
+    id: String,
     now: DateTime<Utc>,
 ) -> Result<Account, DbErr> {
     let a = req.account;
-    let id = new_id("va");
     virtual_account::ActiveModel {
         id: Set(id.clone()),
         business_id: Set(req.business_id.to_owned()),
@@ -671,7 +659,11 @@ pub async fn list<C: ConnectionTrait>(
     let total = if q.is_some() {
         paging::capped_total(db, select.clone(), query.exact_total_up_to).await?
     } else {
-        paging::exact_total(db, select.clone()).await?
+        // Kept with every creation and status change: a few rows read, not a million counted.
+        paging::Total {
+            value: tallies::total(db, business_id, mode, query.status).await?,
+            estimate: false,
+        }
     };
     let fetched = paging::fetch(db, select, C_::CreatedAt, C_::Id, query.request, |a| {
         (a.created_at, a.id.clone())
@@ -720,6 +712,7 @@ pub async fn deactivate(
     active.deactivation_reason = Set(reason);
     active.updated_at = Set(now);
     let account = active.update(&txn).await?;
+    tallies::status_changed(&txn, &account, status, AccountStatus::Deactivated).await?;
     record_account_event(&txn, &account, EventType::VirtualAccountDeactivated, now).await?;
     enqueue(
         &txn,

@@ -72,6 +72,10 @@ pub async fn create(
             ),
             previous_webhook_secret_enc: Set(None),
             previous_secret_expires_at: Set(None),
+            accounts_created: Set(0),
+            accounts_expired: Set(0),
+            accounts_expired_until: Set(None),
+            last_account_at: Set(None),
             created_at: Set(at),
             updated_at: Set(at),
         }

@@ -102,10 +102,14 @@ impl Key<'_> {
         row.try_get::<bool>("", "claimed")
     }
 
-    /// Inserts the key `in_flight`, or finds the row already there.
+    /// Inserts the key `in_flight` (naming the resource it is about to make, when the caller
+    /// knows its id already: one write instead of two), or finds the row already there. A second
+    /// request with the same key while the first's transaction is open waits for it here (the
+    /// unique index), then finds the key.
     pub async fn claim<C: ConnectionTrait>(
         &self,
         db: &C,
+        resource_id: Option<&str>,
         now: DateTime<Utc>,
     ) -> Result<Claim, DbErr> {
         let (business_id, mode, key) = self.id();
@@ -116,7 +120,7 @@ impl Key<'_> {
             request_hash: Set(self.request.stored().to_owned()),
             state: Set(IN_FLIGHT.to_owned()),
             response_status: Set(None),
-            account_id: Set(None),
+            account_id: Set(resource_id.map(str::to_owned)),
             created_at: Set(now),
             updated_at: Set(now),
         })
@@ -138,27 +142,6 @@ impl Key<'_> {
             .await?
             .map(Claim::Seen)
             .ok_or_else(|| DbErr::Custom("idempotency key vanished".into()))
-    }
-
-    /// Stores the resource's id on the in-flight key, so an abandoned key can still be answered.
-    pub async fn name_resource<C: ConnectionTrait>(
-        &self,
-        db: &C,
-        resource_id: &str,
-        now: DateTime<Utc>,
-    ) -> Result<(), DbErr> {
-        let (business_id, mode, key) = self.id();
-        idempotency_key::ActiveModel {
-            business_id: Set(business_id),
-            mode: Set(mode),
-            key: Set(key),
-            account_id: Set(Some(resource_id.to_owned())),
-            updated_at: Set(now),
-            ..Default::default()
-        }
-        .update(db)
-        .await?;
-        Ok(())
     }
 
     /// Completes the key with the status answered and the resource it answered with.

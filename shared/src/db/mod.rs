@@ -15,6 +15,7 @@ pub mod paging;
 pub mod payouts;
 pub mod rechecks;
 pub mod reencrypt;
+pub mod tallies;
 pub mod users;
 
 use std::time::Duration;

@@ -175,7 +175,7 @@ pub async fn create(
     super::accounts::lock_business_mode(&txn, req.business_id, req.mode).await?;
     let now = super::clock(&txn).await?;
     if let Some(key) = &req.idempotency
-        && let Claim::Seen(existing) = key.claim(&txn, now).await?
+        && let Claim::Seen(existing) = key.claim(&txn, None, now).await?
     {
         let outcome = if idempotency::is_completed(&existing) {
             replay(&txn, key, existing).await?

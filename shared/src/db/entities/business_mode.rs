@@ -18,6 +18,13 @@ pub struct Model {
     /// The secret before the last rotation, still signing until `previous_secret_expires_at`.
     pub previous_webhook_secret_enc: Option<String>,
     pub previous_secret_expires_at: Option<DateTimeUtc>,
+    /// Accounts ever written in this business and mode (`m0015_account_counts`).
+    pub accounts_created: i64,
+    /// Of those, how many were created at or before `accounts_expired_until`.
+    pub accounts_expired: i64,
+    pub accounts_expired_until: Option<DateTimeUtc>,
+    /// The newest account's creation stamp: stamps never go backwards.
+    pub last_account_at: Option<DateTimeUtc>,
     pub created_at: DateTimeUtc,
     pub updated_at: DateTimeUtc,
 }

@@ -1,6 +1,7 @@
 //! sea-orm entities, one per table. Enumerations are the domain's enums (`domain::Mode`, …),
 //! stored as their text: a value that is none of them is an error when the row is read.
 
+pub mod account_count;
 pub mod api_key;
 pub mod audit_entry;
 pub mod balance;

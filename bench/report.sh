@@ -1,0 +1,230 @@
+#!/usr/bin/env bash
+# The benchmark report of issue 12, one command: makes a fresh PostgreSQL database, starts the
+# release processes (provider-sandbox, api serve, worker-provisioning), loads a million accounts
+# and times lists and search (`bench lists`), measures PostgreSQL's ceilings with pgbench on the
+# same schema (the least a creation must write; the service's own statements), runs `bench create`
+# for 16 businesses and for 1 (32 callers), samples memory, and prints ONE table with each
+# figure's ratio to its ceiling. The database is dropped at the end (--keep keeps it).
+#
+#   bench/report.sh --bin /tmp/vas-target/release \
+#       [--database-url postgres://postgres@127.0.0.1:5432/postgres] \
+#       [--amqp-url amqp://guest:guest@127.0.0.1:5672/%2f] [--accounts 1000000] [--duration 20]
+#       [--list-requests 200] [--keep] [--reuse DATABASE] [--sections "section_lists …"]
+#
+# --reuse runs on a database a `--keep` run left (migrated again: so an older version's database,
+# its million accounts loaded, measures the newer version after its upgrade); give the same
+# VAS_CRYPTO__KEY to both runs.
+#
+# A section is one command printing rows `figure<TAB>value<TAB>ceiling<TAB>goal` (ceiling and goal
+# may be `-`); adding one to the report is one line in SECTIONS below.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+admin_url=postgres://postgres@127.0.0.1:5432/postgres
+amqp_url='amqp://guest:guest@127.0.0.1:5672/%2f'
+bin=""
+bench=""
+accounts=1000000
+duration=20
+callers=32
+list_requests=200
+sections=""
+create_sql="$here/pgbench/create-statements.sql"
+keep=false
+reuse=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --bin) bin=$2; shift 2 ;;
+    --bench) bench=$2; shift 2 ;;
+    --database-url) admin_url=$2; shift 2 ;;
+    --amqp-url) amqp_url=$2; shift 2 ;;
+    --accounts) accounts=$2; shift 2 ;;
+    --duration) duration=$2; shift 2 ;;
+    --callers) callers=$2; shift 2 ;;
+    --list-requests) list_requests=$2; shift 2 ;;
+    --sections) sections=$2; shift 2 ;;
+    --create-sql) create_sql=$2; shift 2 ;;
+    --keep) keep=true; shift ;;
+    --reuse) reuse=$2; keep=true; shift 2 ;;
+    *) echo "unknown argument $1 (see the top of $0)" >&2; exit 2 ;;
+  esac
+done
+[ -n "$bin" ] || { echo "--bin DIR (the release binaries) is required" >&2; exit 2; }
+bench=${bench:-$bin/bench}
+pgbench=$(command -v pgbench || echo /usr/lib/postgresql/15/bin/pgbench)
+
+work=$(mktemp -d /tmp/vas-report.XXXXXX)
+db=${reuse:-vas_report_$(date +%s)}
+db_url=${admin_url%/*}/$db
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+api_port=$(free_port)
+sandbox_port=$(free_port)
+api=http://127.0.0.1:$api_port
+
+export VAS_DATABASE__URL=$db_url
+export VAS_DATABASE__MAX_CONNECTIONS=${VAS_DATABASE__MAX_CONNECTIONS:-32}
+export VAS_AMQP__URL=$amqp_url
+export VAS_AMQP__PREFIX=report$$
+export VAS_CRYPTO__KEY=${VAS_CRYPTO__KEY:-$(head -c 32 /dev/urandom | base64)}
+export VAS_SANDBOX__URL=http://127.0.0.1:$sandbox_port
+export VAS_SANDBOX__BIND=127.0.0.1:$sandbox_port
+export VAS_SANDBOX__NOTIFY_URL=$api
+export VAS_HTTP__BIND=127.0.0.1:$api_port
+export VAS_OPS__BIND=127.0.0.1:0
+# The figures are throughput: the hourly limit stays exact, only higher than a bench reaches.
+export VAS_LIMITS__ACCOUNTS_PER_HOUR=1000000000
+export VAS_LOG__LEVEL=warn
+
+pids=()
+cleanup() {
+  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  if ! $keep; then psql -q "$admin_url" -c "DROP DATABASE IF EXISTS $db" >/dev/null 2>&1 || true; fi
+}
+trap cleanup EXIT
+
+start() { # name, command...: starts a process in the background, logging to $work/name.log
+  local name=$1; shift
+  "$@" >"$work/$name.log" 2>&1 &
+  pids+=($!)
+  eval "pid_${name//-/_}=$!"
+}
+rss_mib() { awk '/^VmRSS:/ {printf "%.1f", $2/1024}' "/proc/$1/status" 2>/dev/null || echo -; }
+wait_ready() { # url
+  for _ in $(seq 1 100); do curl -fs "$1" >/dev/null 2>&1 && return 0; sleep 0.2; done
+  echo "not ready: $1 (logs in $work)" >&2; exit 1
+}
+row() { printf '%s\t%s\t%s\t%s\n' "$1" "$2" "${3:--}" "${4:--}"; }
+
+echo "report: database $db, logs in $work" >&2
+[ -n "$reuse" ] || psql -q "$admin_url" -c "CREATE DATABASE $db" >/dev/null
+"$bin/api" migrate >/dev/null
+business() { "$bin/api" admin business create --name "$1" --kyb approved; }
+lists_id=$(psql -tA "$db_url" -c "SELECT id FROM businesses WHERE name = 'Lists Ltd' LIMIT 1")
+if [ -n "$lists_id" ]; then # a reused database: a new key for the business already loaded
+  lists_key=$("$bin/api" admin key roll "$lists_id" --mode test | jq -r .secretKey)
+else
+  lists_key=$(business "Lists Ltd" | jq -r .test.secretKey)
+fi
+keys=()
+for n in $(seq 1 16); do
+  issued=$(business "Load $n Ltd")
+  keys+=("$(jq -r .test.secretKey <<<"$issued")")
+  template=$(jq -r .id <<<"$issued")
+done
+one_key=${keys[0]}
+all_keys=$(IFS=,; echo "${keys[*]}")
+# pgbench's businesses (biz_pgbench_1…16): copies of one created above, in the same tables.
+psql -q "$db_url" -v ON_ERROR_STOP=1 <<SQL >/dev/null
+INSERT INTO businesses (id, name, kyb_status, created_at, updated_at)
+  SELECT 'biz_pgbench_' || g, 'Bench Ltd', 'approved', now(), now() FROM generate_series(1, 16) g
+  ON CONFLICT DO NOTHING;
+INSERT INTO business_modes (business_id, mode, webhook_url, webhook_secret_enc, created_at, updated_at)
+  SELECT 'biz_pgbench_' || g, mode, NULL, webhook_secret_enc, now(), now()
+  FROM business_modes, generate_series(1, 16) g WHERE business_id = '$template'
+  ON CONFLICT DO NOTHING;
+SQL
+
+start provider-sandbox "$bin/provider-sandbox"
+wait_ready "http://127.0.0.1:$sandbox_port/readyz"
+start_service() { # api serve and worker-provisioning (the worker with a small pool: PostgreSQL's
+  # 100 connections are shared with pgbench's 32 clients)
+  start api "$bin/api" serve
+  wait_ready "$api/readyz"
+  start worker-provisioning env VAS_DATABASE__MAX_CONNECTIONS=4 "$bin/worker-provisioning"
+}
+stop_service() {
+  kill "$pid_api" "$pid_worker_provisioning" 2>/dev/null || true
+  wait "$pid_api" "$pid_worker_provisioning" 2>/dev/null || true
+}
+start_service
+
+section_memory_idle() { # the workers, idle (started, given 5 s, measured, stopped but provisioning)
+  local extra=()
+  for w in worker-webhooks worker-recheck worker-payouts; do
+    [ -x "$bin/$w" ] || continue
+    start "$w" "$bin/$w"; extra+=("$w:$!")
+  done
+  sleep 5
+  row "RSS idle: worker-provisioning (MiB)" "$(rss_mib "$pid_worker_provisioning")"
+  row "RSS idle: provider-sandbox (MiB)" "$(rss_mib "$pid_provider_sandbox")"
+  row "RSS idle: api serve (MiB)" "$(rss_mib "$pid_api")"
+  for e in "${extra[@]}"; do
+    row "RSS idle: ${e%%:*} (MiB)" "$(rss_mib "${e##*:}")"
+    kill "${e##*:}" 2>/dev/null || true
+  done
+}
+
+section_lists() { # bench lists: p50/p99 per case against the 30 ms goal
+  "$bench" lists --database-url "$db_url" --api "$api" --key "$lists_key" \
+    --accounts "$accounts" --api-pid "$pid_api" -n "$list_requests" \
+    --warmup $((list_requests / 10)) >"$work/lists.txt"
+  awk -F'|' '/^\| / && $3 ~ /^ *[0-9.]+ *$/ {
+      gsub(/^ +| +$/, "", $2); gsub(/ /, "", $3); gsub(/ /, "", $4); gsub(/^ +| +$/, "", $5)
+      printf "list: %s, p50 / p99 (ms)\t%s / %s\t-\t%s\n", $2, $3, $4, $5 }' "$work/lists.txt"
+}
+
+ceiling() { # script, businesses: pgbench tps on the same schema, 32 clients ("-" if it failed)
+  local tps
+  tps=$("$pgbench" -n -M prepared -c "$callers" -j 2 -T "$duration" -D businesses="$2" -f "$1" \
+    "$db_url" 2>>"$work/pgbench.err" | awk '/^tps = / {printf "%.0f", $3}') || true
+  if grep -q "aborted" "$work/pgbench.err"; then echo -; else echo "${tps:--}"; fi
+  cat "$work/pgbench.err" >>"$work/pgbench.log"; : >"$work/pgbench.err"
+}
+
+create_load() { # keys: creations/s, p50, p99 (ms), api RSS peak (MiB)
+  local peak=0 out
+  "$bench" create --base "$api" --key "$1" -c "$callers" --duration "${duration}s" --json >"$work/create.json" &
+  local load=$!
+  while kill -0 "$load" 2>/dev/null; do
+    local r; r=$(awk '/^VmRSS:/ {print $2}' "/proc/$pid_api/status")
+    [ "$r" -gt "$peak" ] && peak=$r
+    sleep 1
+  done
+  wait "$load" || true
+  out=$(jq -r '[.throughputPerSec, (.latencyMs.p50 // "-"), (.latencyMs.p99 // "-"), (.errors + .transportErrors)] | @tsv' "$work/create.json")
+  printf '%s\t%.1f\n' "$out" "$(echo "$peak / 1024" | bc -l)"
+}
+
+section_create() { # the ceilings, then the service, per load; ratio = service / least-write
+  for load in "16 businesses:16:$all_keys" "1 business:1:$one_key"; do
+    IFS=: read -r label n key <<<"$load"
+    local least own
+    # The ceilings with the service stopped (its idle pool would hold connections pgbench needs).
+    stop_service
+    least=$(ceiling "$here/pgbench/least-write.sql" "$n")
+    own=$(ceiling "$create_sql" "$n")
+    psql -q "$db_url" -c "UPDATE outbox SET completed_at = now() WHERE id LIKE 'job_pgb_%' AND completed_at IS NULL" >/dev/null
+    start_service
+    IFS=$'\t' read -r tput p50 p99 errors rss <<<"$(create_load "$key")"
+    local ratio=-
+    [ "$least" != - ] && ratio=$(echo "scale=2; $tput / $least" | bc -l)
+    row "pgbench, least a creation writes: $label, $callers clients (tps)" "$least"
+    row "pgbench, the service's statements: $label, $callers clients (tps)" "$own" "$least"
+    row "bench create: $label, $callers callers (creations/s; ratio to least-write)" "$tput (×$ratio)" "$least" "≥ 0.6 ×"
+    row "bench create: $label, p50 / p99 (ms), errors" "$p50 / $p99, $errors" - "$([ "$n" = 16 ] && echo 'p99 ≤ 25')"
+    row "RSS of api serve under that load, peak (MiB)" "$rss"
+  done
+}
+
+# One line per section.
+SECTIONS=(
+  section_memory_idle
+  section_lists
+  section_create
+)
+# shellcheck disable=SC2206
+[ -z "$sections" ] || SECTIONS=($sections)
+
+rows="$work/rows.tsv"
+for section in "${SECTIONS[@]}"; do
+  echo "running $section…" >&2
+  "$section" >>"$rows"
+done
+
+echo
+echo "| figure | value | ceiling | goal |"
+echo "|---|---:|---:|---|"
+awk -F'\t' '{printf "| %s | %s | %s | %s |\n", $1, $2, $3, $4}' "$rows"
+echo
+[ -f "$work/lists.txt" ] && echo "(lists: $(head -1 "$work/lists.txt"); plans in $work/lists.txt)"
