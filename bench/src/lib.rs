@@ -6,3 +6,4 @@ pub mod lists;
 pub mod load;
 pub mod payload;
 pub mod stats;
+pub mod webhooks;

@@ -163,7 +163,7 @@ fn statement(sql: &str, values: Vec<Db>) -> Statement {
     Statement::from_sql_and_values(DbBackend::Postgres, sql, values)
 }
 
-async fn business_of(
+pub(crate) async fn business_of(
     db: &DatabaseConnection,
     key: &str,
     given: Option<&str>,
