@@ -34,7 +34,7 @@ pub enum Command {
     /// Webhook delivery (issue 12 item 3): drain, saturation and steady-rate runs against this
     /// project or svix-server, with a local receiver; deliveries/s, send → received p50/p99 and
     /// CPU time per delivery.
-    Webhooks(WebhooksArgs),
+    Webhooks(Box<WebhooksArgs>),
 }
 
 #[derive(Debug, Args)]
@@ -220,7 +220,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Create(args) => (false, args),
         Command::Replay(args) => (true, args),
         Command::Lists(args) => return lists(args).await,
-        Command::Webhooks(args) => return webhooks(args).await,
+        Command::Webhooks(args) => return webhooks(*args).await,
     };
     anyhow::ensure!(args.concurrency >= 1, "--concurrency must be at least 1");
     let stop = match (args.duration, args.requests) {
