@@ -1,4 +1,5 @@
-//! The command line: `bench create …`, `bench replay …`, `bench lists …` and `bench payouts …`.
+//! The command line: `bench create …`, `bench replay …`, `bench lists …`, `bench payouts …` and
+//! `bench webhooks …`.
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -35,6 +36,10 @@ pub enum Command {
     /// per second (concurrent POST /v1/payouts), then, at a steady rate, each payout's time
     /// from its 202 to its payout.succeeded webhook at a receiver this bench runs.
     Payouts(PayoutsArgs),
+    /// Webhook delivery (issue 12 item 3): drain, saturation and steady-rate runs against this
+    /// project or svix-server, with a local receiver; deliveries/s, send → received p50/p99 and
+    /// CPU time per delivery.
+    Webhooks(Box<WebhooksArgs>),
 }
 
 #[derive(Debug, Args)]
@@ -73,6 +78,87 @@ pub struct PayoutsArgs {
     /// Per-request timeout.
     #[arg(long, value_parser = parse_duration, default_value = "30s")]
     pub timeout: Duration,
+}
+
+#[derive(Debug, Args)]
+pub struct WebhooksArgs {
+    /// Measure svix-server at this base URL (an api-only instance) instead of this project.
+    #[arg(long, requires = "svix_token")]
+    pub svix: Option<String>,
+    /// A svix API token (`svix-server jwt generate`).
+    #[arg(long, env = "BENCH_SVIX_TOKEN", hide_env_values = true)]
+    pub svix_token: Option<String>,
+    /// Ours: the service's base URL (without /v1).
+    #[arg(long, default_value = "http://127.0.0.1:8080", env = "BENCH_BASE")]
+    pub api: String,
+    /// Ours: a test secret key of the business whose endpoint receives the events.
+    #[arg(
+        long,
+        env = "BENCH_KEY",
+        hide_env_values = true,
+        required_unless_present = "svix"
+    )]
+    pub key: Option<String>,
+    /// Ours: the database `api serve` uses.
+    #[arg(
+        long,
+        env = "BENCH_DATABASE_URL",
+        hide_env_values = true,
+        required_unless_present = "svix"
+    )]
+    pub database_url: Option<String>,
+    /// The command line that starts one delivery worker (run with `sh -c 'exec …'`), e.g.
+    /// `/tmp/vas-target/release/worker-webhooks`.
+    #[arg(long)]
+    pub worker: String,
+    /// Where the worker's output goes.
+    #[arg(long, default_value = "bench-webhooks-worker.log")]
+    pub worker_log: String,
+    /// Scenarios, in order.
+    #[arg(long, value_delimiter = ',', default_value = "drain,saturate,steady")]
+    pub scenarios: Vec<crate::webhooks::Scenario>,
+    /// Events per drain and per saturation run.
+    #[arg(long, default_value_t = 5_000)]
+    pub events: u64,
+    /// Callers in flight during saturation.
+    #[arg(long, short = 'c', default_value_t = 32)]
+    pub concurrency: usize,
+    /// Ours: accounts the simulated deposits are spread over (one account's deposits are
+    /// recorded one at a time).
+    #[arg(long, default_value_t = 32)]
+    pub accounts: usize,
+    /// Sends a second in the steady run.
+    #[arg(long, default_value_t = 100)]
+    pub rate: u64,
+    /// How long the steady run sends.
+    #[arg(long, value_parser = parse_duration, default_value = "20s")]
+    pub steady_for: Duration,
+    /// Where the receiver listens.
+    #[arg(long, default_value = "127.0.0.1:0")]
+    pub receiver: std::net::SocketAddr,
+    /// Another process whose CPU time counts, as LABEL=PID (e.g. api=1234); repeatable.
+    #[arg(long = "pid", value_parser = parse_labelled_pid)]
+    pub pids: Vec<(String, u32)>,
+    /// Count the PostgreSQL backends of this database (and the server's own processes).
+    #[arg(long)]
+    pub pg_database: Option<String>,
+    /// Count every process of this name (e.g. beam.smp, redis-server); repeatable.
+    #[arg(long = "proc")]
+    pub procs: Vec<String>,
+    /// The longest wait for a scenario's last delivery.
+    #[arg(long, value_parser = parse_duration, default_value = "120s")]
+    pub timeout: Duration,
+}
+
+/// `LABEL=PID`.
+fn parse_labelled_pid(text: &str) -> Result<(String, u32), String> {
+    let (label, pid) = text
+        .split_once('=')
+        .ok_or_else(|| format!("`{text}` is not LABEL=PID"))?;
+    let pid = pid
+        .parse()
+        .map_err(|_| format!("`{pid}` is not a process id"))?;
+    Ok((label.to_owned(), pid))
 }
 
 #[derive(Debug, Args)]
@@ -185,6 +271,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Replay(args) => (true, args),
         Command::Lists(args) => return lists(args).await,
         Command::Payouts(args) => return payouts(args).await,
+        Command::Webhooks(args) => return webhooks(*args).await,
     };
     anyhow::ensure!(args.concurrency >= 1, "--concurrency must be at least 1");
     let stop = match (args.duration, args.requests) {
@@ -283,6 +370,41 @@ async fn payouts(args: PayoutsArgs) -> anyhow::Result<ExitCode> {
     let report = crate::payouts::run(&settings).await?;
     print!("{}", report.to_text());
     Ok(if report.received > 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+async fn webhooks(args: WebhooksArgs) -> anyhow::Result<ExitCode> {
+    use crate::webhooks::{Target, WebhooksSettings};
+    let target = match (args.svix, args.svix_token) {
+        (Some(url), Some(token)) => Target::Svix { url, token },
+        _ => Target::Ours {
+            api: args.api,
+            key: args.key.unwrap_or_default(),
+            database_url: args.database_url.unwrap_or_default(),
+        },
+    };
+    let settings = WebhooksSettings {
+        target,
+        scenarios: args.scenarios,
+        events: args.events,
+        concurrency: args.concurrency,
+        accounts: args.accounts,
+        rate: args.rate,
+        steady_for: args.steady_for,
+        receiver: args.receiver,
+        worker: args.worker,
+        worker_log: args.worker_log,
+        pids: args.pids,
+        pg_database: args.pg_database,
+        proc_names: args.procs,
+        timeout: args.timeout,
+    };
+    let outcomes = crate::webhooks::run(&settings).await?;
+    print!("{}", crate::webhooks::report(&outcomes));
+    Ok(if outcomes.iter().all(|o| o.missing == 0) {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE

@@ -7,3 +7,4 @@ pub mod load;
 pub mod payload;
 pub mod payouts;
 pub mod stats;
+pub mod webhooks;

@@ -187,7 +187,7 @@ impl Shared {
                 send(
                     &self.client,
                     &self.endpoint,
-                    &self.settings.api_key,
+                    api_key,
                     &key,
                     &serde_json::json!({ "amount": amount }),
                 )

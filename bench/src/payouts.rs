@@ -210,7 +210,7 @@ pub async fn run(settings: &PayoutsSettings) -> anyhow::Result<PayoutsReport> {
         client.clone(),
         Settings {
             base: api.clone(),
-            api_key: settings.key.clone(),
+            api_keys: vec![settings.key.clone()],
             concurrency: settings.concurrency,
             stop: Stop::Requests(settings.requests),
             warmup: Duration::from_secs(1),

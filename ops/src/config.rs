@@ -117,7 +117,9 @@ pub struct LimitsConfig {
 pub struct WebhooksConfig {
     /// Delays in seconds before each retry; a delivery is tried once plus once per entry.
     pub retry_schedule: Vec<u64>,
-    /// Deliveries one worker runs at once.
+    /// Deliveries one worker runs at once (its prefetch). A delivery in flight holds no database
+    /// connection (its reads and records share rounds), so many are cheap; more in flight make
+    /// bigger rounds and fewer round trips per delivery.
     pub concurrency: u16,
     /// A delivery succeeds on a 2xx within this many seconds.
     pub timeout_secs: u64,
@@ -371,7 +373,7 @@ impl Default for WebhooksConfig {
     fn default() -> Self {
         Self {
             retry_schedule: vec![5, 300, 1800, 7200, 18000, 36000, 36000],
-            concurrency: 64,
+            concurrency: 256,
             timeout_secs: 10,
             max_retry_after_secs: 36000,
             max_in_flight_per_endpoint: 4,

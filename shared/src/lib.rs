@@ -2,6 +2,7 @@
 //! queries), the broker and its outbox relay and consumer, the provider client, crypto, webhook
 //! signing, SSRF checks, the JSON views, and the bootstrap that opens them from the configuration.
 
+pub mod batch;
 pub mod bootstrap;
 pub mod crypto;
 pub mod db;

@@ -7,6 +7,10 @@
 //! job message, a job of a kind this version cannot read (a newer version's), a repeat, and a
 //! message that came before its job's time. The consumer also keeps its queue's dead-letter
 //! queue free of stale copies: once a dead job is replayed, its copy there is dropped.
+//!
+//! The database work every message needs is shared between the messages in hand at the same
+//! moment ([`crate::batch`]): their jobs are started in one statement, and the runs that end
+//! together are recorded in one, so a busy queue costs few round trips and commits per job.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,6 +22,7 @@ use sea_orm::DatabaseConnection;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+use crate::batch::Coalescer;
 use crate::db::outbox::{self, JobMessage, JobOutcome, JobRow, Runnable};
 use crate::jobs::QueueJob;
 use crate::queue::{Broker, Delivery, QueueError, reconnect_delay};
@@ -35,6 +40,52 @@ pub trait JobHandler: Send + Sync + 'static {
 
     /// How long a job whose run failed with an error waits before it runs again.
     fn retry_after(&self, row: &JobRow) -> Duration;
+
+    /// Whether a run that ends `Done` may have written jobs due at once (events whose deliveries
+    /// are due now, …), so the relay should look at once rather than at its next sweep. A
+    /// handler whose runs write no jobs says no: each kick is a sweep's round trips.
+    fn done_writes_jobs(&self) -> bool {
+        true
+    }
+}
+
+/// How many messages' jobs are started, or finished, in one statement at most.
+const ROUND: usize = 64;
+
+/// The consumer's shared rounds of database work (see [`crate::batch`]): starting the jobs of
+/// the messages that came, and recording how runs ended.
+struct Rounds {
+    start: Coalescer<String, Result<Option<JobRow>, String>>,
+    finish: Coalescer<(JobRow, JobOutcome), Result<(), String>>,
+}
+
+impl Rounds {
+    fn new(db: &DatabaseConnection, queue: &'static str) -> Self {
+        let starting = db.clone();
+        let start = Coalescer::new(ROUND, move |ids: Vec<String>| {
+            let db = starting.clone();
+            async move {
+                match outbox::start_due(&db, queue, &ids, domain::time::now()).await {
+                    Ok(rows) => ids
+                        .iter()
+                        .map(|id| Ok(rows.iter().find(|r| &r.id == id).cloned()))
+                        .collect(),
+                    Err(e) => ids.iter().map(|_| Err(e.to_string())).collect(),
+                }
+            }
+        });
+        let finishing = db.clone();
+        let finish = Coalescer::new(ROUND, move |runs: Vec<(JobRow, JobOutcome)>| {
+            let db = finishing.clone();
+            async move {
+                let result = outbox::finish_many(&db, &runs, domain::time::now()).await;
+                runs.iter()
+                    .map(|_| result.as_ref().map(|_| ()).map_err(|e| e.to_string()))
+                    .collect()
+            }
+        });
+        Self { start, finish }
+    }
 }
 
 pub struct Consumer<H> {
@@ -105,6 +156,7 @@ impl<H: JobHandler> Consumer<H> {
         let queue = Self::QUEUE;
         let this = Arc::new(self);
         let janitor = tokio::spawn(this.clone().keep_dead_letters_current(shutdown.clone()));
+        let rounds = Arc::new(Rounds::new(&this.db, queue));
         let mut in_flight = JoinSet::new();
         let mut failures = 0;
         let mut idle_renewal = false;
@@ -152,8 +204,8 @@ impl<H: JobHandler> Consumer<H> {
                     next = stream.next() => match next {
                         Some(Ok(delivery)) => {
                             received = true;
-                            let this = this.clone();
-                            in_flight.spawn(async move { this.process(delivery).await });
+                            let (this, rounds) = (this.clone(), rounds.clone());
+                            in_flight.spawn(async move { this.process(&rounds, delivery).await });
                         }
                         Some(Err(e)) => {
                             tracing::warn!(queue, error = %e, "consumer lost; reconnecting");
@@ -199,7 +251,7 @@ impl<H: JobHandler> Consumer<H> {
         self.broker.consume(queue, self.prefetch).await
     }
 
-    async fn process(&self, delivery: Delivery) {
+    async fn process(&self, rounds: &Rounds, delivery: Delivery) {
         let queue = Self::QUEUE;
         let Ok(message) = serde_json::from_slice::<JobMessage>(&delivery.body) else {
             // Not written by a relay: there is no row to record it in.
@@ -214,16 +266,39 @@ impl<H: JobHandler> Consumer<H> {
             return;
         };
         let job_id = message.job_id;
-        let now = domain::time::now();
-        let runnable = match outbox::load_runnable::<H::Job, _>(&self.db, &job_id, now).await {
-            Ok(r) => r,
-            Err(e) => {
-                tracing::warn!(job_id, error = %e, "cannot read job; requeueing");
+        // Usually the job is due and unfinished, and starting it is all there is to do first
+        // (in one statement with the other messages that came meanwhile). Otherwise it is read
+        // to tell why not.
+        let started = match rounds.start.submit(job_id.clone()).await {
+            Some(Ok(started)) => started,
+            Some(Err(e)) => {
+                tracing::warn!(job_id, error = %e, "cannot start job; requeueing");
                 return requeue_later(delivery).await;
             }
+            None => return requeue_later(delivery).await,
+        };
+        let now = domain::time::now();
+        let started_already = started.is_some();
+        let runnable = match started {
+            Some(row) => outbox::read_job::<H::Job>(row),
+            None => match outbox::load_runnable::<H::Job, _>(&self.db, &job_id, now).await {
+                Ok(r) => r,
+                Err(e) => {
+                    tracing::warn!(job_id, error = %e, "cannot read job; requeueing");
+                    return requeue_later(delivery).await;
+                }
+            },
         };
         let (row, job) = match runnable {
-            Runnable::Run(row, job) => (row, job),
+            Runnable::Run(row, job) if started_already => (row, job),
+            Runnable::Run(row, job) => {
+                // Due only by the time of the look (or not seen by the round): started here.
+                if let Err(e) = outbox::start(&self.db, &row, now).await {
+                    tracing::warn!(job_id, error = %e, "cannot start job; requeueing");
+                    return requeue_later(delivery).await;
+                }
+                (row, job)
+            }
             Runnable::Repeat => {
                 metrics::counter!("jobs_consumed_total", "queue" => queue, "outcome" => "skipped")
                     .increment(1);
@@ -265,10 +340,6 @@ impl<H: JobHandler> Consumer<H> {
                 return;
             }
         };
-        if let Err(e) = outbox::start(&self.db, &row, now).await {
-            tracing::warn!(job_id, error = %e, "cannot start job; requeueing");
-            return requeue_later(delivery).await;
-        }
         let request_id = row.request_id.clone().unwrap_or_default();
         let span = tracing::info_span!(
             "job",
@@ -317,13 +388,17 @@ impl<H: JobHandler> Consumer<H> {
             JobOutcome::Dead { error } => tracing::warn!(error, "job dead-lettered"),
         }
         drop(_enter);
-        if let Err(e) = outbox::finish(&self.db, &row, &outcome, domain::time::now()).await {
-            tracing::warn!(job_id = %row.id, error = %e, "cannot record job outcome; requeueing");
-            return requeue_later(delivery).await;
+        match rounds.finish.submit((row.clone(), outcome.clone())).await {
+            Some(Ok(())) => {}
+            failed => {
+                let error = failed.and_then(Result::err).unwrap_or_default();
+                tracing::warn!(job_id = %row.id, error, "cannot record job outcome; requeueing");
+                return requeue_later(delivery).await;
+            }
         }
         // A finished job may have written events whose deliveries are due now; a short retry is
         // due soon. Either way the relay should look now rather than at its next sweep.
-        if matches!(outcome, JobOutcome::Done)
+        if (matches!(outcome, JobOutcome::Done) && self.handler.done_writes_jobs())
             || matches!(outcome, JobOutcome::Retry { after, .. } if after < Duration::from_secs(2))
         {
             self.relay.kick();

@@ -3,6 +3,10 @@
 //! later without spending an attempt), sign the event's envelope with the mode's webhook secret
 //! (and the previous one during a rotation), POST it, record what happened and where it went,
 //! and tell the consumer when to run again (or that the delivery is dead).
+//!
+//! The reads before an attempt and the record after it are each made in rounds shared with the
+//! attempts running at the same moment ([`shared::batch`]): under load, three statements read
+//! what many attempts need, and one transaction records many attempts.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
@@ -12,11 +16,12 @@ use chrono::Utc;
 use domain::{DeliveryStatus, Mode};
 use ops::config::WebhooksConfig;
 use reqwest::header::{CONTENT_TYPE, HeaderValue, RETRY_AFTER};
-use sea_orm::{DatabaseConnection, EntityTrait};
+use sea_orm::DatabaseConnection;
+use shared::batch::Coalescer;
 use shared::crypto::Cipher;
 use shared::db::businesses::webhook_secret_context;
-use shared::db::deliveries::{self, AttemptRecord, Delivery, Next};
-use shared::db::entities::{business_mode, event};
+use shared::db::deliveries::{self, AttemptRecord, AttemptWrite, Delivery, ForAttempt, Next};
+use shared::db::entities::business_mode;
 use shared::db::events;
 use shared::db::outbox::{JobOutcome, JobRow};
 use shared::jobs::WebhookJob;
@@ -31,6 +36,8 @@ pub const EXCERPT_BYTES: usize = 1024;
 /// database or the key is unavailable). Such a wait costs the delivery none of its attempts.
 const NOT_ATTEMPTED_RETRY: Duration = Duration::from_secs(30);
 const USER_AGENT: &str = concat!("vas-webhooks/", env!("CARGO_PKG_VERSION"));
+/// The most attempts whose reads, or whose records, share one round.
+const ROUND: usize = 64;
 
 pub struct Deliverer {
     db: DatabaseConnection,
@@ -42,6 +49,10 @@ pub struct Deliverer {
     test_client: reqwest::Client,
     /// Live mode: resolves only to public addresses, and connects only to those it checked.
     live_client: reqwest::Client,
+    /// Reads what attempts need, many at once.
+    reads: Coalescer<String, Result<Option<ForAttempt>, String>>,
+    /// Records attempts, many in one transaction.
+    records: Coalescer<AttemptWrite, Result<bool, String>>,
 }
 
 /// What one HTTP attempt gave.
@@ -54,9 +65,35 @@ struct Sent {
 }
 
 impl Deliverer {
+    /// Needs a Tokio runtime (its rounds run as tasks).
     pub fn new(db: DatabaseConnection, cipher: Arc<Cipher>, config: WebhooksConfig) -> Self {
         let timeout = Duration::from_secs(config.timeout_secs.max(1));
+        let reading = db.clone();
+        let reads = Coalescer::new(ROUND, move |ids: Vec<String>| {
+            let db = reading.clone();
+            async move {
+                match deliveries::for_attempts(&db, &ids).await {
+                    Ok(found) => ids
+                        .iter()
+                        .map(|id| Ok(found.iter().find(|f| &f.delivery.id == id).cloned()))
+                        .collect(),
+                    Err(e) => ids.iter().map(|_| Err(e.to_string())).collect(),
+                }
+            }
+        });
+        let recording = db.clone();
+        let records = Coalescer::new(ROUND, move |writes: Vec<AttemptWrite>| {
+            let db = recording.clone();
+            async move {
+                match deliveries::record_attempts(&db, &writes).await {
+                    Ok(moved) => moved.into_iter().map(Ok).collect(),
+                    Err(e) => writes.iter().map(|_| Err(e.to_string())).collect(),
+                }
+            }
+        });
         Self {
+            reads,
+            records,
             db,
             cipher,
             test_client: client(timeout, false),
@@ -67,7 +104,18 @@ impl Deliverer {
     }
 
     async fn deliver(&self, row: &JobRow, delivery_id: &str) -> anyhow::Result<JobOutcome> {
-        let Some(delivery) = deliveries::find(&self.db, delivery_id).await? else {
+        let read = self
+            .reads
+            .submit(delivery_id.to_owned())
+            .await
+            .ok_or_else(|| anyhow::anyhow!("the worker is shutting down"))?
+            .map_err(anyhow::Error::msg)?;
+        let Some(ForAttempt {
+            delivery,
+            event,
+            settings,
+        }) = read
+        else {
             return Ok(JobOutcome::Done);
         };
         if delivery.status != DeliveryStatus::Pending
@@ -88,29 +136,24 @@ impl Deliverer {
             });
         }
         let mode = delivery.mode;
-        let settings = match self.settings(&delivery.business_id, mode).await {
-            Ok(settings) => settings,
-            Err(error) => {
-                tracing::error!(
-                    delivery_id,
-                    error,
-                    "cannot read the webhook settings; the delivery waits"
-                );
-                return Ok(JobOutcome::Retry {
-                    after: NOT_ATTEMPTED_RETRY,
-                    error,
-                });
-            }
+        let Some(settings) = settings else {
+            let error = format!("business {} has no {mode} settings", delivery.business_id);
+            tracing::error!(
+                delivery_id,
+                error,
+                "cannot read the webhook settings; the delivery waits"
+            );
+            return Ok(JobOutcome::Retry {
+                after: NOT_ATTEMPTED_RETRY,
+                error,
+            });
         };
         // Every attempt goes where the business says now, never to an endpoint it has left.
         let Some(url) = settings.webhook_url.clone().filter(|u| !u.is_empty()) else {
             let sent = refused(None, "no webhook URL is set for this mode".into());
             return self.settle(row, &delivery, sent).await;
         };
-        let Some(event) = event::Entity::find_by_id(delivery.event_id.clone())
-            .one(&self.db)
-            .await?
-        else {
+        let Some(event) = event else {
             return Ok(JobOutcome::Dead {
                 error: format!("event {} is missing", delivery.event_id),
             });
@@ -157,19 +200,6 @@ impl Deliverer {
         };
         permit.finish(outcome, started.elapsed(), Instant::now());
         self.settle(row, &delivery, sent).await
-    }
-
-    /// The business's settings in the mode: its webhook URL and secrets.
-    async fn settings(
-        &self,
-        business_id: &str,
-        mode: Mode,
-    ) -> Result<business_mode::Model, String> {
-        business_mode::Entity::find_by_id((business_id.to_owned(), mode))
-            .one(&self.db)
-            .await
-            .map_err(|e| e.to_string())?
-            .ok_or_else(|| format!("business {business_id} has no {mode} settings"))
     }
 
     /// The mode's current key, and the previous one while its rotation overlap lasts: those of
@@ -325,8 +355,19 @@ impl Deliverer {
             (false, Some(delay)) => Next::RetryAt(now + to_chrono(delay)),
             (false, None) => Next::Dead,
         };
-        let moved =
-            deliveries::record_attempt(&self.db, delivery, &row.id, record, &next, now).await?;
+        let write = AttemptWrite {
+            delivery: delivery.clone(),
+            job_id: row.id.clone(),
+            attempt: record.clone(),
+            next: next.clone(),
+            now,
+        };
+        let moved = self
+            .records
+            .submit(write)
+            .await
+            .ok_or_else(|| anyhow::anyhow!("the worker is shutting down"))?
+            .map_err(anyhow::Error::msg)?;
         let error = record.error.clone().unwrap_or_default();
         tracing::info!(
             delivery_id = %delivery.id,
@@ -387,6 +428,11 @@ impl JobHandler for Deliverer {
     /// The attempt could not even run (the database failed): soon, with jitter.
     fn retry_after(&self, _row: &JobRow) -> Duration {
         crate::schedule::jitter(Duration::from_secs(5))
+    }
+
+    /// An attempt writes no jobs.
+    fn done_writes_jobs(&self) -> bool {
+        false
     }
 }
 

@@ -10,7 +10,7 @@ use sea_orm::{
 
 use super::businesses::webhook_url;
 use super::entities::event::Model as Event;
-use super::entities::{delivery, delivery_attempt};
+use super::entities::{business_mode, delivery, delivery_attempt, event};
 use super::outbox;
 use crate::jobs::WebhookJob;
 use domain::DeliveryStatus;
@@ -68,6 +68,67 @@ pub async fn create<C: ConnectionTrait>(
 
 pub async fn find<C: ConnectionTrait>(db: &C, id: &str) -> Result<Option<Delivery>, DbErr> {
     delivery::Entity::find_by_id(id.to_owned()).one(db).await
+}
+
+/// What one attempt of a delivery reads: the delivery, its event and its business's settings in
+/// the delivery's mode (the webhook URL and secrets of this moment); None for those missing.
+#[derive(Debug, Clone)]
+pub struct ForAttempt {
+    pub delivery: Delivery,
+    pub event: Option<Event>,
+    pub settings: Option<business_mode::Model>,
+}
+
+/// [`ForAttempt`] of each of these deliveries that exists, in three statements however many
+/// there are (the worker reads many at once under load).
+pub async fn for_attempts<C: ConnectionTrait>(
+    db: &C,
+    ids: &[String],
+) -> Result<Vec<ForAttempt>, DbErr> {
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let deliveries = delivery::Entity::find()
+        .filter(delivery::Column::Id.is_in(ids.iter().cloned()))
+        .all(db)
+        .await?;
+    if deliveries.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut event_ids: Vec<&str> = deliveries.iter().map(|d| d.event_id.as_str()).collect();
+    event_ids.sort_unstable();
+    event_ids.dedup();
+    let events = event::Entity::find()
+        .filter(event::Column::Id.is_in(event_ids))
+        .all(db)
+        .await?;
+    let mut modes: Vec<(&str, domain::Mode)> = deliveries
+        .iter()
+        .map(|d| (d.business_id.as_str(), d.mode))
+        .collect();
+    modes.sort_unstable_by_key(|(b, m)| (*b, m.as_str()));
+    modes.dedup();
+    let which = modes
+        .iter()
+        .fold(sea_orm::Condition::any(), |any, (business_id, mode)| {
+            any.add(
+                sea_orm::Condition::all()
+                    .add(business_mode::Column::BusinessId.eq(*business_id))
+                    .add(business_mode::Column::Mode.eq(*mode)),
+            )
+        });
+    let settings = business_mode::Entity::find().filter(which).all(db).await?;
+    Ok(deliveries
+        .into_iter()
+        .map(|delivery| ForAttempt {
+            event: events.iter().find(|e| e.id == delivery.event_id).cloned(),
+            settings: settings
+                .iter()
+                .find(|s| s.business_id == delivery.business_id && s.mode == delivery.mode)
+                .cloned(),
+            delivery,
+        })
+        .collect())
 }
 
 /// An event's deliveries, oldest first, each with its attempts, oldest first.
@@ -234,6 +295,17 @@ pub enum Next {
     Dead,
 }
 
+/// One attempt to record (see [`record_attempts`]): the delivery as it was read, the job that
+/// ran it, what happened and where the delivery goes next.
+#[derive(Debug, Clone)]
+pub struct AttemptWrite {
+    pub delivery: Delivery,
+    pub job_id: String,
+    pub attempt: AttemptRecord,
+    pub next: Next,
+    pub now: DateTime<Utc>,
+}
+
 /// Records an attempt and moves the delivery on, if the attempt belongs to its current schedule
 /// (`job_id`, status and attempt count as they were read). Returns false when the delivery had
 /// moved on meanwhile (a replay, a resend, or a duplicate run of the same job): the attempt is
@@ -247,65 +319,103 @@ pub async fn record_attempt(
     next: &Next,
     now: DateTime<Utc>,
 ) -> Result<bool, DbErr> {
+    let write = AttemptWrite {
+        delivery: delivery.clone(),
+        job_id: job_id.to_owned(),
+        attempt: attempt.clone(),
+        next: next.clone(),
+        now,
+    };
+    Ok(record_attempts(db, std::slice::from_ref(&write))
+        .await?
+        .first()
+        .copied()
+        .unwrap_or(false))
+}
+
+/// [`record_attempt`] for several attempts in one transaction (one insert for all the attempts,
+/// then each delivery's conditional update, in order): whether each moved its delivery on.
+pub async fn record_attempts(
+    db: &DatabaseConnection,
+    writes: &[AttemptWrite],
+) -> Result<Vec<bool>, DbErr> {
     use delivery::Column as Col;
+    if writes.is_empty() {
+        return Ok(Vec::new());
+    }
     let txn = db.begin().await?;
-    delivery_attempt::Entity::insert(delivery_attempt::ActiveModel {
-        id: Set(new_id("wha")),
-        delivery_id: Set(delivery.id.clone()),
-        attempted_at: Set(attempt.attempted_at),
-        url: Set(attempt.url.clone()),
-        status_code: Set(attempt.status_code),
-        duration_ms: Set(attempt.duration_ms),
-        response_excerpt: Set(attempt.response_excerpt.clone()),
-        error: Set(attempt.error.clone()),
-    })
+    delivery_attempt::Entity::insert_many(writes.iter().map(|w| {
+        let attempt = &w.attempt;
+        delivery_attempt::ActiveModel {
+            id: Set(new_id("wha")),
+            delivery_id: Set(w.delivery.id.clone()),
+            attempted_at: Set(attempt.attempted_at),
+            url: Set(attempt.url.clone()),
+            status_code: Set(attempt.status_code),
+            duration_ms: Set(attempt.duration_ms),
+            response_excerpt: Set(attempt.response_excerpt.clone()),
+            error: Set(attempt.error.clone()),
+        }
+    }))
     .exec_without_returning(&txn)
     .await?;
     let none = Option::<DateTime<Utc>>::None;
-    let mut update = delivery::Entity::update_many()
-        .col_expr(Col::Attempts, (delivery.attempts + 1).into())
-        .col_expr(Col::LastStatusCode, Some(attempt.status_code).into())
-        .col_expr(Col::LastError, attempt.error.clone().into())
-        .col_expr(Col::UpdatedAt, now.into())
-        .filter(Col::Id.eq(delivery.id.as_str()))
-        .filter(Col::Status.eq(DeliveryStatus::Pending))
-        .filter(Col::Attempts.eq(delivery.attempts))
-        .filter(
-            sea_orm::Condition::any()
-                .add(Col::JobId.eq(job_id))
-                .add(Col::JobId.is_null()),
-        );
-    update = match next {
-        Next::Succeeded => update
-            .col_expr(Col::Status, DeliveryStatus::Succeeded.into())
-            .col_expr(Col::NextAttemptAt, none.into())
-            .col_expr(Col::CompletedAt, Some(now).into()),
-        Next::RetryAt(at) => update.col_expr(Col::NextAttemptAt, Some(*at).into()),
-        Next::Dead => update
-            .col_expr(Col::Status, DeliveryStatus::Dead.into())
-            .col_expr(Col::NextAttemptAt, none.into())
-            .col_expr(Col::CompletedAt, Some(now).into()),
-    };
-    let moved = update.exec(&txn).await?.rows_affected == 1;
-    if moved
-        && let Some(url) = attempt.url.as_deref()
-        && url != delivery.url
+    let mut moved_on = Vec::with_capacity(writes.len());
+    for AttemptWrite {
+        delivery,
+        job_id,
+        attempt,
+        next,
+        now,
+    } in writes
     {
-        // In a savepoint: a collision with the event's other delivery leaves the URL as it was.
-        let savepoint = txn.begin().await?;
-        let relabelled = delivery::Entity::update_many()
-            .col_expr(Col::Url, url.into())
+        let now = *now;
+        let mut update = delivery::Entity::update_many()
+            .col_expr(Col::Attempts, (delivery.attempts + 1).into())
+            .col_expr(Col::LastStatusCode, Some(attempt.status_code).into())
+            .col_expr(Col::LastError, attempt.error.clone().into())
+            .col_expr(Col::UpdatedAt, now.into())
             .filter(Col::Id.eq(delivery.id.as_str()))
-            .exec(&savepoint)
-            .await;
-        match relabelled {
-            Ok(_) => savepoint.commit().await?,
-            Err(e) if super::is_unique_violation(&e) => savepoint.rollback().await?,
-            Err(e) => return Err(e),
+            .filter(Col::Status.eq(DeliveryStatus::Pending))
+            .filter(Col::Attempts.eq(delivery.attempts))
+            .filter(
+                sea_orm::Condition::any()
+                    .add(Col::JobId.eq(job_id.as_str()))
+                    .add(Col::JobId.is_null()),
+            );
+        update = match next {
+            Next::Succeeded => update
+                .col_expr(Col::Status, DeliveryStatus::Succeeded.into())
+                .col_expr(Col::NextAttemptAt, none.into())
+                .col_expr(Col::CompletedAt, Some(now).into()),
+            Next::RetryAt(at) => update.col_expr(Col::NextAttemptAt, Some(*at).into()),
+            Next::Dead => update
+                .col_expr(Col::Status, DeliveryStatus::Dead.into())
+                .col_expr(Col::NextAttemptAt, none.into())
+                .col_expr(Col::CompletedAt, Some(now).into()),
+        };
+        let moved = update.exec(&txn).await?.rows_affected == 1;
+        if moved
+            && let Some(url) = attempt.url.as_deref()
+            && url != delivery.url
+        {
+            // In a savepoint: a collision with the event's other delivery leaves the URL as it was.
+            let savepoint = txn.begin().await?;
+            let relabelled = delivery::Entity::update_many()
+                .col_expr(Col::Url, url.into())
+                .filter(Col::Id.eq(delivery.id.as_str()))
+                .exec(&savepoint)
+                .await;
+            match relabelled {
+                Ok(_) => savepoint.commit().await?,
+                Err(e) if super::is_unique_violation(&e) => savepoint.rollback().await?,
+                Err(e) => return Err(e),
+            }
         }
+        moved_on.push(moved);
     }
     txn.commit().await?;
-    Ok(moved)
+    Ok(moved_on)
 }
 
 /// Dead deliveries, oldest death first; optionally of one business, and dead at or after `since`.

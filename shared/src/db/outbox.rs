@@ -308,13 +308,18 @@ pub async fn load_runnable<J: QueueJob, C: ConnectionTrait>(
     if row.run_at > now + chrono::Duration::seconds(1) {
         return Ok(Runnable::Early(row));
     }
-    Ok(match serde_json::from_str::<J>(&row.payload) {
+    Ok(read_job(row))
+}
+
+/// A due, unfinished row of queue `J`, read as its job (or found unreadable).
+pub fn read_job<J: QueueJob>(row: JobRow) -> Runnable<J> {
+    match serde_json::from_str::<J>(&row.payload) {
         Ok(job) => Runnable::Run(row, job),
         Err(e) => {
-            let error = format!("job {job_id} has a payload this version cannot read: {e}");
+            let error = format!("job {} has a payload this version cannot read: {e}", row.id);
             Runnable::Unreadable(row, error)
         }
-    })
+    }
 }
 
 /// A consumer begins the job: from now on the relay counts its message as taken.
@@ -331,6 +336,41 @@ pub async fn start<C: ConnectionTrait>(
         .exec(db)
         .await?;
     Ok(())
+}
+
+/// Starts, in one statement, those of these jobs of `queue` that are due (by the same second of
+/// slack as [`load_runnable`]) and not finished; returns their rows as started. A message whose
+/// job is not among them is a repeat, early, or another queue's: [`load_runnable`] tells which.
+/// What the consumer does first with every message, so many are started in one round trip.
+pub async fn start_due<C: ConnectionTrait>(
+    db: &C,
+    queue: &str,
+    job_ids: &[String],
+    now: DateTime<Utc>,
+) -> Result<Vec<JobRow>, DbErr> {
+    if job_ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let update = outbox::Entity::update_many()
+        .col_expr(outbox::Column::StartedAt, Some(now).into())
+        .filter(outbox::Column::Id.is_in(job_ids.iter().cloned()))
+        .filter(outbox::Column::Queue.eq(queue))
+        .filter(outbox::Column::CompletedAt.is_null())
+        .filter(outbox::Column::DeadAt.is_null())
+        .filter(outbox::Column::RunAt.lte(now + chrono::Duration::seconds(1)));
+    if db.support_returning() {
+        return update.exec_with_returning(db).await;
+    }
+    // Without RETURNING (SQLite as built here): the rows this very update stamped. `now` is
+    // exact to the microsecond, and a later start of the same job would stamp a later time.
+    update.exec(db).await?;
+    outbox::Entity::find()
+        .filter(outbox::Column::Id.is_in(job_ids.iter().cloned()))
+        .filter(outbox::Column::StartedAt.eq(now))
+        .filter(outbox::Column::CompletedAt.is_null())
+        .filter(outbox::Column::DeadAt.is_null())
+        .all(db)
+        .await
 }
 
 /// A message came before its job's time (the relay's clock is ahead of this process's, or the
@@ -383,13 +423,14 @@ pub async fn finish<C: ConnectionTrait>(
     outcome: &JobOutcome,
     now: DateTime<Utc>,
 ) -> Result<(), DbErr> {
-    let mut update = outbox::Entity::update_many()
+    let update = outbox::Entity::update_many()
         .col_expr(outbox::Column::UpdatedAt, now.into())
         .filter(outbox::Column::Id.eq(job.id.as_str()))
         .filter(outbox::Column::CompletedAt.is_null());
     let none = || Option::<DateTime<Utc>>::None;
-    update = match outcome {
-        JobOutcome::Done => update.col_expr(outbox::Column::CompletedAt, now.into()),
+    let update = match outcome {
+        // The same statement as a batch of runs done (`finish_many`).
+        JobOutcome::Done => return complete_runs(db, std::slice::from_ref(&job.id), now).await,
         JobOutcome::Retry { after, error } => update
             .col_expr(
                 outbox::Column::RunAt,
@@ -406,6 +447,50 @@ pub async fn finish<C: ConnectionTrait>(
     };
     update.exec(db).await?;
     Ok(())
+}
+
+/// Runs that ended `Done`, completed in one statement.
+async fn complete_runs<C: ConnectionTrait>(
+    db: &C,
+    job_ids: &[String],
+    now: DateTime<Utc>,
+) -> Result<(), DbErr> {
+    if job_ids.is_empty() {
+        return Ok(());
+    }
+    outbox::Entity::update_many()
+        .col_expr(outbox::Column::UpdatedAt, now.into())
+        .col_expr(outbox::Column::CompletedAt, now.into())
+        .filter(outbox::Column::Id.is_in(job_ids.iter().cloned()))
+        .filter(outbox::Column::CompletedAt.is_null())
+        .exec(db)
+        .await?;
+    Ok(())
+}
+
+/// Records how several runs ended, as [`finish`] does each, in one transaction: the ones done
+/// in a single statement (the usual case), the others one by one.
+pub async fn finish_many(
+    db: &DatabaseConnection,
+    runs: &[(JobRow, JobOutcome)],
+    now: DateTime<Utc>,
+) -> Result<(), DbErr> {
+    let done: Vec<String> = runs
+        .iter()
+        .filter(|(_, outcome)| matches!(outcome, JobOutcome::Done))
+        .map(|(job, _)| job.id.clone())
+        .collect();
+    if done.len() == runs.len() {
+        return complete_runs(db, &done, now).await;
+    }
+    let txn = db.begin().await?;
+    complete_runs(&txn, &done, now).await?;
+    for (job, outcome) in runs {
+        if !matches!(outcome, JobOutcome::Done) {
+            finish(&txn, job, outcome, now).await?;
+        }
+    }
+    txn.commit().await
 }
 
 /// Dead jobs of `queue` completed since `since`: replayed (a new job carries their work on), so

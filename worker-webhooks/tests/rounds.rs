@@ -1,0 +1,173 @@
+//! The worker's shared rounds of database work keep each job's promises: several messages'
+//! jobs started in one statement start only the due, unfinished jobs of the queue; several
+//! attempts recorded in one transaction each move their delivery on only if it is still on the
+//! schedule they were read from (a duplicate run in the same round records its attempt and
+//! leaves the delivery alone); and runs finished together end as each would alone. On SQLite
+//! (no RETURNING here) and on PostgreSQL when TEST_DATABASE_URL is set.
+
+use std::time::Duration;
+
+use domain::DeliveryStatus;
+use sea_orm::{ActiveModelTrait, ActiveValue::Set, IntoActiveModel};
+use shared::db::deliveries::{self, AttemptRecord, AttemptWrite, Next};
+use shared::db::outbox::{self, JobOutcome};
+use shared::jobs::{ProvisioningJob, WebhookJob};
+use test_support::{Backend, TestDb, on_both_databases, setup};
+
+on_both_databases!(
+    a_round_starts_only_due_unfinished_jobs_of_its_queue,
+    attempts_recorded_together_move_each_delivery_on_once,
+    runs_finished_together_end_as_each_would_alone,
+);
+
+fn ok_attempt(url: &str) -> AttemptRecord {
+    AttemptRecord {
+        attempted_at: domain::time::now(),
+        url: Some(url.to_owned()),
+        status_code: 200,
+        duration_ms: 3,
+        response_excerpt: Some("ok".into()),
+        error: None,
+    }
+}
+
+async fn a_round_starts_only_due_unfinished_jobs_of_its_queue(backend: Backend) {
+    let db = TestDb::new(&backend).await;
+    let setup = setup(&db.url, None).await;
+    let now = domain::time::now();
+    let job = |n: usize| WebhookJob::Deliver {
+        delivery_id: format!("whd_{n}"),
+    };
+    let due = outbox::enqueue(&setup.db, &job(1), now, now).await.unwrap();
+    let later = now + chrono::Duration::hours(1);
+    let early = outbox::enqueue(&setup.db, &job(2), later, now)
+        .await
+        .unwrap();
+    let finished = outbox::enqueue(&setup.db, &job(3), now, now).await.unwrap();
+    outbox::complete(&setup.db, &finished, now).await.unwrap();
+    let other = ProvisioningJob::Provision {
+        account_id: "va_1".into(),
+    };
+    let other_queue = outbox::enqueue(&setup.db, &other, now, now).await.unwrap();
+
+    let ids = [
+        &due,
+        &early,
+        &finished,
+        &other_queue,
+        &"job_missing".to_owned(),
+    ]
+    .map(|s| s.to_string());
+    let started = outbox::start_due(&setup.db, "webhooks", &ids, domain::time::now())
+        .await
+        .unwrap();
+    let started_ids: Vec<&str> = started.iter().map(|r| r.id.as_str()).collect();
+    assert_eq!(started_ids, vec![due.as_str()], "{backend:?}");
+    assert!(started[0].started_at.is_some(), "returned as started");
+    for id in [&early, &finished, &other_queue] {
+        let row = outbox::find(&setup.db, id).await.unwrap().unwrap();
+        assert_eq!(row.started_at, None, "{id} untouched ({backend:?})");
+    }
+}
+
+async fn attempts_recorded_together_move_each_delivery_on_once(backend: Backend) {
+    let db = TestDb::new(&backend).await;
+    let setup = setup(&db.url, None).await;
+    let url = "http://127.0.0.1:9/hook";
+    setup.set_url(&setup.business.id, url).await;
+    let first = setup.record(&setup.business.id, 1).await;
+    let second = setup.record(&setup.business.id, 2).await;
+    let delivery_of = async |event: &str| {
+        deliveries::for_event(&setup.db, event)
+            .await
+            .unwrap()
+            .remove(0)
+            .0
+    };
+    let (a, b) = (delivery_of(&first).await, delivery_of(&second).await);
+    let found = deliveries::for_attempts(&setup.db, &[a.id.clone(), b.id.clone()])
+        .await
+        .unwrap();
+    assert_eq!(found.len(), 2);
+    assert!(found.iter().all(|f| f.event.is_some()
+        && f.settings.as_ref().and_then(|s| s.webhook_url.as_deref()) == Some(url)));
+
+    let now = domain::time::now();
+    let write = |d: &deliveries::Delivery, next: Next| AttemptWrite {
+        delivery: d.clone(),
+        job_id: d.job_id.clone().unwrap(),
+        attempt: ok_attempt(url),
+        next,
+        now,
+    };
+    let retry_at = now + chrono::Duration::seconds(5);
+    let moved = deliveries::record_attempts(
+        &setup.db,
+        &[
+            write(&a, Next::Succeeded),
+            write(&b, Next::RetryAt(retry_at)),
+            // The same run of `a` twice (a duplicate message): recorded, not counted.
+            write(&a, Next::Succeeded),
+        ],
+    )
+    .await
+    .unwrap();
+    assert_eq!(moved, vec![true, true, false], "{backend:?}");
+    let a_now = deliveries::find(&setup.db, &a.id).await.unwrap().unwrap();
+    assert_eq!(
+        (a_now.status, a_now.attempts),
+        (DeliveryStatus::Succeeded, 1)
+    );
+    let b_now = deliveries::find(&setup.db, &b.id).await.unwrap().unwrap();
+    assert_eq!((b_now.status, b_now.attempts), (DeliveryStatus::Pending, 1));
+    assert_eq!(
+        deliveries::attempts(&setup.db, &a.id).await.unwrap().len(),
+        2
+    );
+    assert_eq!(
+        deliveries::attempts(&setup.db, &b.id).await.unwrap().len(),
+        1
+    );
+}
+
+async fn runs_finished_together_end_as_each_would_alone(backend: Backend) {
+    let db = TestDb::new(&backend).await;
+    let setup = setup(&db.url, None).await;
+    let now = domain::time::now();
+    let mut rows = Vec::new();
+    for n in 0..3 {
+        let job = WebhookJob::Deliver {
+            delivery_id: format!("whd_{n}"),
+        };
+        let id = outbox::enqueue(&setup.db, &job, now, now).await.unwrap();
+        rows.push(outbox::find(&setup.db, &id).await.unwrap().unwrap());
+    }
+    // One was finished by another run meanwhile: it keeps that ending.
+    let mut already = rows[2].clone().into_active_model();
+    already.completed_at = Set(Some(now - chrono::Duration::seconds(30)));
+    already.update(&setup.db).await.unwrap();
+    let runs = vec![
+        (rows[0].clone(), JobOutcome::Done),
+        (
+            rows[1].clone(),
+            JobOutcome::Retry {
+                after: Duration::from_secs(60),
+                error: "HTTP 500".into(),
+            },
+        ),
+        (rows[2].clone(), JobOutcome::Done),
+    ];
+    outbox::finish_many(&setup.db, &runs, now).await.unwrap();
+    let read = async |id: &str| outbox::find(&setup.db, id).await.unwrap().unwrap();
+    assert_eq!(read(&rows[0].id).await.completed_at, Some(now));
+    let retried = read(&rows[1].id).await;
+    assert_eq!(retried.completed_at, None);
+    assert_eq!(retried.attempts, 1);
+    assert_eq!(retried.run_at, now + chrono::Duration::seconds(60));
+    assert_eq!(retried.last_error.as_deref(), Some("HTTP 500"));
+    assert_eq!(
+        read(&rows[2].id).await.completed_at,
+        Some(now - chrono::Duration::seconds(30)),
+        "{backend:?}"
+    );
+}
