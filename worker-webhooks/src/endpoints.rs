@@ -274,6 +274,26 @@ impl Endpoints {
                 reason: WaitReason::EndpointBusy,
             };
         };
+        // While this one waited for a slot, the attempts that held them may have opened the
+        // circuit: a delivery admitted under a closed circuit must not slip through an open one.
+        if !probe {
+            let reopened = match endpoint.circuit {
+                Circuit::Closed { .. } => None,
+                Circuit::Open { until, cooldown } => {
+                    Some(until.saturating_duration_since(now) + spread(cooldown))
+                }
+                Circuit::HalfOpen { cooldown, .. } => {
+                    Some(Duration::from_secs(1) + spread(cooldown / 2))
+                }
+            };
+            if let Some(after) = reopened {
+                drop(slot);
+                return Admission::Wait {
+                    after,
+                    reason: WaitReason::CircuitOpen,
+                };
+            }
+        }
         endpoint.in_flight.push((number, Instant::now().max(now)));
         drop(inner);
         Admission::Go(Permit {
@@ -554,6 +574,32 @@ mod tests {
         }
         assert!(far.iter().any(|a| *a >= 60.0), "{far:?}");
         assert!(far.iter().all(|a| *a <= 75.5), "{far:?}");
+    }
+
+    #[tokio::test]
+    async fn a_delivery_waiting_for_a_slot_does_not_slip_through_a_circuit_opened_meanwhile() {
+        let endpoints = Endpoints::new(Limits {
+            failure_threshold: 2,
+            ..limits()
+        });
+        let t = Instant::now();
+        // Both slots taken by attempts that will fail; a third delivery waits for a slot.
+        let first = go(endpoints.admit(A, "biz_a", t).await);
+        let second = go(endpoints.admit(A, "biz_a", t).await);
+        let waiting = tokio::spawn({
+            let endpoints = endpoints.clone();
+            async move { endpoints.admit(A, "biz_a", t).await }
+        });
+        tokio::task::yield_now().await;
+        // The two fail: the circuit opens, and their slots free up for the waiting one.
+        first.finish(Outcome::Failed, Duration::ZERO, t);
+        second.finish(Outcome::Failed, Duration::ZERO, t);
+        let (after, reason) = wait(waiting.await.unwrap());
+        assert_eq!(reason, WaitReason::CircuitOpen);
+        assert!(
+            after >= Duration::from_secs(5),
+            "waits out the cool-down, not {after:?}"
+        );
     }
 
     #[tokio::test]
