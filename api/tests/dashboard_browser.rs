@@ -12,64 +12,12 @@ mod dashboard_support;
 use std::time::Duration;
 
 use common::{Backend, TestApp, account_body, spawn_app, spawn_app_with};
-use dashboard_support::{Browser, add_user, screenshot};
+use dashboard_support::{
+    Browser, add_user, body_text, click, fill, screenshot, sign_in, sign_out, wait_for_url,
+};
 use domain::Role;
 use fantoccini::{Client, Locator};
 use serde_json::Value;
-
-async fn fill(c: &Client, css: &str, text: &str) {
-    let field = c
-        .find(Locator::Css(css))
-        .await
-        .unwrap_or_else(|e| panic!("no {css}: {e}"));
-    field.clear().await.unwrap();
-    field.send_keys(text).await.unwrap();
-}
-
-async fn click(c: &Client, css: &str) {
-    c.find(Locator::Css(css))
-        .await
-        .unwrap_or_else(|e| panic!("no {css}: {e}"))
-        .click()
-        .await
-        .unwrap();
-}
-
-/// Waits until the page's address satisfies `ready` (a form post and its redirect finished).
-async fn wait_for_url(c: &Client, what: &str, ready: impl Fn(&url::Url) -> bool) -> url::Url {
-    for _ in 0..100 {
-        let url = c.current_url().await.unwrap();
-        if ready(&url) {
-            return url;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!(
-        "the browser never reached {what}; it is at {}",
-        c.current_url().await.unwrap()
-    );
-}
-
-async fn body_text(c: &Client) -> String {
-    c.find(Locator::Css("body"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap()
-}
-
-async fn sign_in(c: &Client, app: &TestApp, email: &str, password: &str) {
-    c.goto(&app.url("/dashboard/sign-in")).await.unwrap();
-    fill(c, "#email", email).await;
-    fill(c, "#password", password).await;
-    click(c, "form button[type=submit]").await;
-}
-
-async fn sign_out(c: &Client) {
-    click(c, "form[action='/dashboard/sign-out'] button").await;
-    wait_for_url(c, "the sign-in page", |u| u.path() == "/dashboard/sign-in").await;
-}
 
 /// A test's browser with JavaScript off: the dashboard must work without it.
 async fn browser(test: &str) -> Option<Browser> {

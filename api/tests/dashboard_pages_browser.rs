@@ -17,62 +17,15 @@ use std::time::Duration;
 use axum::http::Method;
 use chrono::Utc;
 use common::{Backend, Receiver, Reply, TestApp, account_body, spawn_app};
-use dashboard_support::{Browser, add_user, screenshot};
+use dashboard_support::{
+    Browser, add_user, body_text, click, fill, screenshot, signed_in, wait_for_url,
+};
 use domain::{Bank, Mode, Role};
 use fantoccini::wd::WebDriverCompatibleCommand;
 use fantoccini::{Client, Locator};
 use serde_json::{Value, json};
 use shared::db::deposits::{self, Recorded, Source};
 use shared::providers::RemoteTransaction;
-
-async fn fill(c: &Client, css: &str, text: &str) {
-    let field = c
-        .find(Locator::Css(css))
-        .await
-        .unwrap_or_else(|e| panic!("no {css}: {e}"));
-    field.clear().await.unwrap();
-    field.send_keys(text).await.unwrap();
-}
-
-async fn click(c: &Client, css: &str) {
-    c.find(Locator::Css(css))
-        .await
-        .unwrap_or_else(|e| panic!("no {css}: {e}"))
-        .click()
-        .await
-        .unwrap();
-}
-
-async fn wait_for_url(c: &Client, what: &str, ready: impl Fn(&url::Url) -> bool) -> url::Url {
-    for _ in 0..100 {
-        let url = c.current_url().await.unwrap();
-        if ready(&url) {
-            return url;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!(
-        "the browser never reached {what}; it is at {}",
-        c.current_url().await.unwrap()
-    );
-}
-
-async fn body_text(c: &Client) -> String {
-    c.find(Locator::Css("body"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap()
-}
-
-async fn sign_in(c: &Client, app: &TestApp, email: &str, password: &str) {
-    c.goto(&app.url("/dashboard/sign-in")).await.unwrap();
-    fill(c, "#email", email).await;
-    fill(c, "#password", password).await;
-    click(c, "form button[type=submit]").await;
-    wait_for_url(c, "the dashboard", |u| u.path() != "/dashboard/sign-in").await;
-}
 
 async fn rows(c: &Client, css: &str) -> usize {
     c.find_all(Locator::Css(css)).await.unwrap().len()
@@ -211,7 +164,7 @@ async fn search_deposits_and_download_the_csv(backend: Backend) {
     .await;
     deposit(&app, &second, "SECOND-2", 99_900, "=1+1").await;
     let (email, password) = add_user(&app, Role::Viewer).await;
-    sign_in(c, &app, &email, &password).await;
+    signed_in(c, &app, &email, &password).await;
 
     click(c, "nav.sidenav a[href='/dashboard/test/deposits']").await;
     wait_for_url(c, "the deposits page", |u| {
@@ -303,7 +256,7 @@ async fn resend_an_event_and_see_the_new_delivery() {
     let first = receiver.wait_for(1, Duration::from_secs(20)).await;
 
     let (email, password) = add_user(&app, Role::Developer).await;
-    sign_in(c, &app, &email, &password).await;
+    signed_in(c, &app, &email, &password).await;
     c.goto(&app.url("/dashboard/test/events")).await.unwrap();
     assert!(body_text(c).await.contains("deposit.received"));
     click(c, "table.data tbody a").await;
@@ -359,7 +312,7 @@ async fn a_viewer_sees_no_resend_or_settlement_change_and_an_owner_changes_it() 
     deposit(&app, &a, "REF-1", 150_000, "rent").await;
 
     let (viewer, viewer_password) = add_user(&app, Role::Viewer).await;
-    sign_in(c, &app, &viewer, &viewer_password).await;
+    signed_in(c, &app, &viewer, &viewer_password).await;
     c.goto(&app.url("/dashboard/test/events")).await.unwrap();
     click(c, "table.data tbody a").await;
     wait_for_url(c, "the event's page", |u| u.path().contains("/events/evt_")).await;
@@ -374,7 +327,7 @@ async fn a_viewer_sees_no_resend_or_settlement_change_and_an_owner_changes_it() 
     wait_for_url(c, "signed out", |u| u.path() == "/dashboard/sign-in").await;
 
     let (owner, owner_password) = add_user(&app, Role::Owner).await;
-    sign_in(c, &app, &owner, &owner_password).await;
+    signed_in(c, &app, &owner, &owner_password).await;
     c.goto(&app.url("/dashboard/test/balance")).await.unwrap();
     let number = domain::nuban::account_number("058", 12_345_678).unwrap();
     c.find(Locator::Css("#bankCode"))
@@ -434,7 +387,7 @@ async fn screenshots() {
         }
         c.set_window_size(1280, 900).await.unwrap();
     };
-    sign_in(c, &app, &email, &password).await;
+    signed_in(c, &app, &email, &password).await;
     for (name, path) in [
         ("20-deposits-empty", "/dashboard/test/deposits"),
         ("21-events-empty", "/dashboard/test/events"),

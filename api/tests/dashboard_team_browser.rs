@@ -12,7 +12,9 @@ mod dashboard_support;
 use std::time::Duration;
 
 use common::{Backend, Receiver, Reply, TestApp, account_body, spawn_app, start_webhooks_worker};
-use dashboard_support::{Browser, Http, add_user, screenshot};
+use dashboard_support::{
+    Browser, Http, add_user, body_text, click, fill, find, screenshot, signed_in, wait_for_url,
+};
 use domain::{AuditAction, Role};
 use fantoccini::{Client, Locator};
 use reqwest::StatusCode;
@@ -26,51 +28,6 @@ on_both_databases!(
 );
 
 const WITHIN: Duration = Duration::from_secs(20);
-
-async fn find(c: &Client, css: &str) -> fantoccini::elements::Element {
-    c.find(Locator::Css(css))
-        .await
-        .unwrap_or_else(|e| panic!("no {css}: {e}"))
-}
-
-async fn fill(c: &Client, css: &str, text: &str) {
-    let field = find(c, css).await;
-    field.clear().await.unwrap();
-    field.send_keys(text).await.unwrap();
-}
-
-async fn click(c: &Client, css: &str) {
-    find(c, css).await.click().await.unwrap();
-}
-
-async fn wait_for_url(c: &Client, what: &str, ready: impl Fn(&url::Url) -> bool) -> url::Url {
-    for _ in 0..100 {
-        let url = c.current_url().await.unwrap();
-        if ready(&url) {
-            return url;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!(
-        "the browser never reached {what}; it is at {}",
-        c.current_url().await.unwrap()
-    );
-}
-
-async fn body_text(c: &Client) -> String {
-    find(c, "body").await.text().await.unwrap()
-}
-
-async fn sign_in(c: &Client, app: &TestApp, email: &str, password: &str) {
-    c.goto(&app.url("/dashboard/sign-in")).await.unwrap();
-    fill(c, "#email", email).await;
-    fill(c, "#password", password).await;
-    click(c, "form button[type=submit]").await;
-    wait_for_url(c, "the dashboard", |u| {
-        u.path() == "/dashboard/test/accounts"
-    })
-    .await;
-}
 
 async fn status_with(app: &TestApp, key: &str) -> StatusCode {
     app.get(key, "/v1/virtual-accounts").await.status()
@@ -118,7 +75,7 @@ async fn a_developer_rolls_the_test_key_and_uses_the_new_one(backend: Backend) {
     let c = &browser.client;
     let app = spawn_app(backend).await;
     let (email, password) = add_user(&app, Role::Developer).await;
-    sign_in(c, &app, &email, &password).await;
+    signed_in(c, &app, &email, &password).await;
     click(c, "nav.sidenav a[href='/dashboard/test/developers']").await;
     wait_for_url(c, "the Developers page", |u| {
         u.path() == "/dashboard/test/developers"
@@ -192,7 +149,7 @@ async fn a_test_event_reaches_a_local_receiver_signed(backend: Backend) {
     receiver.set_default(Reply::ok().body("received, thanks"));
     let _worker = start_webhooks_worker(&app, app.shutdown.clone());
     let (email, password) = add_user(&app, Role::Developer).await;
-    sign_in(c, &app, &email, &password).await;
+    signed_in(c, &app, &email, &password).await;
     c.goto(&app.url("/dashboard/test/developers"))
         .await
         .unwrap();
@@ -245,7 +202,7 @@ async fn removing_a_user_ends_their_session_and_the_last_owner_stays(backend: Ba
     dev.sign_in(&dev_email, &dev_password).await;
     assert_eq!(dev.get("/dashboard/test/developers").await.status, 200);
 
-    sign_in(c, &app, &owner_email, &owner_password).await;
+    signed_in(c, &app, &owner_email, &owner_password).await;
     c.goto(&app.url("/dashboard/test/team")).await.unwrap();
     let rows = c
         .find_all(Locator::Css("table.members tbody tr"))
@@ -356,7 +313,7 @@ async fn screenshots() {
         c.set_window_size(1280, 900).await.unwrap();
     };
 
-    sign_in(c, &app, &email, &password).await;
+    signed_in(c, &app, &email, &password).await;
     c.goto(&app.url("/dashboard/test/developers"))
         .await
         .unwrap();

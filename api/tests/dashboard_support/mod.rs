@@ -382,3 +382,62 @@ pub async fn screenshot(client: &fantoccini::Client, name: &str, max: u32) -> Ve
         .unwrap();
     paths
 }
+
+/// Pages in the browser tests: find, fill, click, wait, read, sign in and out.
+pub async fn find(c: &fantoccini::Client, css: &str) -> fantoccini::elements::Element {
+    c.find(fantoccini::Locator::Css(css))
+        .await
+        .unwrap_or_else(|e| panic!("no {css}: {e}"))
+}
+
+pub async fn fill(c: &fantoccini::Client, css: &str, text: &str) {
+    let field = find(c, css).await;
+    field.clear().await.unwrap();
+    field.send_keys(text).await.unwrap();
+}
+
+pub async fn click(c: &fantoccini::Client, css: &str) {
+    find(c, css).await.click().await.unwrap();
+}
+
+/// Waits until the page's address satisfies `ready` (a form post and its redirect finished).
+pub async fn wait_for_url(
+    c: &fantoccini::Client,
+    what: &str,
+    ready: impl Fn(&url::Url) -> bool,
+) -> url::Url {
+    for _ in 0..100 {
+        let url = c.current_url().await.unwrap();
+        if ready(&url) {
+            return url;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!(
+        "the browser never reached {what}; it is at {}",
+        c.current_url().await.unwrap()
+    );
+}
+
+pub async fn body_text(c: &fantoccini::Client) -> String {
+    find(c, "body").await.text().await.unwrap()
+}
+
+/// Fills and sends the sign-in form (what follows is the test's to check).
+pub async fn sign_in(c: &fantoccini::Client, app: &TestApp, email: &str, password: &str) {
+    c.goto(&app.url("/dashboard/sign-in")).await.unwrap();
+    fill(c, "#email", email).await;
+    fill(c, "#password", password).await;
+    click(c, "form button[type=submit]").await;
+}
+
+/// Signs in a user without a second step and waits until the dashboard shows.
+pub async fn signed_in(c: &fantoccini::Client, app: &TestApp, email: &str, password: &str) {
+    sign_in(c, app, email, password).await;
+    wait_for_url(c, "the dashboard", |u| u.path() != "/dashboard/sign-in").await;
+}
+
+pub async fn sign_out(c: &fantoccini::Client) {
+    click(c, "form[action='/dashboard/sign-out'] button").await;
+    wait_for_url(c, "the sign-in page", |u| u.path() == "/dashboard/sign-in").await;
+}
