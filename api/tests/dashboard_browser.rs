@@ -16,7 +16,7 @@ use dashboard_support::{
     Browser, add_user, body_text, click, fill, screenshot, sign_in, sign_out, wait_for_url,
 };
 use domain::Role;
-use fantoccini::{Client, Locator};
+use fantoccini::Locator;
 use serde_json::Value;
 
 /// A test's browser with JavaScript off: the dashboard must work without it.
