@@ -20,6 +20,7 @@ on_both_databases!(
     posts_without_their_form_token_are_refused_and_change_nothing,
     roles_decide_who_resends_and_who_changes_the_settlement_account,
     the_settlement_account_changes_only_with_the_owners_password_and_the_apis_rules,
+    wrong_passwords_on_a_form_lock_the_email_as_at_sign_in,
     deposits_are_searched_filtered_and_paged_by_cursor,
     the_csv_export_is_the_whole_filtered_set_as_a_spreadsheet_reads_it,
     events_are_listed_by_type_with_their_delivery_attempts,
@@ -690,6 +691,39 @@ async fn the_settlement_account_changes_only_with_the_owners_password_and_the_ap
     assert!(page.body.contains("Guaranty Trust Bank (058)"));
     // Test payouts are never held.
     assert!(!page.body.contains("Payouts held until"));
+}
+
+/// A signed-in session cannot guess the password on a form that asks for it again: five wrong
+/// ones lock the e-mail like five failed sign-ins, and then even the right one is refused there
+/// and at the sign-in form.
+async fn wrong_passwords_on_a_form_lock_the_email_as_at_sign_in(backend: Backend) {
+    let app = spawn_app(backend).await;
+    let (email, password) = add_user(&app, Role::Owner).await;
+    let mut http = Http::new(&app);
+    http.sign_in(&email, &password).await;
+    let good = domain::nuban::account_number("058", 12_345_678).unwrap();
+    for n in 0..5 {
+        let token = http.get("/dashboard/test/balance").await.form_token();
+        let answer = post_settlement(
+            &mut http,
+            settlement_form(&token, &good, &format!("guess number {n}")),
+        )
+        .await;
+        assert_eq!(answer.status, 422, "guess {n}");
+    }
+    let token = http.get("/dashboard/test/balance").await.form_token();
+    let answer = post_settlement(&mut http, settlement_form(&token, &good, &password)).await;
+    assert_eq!(answer.status, 422, "the right password while locked");
+    assert!(answer.body.contains("Your password is not right"));
+    assert_eq!(
+        app.get(app.test_key(), "/v1/settlement-account")
+            .await
+            .status(),
+        404
+    );
+    let mut other = Http::new(&app);
+    let refused = other.sign_in_answer(&email, &password).await;
+    assert_eq!(refused.status, 429, "the e-mail is locked at sign-in too");
 }
 
 async fn deposits_are_searched_filtered_and_paged_by_cursor(backend: Backend) {

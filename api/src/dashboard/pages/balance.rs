@@ -15,9 +15,10 @@ use shared::db::paging::Filter;
 use shared::db::{ledger, payouts};
 
 use super::listing::{self, Pager, PagerInput, Params};
+use super::sign_in::password_reentered;
+use crate::dashboard::FormFields;
 use crate::dashboard::session::{MinRole, Owner, Scoped, Viewer};
 use crate::dashboard::view::{self, Badge, Frame, PageResult, Section, When, naira};
-use crate::dashboard::{FormFields, auth};
 use crate::error::ApiError;
 use crate::extract::QueryPairs;
 use crate::routes::settlement::change_settlement_account;
@@ -333,12 +334,7 @@ pub async fn change_settlement(
         render(&state, &scope, &query, None, errors, sent, status)
     };
     let user = &scope.signed.owner.user;
-    if !auth::verify_password(
-        fields.get("password").to_owned(),
-        Some(user.password_hash.clone()),
-    )
-    .await
-    {
+    if !password_reentered(&state, user, fields.get("password")).await? {
         return refuse(
             vec!["Your password is not right: the settlement account was not changed.".into()],
             StatusCode::UNPROCESSABLE_ENTITY,

@@ -25,7 +25,7 @@ use shared::db::paging::{PageRequest, Position};
 use shared::db::{deliveries, events};
 
 use crate::dashboard::FormFields;
-use crate::dashboard::auth;
+use crate::dashboard::pages::sign_in::password_reentered;
 use crate::dashboard::session::{Developer, Scoped};
 use crate::dashboard::view::{self, Badge, Frame, PageResult, Section, When};
 use crate::extract::QueryPairs;
@@ -144,13 +144,13 @@ fn owners_only(scope: &Scoped<Developer>) -> Option<Response> {
 }
 
 /// In live mode a change needs the owner's password again; in test mode nothing more.
-async fn password_confirmed(scope: &Scoped<Developer>, fields: &FormFields) -> bool {
-    scope.mode != Mode::Live
-        || auth::verify_password(
-            fields.get("password").to_owned(),
-            Some(scope.signed.owner.user.password_hash.clone()),
-        )
-        .await
+async fn password_confirmed(
+    state: &AppState,
+    scope: &Scoped<Developer>,
+    fields: &FormFields,
+) -> anyhow::Result<bool> {
+    Ok(scope.mode != Mode::Live
+        || password_reentered(state, &scope.signed.owner.user, fields.get("password")).await?)
 }
 
 const PASSWORD_NEEDED: &str =
@@ -303,7 +303,7 @@ pub async fn roll(
         return Ok(refused);
     }
     let unprocessable = StatusCode::UNPROCESSABLE_ENTITY;
-    if !password_confirmed(&scope, &fields).await {
+    if !password_confirmed(&state, &scope, &fields).await? {
         return render(&state, &scope, failed(PASSWORD_NEEDED), unprocessable).await;
     }
     let Some(grace) = grace_of(fields.get("expire")) else {
@@ -363,7 +363,7 @@ pub async fn revoke(
     if let Some(refused) = owners_only(&scope) {
         return Ok(refused);
     }
-    if !password_confirmed(&scope, &fields).await {
+    if !password_confirmed(&state, &scope, &fields).await? {
         let error = failed(PASSWORD_NEEDED);
         return render(&state, &scope, error, StatusCode::UNPROCESSABLE_ENTITY).await;
     }
@@ -405,7 +405,7 @@ pub async fn set_webhook_url(
         url_typed: Some(typed.clone()),
         ..Extra::default()
     };
-    if !password_confirmed(&scope, &fields).await {
+    if !password_confirmed(&state, &scope, &fields).await? {
         return render(
             &state,
             &scope,
@@ -446,7 +446,7 @@ pub async fn rotate_secret(
     if let Some(refused) = owners_only(&scope) {
         return Ok(refused);
     }
-    if !password_confirmed(&scope, &fields).await {
+    if !password_confirmed(&state, &scope, &fields).await? {
         let error = failed(PASSWORD_NEEDED);
         return render(&state, &scope, error, StatusCode::UNPROCESSABLE_ENTITY).await;
     }

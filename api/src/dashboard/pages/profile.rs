@@ -15,6 +15,7 @@ use shared::db::users;
 
 use crate::dashboard::FormFields;
 use crate::dashboard::auth;
+use crate::dashboard::pages::sign_in::password_reentered;
 use crate::dashboard::session::Signed;
 use crate::dashboard::view::{self, Frame, PageResult, Section};
 use crate::extract::QueryPairs;
@@ -136,12 +137,7 @@ pub async fn change_password(
     };
     let user = &signed.owner.user;
     let (new, confirm) = (fields.get("new"), fields.get("confirm"));
-    if !auth::verify_password(
-        fields.get("current").to_owned(),
-        Some(user.password_hash.clone()),
-    )
-    .await
-    {
+    if !password_reentered(&state, user, fields.get("current")).await? {
         return fail("Your current password is not right.");
     }
     if let Err(why) = check_password(new) {
@@ -250,12 +246,7 @@ pub async fn totp_remove(
 ) -> PageResult {
     let mode = mode_of(&signed, Some(fields.get("mode")));
     let user = &signed.owner.user;
-    if !auth::verify_password(
-        fields.get("password").to_owned(),
-        Some(user.password_hash.clone()),
-    )
-    .await
-    {
+    if !password_reentered(&state, user, fields.get("password")).await? {
         return render(
             &state,
             &signed,

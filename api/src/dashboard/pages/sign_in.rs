@@ -59,6 +59,35 @@ fn throttle_key(typed_email: &str) -> String {
     sha256_hex(&format!("sign-in:{}", typed_email.trim().to_lowercase()))
 }
 
+/// A signed-in user re-entering their password (a password change, removing TOTP, a live key or
+/// webhook change, the settlement account): false when it is wrong or the e-mail is locked. Each
+/// wrong one counts in the sign-in throttle, so a taken-over session cannot guess the password
+/// any faster than the sign-in form allows.
+pub(crate) async fn password_reentered(
+    state: &AppState,
+    user: &User,
+    typed: &str,
+) -> anyhow::Result<bool> {
+    let key = throttle_key(&user.email);
+    let now = domain::time::now();
+    if users::throttle(&state.db, &key)
+        .await?
+        .is_some_and(|t| t.is_locked(now))
+    {
+        return Ok(false);
+    }
+    if auth::verify_password(typed.to_owned(), Some(user.password_hash.clone())).await {
+        return Ok(true);
+    }
+    let throttle = users::record_failure(&state.db, &key, now).await?;
+    tracing::info!(
+        user_id = %user.id,
+        locked = throttle.is_locked(now),
+        "dashboard password re-entry failed"
+    );
+    Ok(false)
+}
+
 fn with_cookies(mut response: Response, cookies: &[String]) -> Response {
     for cookie in cookies {
         if let Ok(value) = HeaderValue::from_str(cookie) {
