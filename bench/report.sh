@@ -164,12 +164,19 @@ section_lists() { # bench lists: p50/p99 per case against the 30 ms goal
       printf "list: %s, p50 / p99 (ms)\t%s / %s\t-\t%s\n", $2, $3, $4, $5 }' "$work/lists.txt"
 }
 
-ceiling() { # script, businesses: pgbench tps on the same schema, 32 clients ("-" if it failed)
-  local tps
-  tps=$("$pgbench" -n -M prepared -c "$callers" -j 2 -T "$duration" -D businesses="$2" -f "$1" \
-    "$db_url" 2>>"$work/pgbench.err" | awk '/^tps = / {printf "%.0f", $3}') || true
-  if grep -q "aborted" "$work/pgbench.err"; then echo -; else echo "${tps:--}"; fi
+ceiling() { # script, businesses: "tps<TAB>p50 ms<TAB>p99 ms" of pgbench on the same schema, 32
+  # clients, from its per-transaction log ("-" when it failed)
+  local tps logs="$work/pgbench-log"
+  rm -rf "$logs"; mkdir -p "$logs"
+  tps=$(cd "$logs" && "$pgbench" -n -M prepared -c "$callers" -j 2 -T "$duration" -D businesses="$2" \
+    -l --log-prefix=tx -f "$1" "$db_url" 2>>"$work/pgbench.err" | awk '/^tps = / {printf "%.0f", $3}') || true
+  if grep -q "aborted" "$work/pgbench.err"; then tps=-; fi
   cat "$work/pgbench.err" >>"$work/pgbench.log"; : >"$work/pgbench.err"
+  # Column 3 of the log is each transaction's latency in microseconds.
+  cat "$logs"/tx* 2>/dev/null | awk '{print $3}' | sort -n | awk -v tps="${tps:--}" '
+    { v[NR] = $1 }
+    END { if (NR == 0) { printf "%s\t-\t-\n", tps; exit }
+          printf "%s\t%.1f\t%.1f\n", tps, v[int(NR * 0.5) + 1] / 1000, v[int(NR * 0.99) + 1] / 1000 }'
 }
 
 create_load() { # keys: creations/s, p50, p99 (ms), api RSS peak (MiB)
@@ -189,20 +196,20 @@ create_load() { # keys: creations/s, p50, p99 (ms), api RSS peak (MiB)
 section_create() { # the ceilings, then the service, per load; ratio = service / least-write
   for load in "16 businesses:16:$all_keys" "1 business:1:$one_key"; do
     IFS=: read -r label n key <<<"$load"
-    local least own
+    local least own least_p50 least_p99 own_p50 own_p99
     # The ceilings with the service stopped (its idle pool would hold connections pgbench needs).
     stop_service
-    least=$(ceiling "$here/pgbench/least-write.sql" "$n")
-    own=$(ceiling "$create_sql" "$n")
+    IFS=$'\t' read -r least least_p50 least_p99 <<<"$(ceiling "$here/pgbench/least-write.sql" "$n")"
+    IFS=$'\t' read -r own own_p50 own_p99 <<<"$(ceiling "$create_sql" "$n")"
     psql -q "$db_url" -c "UPDATE outbox SET completed_at = now() WHERE id LIKE 'job_pgb_%' AND completed_at IS NULL" >/dev/null
     start_service
     IFS=$'\t' read -r tput p50 p99 errors rss <<<"$(create_load "$key")"
     local ratio=-
     [ "$least" != - ] && ratio=$(echo "scale=2; $tput / $least" | bc -l)
-    row "pgbench, least a creation writes: $label, $callers clients (tps)" "$least"
-    row "pgbench, the service's statements: $label, $callers clients (tps)" "$own" "$least"
+    row "pgbench, least a creation writes: $label, $callers clients (tps; p50 / p99 ms)" "$least; $least_p50 / $least_p99"
+    row "pgbench, the service's statements: $label, $callers clients (tps; p50 / p99 ms)" "$own; $own_p50 / $own_p99" "$least"
     row "bench create: $label, $callers callers (creations/s; ratio to least-write)" "$tput (×$ratio)" "$least" "≥ 0.6 ×"
-    row "bench create: $label, p50 / p99 (ms), errors" "$p50 / $p99, $errors" - "$([ "$n" = 16 ] && echo 'p99 ≤ 25')"
+    row "bench create: $label, p50 / p99 (ms), errors" "$p50 / $p99, $errors" "$least_p50 / $least_p99" "$([ "$n" = 16 ] && echo 'p99 ≤ 25')"
     row "RSS of api serve under that load, peak (MiB)" "$rss"
   done
 }

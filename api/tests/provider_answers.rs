@@ -18,6 +18,7 @@ use test_support::{
 test_support::on_both_databases!(
     a_number_already_held_is_the_providers_error_never_a_500,
     a_closed_answer_fails_the_account_in_the_create_and_in_the_worker,
+    one_number_given_to_many_creations_at_once_goes_to_one_account,
 );
 
 /// What the scripted provider answers: to `POST /accounts` and to `GET /accounts/{reference}`,
@@ -277,4 +278,46 @@ async fn a_closed_answer_fails_the_account_in_the_create_and_in_the_worker(backe
         "{failed}"
     );
     assert_eq!(account_events(&app, "virtualaccount.failed", &id).await, 1);
+}
+
+/// A provider that hands one number to many accounts at the same instant: their settling
+/// transactions meet on the unique index; exactly one account takes the number (201), every
+/// other waits (202), and nobody sees a 500.
+async fn one_number_given_to_many_creations_at_once_goes_to_one_account(backend: Backend) {
+    let held = json!({"status": "active", "accountNumber": "0123456789"});
+    let (_provider, url) = Provider::start(Script {
+        open: answer(201, held.clone()),
+        get: answer(200, held),
+    })
+    .await;
+    let app = spawn_app_with(backend, |c| c.sandbox.url = Some(url)).await;
+    let app = &app;
+    let answers = futures::future::join_all((0..12u32).map(|n| async move {
+        let resp = app
+            .create(
+                app.test_key(),
+                &format!("same-{n}"),
+                &account_body(n, "test-bank"),
+            )
+            .await;
+        (resp.status(), json(resp).await)
+    }))
+    .await;
+    let created: Vec<&Value> = answers
+        .iter()
+        .filter(|(status, _)| *status == StatusCode::CREATED)
+        .map(|(_, body)| body)
+        .collect();
+    for (status, body) in &answers {
+        assert!(
+            matches!(*status, StatusCode::CREATED | StatusCode::ACCEPTED),
+            "{status}: {body}"
+        );
+    }
+    assert_eq!(created.len(), 1, "{answers:?}");
+    assert_eq!(created[0]["accountNumber"], "0123456789");
+    for (_, body) in answers.iter().filter(|(s, _)| *s == StatusCode::ACCEPTED) {
+        assert_eq!(body["status"], "pending");
+        assert!(body["accountNumber"].is_null());
+    }
 }

@@ -317,6 +317,37 @@ pub async fn set_account_status(db: &DatabaseConnection, account_id: &str, statu
         .expect("recount");
 }
 
+/// Moves a business's account history `minutes` into the past, as if that much time had passed:
+/// every account's creation stamp and the rolling-hour marks kept beside them (so the hourly
+/// limit sees exactly what it would an hour later).
+pub async fn let_time_pass_for_accounts(db: &DatabaseConnection, business_id: &str, minutes: i64) {
+    use sea_orm::{ActiveModelTrait, ActiveValue::Set, IntoActiveModel};
+    let by = chrono::Duration::minutes(minutes);
+    let accounts = virtual_account::Entity::find()
+        .filter(virtual_account::Column::BusinessId.eq(business_id))
+        .all(db)
+        .await
+        .expect("read accounts");
+    for account in accounts {
+        let created_at = account.created_at - by;
+        let mut row = account.into_active_model();
+        row.created_at = Set(created_at);
+        row.update(db).await.expect("move an account's stamp");
+    }
+    let modes = business_mode::Entity::find()
+        .filter(business_mode::Column::BusinessId.eq(business_id))
+        .all(db)
+        .await
+        .expect("read business modes");
+    for mode in modes {
+        let (mark, last) = (mode.accounts_expired_until, mode.last_account_at);
+        let mut row = mode.into_active_model();
+        row.accounts_expired_until = Set(mark.map(|t| t - by));
+        row.last_account_at = Set(last.map(|t| t - by));
+        row.update(db).await.expect("move the marks");
+    }
+}
+
 /// Revokes a business's secret key for `mode` (`test` or `live`) now.
 pub async fn revoke_key(db: &DatabaseConnection, business_id: &str, mode: &str) {
     // What `api admin key revoke` does: every working key of the mode stops at once.

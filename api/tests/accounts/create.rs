@@ -16,6 +16,7 @@ test_support::on_both_databases!(
     sixty_parallel_requests_with_one_key_create_one_account,
     customer_reference_returns_the_live_account,
     the_hourly_limit_is_exact_under_concurrency,
+    accounts_leave_the_hourly_limit_an_hour_after_their_creation,
 );
 
 async fn test_bank_answers_201_with_a_valid_nuban(backend: Backend) {
@@ -363,4 +364,74 @@ async fn the_hourly_limit_is_exact_under_concurrency(backend: Backend) {
             .nth(1),
         Some("r=0")
     );
+}
+
+/// The limit is a rolling hour: a creation counts until an hour after it, then frees its place,
+/// and `RateLimit` / `Retry-After` say when the oldest counted one leaves.
+async fn accounts_leave_the_hourly_limit_an_hour_after_their_creation(backend: Backend) {
+    let app = spawn_app_with(backend, |c| c.limits.accounts_per_hour = 2).await;
+    let business = app.business.id.clone();
+    let create = |n: u32| {
+        let app = &app;
+        async move {
+            let resp = app
+                .create(
+                    app.test_key(),
+                    &format!("hour-{n}"),
+                    &account_body(n, "test-bank"),
+                )
+                .await;
+            let status = resp.status();
+            let header = |name: &str| {
+                resp.headers()
+                    .get(name)
+                    .map(|v| v.to_str().unwrap().to_owned())
+            };
+            (status, header("ratelimit"), header("retry-after"))
+        }
+    };
+    let remaining_and_reset = |state: Option<String>| -> (u32, u64) {
+        let state = state.expect("a RateLimit header");
+        let rest = state
+            .strip_prefix("\"accounts\";r=")
+            .expect("the accounts limit");
+        let (r, t) = rest.split_once(";t=").expect("r and t");
+        (r.parse().unwrap(), t.parse().unwrap())
+    };
+
+    let (status, state, _) = create(1).await;
+    assert_eq!(status, StatusCode::CREATED);
+    assert_eq!(remaining_and_reset(state).0, 1);
+    let (status, state, _) = create(2).await;
+    assert_eq!(status, StatusCode::CREATED);
+    assert_eq!(remaining_and_reset(state).0, 0);
+    let (status, _, retry) = create(3).await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
+    let retry: u64 = retry.expect("Retry-After").parse().unwrap();
+    assert!(
+        (3590..=3600).contains(&retry),
+        "the first leaves in about an hour: {retry}"
+    );
+
+    // Half an hour later both still count, and the first leaves in about half an hour.
+    store::let_time_pass_for_accounts(&app.db, &business, 30).await;
+    let (status, state, retry) = create(4).await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
+    let retry: u64 = retry.expect("Retry-After").parse().unwrap();
+    assert!((1790..=1800).contains(&retry), "{retry}");
+    assert_eq!(remaining_and_reset(state).0, 0);
+
+    // An hour and a minute after them, both have left: two more fit, not three.
+    store::let_time_pass_for_accounts(&app.db, &business, 31).await;
+    let (status, state, _) = create(5).await;
+    assert_eq!(status, StatusCode::CREATED);
+    let (remaining, reset) = remaining_and_reset(state);
+    assert_eq!(remaining, 1);
+    assert!(
+        (3590..=3600).contains(&reset),
+        "the newest is the oldest counted: {reset}"
+    );
+    assert_eq!(create(6).await.0, StatusCode::CREATED);
+    assert_eq!(create(7).await.0, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(store::count_accounts(&app.db).await, 4);
 }

@@ -74,11 +74,14 @@ pub enum CreateOutcome {
     },
 }
 
-/// One short transaction. The key is claimed first (a request with the same key waits for this
-/// transaction, then finds the key), then the business-and-mode row is locked, so the reference
-/// check and the rolling-hour limit cannot race another creation of the same business and mode,
-/// in this process or any other. What a creation writes: the key (naming the account), the
-/// account, its provisioning job and the tally.
+/// One short transaction, in the order that keeps the business-and-mode row lock shortest: the
+/// key is claimed (a request with the same key waits for this transaction, then finds the key);
+/// the account is written unless its customerReference already has a live account (the unique
+/// index `virtual_accounts_live_reference` decides, so two creations with one reference cannot
+/// both win); its provisioning job; then one statement locks the row and counts the creation in
+/// the rolling hour, and the transaction commits (or rolls back everything over the limit).
+/// Creations of one business and mode, in any process, queue only for that last statement and
+/// the commit.
 pub async fn create(
     db: &DatabaseConnection,
     cipher: &Cipher,
@@ -100,39 +103,26 @@ pub async fn create(
         txn.commit().await?;
         return Ok((outcome, limit));
     }
-    // The stamp comes from the database once the lock is held (a long wait for it must not
-    // leave the provisioning job due before the handler's own bank call has had its full
-    // timeout), so creation stamps and the rolling hour follow one clock however many api
-    // instances, with whatever clocks, create at once.
-    let tally = tallies::lock(&txn, req.business_id, req.mode).await?;
-    let now = tally.now;
 
-    if let Some(reference) = &req.account.customer_reference
-        && let Some(account) = find_live_by_reference(&txn, req, reference).await?
-    {
+    let Some(account) = insert_account(&txn, cipher, req, account_id).await? else {
+        let reference = req
+            .account
+            .customer_reference
+            .as_deref()
+            .unwrap_or_default();
+        let account = find_live_by_reference(&txn, req, reference)
+            .await?
+            .ok_or_else(|| DbErr::Custom("a reference conflicted with no live account".into()))?;
         key.complete(&txn, 200, &account.id, now).await?;
-        let window = tallies::window(&txn, req.business_id, req.mode, &tally).await?;
+        let limit = limit_state(&txn, req).await?;
         txn.commit().await?;
-        return Ok((
-            CreateOutcome::ReferenceHit { account },
-            limit_of(req, &window, now),
-        ));
-    }
-
-    let window = tallies::window(&txn, req.business_id, req.mode, &tally).await?;
-    let limit = limit_of(req, &window, now);
-    if window.in_window >= u64::from(req.limit_per_hour) {
-        // Nothing was written: dropping the transaction forgets the key too, so it may be retried.
-        txn.rollback().await?;
-        return Ok((
-            CreateOutcome::RateLimited {
-                retry_after_secs: limit.reset_secs.max(1),
-            },
-            limit,
-        ));
-    }
-
-    let account = insert_account(&txn, cipher, req, account_id, now).await?;
+        return Ok((CreateOutcome::ReferenceHit { account }, limit));
+    };
+    // The stamp is the database's (a long wait for a connection must not leave the provisioning
+    // job due before the handler's own bank call has had its full timeout), so creation stamps
+    // and the rolling hour follow one clock however many api instances, with whatever clocks,
+    // create at once.
+    let now = account.created_at;
     let job_id = enqueue(
         &txn,
         &ProvisioningJob::Provision {
@@ -142,17 +132,26 @@ pub async fn create(
         now,
     )
     .await?;
-    tallies::record_creation(&txn, req.business_id, req.mode, &tally, &window).await?;
+    let counted = tallies::count_creation(&txn, req.business_id, req.mode, now)
+        .await?
+        .ok_or_else(|| {
+            DbErr::Custom("the creation transaction outlived the rolling hour's mark".into())
+        })?;
+    let limit = limit_of(req, counted.in_window, counted.oldest, now);
+    if counted.in_window > u64::from(req.limit_per_hour) {
+        // Nothing stays written: rolling back forgets the key too, so it may be retried.
+        txn.rollback().await?;
+        return Ok((
+            CreateOutcome::RateLimited {
+                retry_after_secs: limit.reset_secs.max(1),
+            },
+            LimitState {
+                remaining: 0,
+                ..limit
+            },
+        ));
+    }
     txn.commit().await?;
-    let limit = LimitState {
-        remaining: limit.remaining.saturating_sub(1),
-        reset_secs: if window.in_window == 0 {
-            LIMIT_WINDOW.num_seconds() as u64
-        } else {
-            limit.reset_secs
-        },
-        ..limit
-    };
     Ok((CreateOutcome::Started { account, job_id }, limit))
 }
 
@@ -180,15 +179,33 @@ pub async fn settle_creation(
     settlement: Settlement,
     now: DateTime<Utc>,
 ) -> Result<(Account, u16), DbErr> {
+    match settle_creation_once(db, req, account_id, job_id, &settlement, now).await {
+        // Another account was given the same number at the same instant: once that one has
+        // committed, this attempt finds the number held.
+        Err(e) if super::is_unique_violation(&e) => {
+            settle_creation_once(db, req, account_id, job_id, &settlement, now).await
+        }
+        settled => settled,
+    }
+}
+
+async fn settle_creation_once(
+    db: &DatabaseConnection,
+    req: &CreateRequest<'_>,
+    account_id: &str,
+    job_id: &str,
+    settlement: &Settlement,
+    now: DateTime<Utc>,
+) -> Result<(Account, u16), DbErr> {
     let txn = db.begin().await?;
     // Active from creation is answered by the 201 itself: no `virtualaccount.active` event.
-    let changed = match settle(&txn, account_id, &settlement, false, now).await? {
+    let changed = match settle(&txn, account_id, settlement, false, now).await? {
         Settled::Changed(account) => {
             super::outbox::complete(&txn, job_id, now).await?;
             Some(*account)
         }
         // The job settled it first: its result stands.
-        Settled::Unchanged if settlement != Settlement::Pending => {
+        Settled::Unchanged if *settlement != Settlement::Pending => {
             super::outbox::complete(&txn, job_id, now).await?;
             None
         }
@@ -242,7 +259,11 @@ pub async fn settle<C: ConnectionTrait + TransactionTrait>(
             update
                 .col_expr(Col::Status, AccountStatus::Active.into())
                 .col_expr(Col::AccountNumber, Some(account_number.clone()).into())
-                .col_expr(Col::ActivatedAt, Some(now).into()),
+                .col_expr(Col::ActivatedAt, Some(now).into())
+                // A number another account of the mode and bank holds is the provider's error:
+                // the account stays pending. (Two accounts given one number at the same instant
+                // still meet the unique index: the caller's transaction fails and is retried.)
+                .filter(number_free(account_number)),
             announce_active.then_some(EventType::VirtualAccountActive),
         ),
         Settlement::Rejected { reason } => (
@@ -252,31 +273,45 @@ pub async fn settle<C: ConnectionTrait + TransactionTrait>(
             Some(EventType::VirtualAccountFailed),
         ),
     };
-    let rows_affected = match settlement {
-        Settlement::Active { account_number } => {
-            let Some(rows) = write_number(db, update).await? else {
+    let Some(account) = update.exec_with_returning(db).await?.pop() else {
+        if let Settlement::Active { account_number } = settlement {
+            let pending = virtual_account::Entity::find_by_id(account_id.to_owned())
+                .filter(Col::Status.eq(AccountStatus::Pending))
+                .one(db)
+                .await?;
+            if pending.is_some() {
                 number_held(db, account_id, account_number).await?;
                 return Ok(Settled::NumberHeld);
-            };
-            rows
-        }
-        _ => update.exec(db).await?.rows_affected,
-    };
-    if rows_affected == 0 {
-        if let Settlement::Active { account_number } = settlement {
+            }
             close_late_number(db, account_id, account_number, now).await?;
         }
         return Ok(Settled::Unchanged);
-    }
-    let account = virtual_account::Entity::find_by_id(account_id.to_owned())
-        .one(db)
-        .await?
-        .ok_or_else(|| DbErr::RecordNotFound(account_id.to_owned()))?;
+    };
     tallies::status_changed(db, &account, AccountStatus::Pending, account.status).await?;
     if let Some(event_type) = event {
         record_account_event(db, &account, event_type, now).await?;
     }
     Ok(Settled::Changed(Box::new(account)))
+}
+
+/// No other account of the updated row's mode and bank holds `account_number` (a condition of an
+/// update of `virtual_accounts`).
+fn number_free(account_number: &str) -> Condition {
+    use sea_orm::sea_query::{Alias, ExprTrait, Query};
+    use virtual_account::Column as Col;
+    let held = Alias::new("held");
+    let holder = Query::select()
+        .expr(Expr::val(1))
+        .from_as(virtual_account::Entity, held.clone())
+        .and_where(
+            Expr::col((held.clone(), Col::Mode)).equals((virtual_account::Entity, Col::Mode)),
+        )
+        .and_where(
+            Expr::col((held.clone(), Col::Bank)).equals((virtual_account::Entity, Col::Bank)),
+        )
+        .and_where(Expr::col((held, Col::AccountNumber)).eq(account_number))
+        .to_owned();
+    Condition::all().add(Expr::exists(holder).not())
 }
 
 /// Runs an update that writes an account number, in a savepoint: None when the number is another
@@ -471,19 +506,24 @@ async fn limit_state<C: ConnectionTrait>(
 ) -> Result<LimitState, DbErr> {
     let tally = tallies::peek(db, req.business_id, req.mode).await?;
     let window = tallies::window(db, req.business_id, req.mode, &tally).await?;
-    Ok(limit_of(req, &window, tally.now))
+    Ok(limit_of(req, window.in_window, window.oldest, tally.now))
 }
 
-/// Where a caller stands against the limit with `window` as the rolling hour.
-fn limit_of(req: &CreateRequest<'_>, window: &tallies::Window, now: DateTime<Utc>) -> LimitState {
-    let reset_secs = window
-        .oldest
+/// Where a caller stands against the limit with `in_window` creations in the rolling hour up to
+/// `now`, the oldest stamped `oldest`.
+fn limit_of(
+    req: &CreateRequest<'_>,
+    in_window: u64,
+    oldest: Option<DateTime<Utc>>,
+    now: DateTime<Utc>,
+) -> LimitState {
+    let reset_secs = oldest
         .map(|t| ((t + LIMIT_WINDOW - now).num_milliseconds().max(0) as u64).div_ceil(1000))
         .unwrap_or(0);
     let limit = req.limit_per_hour;
     LimitState {
         limit,
-        remaining: limit.saturating_sub(window.in_window.min(u64::from(u32::MAX)) as u32),
+        remaining: limit.saturating_sub(in_window.min(u64::from(u32::MAX)) as u32),
         reset_secs,
     }
 }
@@ -492,15 +532,20 @@ pub(crate) fn identity_context(account_id: &str) -> String {
     format!("{account_id}:identity")
 }
 
+/// Writes the new account, stamped by the database's clock (`clock_timestamp()` on PostgreSQL;
+/// SQLite serves one process, whose clock it is), unless its customerReference already has a
+/// live account: then nothing is written (None), the unique index deciding under any concurrency.
 async fn insert_account(
     txn: &DatabaseTransaction,
     cipher: &Cipher,
     req: &CreateRequest<'_>,
     id: String,
-    now: DateTime<Utc>,
-) -> Result<Account, DbErr> {
+) -> Result<Option<Account>, DbErr> {
+    use sea_orm::Iterable;
+    use sea_orm::sea_query::{Alias, OnConflict, Query};
+    use virtual_account::Column as Col;
     let a = req.account;
-    virtual_account::ActiveModel {
+    let row = virtual_account::ActiveModel {
         id: Set(id.clone()),
         business_id: Set(req.business_id.to_owned()),
         mode: Set(req.mode),
@@ -516,14 +561,56 @@ async fn insert_account(
         identity_enc: Set(cipher.encrypt(a.identity_number.expose(), &identity_context(&id))),
         failure_reason: Set(None),
         deactivation_reason: Set(None),
-        created_at: Set(now),
         activated_at: Set(None),
         deactivated_at: Set(None),
-        updated_at: Set(now),
+        ..Default::default()
+    };
+    let backend = txn.get_database_backend();
+    // One reading of the clock for both stamps: `INSERT … SELECT …, stamp.t, stamp.t FROM
+    // (SELECT <clock> AS t) stamp`.
+    let clock = if backend == DbBackend::Postgres {
+        Expr::cust("clock_timestamp()")
+    } else {
+        Expr::val(domain::time::now())
+    };
+    let stamp = Query::select().expr_as(clock, Alias::new("t")).to_owned();
+    let mut values = Query::select();
+    for col in Col::iter() {
+        match col {
+            Col::CreatedAt | Col::UpdatedAt => {
+                values.expr(Expr::col((Alias::new("stamp"), Alias::new("t"))))
+            }
+            col => values.expr(Expr::val(row.get(col).into_value().unwrap_or_else(|| {
+                panic!("insert_account sets every column but the stamps ({col:?})")
+            }))),
+        };
     }
-    .insert(txn)
-    .await
+    // SQLite reads `ON CONFLICT` after a bare `SELECT … FROM …` as a join clause: a WHERE ends it.
+    values
+        .from_subquery(stamp, Alias::new("stamp"))
+        .and_where(Expr::cust("1 = 1"));
+    let insert = Query::insert()
+        .into_table(virtual_account::Entity)
+        .columns(Col::iter())
+        .select_from(values)
+        .map_err(|e| DbErr::Custom(format!("the account insert: {e}")))?
+        .on_conflict(
+            OnConflict::columns([Col::BusinessId, Col::Mode, Col::CustomerReference])
+                .target_and_where(Expr::cust(LIVE_REFERENCE))
+                .do_nothing()
+                .to_owned(),
+        )
+        .returning_all()
+        .to_owned();
+    virtual_account::Entity::find()
+        .from_raw_sql(backend.build(&insert))
+        .one(txn)
+        .await
 }
+
+/// The predicate of the unique index `virtual_accounts_live_reference` (m0001): a conflict target
+/// names it so that only this index decides "already has a live account".
+const LIVE_REFERENCE: &str = "customer_reference IS NOT NULL AND status IN ('pending', 'active')";
 
 /// The provider's open-account request for an account, built from its stored row alone (the
 /// identity decrypted for this call only): the api's create and worker-provisioning both send

@@ -3,15 +3,14 @@
 //! exact rolling-hour count of the creation limit (O(1) per creation, not a count of the hour).
 //!
 //! The rolling hour: `created` counts every account written in a business and mode, `expired` how
-//! many of them were created at or before the mark `expired_until`. Under the business-and-mode
-//! row lock a creation moves the mark up to an hour ago, counting only the creations that left the
-//! window since the last one (each account is counted once as it leaves); the hour then holds
-//! `created - expired`. That is exact because stamps never go backwards within a business and mode
-//! (each is at least the previous one, `last_account_at`), so no account is ever written at or
-//! before a mark already passed.
+//! many of them were created at or before the mark `expired_until`. A creation, in one statement
+//! under the business-and-mode row lock, moves the mark up to an hour before its own stamp,
+//! counting only the accounts that left the window since the last mark (each account is counted
+//! once as it leaves); the hour then holds `created - expired`. That is exact as long as the mark
+//! never passes an account that is not yet committed, which [`count_creation`] makes sure of.
 
 use chrono::{DateTime, Duration, Utc};
-use sea_orm::sea_query::{Alias, Expr, ExprTrait, OnConflict, Query, SelectStatement};
+use sea_orm::sea_query::{Alias, Expr, ExprTrait, Func, OnConflict, Query, SelectStatement};
 use sea_orm::{
     ActiveValue::Set, ColumnTrait, ConnectionTrait, DbBackend, DbErr, EntityTrait, QueryFilter,
     QuerySelect, QueryTrait, TransactionSession, TransactionTrait,
@@ -29,8 +28,8 @@ pub(crate) struct Tally {
     created: i64,
     expired: i64,
     expired_until: Option<DateTime<Utc>>,
-    /// The stamp a creation now takes: the database's clock (PostgreSQL; SQLite serves one
-    /// process, whose clock it is), never before the newest stamp.
+    /// The time of the read: the database's clock (PostgreSQL; SQLite serves one process, whose
+    /// clock it is), never before the newest stamp.
     pub now: DateTime<Utc>,
 }
 
@@ -41,8 +40,6 @@ pub(crate) struct Window {
     pub in_window: u64,
     /// The oldest of them.
     pub oldest: Option<DateTime<Utc>>,
-    expired: i64,
-    expired_until: Option<DateTime<Utc>>,
 }
 
 /// Locks the business-and-mode row (FOR UPDATE on PostgreSQL; SQLite has one writer at a time)
@@ -106,8 +103,8 @@ async fn read<C: ConnectionTrait>(
     })
 }
 
-/// The rolling hour at the tally's `now`: one statement counting the accounts that left it since
-/// the mark and finding the oldest still in it (both index ranges of
+/// The rolling hour at the tally's `now`, for answers that create nothing (the mark stays): one
+/// statement counting the accounts that left it since the mark and finding the oldest still in it (both index ranges of
 /// `virtual_accounts_business_mode_created_id`).
 pub(crate) async fn window<C: ConnectionTrait>(
     db: &C,
@@ -144,43 +141,104 @@ pub(crate) async fn window<C: ConnectionTrait>(
         .query_one_raw(backend.build(&both))
         .await?
         .ok_or_else(|| DbErr::Custom("the window query returned no row".into()))?;
-    let (expired, expired_until) = if moves {
+    let expired = if moves {
         let leaving: i64 = row.try_get("", "leaving")?;
-        (tally.expired + leaving, Some(cutoff))
+        tally.expired + leaving
     } else {
-        (tally.expired, tally.expired_until)
+        tally.expired
     };
     Ok(Window {
         in_window: std::cmp::max(tally.created - expired, 0) as u64,
         oldest: row.try_get("", "oldest")?,
-        expired,
-        expired_until,
     })
 }
 
-/// Counts one creation at `tally.now`, with the window's new mark, in the caller's transaction
-/// (which holds the row lock).
-pub(crate) async fn record_creation<C: ConnectionTrait>(
+/// A creation as counted under the business-and-mode row lock.
+#[derive(Debug, Clone)]
+pub(crate) struct Counted {
+    /// Accounts created in the hour up to the new one's stamp, the new one included.
+    pub in_window: u64,
+    /// The oldest of them.
+    pub oldest: Option<DateTime<Utc>>,
+}
+
+/// Counts a creation stamped `at` (its account already written in the caller's transaction), in
+/// ONE statement that locks the business-and-mode row: the row lock is then held for this
+/// statement and the commit only, which is all that creations of one business and mode queue for.
+/// The statement adds one to `created`, moves the mark up to `at - 1h` (never back), adding the
+/// accounts that left the window since the last mark to `expired`, and returns the hour's count
+/// and its oldest stamp. The caller rolls back when the count is over the limit.
+///
+/// The mark may only pass committed accounts: an account stamped at or before a mark already
+/// passed would never be counted as leaving. So the statement refuses (None) when the mark has
+/// reached `at`, which takes a creation transaction open for an hour; the caller answers with an
+/// error and writes nothing.
+pub(crate) async fn count_creation<C: ConnectionTrait>(
     txn: &C,
     business_id: &str,
     mode: Mode,
-    tally: &Tally,
-    window: &Window,
-) -> Result<(), DbErr> {
-    use business_mode::Column as Col;
-    business_mode::Entity::update_many()
-        .col_expr(
-            Col::AccountsCreated,
-            Expr::col(Col::AccountsCreated).add(1i64),
+    at: DateTime<Utc>,
+) -> Result<Option<Counted>, DbErr> {
+    use business_mode::Column as B;
+    use virtual_account::Column as A;
+    let cutoff = at - LIMIT_WINDOW;
+    let of_business = || {
+        virtual_account::Entity::find()
+            .select_only()
+            .filter(A::BusinessId.eq(business_id))
+            .filter(A::Mode.eq(mode))
+    };
+    let mark = || Expr::col((business_mode::Entity, B::AccountsExpiredUntil));
+    // A bound both databases compare as a date (SQLite compares the stored text).
+    let long_ago = DateTime::<Utc>::UNIX_EPOCH;
+    let leaving = of_business()
+        .expr(Expr::cust("count(*)"))
+        .filter(A::CreatedAt.lte(cutoff))
+        .filter(
+            Expr::col((virtual_account::Entity, A::CreatedAt))
+                .gt(Func::coalesce([mark(), Expr::val(long_ago)])),
         )
-        .col_expr(Col::AccountsExpired, window.expired.into())
-        .col_expr(Col::AccountsExpiredUntil, window.expired_until.into())
-        .col_expr(Col::LastAccountAt, Some(tally.now).into())
-        .filter(Col::BusinessId.eq(business_id))
-        .filter(Col::Mode.eq(mode))
-        .exec(txn)
-        .await?;
-    Ok(())
+        .into_query();
+    let oldest = of_business()
+        .expr(Expr::cust("min(created_at)"))
+        .filter(A::CreatedAt.gt(cutoff))
+        .into_query();
+    let sub = |s: SelectStatement| Expr::SubQuery(None, Box::new(s.into()));
+    let latest = |col: B, value: DateTime<Utc>| {
+        Func::greatest([
+            Expr::from(Func::coalesce([Expr::col(col), Expr::val(value)])),
+            Expr::val(value),
+        ])
+    };
+    let update = Query::update()
+        .table(business_mode::Entity)
+        .value(B::AccountsCreated, Expr::col(B::AccountsCreated).add(1i64))
+        .value(
+            B::AccountsExpired,
+            Expr::col(B::AccountsExpired).add(sub(leaving)),
+        )
+        .value(
+            B::AccountsExpiredUntil,
+            latest(B::AccountsExpiredUntil, cutoff),
+        )
+        .value(B::LastAccountAt, latest(B::LastAccountAt, at))
+        .and_where(B::BusinessId.eq(business_id))
+        .and_where(B::Mode.eq(mode))
+        .and_where(mark().is_null().or(mark().lt(at)))
+        .returning(Query::returning().exprs([
+            Expr::col(B::AccountsCreated).sub(Expr::col(B::AccountsExpired)),
+            sub(oldest),
+        ]))
+        .to_owned();
+    let backend = txn.get_database_backend();
+    let Some(row) = txn.query_one_raw(backend.build(&update)).await? else {
+        return Ok(None);
+    };
+    let in_window: i64 = row.try_get_by_index(0)?;
+    Ok(Some(Counted {
+        in_window: std::cmp::max(in_window, 0) as u64,
+        oldest: row.try_get_by_index(1)?,
+    }))
 }
 
 /// How many rows each status's count is spread over.
