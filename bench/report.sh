@@ -43,7 +43,7 @@ while [ $# -gt 0 ]; do
     --callers) callers=$2; shift 2 ;;
     --list-requests) list_requests=$2; shift 2 ;;
     --sections) sections=$2; shift 2 ;;
-    --create-sql) create_sql=$2; shift 2 ;;
+    --create-sql) create_sql=$(realpath "$2"); shift 2 ;;
     --keep) keep=true; shift ;;
     --reuse) reuse=$2; keep=true; shift 2 ;;
     *) echo "unknown argument $1 (see the top of $0)" >&2; exit 2 ;;
@@ -77,6 +77,8 @@ export VAS_LOG__LEVEL=warn
 
 pids=()
 cleanup() {
+  # Only the script itself cleans up (bash may run this trap in a command substitution's subshell).
+  [ "$BASHPID" = "$$" ] || return 0
   for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
   wait 2>/dev/null || true
   if ! $keep; then psql -q "$admin_url" -c "DROP DATABASE IF EXISTS $db" >/dev/null 2>&1 || true; fi
@@ -214,11 +216,53 @@ section_create() { # the ceilings, then the service, per load; ratio = service /
   done
 }
 
+section_payouts() { # bench payouts with the sandbox bank answering at once: the service alone
+  local key
+  key=$(business "Payouts Ltd" | jq -r .test.secretKey)
+  start worker-payouts "$bin/worker-payouts"
+  start worker-webhooks "$bin/worker-webhooks"
+  "$bench" payouts --database-url "$db_url" --api "$api" --key "$key" -c "$callers" -n 1000 \
+    --rate 20 --duration "${duration}s" >"$work/payouts.txt" 2>>"$work/payouts.log" || true
+  kill "$pid_worker_payouts" "$pid_worker_webhooks" 2>/dev/null || true
+  wait "$pid_worker_payouts" "$pid_worker_webhooks" 2>/dev/null || true
+  awk '/^throughput/ && !done { printf "bench payouts: created/s, %s callers\t%s\t-\t-\n", "'"$callers"'", $2; done = 1 }
+       /payouts settled\/s end to end/ { for (i = 1; i <= NF; i++) if ($i == "payouts") v = $(i - 1);
+         printf "bench payouts: settled/s end to end\t%s\t-\t-\n", v }
+       /^latency ms  / { printf "bench payouts: 202 → payout.succeeded received at 20/s, p50 / p99 (ms)\t%s / %s\t-\t-\n", $4, $8 }' \
+    "$work/payouts.txt"
+}
+
+section_webhooks() { # bench webhooks: drain and saturate with this project's worker-webhooks;
+  # with SVIX_URL, SVIX_TOKEN and SVIX_WORKER (a command starting svix-server's worker, built
+  # outside this repository: README "Benchmarks") the same scenarios against svix-server first,
+  # as the ceiling to beat (goal: drain ≥ 2×, saturate p99 no worse)
+  local key args svix_drain=- svix_p99=-
+  args=(--scenarios drain,saturate --events 5000 -c "$callers" --proc beam.smp
+    --worker-log "$work/webhooks-worker.log")
+  if [ -n "${SVIX_URL:-}" ]; then
+    "$bench" webhooks "${args[@]}" --svix "$SVIX_URL" --svix-token "$SVIX_TOKEN" \
+      --worker "$SVIX_WORKER" --pg-database "${SVIX_PG_DATABASE:-svix}" --proc redis-server \
+      >"$work/webhooks-svix.txt" 2>&1 || true
+    svix_drain=$(awk '$1 == "drain" {print $4}' "$work/webhooks-svix.txt")
+    svix_p99=$(awk '$1 == "saturate" {print $6}' "$work/webhooks-svix.txt")
+  fi
+  key=$(business "Hooks Ltd" | jq -r .test.secretKey)
+  "$bench" webhooks "${args[@]}" --database-url "$db_url" --api "$api" --key "$key" \
+    --worker "$bin/worker-webhooks" --pid api="$pid_api" --pid sandbox="$pid_provider_sandbox" \
+    --pg-database "$db" >"$work/webhooks.txt" 2>&1 || true
+  awk -v sd="${svix_drain:--}" -v sp="${svix_p99:--}" '
+    $1 == "drain" { printf "bench webhooks: drain of %s events (deliveries/s; CPU ms per delivery)\t%s; %s\t%s\t≥ 2 × svix\n", $2, $4, $7, sd }
+    $1 == "saturate" { printf "bench webhooks: saturate, %s sends (deliveries/s; p50 / p99 ms)\t%s; %s / %s\t%s\tp99 ≤ svix\n", $2, $4, $5, $6, sp }' \
+    "$work/webhooks.txt"
+}
+
 # One line per section.
 SECTIONS=(
   section_memory_idle
   section_lists
   section_create
+  section_payouts
+  section_webhooks
 )
 # shellcheck disable=SC2206
 [ -z "$sections" ] || SECTIONS=($sections)
