@@ -15,6 +15,10 @@
 //! lock cycle with the rest of a transaction. An UPDATE moves a row between buckets old first,
 //! new second: a payout's steps only go forward (pending, processing, succeeded, reversed; or to
 //! failed), so every transaction takes the status rows of a shard in one order.
+//!
+//! A bulk load counts as it inserts, but a transaction updates its count rows once per row and
+//! each update leaves a version the next steps over: keep loads to ~10,000 rows per transaction.
+//! `GET /v1/payouts?status=` gets its keyset index here too.
 
 use sea_orm_migration::prelude::*;
 use sea_orm_migration::sea_orm::{ConnectionTrait, DbBackend};
