@@ -179,6 +179,10 @@ pub struct ListsArgs {
     /// none).
     #[arg(long, default_value_t = 1_000_000)]
     pub accounts: u64,
+    /// Rows each of the deposits (of the oldest account), events, payouts and ledger lists must
+    /// have: loaded up to this many (0: accounts only).
+    #[arg(long, default_value_t = 1_000_000)]
+    pub rows: u64,
     /// Measured requests per case (one at a time).
     #[arg(long, short = 'n', default_value_t = 200, value_parser = clap::value_parser!(u64).range(1..))]
     pub requests: u64,
@@ -341,6 +345,7 @@ async fn lists(args: ListsArgs) -> anyhow::Result<ExitCode> {
         key: args.key,
         business: args.business,
         accounts: args.accounts,
+        rows: args.rows,
         requests: args.requests,
         warmup: args.warmup,
         page_size: 20,
@@ -515,7 +520,7 @@ mod tests {
         let Command::Lists(args) = cli.command else {
             panic!("not lists")
         };
-        assert_eq!(args.accounts, 1_000_000);
+        assert_eq!((args.accounts, args.rows), (1_000_000, 1_000_000));
         assert_eq!(
             (args.requests, args.warmup, args.deep_page),
             (200, 20, 40_000)

@@ -1,5 +1,6 @@
 //! `bench lists` against the real api on PostgreSQL (skipped without TEST_DATABASE_URL): the
-//! loaded accounts are listed and searched like any others, and every case is measured.
+//! loaded accounts are listed and searched like any others, the deposits, events, payouts and
+//! ledger rows it loads are counted by the database as inserted, and every case is measured.
 
 use bench::lists::{self, ListsSettings};
 use std::time::Duration;
@@ -18,6 +19,7 @@ async fn loads_lists_searches_and_explains_on_postgres() {
         key: app.business.test.secret_key.clone(),
         business: None,
         accounts: 1_000,
+        rows: 3_000,
         requests: 3,
         warmup: 1,
         page_size: 20,
@@ -33,7 +35,7 @@ async fn loads_lists_searches_and_explains_on_postgres() {
         .map(|c| (c.name.as_str(), c.total))
         .collect();
     assert_eq!(
-        totals,
+        totals[..5],
         [
             ("page 1", Some((1_000, false))),
             ("q = one account's e-mail", Some((1, false))),
@@ -45,6 +47,51 @@ async fn loads_lists_searches_and_explains_on_postgres() {
             ("page=10 (offset; no goal)", Some((1_000, false))),
         ]
     );
+    // Each other list: loaded, its maintained count right after the load, and every total
+    // answered exact (events: one in 100 flagged; payouts: one in 20 failed).
+    for other in &report.others {
+        assert_eq!(
+            (other.rows, other.loaded, other.checked),
+            (3_000, 3_000, Some((3_000, 3_000))),
+            "{:?}",
+            other.list
+        );
+    }
+    assert_eq!(
+        totals[5..],
+        [
+            ("deposits: page 1", Some((3_000, false))),
+            (
+                "deposits: cursor hops from page 10 (nextCursor)",
+                Some((3_000, false))
+            ),
+            ("events: page 1", Some((3_000, false))),
+            ("events: page 1, type=deposit.flagged", Some((30, false))),
+            (
+                "events: cursor hops from page 10 (nextCursor)",
+                Some((3_000, false))
+            ),
+            (
+                "events: type=deposit.flagged, cursor hops from page 1 (nextCursor)",
+                Some((30, false))
+            ),
+            ("payouts: page 1", Some((3_000, false))),
+            ("payouts: page 1, status=failed", Some((150, false))),
+            (
+                "payouts: cursor hops from page 10 (nextCursor)",
+                Some((3_000, false))
+            ),
+            (
+                "payouts: status=failed, cursor hops from page 3 (nextCursor)",
+                Some((150, false))
+            ),
+            ("ledger: page 1", Some((3_000, false))),
+            (
+                "ledger: cursor hops from page 10 (nextCursor)",
+                Some((3_000, false))
+            ),
+        ]
+    );
     for case in &report.cases {
         assert_eq!(
             case.stats.statuses.get(&200).copied(),
@@ -54,7 +101,7 @@ async fn loads_lists_searches_and_explains_on_postgres() {
             case.stats.error_samples
         );
     }
-    assert_eq!(report.plans.len(), 7);
+    assert_eq!(report.plans.len(), 7 + 3 + 4 + 4 + 3);
     assert!(report.api_rss_kb.is_some());
     let text = report.to_text();
     assert!(text.contains("| page 1 |"), "{text}");
@@ -62,6 +109,12 @@ async fn loads_lists_searches_and_explains_on_postgres() {
     // A rerun finds the accounts there and loads none.
     let again = lists::run(&settings).await.expect("rerun");
     assert_eq!((again.accounts, again.loaded), (1_000, 0));
+    assert!(
+        again
+            .others
+            .iter()
+            .all(|o| o.loaded == 0 && o.rows == 3_000)
+    );
 
     // The loaded accounts read like any others: one by the API shows its fields.
     let page: serde_json::Value = app

@@ -19,6 +19,7 @@ mod m0013_list_indexes;
 mod m0014_audit_log;
 mod m0015_account_counts;
 mod m0016_deposit_list_indexes;
+mod m0017_list_counts;
 
 pub struct Migrator;
 
@@ -41,6 +42,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0014_audit_log::Migration),
             Box::new(m0015_account_counts::Migration),
             Box::new(m0016_deposit_list_indexes::Migration),
+            Box::new(m0017_list_counts::Migration),
         ]
     }
 }

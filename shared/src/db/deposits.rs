@@ -9,6 +9,7 @@ use sea_orm::{
 };
 
 use super::entities::{deposit, deposit_conflict, provider_notification, virtual_account};
+use super::list_counts::{self, List};
 use super::paging;
 use crate::providers::RemoteTransaction;
 use crate::views::{AccountView, DepositView};
@@ -421,14 +422,21 @@ pub async fn found_by_recheck(db: &DatabaseConnection, recheck_id: &str) -> Resu
         .await
 }
 
-/// A page of an account's deposits, newest first, and the (exact) total.
+/// A page of an account's deposits, newest first, and the (exact, maintained) total.
 pub async fn list(
     db: &DatabaseConnection,
-    account_id: &str,
+    account: &virtual_account::Model,
     request: &paging::PageRequest,
 ) -> Result<(paging::Fetched<Deposit>, paging::Total), DbErr> {
-    let select = deposit::Entity::find().filter(deposit::Column::AccountId.eq(account_id));
-    let total = paging::exact_total(db, select.clone()).await?;
+    let select = deposit::Entity::find().filter(deposit::Column::AccountId.eq(account.id.as_str()));
+    let total = list_counts::total(
+        db,
+        &account.business_id,
+        account.mode,
+        List::Deposits,
+        Some(&account.id),
+    )
+    .await?;
     let fetched = paging::fetch(
         db,
         select,
@@ -521,14 +529,26 @@ pub async fn page_for_mode<C: ConnectionTrait>(
     .await
 }
 
-/// How many deposits `query` matches: exact up to `exact_total_up_to`, PostgreSQL's estimate
-/// beyond (flagged as one). The dashboard shows this list to people ("about 1,000,000"): counting
-/// a million rows on every page view would cost a third of a second for one digit of precision.
+/// How many deposits `query` matches: without a search, exactly (the maintained counts by
+/// status); with one, exact up to `exact_total_up_to` and PostgreSQL's estimate beyond (flagged
+/// as one): counting a million rows on every page view would cost a third of a second for one
+/// digit of precision.
 pub async fn total_for_mode<C: ConnectionTrait>(
     db: &C,
     query: &ModeQuery<'_>,
     exact_total_up_to: u64,
 ) -> Result<paging::Total, DbErr> {
+    if query.search.is_none_or(str::is_empty) {
+        let status = query.status.map(DepositStatus::as_str);
+        return list_counts::total(
+            db,
+            query.business_id,
+            query.mode,
+            List::DepositStatuses,
+            status,
+        )
+        .await;
+    }
     let select = mode_select(db, query).await?;
     paging::capped_total(db, select, exact_total_up_to).await
 }

@@ -99,7 +99,7 @@ pub async fn find<C: ConnectionTrait>(
         .await
 }
 
-/// A page of a business's events in one mode, newest first, and the (exact) total.
+/// A page of a business's events in one mode, newest first, and the (exact, maintained) total.
 pub async fn list<C: ConnectionTrait>(
     db: &C,
     business_id: &str,
@@ -113,7 +113,14 @@ pub async fn list<C: ConnectionTrait>(
     if let Some(event_type) = event_type {
         select = select.filter(event::Column::EventType.eq(event_type));
     }
-    let total = paging::exact_total(db, select.clone()).await?;
+    let total = super::list_counts::total(
+        db,
+        business_id,
+        mode,
+        super::list_counts::List::Events,
+        event_type.map(EventType::as_str),
+    )
+    .await?;
     let fetched = paging::fetch(
         db,
         select,

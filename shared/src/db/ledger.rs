@@ -13,6 +13,7 @@ use sea_orm::{
 use serde::Serialize;
 
 use super::entities::{balance, ledger_entry};
+use super::list_counts::List;
 use domain::Mode;
 use domain::ids::new_id;
 use domain::payout::EntryType;
@@ -175,7 +176,7 @@ pub async fn find<C: ConnectionTrait>(
         .await
 }
 
-/// A page of entries, newest first, and the total.
+/// A page of entries, newest first, and the (exact, maintained) total.
 pub async fn list(
     db: &sea_orm::DatabaseConnection,
     business_id: &str,
@@ -186,7 +187,7 @@ pub async fn list(
     let select = ledger_entry::Entity::find()
         .filter(Col::BusinessId.eq(business_id))
         .filter(Col::Mode.eq(mode));
-    let total = super::paging::exact_total(db, select.clone()).await?;
+    let total = super::list_counts::total(db, business_id, mode, List::Ledger, None).await?;
     let fetched = super::paging::fetch(db, select, Col::CreatedAt, Col::Id, request, |e| {
         (e.created_at, e.id.clone())
     })

@@ -10,6 +10,7 @@ pub mod events;
 pub mod idempotency;
 pub mod keys;
 pub mod ledger;
+pub mod list_counts;
 pub mod outbox;
 pub mod paging;
 pub mod payouts;

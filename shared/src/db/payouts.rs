@@ -319,7 +319,7 @@ pub async fn find<C: ConnectionTrait>(
         .await
 }
 
-/// A page of payouts, newest first, and the total.
+/// A page of payouts, newest first, and the (exact, maintained) total.
 pub async fn list(
     db: &sea_orm::DatabaseConnection,
     business_id: &str,
@@ -334,7 +334,14 @@ pub async fn list(
     if let Some(status) = status {
         select = select.filter(Col::Status.eq(status));
     }
-    let total = super::paging::exact_total(db, select.clone()).await?;
+    let total = super::list_counts::total(
+        db,
+        business_id,
+        mode,
+        super::list_counts::List::Payouts,
+        status.map(PayoutStatus::as_str),
+    )
+    .await?;
     let fetched = super::paging::fetch(db, select, Col::CreatedAt, Col::Id, request, |p| {
         (p.created_at, p.id.clone())
     })

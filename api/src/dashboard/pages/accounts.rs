@@ -343,7 +343,7 @@ pub async fn show(
     let page = number(&query, "depositsPage", 1, 1_000_000);
     let (deposit_rows, deposit_total) = deposits::list(
         &state.db,
-        &account.id,
+        &account,
         &shared::db::paging::PageRequest {
             page_size: DEPOSITS_PAGE_SIZE,
             position: shared::db::paging::Position::Page(page),
