@@ -369,16 +369,28 @@ impl Deliverer {
             .ok_or_else(|| anyhow::anyhow!("the worker is shutting down"))?
             .map_err(anyhow::Error::msg)?;
         let error = record.error.clone().unwrap_or_default();
-        tracing::info!(
-            delivery_id = %delivery.id,
-            event_id = %delivery.event_id,
-            attempt = made,
-            endpoint = record.url.as_deref().map(crate::endpoints::endpoint_id).unwrap_or_default(),
-            status_code = record.status_code,
-            duration_ms = record.duration_ms,
-            next = ?next,
-            "webhook attempt"
-        );
+        // Every attempt is on record in the database (`delivery_attempts`); the log tells
+        // operators about the ones that did not succeed at once, and about every one at debug
+        // level: a line per first-time success, thousands a second under load, is noise.
+        macro_rules! attempt_line {
+            ($level:ident) => {
+                tracing::$level!(
+                    delivery_id = %delivery.id,
+                    event_id = %delivery.event_id,
+                    attempt = made,
+                    endpoint = record.url.as_deref().map(crate::endpoints::endpoint_id).unwrap_or_default(),
+                    status_code = record.status_code,
+                    duration_ms = record.duration_ms,
+                    next = ?next,
+                    "webhook attempt"
+                )
+            };
+        }
+        if succeeded && made == 1 {
+            attempt_line!(debug);
+        } else {
+            attempt_line!(info);
+        }
         if !moved {
             return self.moved_on(row, &delivery.id).await;
         }

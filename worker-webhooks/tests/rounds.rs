@@ -17,6 +17,7 @@ use test_support::{Backend, TestDb, on_both_databases, setup};
 on_both_databases!(
     a_round_starts_only_due_unfinished_jobs_of_its_queue,
     attempts_recorded_together_move_each_delivery_on_once,
+    a_round_of_distinct_deliveries_moves_each_on_as_alone,
     runs_finished_together_end_as_each_would_alone,
 );
 
@@ -127,6 +128,128 @@ async fn attempts_recorded_together_move_each_delivery_on_once(backend: Backend)
     assert_eq!(
         deliveries::attempts(&setup.db, &b.id).await.unwrap().len(),
         1
+    );
+}
+
+/// A round without duplicates (on PostgreSQL, one statement for all of it): each delivery moves
+/// to where its attempt says, unless it moved on since it was read (here: another attempt was
+/// recorded in between, or a replay gave it a new job); every attempt is recorded either way.
+async fn a_round_of_distinct_deliveries_moves_each_on_as_alone(backend: Backend) {
+    let db = TestDb::new(&backend).await;
+    let setup = setup(&db.url, None).await;
+    let url = "http://127.0.0.1:9/hook";
+    setup.set_url(&setup.business.id, url).await;
+    let mut read = Vec::new();
+    for n in 1..=5 {
+        let event = setup.record(&setup.business.id, n).await;
+        read.push(
+            deliveries::for_event(&setup.db, &event)
+                .await
+                .unwrap()
+                .remove(0)
+                .0,
+        );
+    }
+    let now = domain::time::now();
+    let failed = AttemptRecord {
+        status_code: 500,
+        error: Some("HTTP 500 Internal Server Error".into()),
+        response_excerpt: None,
+        ..ok_attempt(url)
+    };
+    let write = |d: &deliveries::Delivery, attempt: AttemptRecord, next: Next| AttemptWrite {
+        delivery: d.clone(),
+        job_id: d.job_id.clone().unwrap(),
+        attempt,
+        next,
+        now,
+    };
+    // The fourth was attempted by another run after our read; the fifth was replayed.
+    let moved = deliveries::record_attempts(
+        &setup.db,
+        &[write(&read[3], ok_attempt(url), Next::Succeeded)],
+    )
+    .await
+    .unwrap();
+    assert_eq!(moved, vec![true]);
+    deliveries::replay(&setup.db, &read[4].id, now)
+        .await
+        .unwrap()
+        .unwrap();
+    let retry_at = now + chrono::Duration::seconds(30);
+    let moved = deliveries::record_attempts(
+        &setup.db,
+        &[
+            write(&read[0], ok_attempt(url), Next::Succeeded),
+            write(&read[1], failed.clone(), Next::RetryAt(retry_at)),
+            write(&read[2], failed.clone(), Next::Dead),
+            write(&read[3], ok_attempt(url), Next::Succeeded),
+            write(&read[4], ok_attempt(url), Next::Succeeded),
+        ],
+    )
+    .await
+    .unwrap();
+    assert_eq!(moved, vec![true, true, true, false, false], "{backend:?}");
+    let find = async |i: usize| {
+        deliveries::find(&setup.db, &read[i].id)
+            .await
+            .unwrap()
+            .unwrap()
+    };
+    let succeeded = find(0).await;
+    assert_eq!(
+        (
+            succeeded.status,
+            succeeded.attempts,
+            succeeded.last_status_code
+        ),
+        (DeliveryStatus::Succeeded, 1, Some(200))
+    );
+    assert_eq!(
+        (succeeded.next_attempt_at, succeeded.completed_at),
+        (None, Some(now))
+    );
+    let retrying = find(1).await;
+    assert_eq!(
+        (
+            retrying.status,
+            retrying.attempts,
+            retrying.last_status_code
+        ),
+        (DeliveryStatus::Pending, 1, Some(500))
+    );
+    assert_eq!(
+        (retrying.next_attempt_at, retrying.completed_at),
+        (Some(retry_at), None)
+    );
+    assert_eq!(
+        retrying.last_error.as_deref(),
+        Some("HTTP 500 Internal Server Error")
+    );
+    let dead = find(2).await;
+    assert_eq!(
+        (dead.status, dead.attempts, dead.completed_at),
+        (DeliveryStatus::Dead, 1, Some(now))
+    );
+    assert_eq!(
+        find(3).await.attempts,
+        1,
+        "the other run's attempt counted once"
+    );
+    let replayed = find(4).await;
+    assert_eq!(
+        (replayed.status, replayed.attempts),
+        (DeliveryStatus::Pending, 0),
+        "the replay's fresh schedule stands"
+    );
+    for (i, expected) in [1, 1, 1, 2, 1].into_iter().enumerate() {
+        let attempts = deliveries::attempts(&setup.db, &read[i].id).await.unwrap();
+        assert_eq!(attempts.len(), expected, "attempts of delivery {i}");
+    }
+    let dead_attempt = &deliveries::attempts(&setup.db, &read[2].id).await.unwrap()[0];
+    assert_eq!(
+        (dead_attempt.status_code, dead_attempt.url.as_deref()),
+        (500, Some(url))
     );
 }
 

@@ -4,8 +4,8 @@
 
 use chrono::{DateTime, Utc};
 use sea_orm::{
-    ActiveValue::Set, ColumnTrait, ConnectionTrait, DatabaseConnection, DbErr, EntityTrait,
-    QueryFilter, QueryOrder, TransactionTrait,
+    ActiveValue::Set, ColumnTrait, ConnectionTrait, DatabaseConnection, DbBackend, DbErr,
+    EntityTrait, QueryFilter, QueryOrder, Statement, TransactionTrait,
 };
 
 use super::businesses::webhook_url;
@@ -28,42 +28,37 @@ pub async fn create<C: ConnectionTrait>(
     now: DateTime<Utc>,
 ) -> Result<Delivery, DbErr> {
     let id = new_id("whd");
-    // The row first, then its job: even outside a transaction a job never finds no delivery.
-    delivery::Entity::insert(delivery::ActiveModel {
-        id: Set(id.clone()),
-        event_id: Set(event.id.clone()),
-        business_id: Set(event.business_id.clone()),
-        mode: Set(event.mode),
-        url: Set(url.to_owned()),
-        status: Set(DeliveryStatus::Pending),
-        attempts: Set(0),
-        next_attempt_at: Set(Some(now)),
-        last_status_code: Set(None),
-        last_error: Set(None),
-        job_id: Set(None),
-        created_at: Set(now),
-        updated_at: Set(now),
-        completed_at: Set(None),
-    })
-    .exec_without_returning(db)
-    .await?;
-    let job_id = outbox::enqueue(
+    let job_id = outbox::new_job_id();
+    let row = Delivery {
+        id: id.clone(),
+        event_id: event.id.clone(),
+        business_id: event.business_id.clone(),
+        mode: event.mode,
+        url: url.to_owned(),
+        status: DeliveryStatus::Pending,
+        attempts: 0,
+        next_attempt_at: Some(now),
+        last_status_code: None,
+        last_error: None,
+        job_id: Some(job_id.clone()),
+        created_at: now,
+        updated_at: now,
+        completed_at: None,
+    };
+    // The row first (naming the job it is about to get), then its job: even outside a
+    // transaction a job never finds no delivery. Two inserts, nothing read back.
+    delivery::Entity::insert(delivery::ActiveModel::from(row.clone()))
+        .exec_without_returning(db)
+        .await?;
+    outbox::enqueue_as(
         db,
-        &WebhookJob::Deliver {
-            delivery_id: id.clone(),
-        },
+        job_id,
+        &WebhookJob::Deliver { delivery_id: id },
         now,
         now,
     )
     .await?;
-    delivery::Entity::update_many()
-        .col_expr(delivery::Column::JobId, Some(job_id).into())
-        .filter(delivery::Column::Id.eq(id.as_str()))
-        .exec(db)
-        .await?;
-    find(db, &id)
-        .await?
-        .ok_or_else(|| DbErr::RecordNotFound(id.clone()))
+    Ok(row)
 }
 
 pub async fn find<C: ConnectionTrait>(db: &C, id: &str) -> Result<Option<Delivery>, DbErr> {
@@ -87,6 +82,9 @@ pub async fn for_attempts<C: ConnectionTrait>(
 ) -> Result<Vec<ForAttempt>, DbErr> {
     if ids.is_empty() {
         return Ok(Vec::new());
+    }
+    if db.get_database_backend() == DbBackend::Postgres {
+        return for_attempts_joined(db, ids).await;
     }
     let deliveries = delivery::Entity::find()
         .filter(delivery::Column::Id.is_in(ids.iter().cloned()))
@@ -129,6 +127,59 @@ pub async fn for_attempts<C: ConnectionTrait>(
             delivery,
         })
         .collect())
+}
+
+/// `table`'s columns as `alias.column AS alias_column`, so one row can carry several entities.
+fn prefixed<C: sea_orm::IdenStatic + sea_orm::Iterable>(alias: &str) -> String {
+    C::iter()
+        .map(|c| format!("{alias}.{0} AS {alias}_{0}", c.as_str()))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// [`for_attempts`] on PostgreSQL: one statement (the deliveries joined to their events and
+/// settings), whose text is the same for any number of ids (see [`super::outbox::ids_param`]).
+static FOR_ATTEMPTS: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!(
+        "SELECT {}, {}, {} FROM deliveries d \
+         LEFT JOIN events e ON e.id = d.event_id \
+         LEFT JOIN business_modes s ON s.business_id = d.business_id AND s.mode = d.mode \
+         WHERE d.id = ANY(ARRAY(SELECT json_array_elements_text($1::json)))",
+        prefixed::<delivery::Column>("d"),
+        prefixed::<event::Column>("e"),
+        prefixed::<business_mode::Column>("s"),
+    )
+});
+
+async fn for_attempts_joined<C: ConnectionTrait>(
+    db: &C,
+    ids: &[String],
+) -> Result<Vec<ForAttempt>, DbErr> {
+    use sea_orm::FromQueryResult;
+    let rows = db
+        .query_all_raw(Statement::from_sql_and_values(
+            DbBackend::Postgres,
+            FOR_ATTEMPTS.as_str(),
+            [super::outbox::ids_param(ids).into()],
+        ))
+        .await?;
+    rows.iter()
+        .map(|row| {
+            let event = match row.try_get::<Option<String>>("", "e_id")? {
+                Some(_) => Some(Event::from_query_result(row, "e_")?),
+                None => None,
+            };
+            let settings = match row.try_get::<Option<String>>("", "s_business_id")? {
+                Some(_) => Some(business_mode::Model::from_query_result(row, "s_")?),
+                None => None,
+            };
+            Ok(ForAttempt {
+                delivery: Delivery::from_query_result(row, "d_")?,
+                event,
+                settings,
+            })
+        })
+        .collect()
 }
 
 /// An event's deliveries, oldest first, each with its attempts, oldest first.
@@ -333,16 +384,145 @@ pub async fn record_attempt(
         .unwrap_or(false))
 }
 
-/// [`record_attempt`] for several attempts in one transaction (one insert for all the attempts,
-/// then each delivery's conditional update, in order): whether each moved its delivery on.
+/// [`record_attempt`] for several attempts at once: whether each moved its delivery on.
+///
+/// On PostgreSQL a round is one statement (every attempt inserted and every delivery's
+/// conditional update, joined to the round's rows passed as one JSON parameter), so its text
+/// never changes with the round's size: one prepared statement, one round trip, one commit. A
+/// round with a duplicate (two runs of one delivery) or an attempt that went to another URL than
+/// the delivery's (the business moved its endpoint) takes [`record_attempts_in_order`] instead,
+/// whose order and savepoints those need.
 pub async fn record_attempts(
     db: &DatabaseConnection,
     writes: &[AttemptWrite],
 ) -> Result<Vec<bool>, DbErr> {
-    use delivery::Column as Col;
     if writes.is_empty() {
         return Ok(Vec::new());
     }
+    let plain = {
+        let mut ids: Vec<&str> = writes.iter().map(|w| w.delivery.id.as_str()).collect();
+        ids.sort_unstable();
+        ids.windows(2).all(|pair| pair[0] != pair[1])
+            && writes.iter().all(|w| {
+                w.attempt
+                    .url
+                    .as_deref()
+                    .is_none_or(|url| url == w.delivery.url)
+            })
+    };
+    if plain && db.get_database_backend() == DbBackend::Postgres {
+        record_attempts_in_one(db, writes).await
+    } else {
+        record_attempts_in_order(db, writes).await
+    }
+}
+
+/// One row of a round for [`record_attempts_in_one`]: the attempt, and the delivery's update.
+#[derive(serde::Serialize)]
+struct RoundRow<'a> {
+    attempt_id: String,
+    delivery_id: &'a str,
+    attempted_at: String,
+    url: Option<&'a str>,
+    status_code: i32,
+    duration_ms: i64,
+    response_excerpt: Option<&'a str>,
+    error: Option<&'a str>,
+    /// The delivery's attempt count and job as read: the update's condition.
+    attempts: i32,
+    job_id: &'a str,
+    status: &'static str,
+    next_attempt_at: Option<String>,
+    completed_at: Option<String>,
+    now: String,
+}
+
+/// A timestamp as PostgreSQL reads it back exactly (microseconds, as `domain::time::now` keeps).
+fn pg_time(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
+}
+
+/// The round's statement (see [`record_attempts`]): the same conditions and values as
+/// [`record_attempts_in_order`] gives each delivery alone. Deliveries are distinct, so no row
+/// meets two of the round's rows. They are found by primary key (`d.id = ANY(…)`); the status
+/// is compared as an expression so that the planner cannot take `deliveries_status_business`
+/// instead, whose statistics may say "few pending" while thousands are (a backlog), and which it
+/// would then read whole for every round.
+const RECORD_ROUND: &str = "\
+WITH round AS MATERIALIZED ( \
+  SELECT * FROM json_to_recordset($1::json) AS r( \
+    attempt_id text, delivery_id text, attempted_at timestamptz, url text, status_code int, \
+    duration_ms bigint, response_excerpt text, error text, attempts int, job_id text, \
+    status text, next_attempt_at timestamptz, completed_at timestamptz, now timestamptz)), \
+recorded AS ( \
+  INSERT INTO delivery_attempts \
+    (id, delivery_id, attempted_at, url, status_code, duration_ms, response_excerpt, error) \
+  SELECT attempt_id, delivery_id, attempted_at, url, status_code, duration_ms, \
+    response_excerpt, error FROM round) \
+UPDATE deliveries AS d SET \
+  attempts = round.attempts + 1, last_status_code = round.status_code, \
+  last_error = round.error, updated_at = round.now, status = round.status, \
+  next_attempt_at = round.next_attempt_at, completed_at = round.completed_at \
+FROM round \
+WHERE d.id = ANY(ARRAY(SELECT delivery_id FROM round)) AND d.id = round.delivery_id \
+  AND d.status || '' = 'pending' AND d.attempts = round.attempts \
+  AND (d.job_id = round.job_id OR d.job_id IS NULL) \
+RETURNING d.id";
+
+async fn record_attempts_in_one(
+    db: &DatabaseConnection,
+    writes: &[AttemptWrite],
+) -> Result<Vec<bool>, DbErr> {
+    let rows: Vec<RoundRow<'_>> = writes
+        .iter()
+        .map(|w| {
+            let (status, next_attempt_at, completed_at) = match w.next {
+                Next::Succeeded => (DeliveryStatus::Succeeded, None, Some(w.now)),
+                Next::RetryAt(at) => (DeliveryStatus::Pending, Some(at), None),
+                Next::Dead => (DeliveryStatus::Dead, None, Some(w.now)),
+            };
+            RoundRow {
+                attempt_id: new_id("wha"),
+                delivery_id: &w.delivery.id,
+                attempted_at: pg_time(w.attempt.attempted_at),
+                url: w.attempt.url.as_deref(),
+                status_code: w.attempt.status_code,
+                duration_ms: w.attempt.duration_ms,
+                response_excerpt: w.attempt.response_excerpt.as_deref(),
+                error: w.attempt.error.as_deref(),
+                attempts: w.delivery.attempts,
+                job_id: &w.job_id,
+                status: status.as_str(),
+                next_attempt_at: next_attempt_at.map(pg_time),
+                completed_at: completed_at.map(pg_time),
+                now: pg_time(w.now),
+            }
+        })
+        .collect();
+    let round = serde_json::to_string(&rows).map_err(|e| DbErr::Custom(e.to_string()))?;
+    let moved = db
+        .query_all_raw(Statement::from_sql_and_values(
+            DbBackend::Postgres,
+            RECORD_ROUND,
+            [round.into()],
+        ))
+        .await?
+        .iter()
+        .map(|row| row.try_get::<String>("", "id"))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(writes
+        .iter()
+        .map(|w| moved.contains(&w.delivery.id))
+        .collect())
+}
+
+/// [`record_attempt`] for several attempts in one transaction (one insert for all the attempts,
+/// then each delivery's conditional update, in order): whether each moved its delivery on.
+async fn record_attempts_in_order(
+    db: &DatabaseConnection,
+    writes: &[AttemptWrite],
+) -> Result<Vec<bool>, DbErr> {
+    use delivery::Column as Col;
     let txn = db.begin().await?;
     delivery_attempt::Entity::insert_many(writes.iter().map(|w| {
         let attempt = &w.attempt;

@@ -14,8 +14,9 @@ use std::time::Duration;
 use chrono::{DateTime, DurationRound, Utc};
 use sea_orm::sea_query::{LockBehavior, LockType};
 use sea_orm::{
-    ActiveValue::Set, ColumnTrait, Condition, ConnectionTrait, DatabaseConnection, DbErr,
-    EntityTrait, PaginatorTrait, QueryFilter, QueryOrder, QuerySelect, TransactionTrait,
+    ActiveValue::Set, ColumnTrait, Condition, ConnectionTrait, DatabaseConnection, DbBackend,
+    DbErr, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder, QuerySelect, Statement,
+    TransactionTrait,
 };
 use serde::{Deserialize, Serialize};
 
@@ -39,9 +40,26 @@ pub async fn enqueue<C: ConnectionTrait, J: QueueJob>(
     run_at: DateTime<Utc>,
     now: DateTime<Utc>,
 ) -> Result<String, DbErr> {
-    let id = new_id("job");
+    let id = new_job_id();
+    enqueue_as(db, id.clone(), job, run_at, now).await?;
+    Ok(id)
+}
+
+/// A fresh job id, for a caller that names the job before writing it ([`enqueue_as`]).
+pub fn new_job_id() -> String {
+    new_id("job")
+}
+
+/// [`enqueue`] under an id the caller chose (from [`new_job_id`]).
+pub async fn enqueue_as<C: ConnectionTrait, J: QueueJob>(
+    db: &C,
+    id: String,
+    job: &J,
+    run_at: DateTime<Utc>,
+    now: DateTime<Utc>,
+) -> Result<(), DbErr> {
     outbox::Entity::insert(outbox::ActiveModel {
-        id: Set(id.clone()),
+        id: Set(id),
         queue: Set(J::QUEUE.to_owned()),
         payload: Set(serde_json::to_string(job).expect("jobs serialise")),
         run_at: Set(run_at),
@@ -58,7 +76,7 @@ pub async fn enqueue<C: ConnectionTrait, J: QueueJob>(
     })
     .exec_without_returning(db)
     .await?;
-    Ok(id)
+    Ok(())
 }
 
 /// The job row with this id.
@@ -351,6 +369,28 @@ pub async fn start_due<C: ConnectionTrait>(
     if job_ids.is_empty() {
         return Ok(Vec::new());
     }
+    if db.get_database_backend() == DbBackend::Postgres {
+        // One text for every round's size: one prepared statement (see [`ids_param`]). The rows
+        // are found by primary key only: "unfinished" is written so that the planner cannot take
+        // `outbox_due` for it, whose statistics may say "few rows" while thousands are due (a
+        // backlog), and which it would then scan whole for every round.
+        return outbox::Entity::find()
+            .from_raw_sql(Statement::from_sql_and_values(
+                DbBackend::Postgres,
+                "UPDATE outbox SET started_at = $1 \
+                 WHERE id = ANY(ARRAY(SELECT json_array_elements_text($2::json))) \
+                 AND queue = $3 AND coalesce(completed_at, dead_at) IS NULL AND run_at <= $4 \
+                 RETURNING *",
+                [
+                    now.into(),
+                    ids_param(job_ids).into(),
+                    queue.into(),
+                    (now + chrono::Duration::seconds(1)).into(),
+                ],
+            ))
+            .all(db)
+            .await;
+    }
     let update = outbox::Entity::update_many()
         .col_expr(outbox::Column::StartedAt, Some(now).into())
         .filter(outbox::Column::Id.is_in(job_ids.iter().cloned()))
@@ -449,6 +489,14 @@ pub async fn finish<C: ConnectionTrait>(
     Ok(())
 }
 
+/// Ids as one JSON array parameter, for `id = ANY(ARRAY(SELECT json_array_elements_text($n::json)))`
+/// on PostgreSQL: a statement whose text is the same however many ids a round has is prepared
+/// once per connection, where an `IN ($1, …, $n)` list is a new statement for every n (and
+/// rounds of every size from 1 to 64 push each other out of the driver's statement cache).
+pub fn ids_param(ids: &[String]) -> String {
+    serde_json::to_string(ids).expect("strings serialise")
+}
+
 /// Runs that ended `Done`, completed in one statement.
 async fn complete_runs<C: ConnectionTrait>(
     db: &C,
@@ -456,6 +504,17 @@ async fn complete_runs<C: ConnectionTrait>(
     now: DateTime<Utc>,
 ) -> Result<(), DbErr> {
     if job_ids.is_empty() {
+        return Ok(());
+    }
+    if db.get_database_backend() == DbBackend::Postgres {
+        db.execute_raw(Statement::from_sql_and_values(
+            DbBackend::Postgres,
+            "UPDATE outbox SET updated_at = $1, completed_at = $1 \
+             WHERE id = ANY(ARRAY(SELECT json_array_elements_text($2::json))) \
+             AND completed_at IS NULL",
+            [now.into(), ids_param(job_ids).into()],
+        ))
+        .await?;
         return Ok(());
     }
     outbox::Entity::update_many()
