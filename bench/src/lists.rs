@@ -1036,7 +1036,7 @@ async fn load_other(
         ))
         .await
         .with_context(|| format!("loading {} {next}..={to}", list.name()))?;
-        if to % 100_000 == 0 || to == rows {
+        if to.is_multiple_of(100_000) || to == rows {
             eprintln!("  {}: loaded {to} of {rows}", list.name());
         }
         next = to + 1;
