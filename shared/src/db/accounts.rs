@@ -580,9 +580,13 @@ async fn insert_account(
             Col::CreatedAt | Col::UpdatedAt => {
                 values.expr(Expr::col((Alias::new("stamp"), Alias::new("t"))))
             }
-            col => values.expr(Expr::val(row.get(col).into_value().unwrap_or_else(|| {
-                panic!("insert_account sets every column but the stamps ({col:?})")
-            }))),
+            col => {
+                let value = row
+                    .get(col)
+                    .into_value()
+                    .ok_or_else(|| DbErr::Custom(format!("insert_account leaves {col:?} unset")))?;
+                values.expr(Expr::val(value))
+            }
         };
     }
     // SQLite reads `ON CONFLICT` after a bare `SELECT … FROM …` as a join clause: a WHERE ends it.
