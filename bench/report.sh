@@ -242,14 +242,14 @@ section_webhooks() { # bench webhooks: drain and saturate with this project's wo
   if [ -n "${SVIX_URL:-}" ]; then
     "$bench" webhooks "${args[@]}" --svix "$SVIX_URL" --svix-token "$SVIX_TOKEN" \
       --worker "$SVIX_WORKER" --pg-database "${SVIX_PG_DATABASE:-svix}" --proc redis-server \
-      >"$work/webhooks-svix.txt" 2>&1 || true
+      >"$work/webhooks-svix.txt" 2>>"$work/webhooks.log" || true
     svix_drain=$(awk '$1 == "drain" {print $4}' "$work/webhooks-svix.txt")
     svix_p99=$(awk '$1 == "saturate" {print $6}' "$work/webhooks-svix.txt")
   fi
   key=$(business "Hooks Ltd" | jq -r .test.secretKey)
   "$bench" webhooks "${args[@]}" --database-url "$db_url" --api "$api" --key "$key" \
     --worker "$bin/worker-webhooks" --pid api="$pid_api" --pid sandbox="$pid_provider_sandbox" \
-    --pg-database "$db" >"$work/webhooks.txt" 2>&1 || true
+    --pg-database "$db" >"$work/webhooks.txt" 2>>"$work/webhooks.log" || true
   awk -v sd="${svix_drain:--}" -v sp="${svix_p99:--}" '
     $1 == "drain" { printf "bench webhooks: drain of %s events (deliveries/s; CPU ms per delivery)\t%s; %s\t%s\t≥ 2 × svix\n", $2, $4, $7, sd }
     $1 == "saturate" { printf "bench webhooks: saturate, %s sends (deliveries/s; p50 / p99 ms)\t%s; %s / %s\t%s\tp99 ≤ svix\n", $2, $4, $5, $6, sp }' \
