@@ -278,4 +278,4 @@ echo "| figure | value | ceiling | goal |"
 echo "|---|---:|---:|---|"
 awk -F'\t' '{printf "| %s | %s | %s | %s |\n", $1, $2, $3, $4}' "$rows"
 echo
-[ -f "$work/lists.txt" ] && echo "(lists: $(head -1 "$work/lists.txt"); plans in $work/lists.txt)"
+if [ -f "$work/lists.txt" ]; then echo "(lists: $(head -1 "$work/lists.txt"); plans in $work/lists.txt)"; fi
