@@ -12,6 +12,7 @@ use test_support::{Backend, TestApp, account_body, eventually, id_of, json, spaw
 
 test_support::on_both_databases!(
     fifty_parallel_payouts_never_overdraw,
+    deposits_and_payouts_at_once_keep_the_ledger_a_chain,
     a_payout_key_replays_and_refuses_another_body,
     a_repeated_reference_creates_nothing,
     live_payouts_wait_for_the_hold_and_test_keys_never_see_live_money,
@@ -142,6 +143,84 @@ async fn fifty_parallel_payouts_never_overdraw(backend: Backend) {
     )
     .await;
     assert_eq!(pending["total"], 10);
+}
+
+/// Credits and debits of one balance racing each other: every entry's `balanceAfter` follows
+/// from the one before it in the ledger's order (its `createdAt`), and the balance is the sum.
+async fn deposits_and_payouts_at_once_keep_the_ledger_a_chain(backend: Backend) {
+    let app = spawn_app(backend).await;
+    assert_eq!(
+        set_settlement(&app, app.test_key()).await.status(),
+        StatusCode::OK
+    );
+    let id = funded(&app, 500_000).await;
+    let deposits = (0..20).map(|n| {
+        let app = &app;
+        let id = &id;
+        async move {
+            let resp = app
+                .post(
+                    app.test_key(),
+                    &format!("/v1/virtual-accounts/{id}/simulate-deposit"),
+                    Some(&json!({"amount": 100_000 + n})),
+                )
+                .await;
+            resp.status()
+        }
+    });
+    let payouts = (0..20).map(|n| {
+        let app = &app;
+        async move {
+            pay(
+                app,
+                app.test_key(),
+                &format!("race-{n}"),
+                &json!({"amount": 50_000}),
+            )
+            .await
+            .status()
+        }
+    });
+    let (deposited, paid) = futures::future::join(
+        futures::future::join_all(deposits),
+        futures::future::join_all(payouts),
+    )
+    .await;
+    assert!(
+        deposited.iter().all(|s| *s == StatusCode::ACCEPTED),
+        "{deposited:?}"
+    );
+    // 500,000 at the start and 50,000 each: every payout fits whatever the order.
+    assert!(paid.iter().all(|s| *s == StatusCode::ACCEPTED), "{paid:?}");
+    let credited: i64 = (0..20).map(|n| 100_000 + n).sum();
+    let expected = 500_000 + credited - 20 * 50_000;
+    eventually(Duration::from_secs(30), async || {
+        let b = balance(&app, app.test_key()).await;
+        if b["available"] == expected {
+            Ok(())
+        } else {
+            Err(b)
+        }
+    })
+    .await;
+    let verified = store::ledger_verifies(&app.db).await;
+    assert!(verified.ok, "{verified:?}");
+    let list = json(
+        app.get(app.test_key(), "/v1/balance/transactions?pageSize=100")
+            .await,
+    )
+    .await;
+    assert_eq!(list["total"], 41);
+    // Newest first: each entry's balance is the next older one's plus its amount.
+    let entries = list["data"].as_array().unwrap();
+    assert_eq!(entries[0]["balanceAfter"], expected);
+    for pair in entries.windows(2) {
+        assert_eq!(
+            pair[0]["balanceAfter"].as_i64().unwrap(),
+            pair[1]["balanceAfter"].as_i64().unwrap() + pair[0]["amount"].as_i64().unwrap(),
+            "{pair:?}"
+        );
+    }
 }
 
 async fn a_payout_key_replays_and_refuses_another_body(backend: Backend) {

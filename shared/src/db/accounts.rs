@@ -568,12 +568,9 @@ async fn insert_account(
     let backend = txn.get_database_backend();
     // One reading of the clock for both stamps: `INSERT … SELECT …, stamp.t, stamp.t FROM
     // (SELECT <clock> AS t) stamp`.
-    let clock = if backend == DbBackend::Postgres {
-        Expr::cust("clock_timestamp()")
-    } else {
-        Expr::val(domain::time::now())
-    };
-    let stamp = Query::select().expr_as(clock, Alias::new("t")).to_owned();
+    let stamp = Query::select()
+        .expr_as(super::clock_expr(backend), Alias::new("t"))
+        .to_owned();
     let mut values = Query::select();
     for col in Col::iter() {
         match col {

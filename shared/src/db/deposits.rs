@@ -63,11 +63,41 @@ pub async fn record(
     now: DateTime<Utc>,
 ) -> Result<Recorded, DbErr> {
     let txn = db.begin().await?;
-    let outcome = record_in(&txn, mode, bank, tx, &source, now).await?;
+    let (outcome, credit) = record_in(&txn, mode, bank, tx, &source, now).await?;
+    if let Some(credit) = credit {
+        credit.apply(&txn).await?;
+    }
     txn.commit().await?;
     Ok(outcome)
 }
 
+/// A recorded deposit's money, to enter as the last statement before its transaction commits:
+/// from the credit to the commit, every deposit of the business waits for its balance row.
+#[must_use = "a credited deposit's money must be entered in its transaction"]
+struct Credit {
+    business_id: String,
+    mode: Mode,
+    amount: i64,
+    deposit_id: String,
+}
+
+impl Credit {
+    async fn apply<C: ConnectionTrait>(self, db: &C) -> Result<(), DbErr> {
+        super::ledger::credit(
+            db,
+            &self.business_id,
+            self.mode,
+            domain::payout::EntryType::Deposit,
+            self.amount,
+            &self.deposit_id,
+        )
+        .await?;
+        Ok(())
+    }
+}
+
+/// Records the transaction and its event; a credited deposit's money is left to the caller, to
+/// enter last (see [`Credit`]).
 async fn record_in<C: ConnectionTrait>(
     db: &C,
     mode: Mode,
@@ -75,7 +105,7 @@ async fn record_in<C: ConnectionTrait>(
     tx: &RemoteTransaction,
     source: &Source,
     now: DateTime<Utc>,
-) -> Result<Recorded, DbErr> {
+) -> Result<(Recorded, Option<Credit>), DbErr> {
     // Locked: a deactivation committing at the same moment is either seen whole (its
     // `deactivated_at` decides below) or waits for this deposit, never half of each.
     let Some(account) = virtual_account::Entity::find()
@@ -86,7 +116,7 @@ async fn record_in<C: ConnectionTrait>(
         .one(db)
         .await?
     else {
-        return Ok(Recorded::Unmatched);
+        return Ok((Recorded::Unmatched, None));
     };
     let credited =
         domain::account::credits_deposit(account.activated_at, account.deactivated_at, tx.paid_at);
@@ -147,19 +177,7 @@ async fn record_in<C: ConnectionTrait>(
     .await?;
     if inserted == 0 {
         keep_conflict(db, mode, bank, tx, source, now).await?;
-        return Ok(Recorded::Duplicate);
-    }
-    if status == DepositStatus::Credited {
-        // The money, with the deposit: exactly once, as the deposit itself is.
-        super::ledger::credit(
-            db,
-            &row.business_id,
-            mode,
-            domain::payout::EntryType::Deposit,
-            row.amount,
-            &row.id,
-        )
-        .await?;
+        return Ok((Recorded::Duplicate, None));
     }
     let mut data = DepositView::from(&row);
     data.account = Some(AccountView::from(&account));
@@ -168,7 +186,14 @@ async fn record_in<C: ConnectionTrait>(
         DepositStatus::Flagged => EventType::DepositFlagged,
     };
     super::events::record(db, &account.business_id, mode, event_type, &data, now).await?;
-    Ok(Recorded::New(Box::new(row)))
+    // The money, with the deposit: exactly once, as the deposit itself is.
+    let credit = (status == DepositStatus::Credited).then(|| Credit {
+        business_id: row.business_id.clone(),
+        mode,
+        amount: row.amount,
+        deposit_id: row.id.clone(),
+    });
+    Ok((Recorded::New(Box::new(row)), credit))
 }
 
 /// A transaction the bank reported again with other content (amount, currency or account) under
@@ -263,9 +288,9 @@ pub async fn accept_notification(
             });
         }
     };
-    let recorded = match transaction {
+    let (recorded, credit) = match transaction {
         Some(tx) => record_in(&txn, mode, bank, tx, &Source::Notification, now).await?,
-        None => Recorded::Duplicate,
+        None => (Recorded::Duplicate, None),
     };
     let (outcome, deposit_id) = match (&recorded, transaction) {
         (_, None) => ("ignored", None),
@@ -283,6 +308,9 @@ pub async fn accept_notification(
         .filter(provider_notification::Column::Id.eq(id.as_str()))
         .exec(&txn)
         .await?;
+    if let Some(credit) = credit {
+        credit.apply(&txn).await?;
+    }
     txn.commit().await?;
     Ok(Accepted::Stored { id, recorded })
 }

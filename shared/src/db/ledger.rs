@@ -5,10 +5,12 @@
 
 use std::collections::HashMap;
 
-use sea_orm::sea_query::{Expr, ExprTrait, OnConflict, Query};
+use sea_orm::sea_query::{
+    Alias, CommonTableExpression, Expr, ExprTrait, OnConflict, Query, SubQueryStatement, WithClause,
+};
 use sea_orm::{
-    ActiveValue::Set, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QueryOrder,
-    QuerySelect,
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, DbBackend, DbErr, EntityTrait, Iterable,
+    QueryFilter, QueryOrder, QuerySelect, StatementBuilder,
 };
 use serde::Serialize;
 
@@ -30,6 +32,10 @@ pub struct Insufficient {
 
 /// Adds `amount` (kobo, > 0) to the business's balance in `mode` and enters it, in the caller's
 /// transaction. The balance row is created on the first credit.
+///
+/// The balance row's lock is held from here to the commit, and every credit and debit of the
+/// business and mode waits for it: a caller writes it as late in its transaction as it can (a
+/// deposit's credit is its transaction's last statement).
 pub async fn credit<C: ConnectionTrait>(
     db: &C,
     business_id: &str,
@@ -39,7 +45,7 @@ pub async fn credit<C: ConnectionTrait>(
     source_id: &str,
 ) -> Result<Entry, DbErr> {
     debug_assert!(amount > 0);
-    let now = super::clock(db).await?;
+    let clock = || super::clock_expr(db.get_database_backend());
     let upsert = Query::insert()
         .into_table(balance::Entity)
         .columns([
@@ -48,38 +54,34 @@ pub async fn credit<C: ConnectionTrait>(
             balance::Column::Available,
             balance::Column::UpdatedAt,
         ])
-        .values_panic([
+        .values([
             business_id.into(),
             mode.as_str().into(),
             amount.into(),
-            now.into(),
+            clock(),
         ])
+        .map_err(|e| DbErr::Custom(format!("the balance upsert: {e}")))?
         .on_conflict(
             OnConflict::columns([balance::Column::BusinessId, balance::Column::Mode])
                 .value(
                     balance::Column::Available,
                     Expr::col((balance::Entity, balance::Column::Available)).add(amount),
                 )
-                .value(balance::Column::UpdatedAt, now)
+                .value(balance::Column::UpdatedAt, clock())
                 .to_owned(),
         )
         .returning_col(balance::Column::Available)
         .to_owned();
-    let row = db
-        .query_one(&upsert)
-        .await?
-        .ok_or_else(|| DbErr::Custom("balance upsert returned no row".into()))?;
-    let available: i64 = row.try_get("", "available")?;
-    enter(
-        db,
+    let entry = NewEntry {
         business_id,
         mode,
         entry_type,
         amount,
-        available,
         source_id,
-    )
-    .await
+    };
+    move_and_enter(db, upsert, entry)
+        .await?
+        .ok_or_else(|| DbErr::Custom("balance upsert returned no row".into()))
 }
 
 /// Takes `amount` (kobo, > 0) from the balance if it is available, and enters it, in the
@@ -95,74 +97,119 @@ pub async fn debit<C: ConnectionTrait>(
     source_id: &str,
 ) -> Result<Result<Entry, Insufficient>, DbErr> {
     debug_assert!(amount > 0);
-    let now = super::clock(db).await?;
     let update = Query::update()
         .table(balance::Entity)
         .value(
             balance::Column::Available,
             Expr::col(balance::Column::Available).sub(amount),
         )
-        .value(balance::Column::UpdatedAt, now)
+        .value(
+            balance::Column::UpdatedAt,
+            super::clock_expr(db.get_database_backend()),
+        )
         .and_where(balance::Column::BusinessId.eq(business_id))
         .and_where(balance::Column::Mode.eq(mode))
         .and_where(balance::Column::Available.gte(amount))
         .returning_col(balance::Column::Available)
         .to_owned();
-    let Some(row) = db.query_one(&update).await? else {
-        let available = find(db, business_id, mode)
-            .await?
-            .map_or(0, |b| b.available);
-        return Ok(Err(Insufficient { available }));
-    };
-    let available: i64 = row.try_get("", "available")?;
-    enter(
-        db,
+    let entry = NewEntry {
         business_id,
         mode,
         entry_type,
-        -amount,
-        available,
+        amount: -amount,
         source_id,
-    )
-    .await
-    .map(Ok)
+    };
+    if let Some(entry) = move_and_enter(db, update, entry).await? {
+        return Ok(Ok(entry));
+    }
+    let available = find(db, business_id, mode)
+        .await?
+        .map_or(0, |b| b.available);
+    Ok(Err(Insufficient { available }))
 }
 
-/// The entry itself, stamped after the balance row's lock was taken (by the database's clock
-/// on PostgreSQL), so entries of one balance are in the order their balances were written.
-async fn enter<C: ConnectionTrait>(
-    db: &C,
-    business_id: &str,
+/// An entry to write once its balance has moved.
+struct NewEntry<'a> {
+    business_id: &'a str,
     mode: Mode,
     entry_type: EntryType,
+    /// Signed, kobo.
     amount: i64,
-    balance_after: i64,
-    source_id: &str,
-) -> Result<Entry, DbErr> {
-    let now = super::clock(db).await?;
-    let entry = Entry {
+    source_id: &'a str,
+}
+
+/// Runs `balance` (a statement on `balances` returning the new `available`, or no row when it
+/// refused) and writes the entry that records it, stamped after the balance row's lock was taken
+/// (by the database's clock on PostgreSQL), so entries of one balance are in the order their
+/// balances were written. None when the balance statement moved nothing.
+///
+/// On PostgreSQL the two are one statement, `WITH moved AS (<balance> RETURNING available)
+/// INSERT INTO ledger_entries … SELECT … FROM moved`: no round trip while the lock is held
+/// beyond the statement that takes it.
+async fn move_and_enter<C, S>(db: &C, balance: S, new: NewEntry<'_>) -> Result<Option<Entry>, DbErr>
+where
+    C: ConnectionTrait,
+    S: StatementBuilder + Into<SubQueryStatement>,
+{
+    use ledger_entry::Column as Col;
+    let backend = db.get_database_backend();
+    let mut entry = Entry {
         id: new_id("btx"),
-        business_id: business_id.to_owned(),
-        mode,
-        entry_type,
-        amount,
-        balance_after,
-        source_id: source_id.to_owned(),
-        created_at: now,
+        business_id: new.business_id.to_owned(),
+        mode: new.mode,
+        entry_type: new.entry_type,
+        amount: new.amount,
+        balance_after: 0,
+        source_id: new.source_id.to_owned(),
+        created_at: domain::time::now(),
     };
-    ledger_entry::Entity::insert(ledger_entry::ActiveModel {
-        id: Set(entry.id.clone()),
-        business_id: Set(entry.business_id.clone()),
-        mode: Set(mode),
-        entry_type: Set(entry_type),
-        amount: Set(amount),
-        balance_after: Set(balance_after),
-        source_id: Set(entry.source_id.clone()),
-        created_at: Set(now),
-    })
-    .exec_without_returning(db)
-    .await?;
-    Ok(entry)
+    if backend != DbBackend::Postgres {
+        let Some(row) = db.query_one(&balance).await? else {
+            return Ok(None);
+        };
+        entry.balance_after = row.try_get("", "available")?;
+        ledger_entry::Entity::insert(ledger_entry::ActiveModel::from(entry.clone()))
+            .exec_without_returning(db)
+            .await?;
+        return Ok(Some(entry));
+    }
+    let moved = Alias::new("moved");
+    let row = ledger_entry::ActiveModel::from(entry.clone());
+    let mut values = Query::select();
+    for col in Col::iter() {
+        match col {
+            Col::BalanceAfter => {
+                values.expr(Expr::col((moved.clone(), balance::Column::Available)))
+            }
+            Col::CreatedAt => values.expr(super::clock_expr(backend)),
+            col => {
+                let value = row
+                    .get(col)
+                    .into_value()
+                    .ok_or_else(|| DbErr::Custom(format!("a ledger entry leaves {col:?} unset")))?;
+                values.expr(Expr::val(value))
+            }
+        };
+    }
+    values.from(moved.clone());
+    let insert = Query::insert()
+        .into_table(ledger_entry::Entity)
+        .columns(Col::iter())
+        .select_from(values)
+        .map_err(|e| DbErr::Custom(format!("the ledger entry: {e}")))?
+        .returning(Query::returning().columns([Col::BalanceAfter, Col::CreatedAt]))
+        .to_owned();
+    let cte = CommonTableExpression::new()
+        .query(balance)
+        .table_name(moved)
+        .to_owned();
+    let statement = WithClause::new().cte(cte).to_owned().query(insert);
+    let Some(row) = db.query_one(&statement).await? else {
+        return Ok(None);
+    };
+    entry.balance_after = row.try_get("", "balance_after")?;
+    entry.created_at = row.try_get("", "created_at")?;
+    Ok(Some(entry))
 }
 
 /// The balance row, if money ever moved in this mode.

@@ -64,6 +64,18 @@ pub async fn clock<C: sea_orm::ConnectionTrait>(
     row.try_get("", "now")
 }
 
+/// The database's clock as an expression of the statement being built (`clock_timestamp()`, read
+/// when the row is written, after any lock the statement waited for); SQLite serves one process,
+/// whose clock it is. The one-statement form of [`clock`].
+pub(crate) fn clock_expr(backend: DbBackend) -> sea_orm::sea_query::Expr {
+    use sea_orm::sea_query::Expr;
+    if backend == DbBackend::Postgres {
+        Expr::cust("clock_timestamp()")
+    } else {
+        Expr::val(domain::time::now())
+    }
+}
+
 /// True when the error is a unique-constraint violation (a duplicate that the schema refused),
 /// told by its SQLSTATE (PostgreSQL 23505; SQLite's extended codes 2067 and 1555) through sea-orm,
 /// never by the message text, which a server with another `lc_messages` words differently.
