@@ -97,6 +97,34 @@ wait_ready() { # url
   echo "not ready: $1 (logs in $work)" >&2; exit 1
 }
 row() { printf '%s\t%s\t%s\t%s\n' "$1" "$2" "${3:--}" "${4:--}"; }
+# CPU time (ms) of processes so far: `cpu_ms PID…` (utime + stime); `pg_cpu_ms`: every
+# PostgreSQL process, with the time of the backends that have exited (the postmaster's cutime +
+# cstime: pgbench's connections end with it); a process gone meanwhile counts 0.
+hz=$(getconf CLK_TCK)
+cpu_ms() {
+  local total=0 t fields=${CPU_FIELDS:-'$12 + $13'}
+  for pid in "$@"; do
+    # Fields 14–17 (utime, stime, cutime, cstime) after the name, which is in parentheses and
+    # may hold spaces.
+    t=$(sed 's/.*) //' "/proc/$pid/stat" 2>/dev/null | awk "{print $fields}") || t=0
+    total=$((total + ${t:-0}))
+  done
+  echo $((total * 1000 / hz))
+}
+pg_cpu_ms() { CPU_FIELDS='$12 + $13 + $14 + $15' cpu_ms $(pgrep -x postgres); }
+# `timed NAME ERRFILE COMMAND…`: runs the command (stderr appended to ERRFILE) and writes its user
+# + system CPU in ms, threads and children included (bash's `time`), to $work/NAME.cpu.
+TIMEFORMAT='%3U %3S'
+timed() {
+  local name=$1 err=$2; shift 2
+  local rc=0
+  { time "$@" 2>>"$err"; } 2>"$work/$name.time" || rc=$?
+  awk '{printf "%.0f", ($1 + $2) * 1000}' "$work/$name.time" >"$work/$name.cpu"
+  return $rc
+}
+per() { # total, count: total / count with two decimals ("-" without a count)
+  if [ "${2:-0}" -gt 0 ] 2>/dev/null; then echo "scale=2; $1 / $2" | bc -l | sed 's/^\./0./'; else echo -; fi
+}
 
 echo "report: database $db, logs in $work" >&2
 [ -n "$reuse" ] || psql -q "$admin_url" -c "CREATE DATABASE $db" >/dev/null
@@ -166,24 +194,36 @@ section_lists() { # bench lists: p50/p99 per case against the 30 ms goal
       printf "list: %s, p50 / p99 (ms)\t%s / %s\t-\t%s\n", $2, $3, $4, $5 }' "$work/lists.txt"
 }
 
-ceiling() { # script, businesses: "tps<TAB>p50 ms<TAB>p99 ms" of pgbench on the same schema, 32
-  # clients, from its per-transaction log ("-" when it failed)
-  local tps logs="$work/pgbench-log"
+ceiling() { # script, businesses: "tps<TAB>p50 ms<TAB>p99 ms<TAB>PostgreSQL CPU ms per
+  # transaction<TAB>pgbench's CPU ms per transaction" of pgbench on the same schema, 32 clients,
+  # from its per-transaction log ("-" when it failed)
+  local tps logs="$work/pgbench-log" pg0 pg1 n
   rm -rf "$logs"; mkdir -p "$logs"
-  tps=$(cd "$logs" && "$pgbench" -n -M prepared -c "$callers" -j 2 -T "$duration" -D businesses="$2" \
-    -l --log-prefix=tx -f "$1" "$db_url" 2>>"$work/pgbench.err" | awk '/^tps = / {printf "%.0f", $3}') || true
-  if grep -q "aborted" "$work/pgbench.err"; then tps=-; fi
-  cat "$work/pgbench.err" >>"$work/pgbench.log"; : >"$work/pgbench.err"
+  pg0=$(pg_cpu_ms)
+  (cd "$logs" && timed pgbench "$work/pgbench.err" "$pgbench" -n -M prepared -c "$callers" -j 2 \
+    -T "$duration" -D businesses="$2" -l --log-prefix=tx -f "$1" "$db_url" >"$work/pgbench.out") || true
+  pg1=$(pg_cpu_ms)
+  tps=$(awk '/^tps = / {printf "%.0f", $3}' "$work/pgbench.out")
+  if grep -q "aborted" "$work/pgbench.err" || [ -z "$tps" ]; then tps=-; fi
+  cat "$work/pgbench.out" "$work/pgbench.err" >>"$work/pgbench.log"; : >"$work/pgbench.err"
+  n=$(cat "$logs"/tx* 2>/dev/null | wc -l)
   # Column 3 of the log is each transaction's latency in microseconds.
-  cat "$logs"/tx* 2>/dev/null | awk '{print $3}' | sort -n | awk -v tps="${tps:--}" '
+  cat "$logs"/tx* 2>/dev/null | awk '{print $3}' | sort -n | awk -v tps="$tps" \
+    -v pg="$(per $((pg1 - pg0)) "$n")" -v own="$(per "$(cat "$work/pgbench.cpu")" "$n")" '
     { v[NR] = $1 }
-    END { if (NR == 0) { printf "%s\t-\t-\n", tps; exit }
-          printf "%s\t%.1f\t%.1f\n", tps, v[int(NR * 0.5) + 1] / 1000, v[int(NR * 0.99) + 1] / 1000 }'
+    END { if (NR == 0) { printf "%s\t-\t-\t-\t-\n", tps; exit }
+          printf "%s\t%.1f\t%.1f\t%s\t%s\n", tps, v[int(NR * 0.5) + 1] / 1000, v[int(NR * 0.99) + 1] / 1000, pg, own }'
 }
 
-create_load() { # keys: creations/s, p50, p99 (ms), api RSS peak (MiB)
-  local peak=0 out
-  "$bench" create --base "$api" --key "$1" -c "$callers" --duration "${duration}s" --json >"$work/create.json" &
+create_load() { # keys: creations/s, p50, p99 (ms), api RSS peak (MiB), then CPU ms per
+  # creation (accounts written, warm-up included): api serve, provider-sandbox,
+  # worker-provisioning, PostgreSQL, the load generator
+  local peak=0 out n0 n1 pg0 pg1 api0 api1 sb0 sb1 wp0 wp1
+  n0=$(psql -tA "$db_url" -c "SELECT count(*) FROM virtual_accounts")
+  pg0=$(pg_cpu_ms); api0=$(cpu_ms "$pid_api"); sb0=$(cpu_ms "$pid_provider_sandbox")
+  wp0=$(cpu_ms "$pid_worker_provisioning")
+  timed create "$work/create.log" "$bench" create --base "$api" --key "$1" -c "$callers" \
+    --duration "${duration}s" --json >"$work/create.json" &
   local load=$!
   while kill -0 "$load" 2>/dev/null; do
     local r; r=$(awk '/^VmRSS:/ {print $2}' "/proc/$pid_api/status")
@@ -191,27 +231,47 @@ create_load() { # keys: creations/s, p50, p99 (ms), api RSS peak (MiB)
     sleep 1
   done
   wait "$load" || true
+  pg1=$(pg_cpu_ms); api1=$(cpu_ms "$pid_api"); sb1=$(cpu_ms "$pid_provider_sandbox")
+  wp1=$(cpu_ms "$pid_worker_provisioning")
+  n1=$(psql -tA "$db_url" -c "SELECT count(*) FROM virtual_accounts")
+  local n=$((n1 - n0))
   out=$(jq -r '[.throughputPerSec, (.latencyMs.p50 // "-"), (.latencyMs.p99 // "-"), (.errors + .transportErrors)] | @tsv' "$work/create.json")
-  printf '%s\t%.1f\n' "$out" "$(echo "$peak / 1024" | bc -l)"
+  printf '%s\t%.1f\t%s\t%s\t%s\t%s\t%s\n' "$out" "$(echo "$peak / 1024" | bc -l)" \
+    "$(per $((api1 - api0)) $n)" "$(per $((sb1 - sb0)) $n)" "$(per $((wp1 - wp0)) $n)" \
+    "$(per $((pg1 - pg0)) $n)" "$(per "$(cat "$work/create.cpu")" $n)"
 }
 
-section_create() { # the ceilings, then the service, per load; ratio = service / least-write
+section_create() { # the ceilings, then the service, per load; ratio = service / least-write.
+  # CPU per creation, per process, shows what 2 cores allow: 2,000 ms of CPU a second over the
+  # CPU one creation costs is the most creations a second this machine can hold.
   for load in "16 businesses:16:$all_keys" "1 business:1:$one_key"; do
     IFS=: read -r label n key <<<"$load"
-    local least own least_p50 least_p99 own_p50 own_p99
+    local least own least_p50 least_p99 own_p50 own_p99 least_pg least_gen own_pg own_gen
     # The ceilings with the service stopped (its idle pool would hold connections pgbench needs).
     stop_service
-    IFS=$'\t' read -r least least_p50 least_p99 <<<"$(ceiling "$here/pgbench/least-write.sql" "$n")"
-    IFS=$'\t' read -r own own_p50 own_p99 <<<"$(ceiling "$create_sql" "$n")"
+    IFS=$'\t' read -r least least_p50 least_p99 least_pg least_gen <<<"$(ceiling "$here/pgbench/least-write.sql" "$n")"
+    IFS=$'\t' read -r own own_p50 own_p99 own_pg own_gen <<<"$(ceiling "$create_sql" "$n")"
     psql -q "$db_url" -c "UPDATE outbox SET completed_at = now() WHERE id LIKE 'job_pgb_%' AND completed_at IS NULL" >/dev/null
     start_service
-    IFS=$'\t' read -r tput p50 p99 errors rss <<<"$(create_load "$key")"
-    local ratio=-
+    local tput p50 p99 errors rss c_api c_sb c_wp c_pg c_gen
+    IFS=$'\t' read -r tput p50 p99 errors rss c_api c_sb c_wp c_pg c_gen <<<"$(create_load "$key")"
+    local ratio=- total=- bound=- budget=-
     [ "$least" != - ] && ratio=$(echo "scale=2; $tput / $least" | bc -l)
+    if [ "$c_pg" != - ]; then
+      total=$(echo "$c_api + $c_sb + $c_wp + $c_pg + $c_gen" | bc -l | sed 's/^\./0./')
+      bound=$(echo "scale=0; $(nproc) * 1000 / $total" | bc -l)
+    fi
+    [ "$least" != - ] && budget=$(echo "scale=2; $(nproc) * 1000 / (0.6 * $least)" | bc -l | sed 's/^\./0./')
     row "pgbench, least a creation writes: $label, $callers clients (tps; p50 / p99 ms)" "$least; $least_p50 / $least_p99"
+    row "  its CPU per transaction (ms): PostgreSQL / pgbench" "$least_pg / $least_gen"
     row "pgbench, the service's statements: $label, $callers clients (tps; p50 / p99 ms)" "$own; $own_p50 / $own_p99" "$least"
+    row "  its CPU per transaction (ms): PostgreSQL / pgbench" "$own_pg / $own_gen"
     row "bench create: $label, $callers callers (creations/s; ratio to least-write)" "$tput (×$ratio)" "$least" "≥ 0.6 ×"
     row "bench create: $label, p50 / p99 (ms), errors" "$p50 / $p99, $errors" "$least_p50 / $least_p99" "$([ "$n" = 16 ] && echo 'p99 ≤ 25')"
+    row "  CPU per creation (ms): api / sandbox / worker-provisioning / PostgreSQL / load generator" \
+      "$c_api / $c_sb / $c_wp / $c_pg / $c_gen"
+    row "  CPU per creation, all (ms) → the most $(nproc) cores allow (creations/s)" "$total → $bound" \
+      "-" "$([ "$budget" != - ] && echo "0.6 × least-write needs ≤ $budget ms")"
     row "RSS of api serve under that load, peak (MiB)" "$rss"
   done
 }
