@@ -571,21 +571,10 @@ async fn insert_account(
     let stamp = Query::select()
         .expr_as(super::clock_expr(backend), Alias::new("t"))
         .to_owned();
-    let mut values = Query::select();
-    for col in Col::iter() {
-        match col {
-            Col::CreatedAt | Col::UpdatedAt => {
-                values.expr(Expr::col((Alias::new("stamp"), Alias::new("t"))))
-            }
-            col => {
-                let value = row
-                    .get(col)
-                    .into_value()
-                    .ok_or_else(|| DbErr::Custom(format!("insert_account leaves {col:?} unset")))?;
-                values.expr(Expr::val(value))
-            }
-        };
-    }
+    let mut values = super::row_values(&row, |col| {
+        matches!(col, Col::CreatedAt | Col::UpdatedAt)
+            .then(|| Expr::col((Alias::new("stamp"), Alias::new("t"))))
+    })?;
     // SQLite reads `ON CONFLICT` after a bare `SELECT … FROM …` as a join clause: a WHERE ends it.
     values
         .from_subquery(stamp, Alias::new("stamp"))

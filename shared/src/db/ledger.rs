@@ -9,8 +9,8 @@ use sea_orm::sea_query::{
     Alias, CommonTableExpression, Expr, ExprTrait, OnConflict, Query, SubQueryStatement, WithClause,
 };
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, DbBackend, DbErr, EntityTrait, Iterable,
-    QueryFilter, QueryOrder, QuerySelect, StatementBuilder,
+    ColumnTrait, ConnectionTrait, DbBackend, DbErr, EntityTrait, Iterable, QueryFilter, QueryOrder,
+    QuerySelect, StatementBuilder,
 };
 use serde::Serialize;
 
@@ -175,22 +175,11 @@ where
     }
     let moved = Alias::new("moved");
     let row = ledger_entry::ActiveModel::from(entry.clone());
-    let mut values = Query::select();
-    for col in Col::iter() {
-        match col {
-            Col::BalanceAfter => {
-                values.expr(Expr::col((moved.clone(), balance::Column::Available)))
-            }
-            Col::CreatedAt => values.expr(super::clock_expr(backend)),
-            col => {
-                let value = row
-                    .get(col)
-                    .into_value()
-                    .ok_or_else(|| DbErr::Custom(format!("a ledger entry leaves {col:?} unset")))?;
-                values.expr(Expr::val(value))
-            }
-        };
-    }
+    let mut values = super::row_values(&row, |col| match col {
+        Col::BalanceAfter => Some(Expr::col((moved.clone(), balance::Column::Available))),
+        Col::CreatedAt => Some(super::clock_expr(backend)),
+        _ => None,
+    })?;
     values.from(moved.clone());
     let insert = Query::insert()
         .into_table(ledger_entry::Entity)

@@ -76,6 +76,30 @@ pub(crate) fn clock_expr(backend: DbBackend) -> sea_orm::sea_query::Expr {
     }
 }
 
+/// The select list of an `INSERT … SELECT` of one row, in the order of its entity's columns:
+/// the expression `computed` gives for a column (a stamp, a value from a `WITH`), else the
+/// row's value, which must be set.
+pub(crate) fn row_values<A: sea_orm::ActiveModelTrait>(
+    row: &A,
+    computed: impl Fn(&<A::Entity as sea_orm::EntityTrait>::Column) -> Option<sea_orm::sea_query::Expr>,
+) -> Result<sea_orm::sea_query::SelectStatement, DbErr> {
+    use sea_orm::Iterable;
+    use sea_orm::sea_query::{Expr, Query};
+    let mut values = Query::select();
+    for col in <A::Entity as sea_orm::EntityTrait>::Column::iter() {
+        let expr = match computed(&col) {
+            Some(expr) => expr,
+            None => Expr::val(
+                row.get(col)
+                    .into_value()
+                    .ok_or_else(|| DbErr::Custom(format!("an insert leaves {col:?} unset")))?,
+            ),
+        };
+        values.expr(expr);
+    }
+    Ok(values)
+}
+
 /// True when the error is a unique-constraint violation (a duplicate that the schema refused),
 /// told by its SQLSTATE (PostgreSQL 23505; SQLite's extended codes 2067 and 1555) through sea-orm,
 /// never by the message text, which a server with another `lc_messages` words differently.
