@@ -203,7 +203,7 @@ impl NewPayout {
                 errors.push(FieldError::required("amount"));
                 None
             }
-            Some(value) => match whole_kobo(value) {
+            Some(value) => match crate::money::whole_kobo(value) {
                 Some(amount) if (MIN_PAYOUT..=max_amount).contains(&amount) => Some(amount),
                 Some(_) => {
                     errors.push(FieldError::new(
@@ -236,16 +236,6 @@ impl NewPayout {
             _ => Err(errors),
         }
     }
-}
-
-/// An integer, or a float with no fraction (JSON writers that only know doubles), in kobo.
-pub fn whole_kobo(value: &Value) -> Option<i64> {
-    value.as_i64().or_else(|| {
-        value
-            .as_f64()
-            .filter(|f| f.fract() == 0.0 && f.abs() < 9.0e15)
-            .map(|f| f as i64)
-    })
 }
 
 /// Lagos time (WAT, UTC+1 all year: Nigeria keeps no daylight saving).

@@ -153,7 +153,9 @@ pub struct ProvisioningConfig {
 pub struct RecheckConfig {
     /// Provider errors are retried with backoff this many times before the recheck fails.
     pub max_attempts: u32,
+    /// First delay between retries, doubling up to `max_retry_secs`.
     pub initial_retry_secs: u64,
+    pub max_retry_secs: u64,
 }
 
 impl Default for RecheckConfig {
@@ -161,6 +163,7 @@ impl Default for RecheckConfig {
         Self {
             max_attempts: 5,
             initial_retry_secs: 2,
+            max_retry_secs: 600,
         }
     }
 }

@@ -312,7 +312,7 @@ async fn control_deposit(
         reference: domain::ids::new_id("txn"),
         account_number: account_number.clone(),
         amount,
-        currency: "NGN".into(),
+        currency: domain::money::CURRENCY.into(),
         sender_name: body.sender_name.unwrap_or_else(|| "Sandbox Sender".into()),
         sender_account_number: body
             .sender_account_number

@@ -108,8 +108,8 @@ pub fn problems(new: &NewTransfer) -> Option<String> {
     if new.amount <= 0 {
         return Some("amount must be a positive number of kobo".into());
     }
-    if new.currency != "NGN" {
-        return Some("currency must be NGN".into());
+    if new.currency != domain::money::CURRENCY {
+        return Some(format!("currency must be {}", domain::money::CURRENCY));
     }
     if !nuban::is_valid(&new.bank_code, &new.account_number) {
         return Some("accountNumber is not a valid NUBAN for bankCode".into());

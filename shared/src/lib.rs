@@ -11,6 +11,7 @@ pub mod jobs;
 pub mod providers;
 pub mod queue;
 pub mod relay;
+pub mod retry;
 pub mod signing;
 pub mod ssrf;
 pub mod views;

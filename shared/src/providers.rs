@@ -17,6 +17,12 @@ use ops::config::{Config, ProviderConfig};
 
 use crate::http::{PROVIDER_BODY_LIMIT, read_capped};
 
+/// A bank that does not accept a connection in this long is down for this call.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+/// The longest one call to a bank may take, its answer included; a slower answer is a timeout
+/// (a creation then answers 202 and the worker keeps asking).
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(15);
+
 /// A transaction list can be long (a month of a busy account's deposits, with no paging in the
 /// protocol): about 25,000 transactions fit.
 const TRANSACTIONS_BODY_LIMIT: usize = 8 * PROVIDER_BODY_LIMIT;
@@ -154,7 +160,7 @@ impl RemoteTransaction {
                 "amount must be positive",
             ));
         }
-        if self.currency != "NGN" {
+        if self.currency != domain::money::CURRENCY {
             errors.push(FieldError::new(
                 "currency",
                 "invalid_value",
@@ -360,8 +366,8 @@ impl Providers {
         }
         Self {
             http: reqwest::Client::builder()
-                .connect_timeout(Duration::from_secs(3))
-                .timeout(Duration::from_secs(15))
+                .connect_timeout(CONNECT_TIMEOUT)
+                .timeout(REQUEST_TIMEOUT)
                 // A 3xx is the provider's error (see `classify`), never a place to re-send to.
                 .redirect(reqwest::redirect::Policy::none())
                 .build()

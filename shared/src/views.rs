@@ -277,7 +277,7 @@ pub mod schema {
     }
 
     pub fn currency() -> Object {
-        constant("NGN")
+        constant(domain::money::CURRENCY)
     }
 }
 
@@ -419,7 +419,7 @@ impl BalanceView {
         Self {
             object: "balance",
             mode,
-            currency: "NGN".into(),
+            currency: domain::money::CURRENCY.into(),
             available: balance.map_or(0, |b| b.available),
             in_flight,
             updated_at: balance.map(|b| rfc3339(&b.updated_at)),

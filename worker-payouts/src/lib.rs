@@ -12,7 +12,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use backoff::backoff::Backoff;
 use chrono::{DateTime, NaiveTime, Utc};
 use domain::Mode;
 use domain::payout::{
@@ -36,20 +35,11 @@ pub const QUEUE: &str = PayoutJob::QUEUE;
 /// The delay before status query number `attempt + 1`: doubling from the initial delay up to
 /// the maximum, with ±20 % jitter so many payouts do not poll in step.
 pub fn poll_delay(config: &PayoutsConfig, attempt: i32) -> Duration {
-    let mut policy = backoff::ExponentialBackoffBuilder::new()
-        .with_initial_interval(Duration::from_secs(config.initial_poll_secs.max(1)))
-        .with_multiplier(2.0)
-        .with_randomization_factor(0.2)
-        .with_max_interval(Duration::from_secs(config.max_poll_secs.max(1)))
-        .with_max_elapsed_time(None)
-        .build();
-    let mut delay = Duration::ZERO;
-    for _ in 0..=attempt.clamp(0, 64) {
-        delay = policy
-            .next_backoff()
-            .unwrap_or(Duration::from_secs(config.max_poll_secs));
-    }
-    delay
+    shared::retry::jittered_delay(
+        Duration::from_secs(config.initial_poll_secs),
+        Duration::from_secs(config.max_poll_secs),
+        attempt,
+    )
 }
 
 pub struct Payer {

@@ -7,7 +7,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use backoff::backoff::Backoff;
 use domain::provider::{Settlement, settlement};
 use domain::{AccountStatus, Bank, Mode};
 use ops::config::{Config, ProvisioningConfig};
@@ -35,20 +34,11 @@ pub struct Provisioner {
 /// The delay before poll number `attempt + 1`: doubling from the initial delay up to the
 /// maximum, with ±20 % jitter so many pending accounts do not poll in step.
 pub fn poll_delay(config: &ProvisioningConfig, attempt: i32) -> Duration {
-    let mut policy = backoff::ExponentialBackoffBuilder::new()
-        .with_initial_interval(Duration::from_secs(config.initial_poll_secs.max(1)))
-        .with_multiplier(2.0)
-        .with_randomization_factor(0.2)
-        .with_max_interval(Duration::from_secs(config.max_poll_secs.max(1)))
-        .with_max_elapsed_time(None)
-        .build();
-    let mut delay = Duration::ZERO;
-    for _ in 0..=attempt.clamp(0, 64) {
-        delay = policy
-            .next_backoff()
-            .unwrap_or(Duration::from_secs(config.max_poll_secs));
-    }
-    delay
+    shared::retry::jittered_delay(
+        Duration::from_secs(config.initial_poll_secs),
+        Duration::from_secs(config.max_poll_secs),
+        attempt,
+    )
 }
 
 #[async_trait]

@@ -7,7 +7,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use backoff::backoff::Backoff;
 use domain::RecheckStatus;
 use ops::config::{Config, RecheckConfig};
 use sea_orm::DatabaseConnection;
@@ -30,20 +29,13 @@ pub struct Rechecker {
     pub relay: Relay,
 }
 
-/// Doubling from the initial delay, ±20 % jitter.
+/// The delay before retry number `attempt + 1` of a provider error (the shared backoff).
 pub fn retry_delay(config: &RecheckConfig, attempt: i32) -> Duration {
-    let mut policy = backoff::ExponentialBackoffBuilder::new()
-        .with_initial_interval(Duration::from_secs(config.initial_retry_secs.max(1)))
-        .with_randomization_factor(0.2)
-        .with_multiplier(2.0)
-        .with_max_interval(Duration::from_secs(600))
-        .with_max_elapsed_time(None)
-        .build();
-    let mut delay = Duration::ZERO;
-    for _ in 0..=attempt.clamp(0, 32) {
-        delay = policy.next_backoff().unwrap_or(Duration::from_secs(600));
-    }
-    delay
+    shared::retry::jittered_delay(
+        Duration::from_secs(config.initial_retry_secs),
+        Duration::from_secs(config.max_retry_secs),
+        attempt,
+    )
 }
 
 #[async_trait]

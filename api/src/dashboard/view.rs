@@ -5,7 +5,8 @@ use askama::Template;
 use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Response};
 use chrono::{DateTime, FixedOffset, Utc};
-use domain::{Mode, Role};
+use domain::payout::PayoutStatus;
+use domain::{AccountStatus, DeliveryStatus, DepositStatus, Mode, RecheckStatus, Role, TextEnum};
 
 /// The dashboard's sections, in navigation order. Adding a page: give it a section here (and a
 /// row in [`NAV`]), a route in `dashboard::router`, and a template that extends `base.html`.
@@ -296,6 +297,83 @@ pub fn naira(kobo: i64) -> String {
     format!("{sign}₦{grouped}.{:02}", kobo % 100)
 }
 
+/// What a status means to the person reading it, as a badge's colour.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tone {
+    Good,
+    Wait,
+    Bad,
+    Quiet,
+}
+
+impl Tone {
+    /// The stylesheet's class for it.
+    pub fn class(self) -> &'static str {
+        match self {
+            Tone::Good => "good",
+            Tone::Wait => "wait",
+            Tone::Bad => "bad",
+            Tone::Quiet => "quiet",
+        }
+    }
+}
+
+/// A status the dashboard shows as a badge. Each says its tone with an exhaustive match, so a
+/// status added to the domain cannot silently show grey.
+pub trait Status: TextEnum {
+    fn tone(self) -> Tone;
+}
+
+impl Status for AccountStatus {
+    fn tone(self) -> Tone {
+        match self {
+            AccountStatus::Active => Tone::Good,
+            AccountStatus::Pending => Tone::Wait,
+            AccountStatus::Failed => Tone::Bad,
+            AccountStatus::Deactivated => Tone::Quiet,
+        }
+    }
+}
+
+impl Status for DepositStatus {
+    fn tone(self) -> Tone {
+        match self {
+            DepositStatus::Credited => Tone::Good,
+            DepositStatus::Flagged => Tone::Bad,
+        }
+    }
+}
+
+impl Status for RecheckStatus {
+    fn tone(self) -> Tone {
+        match self {
+            RecheckStatus::Completed => Tone::Good,
+            RecheckStatus::Queued | RecheckStatus::Running => Tone::Wait,
+            RecheckStatus::Failed => Tone::Bad,
+        }
+    }
+}
+
+impl Status for DeliveryStatus {
+    fn tone(self) -> Tone {
+        match self {
+            DeliveryStatus::Succeeded => Tone::Good,
+            DeliveryStatus::Pending => Tone::Wait,
+            DeliveryStatus::Dead => Tone::Bad,
+        }
+    }
+}
+
+impl Status for PayoutStatus {
+    fn tone(self) -> Tone {
+        match self {
+            PayoutStatus::Succeeded => Tone::Good,
+            PayoutStatus::Pending | PayoutStatus::Processing => Tone::Wait,
+            PayoutStatus::Failed | PayoutStatus::Reversed => Tone::Bad,
+        }
+    }
+}
+
 /// A status as a badge: its words and its colour class.
 pub struct Badge {
     pub label: String,
@@ -303,18 +381,15 @@ pub struct Badge {
 }
 
 impl Badge {
-    pub fn of(status: &str) -> Badge {
-        let tone = match status {
-            "active" | "credited" | "completed" | "succeeded" | "approved" => "good",
-            "pending" | "queued" | "running" | "processing" => "wait",
-            "failed" | "flagged" | "dead" | "rejected" | "reversed" => "bad",
-            _ => "quiet",
-        };
-        let mut label = status.replace('_', " ");
+    pub fn of<S: Status>(status: S) -> Badge {
+        let mut label = status.text().replace('_', " ");
         if let Some(first) = label.get_mut(0..1) {
             first.make_ascii_uppercase();
         }
-        Badge { label, tone }
+        Badge {
+            label,
+            tone: status.tone().class(),
+        }
     }
 }
 
@@ -356,9 +431,10 @@ mod tests {
 
     #[test]
     fn badges_name_their_status() {
-        let b = Badge::of("deactivated");
+        let b = Badge::of(AccountStatus::Deactivated);
         assert_eq!((b.label.as_str(), b.tone), ("Deactivated", "quiet"));
-        assert_eq!(Badge::of("flagged").tone, "bad");
+        assert_eq!(Badge::of(DepositStatus::Flagged).tone, "bad");
+        assert_eq!(Badge::of(PayoutStatus::Processing).tone, "wait");
     }
 
     #[test]

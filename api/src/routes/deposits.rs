@@ -284,11 +284,7 @@ fn parse_amount(body: &Map<String, Value>, errors: &mut Vec<FieldError>) -> Opti
     match body.get("amount") {
         None | Some(Value::Null) => bad(errors, "required", "amount is required"),
         // 146.0 is a whole number too (JSON Schema's integer says so); 146.5 is not.
-        Some(Value::Number(n)) => match n.as_i64().or_else(|| {
-            n.as_f64()
-                .filter(|f| f.fract() == 0.0 && f.abs() < 9.0e15)
-                .map(|f| f as i64)
-        }) {
+        Some(number @ Value::Number(_)) => match domain::money::whole_kobo(number) {
             Some(a) if (1..=AMOUNT_MAX).contains(&a) => Some(a),
             Some(_) => bad(
                 errors,

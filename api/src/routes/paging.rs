@@ -2,14 +2,13 @@
 //! it answers: one home for lists of accounts, deposits, events, payouts and the ledger.
 
 use domain::FieldError;
-use shared::db::paging::{self, Filter, Keyset, PageRequest, Position, Total};
+use shared::db::paging::{
+    self, Filter, Keyset, MAX_CURSOR_CHARS, MAX_PAGE, MAX_PAGE_SIZE, PageRequest, Position, Total,
+};
 use shared::views::Page;
 
 use crate::extract::QueryPairs;
 use crate::state::AppState;
-
-/// A cursor longer than this was not issued here (ours are about 200 characters).
-const MAX_CURSOR_CHARS: usize = 1_000;
 
 /// What a list was asked for, and the filter its cursors are bound to.
 pub struct Paging {
@@ -27,8 +26,8 @@ impl Paging {
         filter: Filter,
         errors: &mut Vec<FieldError>,
     ) -> Self {
-        let page = query.int("page", 1, 1, 1_000_000, errors);
-        let page_size = query.int("pageSize", 20, 1, 100, errors);
+        let page = query.int("page", 1, 1, MAX_PAGE, errors);
+        let page_size = query.int("pageSize", 20, 1, MAX_PAGE_SIZE, errors);
         let mut position = Position::Page(page);
         if let Some(cursor) = query.get("cursor") {
             if query.get("page").is_some() {

@@ -20,6 +20,10 @@ use crate::routes::paging::Paging;
 use crate::state::AppState;
 use shared::db::paging::Filter;
 
+/// How long a caller waits before asking again when the payout bank's name enquiry is down: long
+/// enough for a brief outage to pass, short enough for a person at the form.
+const NAME_ENQUIRY_RETRY_AFTER_SECS: u64 = 30;
+
 pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(put_settlement_account, get_settlement_account))
@@ -252,7 +256,7 @@ pub(crate) async fn change_settlement_account(
                 _ => tracing::warn!(error = %e, "name enquiry failed"),
             }
             ApiError::ProviderUnavailable {
-                retry_after_secs: 30,
+                retry_after_secs: NAME_ENQUIRY_RETRY_AFTER_SECS,
             }
         })?
         .ok_or(ApiError::BankAccountNotFound)?;

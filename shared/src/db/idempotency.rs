@@ -15,11 +15,9 @@ use sha2::{Digest, Sha256};
 use super::entities::idempotency_key;
 use crate::crypto::RequestDigest;
 use domain::Mode;
+use domain::idempotency::KeyState;
 
 pub use idempotency_key::Model as StoredKey;
-
-const IN_FLIGHT: &str = "in_flight";
-const COMPLETED: &str = "completed";
 
 /// The operation a key belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -118,7 +116,7 @@ impl Key<'_> {
             mode: Set(mode),
             key: Set(key),
             request_hash: Set(self.request.stored().to_owned()),
-            state: Set(IN_FLIGHT.to_owned()),
+            state: Set(KeyState::InFlight),
             response_status: Set(None),
             account_id: Set(resource_id.map(str::to_owned)),
             created_at: Set(now),
@@ -157,7 +155,7 @@ impl Key<'_> {
             business_id: Set(business_id),
             mode: Set(mode),
             key: Set(key),
-            state: Set(COMPLETED.to_owned()),
+            state: Set(KeyState::Completed),
             response_status: Set(Some(i32::from(status))),
             account_id: Set(Some(resource_id.to_owned())),
             updated_at: Set(now),
@@ -171,7 +169,7 @@ impl Key<'_> {
 
 /// True when the key's first request finished.
 pub fn is_completed(stored: &StoredKey) -> bool {
-    stored.state == COMPLETED
+    stored.state == KeyState::Completed
 }
 
 /// The status first answered, once completed.

@@ -36,6 +36,13 @@ pub struct Keyset {
     pub skipped: u64,
 }
 
+/// The limits of every list's paging (SPEC §3), the API's and the dashboard's alike: page
+/// numbers 1 to `MAX_PAGE`, pages of 1 to `MAX_PAGE_SIZE` items, and no cursor longer than
+/// `MAX_CURSOR_CHARS` (ours are about 200 characters).
+pub const MAX_PAGE: u64 = 1_000_000;
+pub const MAX_PAGE_SIZE: u64 = 100;
+pub const MAX_CURSOR_CHARS: usize = 1_000;
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PageRequest {
     pub page_size: u64,

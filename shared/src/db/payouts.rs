@@ -237,7 +237,7 @@ pub async fn create(
         mode: Set(req.mode),
         status: Set(PayoutStatus::Pending),
         amount: Set(req.payout.amount),
-        currency: Set("NGN".to_owned()),
+        currency: Set(domain::money::CURRENCY.to_owned()),
         reference: Set(req.payout.reference.clone()),
         narration: Set(req.payout.narration.clone()),
         bank_code: Set(destination.bank_code.clone()),

@@ -8,6 +8,7 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use domain::{AccountStatus, Bank, IdentityType, Mode};
 use shared::db::accounts::{self, Account, ListQuery};
+use shared::db::paging::{MAX_PAGE, MAX_PAGE_SIZE};
 use shared::db::{deliveries, deposits, events, rechecks};
 
 use super::listing::grouped;
@@ -55,10 +56,6 @@ struct ListPage {
     curl: String,
 }
 
-fn bank_name(slug: &str) -> &'static str {
-    Bank::parse(slug).map_or("Unknown bank", Bank::name)
-}
-
 /// A page number or size from the query: out of range or not a number reads as the default
 /// (a person's typo is not worth an error page).
 fn number(query: &QueryPairs, name: &str, default: u64, max: u64) -> u64 {
@@ -75,8 +72,8 @@ pub async fn list(
     headers: HeaderMap,
     query: QueryPairs,
 ) -> PageResult {
-    let page = number(&query, "page", 1, 1_000_000);
-    let page_size = number(&query, "pageSize", PAGE_SIZE, 100);
+    let page = number(&query, "page", 1, MAX_PAGE);
+    let page_size = number(&query, "pageSize", PAGE_SIZE, MAX_PAGE_SIZE);
     let status = query.get("status").and_then(AccountStatus::parse);
     let raw_q = query.get("q").unwrap_or("").trim();
     // The API's limits on q (it answers 422; a person gets the reason and the unfiltered list).
@@ -148,8 +145,8 @@ pub async fn list(
             href: format!("/dashboard/{mode}/accounts/{}", a.id),
             number: a.account_number.clone(),
             name: a.account_name.clone(),
-            bank: bank_name(a.bank.as_str()),
-            status: Badge::of(a.status.as_str()),
+            bank: a.bank.name(),
+            status: Badge::of(a.status),
             reference: a.customer_reference.clone(),
             created: When::of(&a.created_at),
         })
@@ -158,7 +155,7 @@ pub async fn list(
         .into_iter()
         .map(|s| StatusOption {
             value: s.as_str(),
-            label: Badge::of(s.as_str()).label,
+            label: Badge::of(s).label,
             selected: Some(s) == status,
         })
         .collect();
@@ -246,8 +243,8 @@ impl From<&Account> for AccountView {
             id: a.id.clone(),
             name: a.account_name.clone(),
             number: a.account_number.clone(),
-            bank: bank_name(a.bank.as_str()),
-            status: Badge::of(a.status.as_str()),
+            bank: a.bank.name(),
+            status: Badge::of(a.status),
             customer_name: a.customer_name.clone(),
             customer_email: a.customer_email.clone(),
             customer_phone: a.customer_phone.clone(),
@@ -340,7 +337,7 @@ pub async fn show(
     else {
         return Ok(not_found());
     };
-    let page = number(&query, "depositsPage", 1, 1_000_000);
+    let page = number(&query, "depositsPage", 1, MAX_PAGE);
     let (deposit_rows, deposit_total) = deposits::list(
         &state.db,
         &account,
@@ -369,7 +366,7 @@ pub async fn show(
         .map(|d| DepositRow {
             received: When::of(&d.received_at),
             amount: naira(d.amount),
-            status: Badge::of(d.status.as_str()),
+            status: Badge::of(d.status),
             flagged: d.status == domain::DepositStatus::Flagged,
             sender: [d.sender_name.as_deref(), d.sender_bank_name.as_deref()]
                 .into_iter()
@@ -391,7 +388,7 @@ pub async fn show(
             created: When::of(&r.created_at),
             from: When::of(&r.window_from),
             to: When::of(&r.window_to),
-            status: Badge::of(r.status.as_str()),
+            status: Badge::of(r.status),
             found: r.deposits_found,
         })
         .collect();
@@ -416,7 +413,7 @@ pub async fn show(
                 .iter()
                 .rev()
                 .find(|d| d.event_id == e.id)
-                .map(|d| Badge::of(d.status.as_str())),
+                .map(|d| Badge::of(d.status)),
         })
         .collect();
     let page_view = AccountPage {

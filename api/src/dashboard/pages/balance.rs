@@ -221,7 +221,7 @@ async fn render<R: MinRole>(
             id: p.id.clone(),
             created: When::of(&p.created_at),
             amount: naira(p.amount),
-            status: Badge::of(p.status.as_str()),
+            status: Badge::of(p.status),
             to_name: p.account_name.clone(),
             to_bank: format!("{} · {}", p.bank_name, p.account_number),
             reference: p.reference.clone(),
@@ -257,7 +257,7 @@ async fn render<R: MinRole>(
         .into_iter()
         .map(|s| StatusOption {
             value: s.as_str(),
-            label: Badge::of(s.as_str()).label,
+            label: Badge::of(s).label,
             selected: Some(s) == payout_status,
         })
         .collect();

@@ -142,7 +142,7 @@ pub async fn list(
             DepositRow {
                 received: When::of(&d.received_at),
                 amount: naira(d.amount),
-                status: Badge::of(d.status.as_str()),
+                status: Badge::of(d.status),
                 flagged: d.status == DepositStatus::Flagged,
                 account_href: format!("/dashboard/{mode}/accounts/{}", d.account_id),
                 account_number: account.and_then(|a| a.account_number.clone()),
@@ -158,7 +158,7 @@ pub async fn list(
         .into_iter()
         .map(|s| StatusOption {
             value: s.as_str(),
-            label: Badge::of(s.as_str()).label,
+            label: Badge::of(s).label,
             selected: Some(s) == status,
         })
         .collect();

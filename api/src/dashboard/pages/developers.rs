@@ -206,7 +206,7 @@ async fn render(
         test_events.push(TestEventRow {
             id: event.id.clone(),
             created: When::of(&event.created_at),
-            delivery: latest.map(|(d, _)| Badge::of(d.status.as_str())),
+            delivery: latest.map(|(d, _)| Badge::of(d.status)),
             attempts: latest
                 .map(|(_, attempts)| {
                     attempts

@@ -101,7 +101,7 @@ pub async fn list(
                 .iter()
                 .rev()
                 .find(|d| d.event_id == e.id)
-                .map(|d| Badge::of(d.status.as_str())),
+                .map(|d| Badge::of(d.status)),
         })
         .collect();
     let types = EventType::ALL
@@ -205,7 +205,7 @@ async fn render_event<R: MinRole>(
         .into_iter()
         .map(|(d, attempts)| DeliveryBlock {
             url: d.url.clone(),
-            status: Badge::of(d.status.as_str()),
+            status: Badge::of(d.status),
             created: When::of(&d.created_at),
             next_attempt: When::maybe(d.next_attempt_at.as_ref()),
             completed: When::maybe(d.completed_at.as_ref()),

@@ -2,16 +2,13 @@
 //! lists of `shared::db::paging`, walked by the same signed cursors as the API ("Next" is a
 //! cursor, constant time however deep), with a page number for going back.
 
-use shared::db::paging::{self, Filter, Keyset, PageRequest, Position, Total};
+use shared::db::paging::{
+    self, Filter, Keyset, MAX_CURSOR_CHARS, MAX_PAGE, PageRequest, Position, Total,
+};
 
 use crate::dashboard::view;
 use crate::extract::QueryPairs;
 use crate::state::AppState;
-
-/// A cursor longer than this was not issued here (the API's limit).
-const MAX_CURSOR_CHARS: usize = 1_000;
-/// Page numbers beyond this read as the first page (the API's limit).
-const MAX_PAGE: u64 = 1_000_000;
 
 /// The query parameters of one list on a page (a page with two lists names them apart).
 #[derive(Clone, Copy)]

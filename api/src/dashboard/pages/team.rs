@@ -198,7 +198,7 @@ pub async fn show(
     let audit_page = query
         .get("page")
         .and_then(|p| p.parse::<u64>().ok())
-        .filter(|p| (1..=1_000_000).contains(p))
+        .filter(|p| (1..=shared::db::paging::MAX_PAGE).contains(p))
         .unwrap_or(1);
     let extra = Extra {
         notice: notice(query.get("done")),

@@ -1,4 +1,5 @@
 use domain::Mode;
+use domain::idempotency::KeyState;
 use sea_orm::entity::prelude::*;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
@@ -12,8 +13,7 @@ pub struct Model {
     pub key: String,
     /// SHA-256 of the canonical request body.
     pub request_hash: String,
-    /// `in_flight` or `completed`.
-    pub state: String,
+    pub state: KeyState,
     pub response_status: Option<i32>,
     pub account_id: Option<String>,
     pub created_at: DateTimeUtc,

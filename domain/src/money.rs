@@ -1,0 +1,34 @@
+//! Money as the contract writes it (SPEC conventions): integer kobo in one currency.
+
+use serde_json::Value;
+
+/// The one currency the service moves: every amount is kobo of it.
+pub const CURRENCY: &str = "NGN";
+
+/// An integer, or a float with no fraction (JSON writers that only know doubles), in kobo.
+/// Floats at or past 2^53 are refused: beyond it a double no longer holds every whole number.
+pub fn whole_kobo(value: &Value) -> Option<i64> {
+    const EXACT_DOUBLES: f64 = 9_007_199_254_740_992.0; // 2^53
+    value.as_i64().or_else(|| {
+        value
+            .as_f64()
+            .filter(|f| f.fract() == 0.0 && f.abs() < EXACT_DOUBLES)
+            .map(|f| f as i64)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn whole_numbers_only() {
+        assert_eq!(whole_kobo(&json!(150000)), Some(150000));
+        assert_eq!(whole_kobo(&json!(146.0)), Some(146));
+        assert_eq!(whole_kobo(&json!(146.5)), None);
+        assert_eq!(whole_kobo(&json!(1.0e300)), None);
+        assert_eq!(whole_kobo(&json!("150000")), None);
+        assert_eq!(whole_kobo(&json!(null)), None);
+    }
+}
