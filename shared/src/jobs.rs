@@ -67,10 +67,50 @@ impl QueueJob for PayoutJob {
 mod tests {
     use super::*;
 
-    /// Rows written before jobs were typed per queue keep reading the same.
+    /// The kind of every variant of every job type this file declares, read from its source:
+    /// the list is found, not typed, so a new job cannot be left out of the test below.
+    fn declared_kinds() -> std::collections::BTreeSet<String> {
+        let source = include_str!("jobs.rs");
+        let mut kinds = std::collections::BTreeSet::new();
+        for job in source.split("impl QueueJob for ").skip(1) {
+            let name: String = job.chars().take_while(|c| c.is_alphanumeric()).collect();
+            if name.is_empty() {
+                continue; // this test's own text
+            }
+            let body = source
+                .split(&format!("pub enum {name} {{"))
+                .nth(1)
+                .and_then(|rest| rest.split("\n}").next())
+                .expect("the job type is declared here");
+            for line in body.lines() {
+                let Some(variant) = line.strip_prefix("    ") else {
+                    continue;
+                };
+                if variant.starts_with(|c: char| c.is_ascii_uppercase()) {
+                    let variant: String = variant
+                        .chars()
+                        .take_while(|c| c.is_alphanumeric())
+                        .collect();
+                    // serde's snake_case: an underscore before each inner capital.
+                    let mut kind = String::new();
+                    for (i, c) in variant.chars().enumerate() {
+                        if c.is_ascii_uppercase() && i > 0 {
+                            kind.push('_');
+                        }
+                        kind.push(c.to_ascii_lowercase());
+                    }
+                    kinds.insert(kind);
+                }
+            }
+        }
+        kinds
+    }
+
+    /// Rows written before jobs were typed per queue keep reading the same, every kind of
+    /// every queue.
     #[test]
     fn payloads_keep_their_json() {
-        let cases: [(String, &str); 4] = [
+        let cases: [(String, &str); 5] = [
             (
                 serde_json::to_string(&ProvisioningJob::Provision {
                     account_id: "va_1".into(),
@@ -99,10 +139,25 @@ mod tests {
                 .unwrap(),
                 r#"{"kind":"recheck","recheck_id":"rck_1"}"#,
             ),
+            (
+                serde_json::to_string(&PayoutJob::SendPayout {
+                    payout_id: "po_1".into(),
+                })
+                .unwrap(),
+                r#"{"kind":"send_payout","payout_id":"po_1"}"#,
+            ),
         ];
+        let mut covered = std::collections::BTreeSet::new();
         for (written, expected) in cases {
             assert_eq!(written, expected);
+            let json: serde_json::Value = serde_json::from_str(expected).unwrap();
+            covered.insert(json["kind"].as_str().unwrap().to_owned());
         }
+        assert_eq!(
+            covered,
+            declared_kinds(),
+            "every job kind keeps its JSON here"
+        );
     }
 
     /// Another queue's job is no job of this one.

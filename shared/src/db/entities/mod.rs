@@ -26,13 +26,45 @@ pub mod virtual_account;
 
 #[cfg(test)]
 mod tests {
+    use std::cell::RefCell;
+    use std::collections::BTreeSet;
+
+    use domain::idempotency::KeyState;
+    use domain::payout::{EntryType, PayoutStatus, Schedule};
     use domain::{
-        AccountStatus, Bank, DeliveryStatus, DepositSource, DepositStatus, EventType, IdentityType,
-        KybStatus, Mode, RecheckStatus,
+        AccountStatus, AuditAction, Bank, DeliveryStatus, DepositSource, DepositStatus, EventType,
+        IdentityType, KybStatus, Mode, RecheckStatus, Role,
     };
     use sea_orm::ActiveEnum;
     use serde::Serialize;
     use serde::de::DeserializeOwned;
+
+    thread_local! {
+        /// The enumerations `stored_and_sent_as` checked, by name.
+        static CHECKED: RefCell<BTreeSet<String>> = const { RefCell::new(BTreeSet::new()) };
+    }
+
+    /// Every `text_enum!` the domain declares, read from its source: the list of enumerations
+    /// is found, not typed, so a new one cannot be left out of the test below.
+    fn declared_enumerations() -> BTreeSet<String> {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../domain/src");
+        let mut names = BTreeSet::new();
+        for entry in std::fs::read_dir(dir).expect("domain/src is readable") {
+            let source = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+            for invocation in source.split("text_enum! {").skip(1) {
+                let after = invocation
+                    .split("pub enum ")
+                    .nth(1)
+                    .expect("an enum follows");
+                let name: String = after
+                    .chars()
+                    .take_while(|c| c.is_alphanumeric() || *c == '_')
+                    .collect();
+                names.insert(name);
+            }
+        }
+        names
+    }
 
     /// Each variant's database value and JSON value are exactly the text stored and sent before
     /// the columns were typed (so no data changed), and read back as the same variant.
@@ -45,6 +77,8 @@ mod tests {
             + PartialEq
             + std::fmt::Debug,
     {
+        let name = std::any::type_name::<E>().rsplit("::").next().unwrap();
+        CHECKED.with(|c| c.borrow_mut().insert(name.to_owned()));
         assert_eq!(all.len(), texts.len(), "{all:?} against {texts:?}");
         for (variant, text) in all.iter().zip(texts) {
             assert_eq!(variant.to_value(), *text, "database value of {variant:?}");
@@ -101,6 +135,39 @@ mod tests {
                 "settlement_account.updated",
                 "webhook.test",
             ],
+        );
+        stored_and_sent_as(
+            &PayoutStatus::ALL,
+            &["pending", "processing", "succeeded", "failed", "reversed"],
+        );
+        stored_and_sent_as(&Schedule::ALL, &["manual", "daily"]);
+        stored_and_sent_as(&EntryType::ALL, &["deposit", "payout", "payout_return"]);
+        stored_and_sent_as(&Role::ALL, &["viewer", "developer", "owner"]);
+        stored_and_sent_as(&KeyState::ALL, &["in_flight", "completed"]);
+        stored_and_sent_as(
+            &AuditAction::ALL,
+            &[
+                "session.signed_in",
+                "session.signed_out",
+                "key.rolled",
+                "key.revoked",
+                "webhook.url_set",
+                "webhook.secret_rotated",
+                "webhook.test_sent",
+                "event.resent",
+                "user.added",
+                "user.role_changed",
+                "user.removed",
+                "profile.password_changed",
+                "profile.totp_enabled",
+                "profile.totp_removed",
+            ],
+        );
+        let checked = CHECKED.with(|c| c.borrow().clone());
+        assert_eq!(
+            checked,
+            declared_enumerations(),
+            "every enumeration the domain declares keeps its text here"
         );
     }
 }
