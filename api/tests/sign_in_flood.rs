@@ -19,6 +19,7 @@ use tokio::sync::Mutex;
 on_both_databases!(
     parallel_wrong_passwords_check_five_and_then_refuse_the_right_one,
     five_hundred_sign_ins_at_once_keep_memory_bounded_and_the_api_answering,
+    an_unknown_email_costs_one_password_check_like_a_known_one,
 );
 
 /// One test at a time in this binary (see the module's note).
@@ -225,5 +226,21 @@ async fn five_hundred_sign_ins_at_once_keep_memory_bounded_and_the_api_answering
     assert!(!api_answers.is_empty());
     for answer in &api_answers {
         assert_eq!(answer, &Ok(200), "an API request during the flood");
+    }
+}
+
+/// The same work whether or not the e-mail exists (SPEC §8): an unknown one's password is
+/// checked against a dummy hash, so its answer takes as long.
+async fn an_unknown_email_costs_one_password_check_like_a_known_one(backend: Backend) {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let app = spawn_app_with(backend, |_| {}).await;
+    let (email, _) = add_user(&app, Role::Viewer).await;
+    for typed in [email.as_str(), "nobody-at-all@example.com"] {
+        let before = password_checks(&app.base).await;
+        let answer = Http::new(&app)
+            .sign_in_answer(typed, "a wrong password")
+            .await;
+        assert_eq!(answer.status, 401);
+        assert_eq!(password_checks(&app.base).await - before, 1, "{typed}");
     }
 }
