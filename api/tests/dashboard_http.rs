@@ -34,6 +34,7 @@ on_both_databases!(
     failed_and_locked_sign_ins_are_audited_with_the_address,
     sign_ins_are_limited_per_client_address,
     sign_in_attempts_that_are_over_are_purged,
+    the_sign_in_migration_keeps_audit_rows_and_counts,
 );
 
 async fn a_post_without_its_form_token_is_refused(backend: Backend) {
@@ -1502,4 +1503,76 @@ async fn sign_in_attempts_that_are_over_are_purged(backend: Backend) {
     })
     .await;
     assert_eq!(left().await, ["counting", "locked"]);
+}
+
+/// m0018 renames the throttle's count and lets an audit row have no business (SQLite rebuilds
+/// the table for that): rows recorded before it are all still there, indexes included.
+async fn the_sign_in_migration_keeps_audit_rows_and_counts(backend: Backend) {
+    use sea_orm_migration::MigratorTrait;
+    let test_db = common::TestDb::new(&backend).await;
+    let db = shared::db::connect(&test_db.url, 2).await.unwrap();
+    let before = migrations::Migrator::migrations()
+        .iter()
+        .position(|m| m.name().starts_with("m0018"))
+        .expect("m0018 is a migration") as u32;
+    migrations::Migrator::up(&db, Some(before)).await.unwrap();
+    let now = "2026-01-02T03:04:05Z";
+    for sql in [
+        format!(
+            "INSERT INTO businesses (id, name, kyb_status, created_at, updated_at) \
+             VALUES ('biz_1', 'Acme', 'approved', '{now}', '{now}')"
+        ),
+        format!(
+            "INSERT INTO audit_log (id, business_id, actor_user_id, actor_email, action, \
+             mode, target, detail, client_addr, created_at) VALUES ('aud_1', 'biz_1', \
+             'usr_1', 'ada@example.com', 'session.signed_in', NULL, NULL, NULL, '192.0.2.1', \
+             '{now}')"
+        ),
+        format!(
+            "INSERT INTO sign_in_throttles (email_hash, failures, window_started_at, \
+             locked_until) VALUES ('abc', 3, '{now}', NULL)"
+        ),
+    ] {
+        db.execute_unprepared(&sql).await.unwrap();
+    }
+    migrations::Migrator::up(&db, None).await.unwrap();
+
+    let (rows, _) = shared::db::audit::list(
+        &db,
+        "biz_1",
+        &shared::db::paging::PageRequest {
+            page_size: 10,
+            position: shared::db::paging::Position::Page(1),
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(rows.rows.len(), 1);
+    assert_eq!(rows.rows[0].client_addr.as_deref(), Some("192.0.2.1"));
+    let throttle = shared::db::users::throttle(&db, "abc")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(throttle.attempts, 3);
+    // A row of no business is accepted now.
+    let entry = shared::db::audit::Entry::without_business(domain::AuditAction::SignInFailed);
+    shared::db::audit::record(
+        &db,
+        &shared::db::audit::Actor::anonymous(Some("192.0.2.2".into())),
+        entry,
+        chrono::Utc::now(),
+    )
+    .await
+    .unwrap();
+    if !backend.is_postgres() {
+        let indexes = db
+            .query_all_raw(Statement::from_string(
+                db.get_database_backend(),
+                "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'audit_log' \
+                 AND sql IS NOT NULL",
+            ))
+            .await
+            .unwrap();
+        assert_eq!(indexes.len(), 1, "the business/created index is back");
+    }
 }

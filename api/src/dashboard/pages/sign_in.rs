@@ -106,15 +106,16 @@ where
     }
 }
 
-/// The audit log's record of a wrong password or code, and of the lock it caused: against the
-/// user when the e-mail is theirs, else against no one and no business (named by the throttle's
-/// hash of what was typed, never the text).
+/// The audit log's record of a wrong password or code (`failed`: what was wrong; None for a
+/// re-entered password, which is no sign-in) and of the lock it caused: against the user when
+/// the e-mail is theirs, else against no one and no business (named by the throttle's hash of
+/// what was typed, never the text).
 async fn record_failure(
     state: &AppState,
     user: Option<&User>,
     key: &str,
     addr: Option<String>,
-    detail: &str,
+    failed: Option<&str>,
     locked: bool,
 ) -> anyhow::Result<()> {
     let now = domain::time::now();
@@ -127,7 +128,7 @@ async fn record_failure(
         None => Entry::without_business(action).target(format!("e-mail {key}")),
     };
     let txn = state.db.begin().await?;
-    if !detail.is_empty() {
+    if let Some(detail) = failed {
         let failed = entry(AuditAction::SignInFailed).detail(detail);
         audit::record(&txn, &actor, failed, now).await?;
     }
@@ -166,7 +167,7 @@ pub(crate) async fn password_reentered<R: MinRole>(
         tracing::info!(user_id = %user.id, locked, "dashboard password re-entry failed");
         if locked {
             let addr = signed.client_addr.clone();
-            record_failure(state, Some(user), &key, addr, "", true).await?;
+            record_failure(state, Some(user), &key, addr, None, true).await?;
         }
     }
     Ok(checked == Checked::Right)
@@ -302,7 +303,7 @@ pub async fn submit(
             } else {
                 "no user has this e-mail"
             };
-            record_failure(&state, user.as_ref(), &key, addr, detail, locked).await?;
+            record_failure(&state, user.as_ref(), &key, addr, Some(detail), locked).await?;
             if locked {
                 return refuse(LOCKED, StatusCode::TOO_MANY_REQUESTS);
             }
@@ -457,7 +458,7 @@ pub async fn code_submit(
         Checked::Right => {}
         Checked::Locked => return Ok(locked_out().await?),
         Checked::Wrong { locked } => {
-            record_failure(&state, Some(user), &key, addr, "wrong code", locked).await?;
+            record_failure(&state, Some(user), &key, addr, Some("wrong code"), locked).await?;
             if locked {
                 return Ok(locked_out().await?);
             }
