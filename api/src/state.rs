@@ -12,6 +12,8 @@ use shared::db::keys::KeyOwner;
 use shared::providers::Providers;
 use shared::relay::Relay;
 
+use crate::dashboard::passwords::Hashing;
+
 /// What every handler shares.
 #[derive(Clone)]
 pub struct AppState {
@@ -20,6 +22,10 @@ pub struct AppState {
     pub config: Arc<Config>,
     pub auth_cache: AuthCache,
     pub auth_failures: AuthFailures,
+    /// Dashboard sign-in attempts per client address (`VAS_DASHBOARD__SIGN_INS_PER_MINUTE`).
+    pub sign_in_attempts: AuthFailures,
+    /// The bound on Argon2id computations at once.
+    pub hashing: Hashing,
     pub providers: Providers,
     /// Woken after a commit that wrote a job due now.
     pub relay: Relay,
@@ -34,6 +40,8 @@ impl AppState {
             providers: Providers::from_config(&config),
             auth_cache: AuthCache::new(ttl),
             auth_failures: AuthFailures::new(config.limits.auth_failures_per_minute),
+            sign_in_attempts: AuthFailures::new(config.dashboard.sign_ins_per_minute),
+            hashing: Hashing::new(&config.dashboard),
             config: Arc::new(config),
             relay,
         }
@@ -172,11 +180,7 @@ impl AuthFailures {
             return;
         }
         let key = client_key(client);
-        let mut window = self.windows.get_with(key, Self::fresh_window);
-        if window.started.elapsed() >= FAILURE_WINDOW {
-            window = Self::fresh_window();
-            self.windows.insert(key, window.clone());
-        }
+        let window = self.window(key);
         if window.failures.fetch_add(1, Ordering::Relaxed) + 1 == self.limit {
             tracing::warn!(
                 client = %key,
@@ -185,6 +189,35 @@ impl AuthFailures {
                  the minute"
             );
         }
+    }
+
+    /// Counts one attempt from the address and decides it in the same step (so attempts sent at
+    /// once cannot all pass): None when it may go ahead, else the seconds until the address may
+    /// try again.
+    pub fn admit(&self, client: IpAddr) -> Option<u64> {
+        if self.limit == 0 {
+            return None;
+        }
+        let window = self.window(client_key(client));
+        let counted = window
+            .failures
+            .fetch_add(1, Ordering::Relaxed)
+            .saturating_add(1);
+        (counted > self.limit).then(|| {
+            let left = FAILURE_WINDOW.saturating_sub(window.started.elapsed());
+            left.as_secs_f64().ceil().max(1.0) as u64
+        })
+    }
+
+    /// The address's current window (a new one once the last is a minute old).
+    fn window(&self, key: IpAddr) -> Arc<FailureWindow> {
+        let window = self.windows.get_with(key, Self::fresh_window);
+        if window.started.elapsed() < FAILURE_WINDOW {
+            return window;
+        }
+        let window = Self::fresh_window();
+        self.windows.insert(key, window.clone());
+        window
     }
 
     fn fresh_window() -> Arc<FailureWindow> {
@@ -236,6 +269,18 @@ mod tests {
         assert!((1..=60).contains(&retry), "{retry}");
         assert_eq!(failures.retry_after(other), None);
         assert_eq!(AuthFailures::new(0).retry_after(client), None);
+    }
+
+    #[test]
+    fn admitted_attempts_are_counted_and_decided_in_one_step() {
+        let attempts = AuthFailures::new(2);
+        let client: IpAddr = "192.0.2.1".parse().unwrap();
+        assert_eq!(attempts.admit(client), None);
+        assert_eq!(attempts.admit(client), None);
+        let retry = attempts.admit(client).expect("the third is over the limit");
+        assert!((1..=60).contains(&retry), "{retry}");
+        assert_eq!(attempts.admit("192.0.2.2".parse().unwrap()), None);
+        assert_eq!(AuthFailures::new(0).admit(client), None);
     }
 
     #[test]

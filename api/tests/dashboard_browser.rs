@@ -163,12 +163,15 @@ async fn sign_in_with_totp_enrolled_on_the_profile_page() {
     let totp = api::dashboard::auth::totp(&secret, &email).unwrap();
     let now = chrono::Utc::now().timestamp() as u64;
     fill(c, "#code", "123456").await;
+    // Turning it on takes the password too.
+    fill(c, "#confirm-password", &password).await;
     click(c, "form[action='/dashboard/profile/totp/confirm'] button").await;
     c.wait()
         .for_element(Locator::Css(".notice.error"))
         .await
         .unwrap();
     fill(c, "#code", &totp.generate(now).to_string()).await;
+    fill(c, "#confirm-password", &password).await;
     click(c, "form[action='/dashboard/profile/totp/confirm'] button").await;
     wait_for_url(c, "the confirmation", |u| {
         u.query().is_some_and(|q| q.contains("done=totp_on"))

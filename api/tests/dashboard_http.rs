@@ -31,6 +31,10 @@ on_both_databases!(
     totp_secrets_are_sealed_and_codes_work_once,
     accounts_list_searches_filters_and_pages_like_the_api,
     the_migration_gives_existing_events_their_account,
+    failed_and_locked_sign_ins_are_audited_with_the_address,
+    sign_ins_are_limited_per_client_address,
+    sign_in_attempts_that_are_over_are_purged,
+    the_sign_in_migration_keeps_audit_rows_and_counts,
 );
 
 async fn a_post_without_its_form_token_is_refused(backend: Backend) {
@@ -760,15 +764,46 @@ async fn totp_secrets_are_sealed_and_codes_work_once(backend: Backend) {
     let wrong = http
         .post(
             "/dashboard/profile/totp/confirm",
-            &[("form_token", &token), ("mode", "test"), ("code", "000000")],
+            &[
+                ("form_token", &token),
+                ("mode", "test"),
+                ("code", "000000"),
+                ("password", &password),
+            ],
         )
         .await;
     assert_eq!(wrong.status, 422);
     let code = totp.generate(now).to_string();
+    // Turning it on takes the password too: without it, or with a wrong one, it stays off.
+    for typed in ["", "not my password at all"] {
+        let refused = http
+            .post(
+                "/dashboard/profile/totp/confirm",
+                &[
+                    ("form_token", &token),
+                    ("mode", "test"),
+                    ("code", &code),
+                    ("password", typed),
+                ],
+            )
+            .await;
+        assert_eq!(refused.status, 422, "password {typed:?}");
+        assert!(refused.body.contains("Your password is not right"));
+        let user = shared::db::users::find_by_email(&app.db, &email)
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(!user.has_totp(), "password {typed:?}: still off");
+    }
     let confirmed = http
         .post(
             "/dashboard/profile/totp/confirm",
-            &[("form_token", &token), ("mode", "test"), ("code", &code)],
+            &[
+                ("form_token", &token),
+                ("mode", "test"),
+                ("code", &code),
+                ("password", &password),
+            ],
         )
         .await;
     assert_eq!(confirmed.status, 303, "{}", confirmed.body);
@@ -1271,5 +1306,273 @@ async fn insert_accounts_one_by_one(app: &common::TestApp, n: u64) {
             .await
             .unwrap();
         g += 1000;
+    }
+}
+
+/// SPEC §8: every failed or locked sign-in is in the audit log with the client address; an
+/// unknown e-mail's against no user and no business, without the e-mail or password as typed.
+async fn failed_and_locked_sign_ins_are_audited_with_the_address(backend: Backend) {
+    use sea_orm::EntityTrait;
+    use shared::db::entities::audit_entry;
+    let app = spawn_app(backend).await;
+    let (email, password) = add_user(&app, Role::Owner).await;
+    let user = shared::db::users::find_by_email(&app.db, &email)
+        .await
+        .unwrap()
+        .unwrap();
+    let unknown = "Nobody-Here@Example.com";
+    let typed = "the typed wrong password";
+    let rows = || async {
+        audit_entry::Entity::find()
+            .all(&app.db)
+            .await
+            .unwrap()
+            .into_iter()
+            .filter(|r| r.action != domain::AuditAction::UserAdded)
+            .collect::<Vec<_>>()
+    };
+
+    assert_eq!(
+        Http::new(&app).sign_in_answer(&email, typed).await.status,
+        401
+    );
+    assert_eq!(
+        Http::new(&app).sign_in_answer(unknown, typed).await.status,
+        401
+    );
+    let found = rows().await;
+    assert_eq!(found.len(), 2, "{found:?}");
+    let known = found.iter().find(|r| r.actor_user_id.is_some()).unwrap();
+    assert_eq!(known.action, domain::AuditAction::SignInFailed);
+    assert_eq!(known.business_id.as_deref(), Some(app.business.id.as_str()));
+    assert_eq!(known.actor_user_id.as_deref(), Some(user.id.as_str()));
+    assert_eq!(known.client_addr.as_deref(), Some("127.0.0.1"));
+    let nobody = found.iter().find(|r| r.actor_user_id.is_none()).unwrap();
+    assert_eq!(nobody.action, domain::AuditAction::SignInFailed);
+    assert_eq!(
+        (nobody.business_id.as_deref(), nobody.actor_email.as_deref()),
+        (None, None)
+    );
+    assert_eq!(nobody.client_addr.as_deref(), Some("127.0.0.1"));
+    for row in &found {
+        let text = format!("{row:?}").to_lowercase();
+        assert!(!text.contains("nobody-here"), "no typed e-mail: {text}");
+        assert!(!text.contains(typed), "no password: {text}");
+    }
+
+    // Four more: the fifth locks, and the lock is recorded once, with the address.
+    for _ in 0..4 {
+        Http::new(&app).sign_in_answer(&email, typed).await;
+    }
+    assert_eq!(
+        Http::new(&app)
+            .sign_in_answer(&email, &password)
+            .await
+            .status,
+        429
+    );
+    let found = rows().await;
+    let of = |action| found.iter().filter(move |r| r.action == action);
+    let locks: Vec<_> = of(domain::AuditAction::SignInLocked).collect();
+    assert_eq!(locks.len(), 1, "{found:?}");
+    assert_eq!(locks[0].actor_user_id.as_deref(), Some(user.id.as_str()));
+    assert_eq!(locks[0].client_addr.as_deref(), Some("127.0.0.1"));
+    assert_eq!(
+        of(domain::AuditAction::SignInFailed)
+            .filter(|r| r.actor_user_id.is_some())
+            .count(),
+        5,
+        "the right password while locked was not checked, nor recorded as a failure"
+    );
+    // An unknown e-mail's lock too, against no one.
+    for _ in 0..4 {
+        Http::new(&app).sign_in_answer(unknown, typed).await;
+    }
+    let found = rows().await;
+    let lock = found
+        .iter()
+        .find(|r| r.action == domain::AuditAction::SignInLocked && r.actor_user_id.is_none())
+        .expect("the unknown e-mail's lock");
+    assert_eq!(
+        (lock.business_id.as_deref(), lock.client_addr.as_deref()),
+        (None, Some("127.0.0.1"))
+    );
+    assert_eq!(lock.target, nobody.target, "the same e-mail, by its hash");
+
+    // The business's owner reads them on the Team page (once the lock is over).
+    app.db
+        .execute_unprepared("DELETE FROM sign_in_throttles")
+        .await
+        .unwrap();
+    let mut owner = Http::new(&app);
+    owner.sign_in(&email, &password).await;
+    let team = owner.get("/dashboard/test/team").await;
+    assert!(team.body.contains("Failed to sign in"));
+    assert!(team.body.contains("Sign-in locked for 15 minutes"));
+    assert!(!team.body.contains("nobody-here"));
+}
+
+async fn sign_ins_are_limited_per_client_address(backend: Backend) {
+    let app = spawn_app_with(backend, |c| c.dashboard.sign_ins_per_minute = 3).await;
+    let (email, password) = add_user(&app, Role::Viewer).await;
+    let mut http = Http::new(&app);
+    for i in 0..3 {
+        let email = format!("guess{i}@example.com");
+        assert_eq!(
+            http.sign_in_answer(&email, "a wrong password").await.status,
+            401
+        );
+    }
+    // The fourth attempt from this address in the minute: refused whatever the e-mail, right
+    // password included, with when to come back.
+    let refused = http.sign_in_answer(&email, &password).await;
+    assert_eq!(refused.status, 429);
+    assert!(
+        refused
+            .body
+            .contains("Too many sign-in attempts from your network")
+    );
+    let retry: u64 = refused.header("retry-after").parse().unwrap();
+    assert!((1..=60).contains(&retry), "{retry}");
+    assert!(!http.cookies.contains_key(SESSION_COOKIE));
+    // Not an e-mail lock: the e-mail's own count is untouched.
+    assert!(
+        shared::db::users::throttle(&app.db, &sha256_hex(&format!("sign-in:{email}")))
+            .await
+            .unwrap()
+            .is_none()
+    );
+    // The JSON API is not the sign-in form's to limit.
+    let api = app
+        .client
+        .get(format!("{}/v1/virtual-accounts", app.base))
+        .bearer_auth(&app.business.test.secret_key)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(api.status(), 200);
+}
+
+/// The api's housekeeping forgets sign-in attempts whose window is over (and not locked), as it
+/// forgets ended sessions.
+async fn sign_in_attempts_that_are_over_are_purged(backend: Backend) {
+    use sea_orm::{ActiveModelTrait, ActiveValue::Set};
+    use shared::db::entities::sign_in_throttle;
+    let app = spawn_app(backend).await;
+    let now = domain::time::now();
+    let rows = [
+        ("over", now - chrono::Duration::minutes(16), None),
+        (
+            "lock-over",
+            now - chrono::Duration::minutes(40),
+            Some(now - chrono::Duration::minutes(10)),
+        ),
+        ("counting", now - chrono::Duration::minutes(5), None),
+        (
+            "locked",
+            now - chrono::Duration::minutes(20),
+            Some(now + chrono::Duration::minutes(5)),
+        ),
+    ];
+    for (key, started, locked_until) in rows {
+        sign_in_throttle::ActiveModel {
+            email_hash: Set(key.to_owned()),
+            attempts: Set(5),
+            window_started_at: Set(started),
+            locked_until: Set(locked_until),
+        }
+        .insert(&app.db)
+        .await
+        .unwrap();
+    }
+    // Another api process starts: its housekeeping runs at once.
+    common::start_instance(&app).await;
+    let left = || async {
+        let mut keys: Vec<String> = <sign_in_throttle::Entity as sea_orm::EntityTrait>::find()
+            .all(&app.db)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|r| r.email_hash)
+            .collect();
+        keys.sort();
+        keys
+    };
+    common::wait_until("the purge", Duration::from_secs(20), async || {
+        left().await.len() == 2
+    })
+    .await;
+    assert_eq!(left().await, ["counting", "locked"]);
+}
+
+/// m0018 renames the throttle's count and lets an audit row have no business (SQLite rebuilds
+/// the table for that): rows recorded before it are all still there, indexes included.
+async fn the_sign_in_migration_keeps_audit_rows_and_counts(backend: Backend) {
+    use sea_orm_migration::MigratorTrait;
+    let test_db = common::TestDb::new(&backend).await;
+    let db = shared::db::connect(&test_db.url, 2).await.unwrap();
+    let before = migrations::Migrator::migrations()
+        .iter()
+        .position(|m| m.name().starts_with("m0018"))
+        .expect("m0018 is a migration") as u32;
+    migrations::Migrator::up(&db, Some(before)).await.unwrap();
+    let now = "2026-01-02T03:04:05Z";
+    for sql in [
+        format!(
+            "INSERT INTO businesses (id, name, kyb_status, created_at, updated_at) \
+             VALUES ('biz_1', 'Acme', 'approved', '{now}', '{now}')"
+        ),
+        format!(
+            "INSERT INTO audit_log (id, business_id, actor_user_id, actor_email, action, \
+             mode, target, detail, client_addr, created_at) VALUES ('aud_1', 'biz_1', \
+             'usr_1', 'ada@example.com', 'session.signed_in', NULL, NULL, NULL, '192.0.2.1', \
+             '{now}')"
+        ),
+        format!(
+            "INSERT INTO sign_in_throttles (email_hash, failures, window_started_at, \
+             locked_until) VALUES ('abc', 3, '{now}', NULL)"
+        ),
+    ] {
+        db.execute_unprepared(&sql).await.unwrap();
+    }
+    migrations::Migrator::up(&db, None).await.unwrap();
+
+    let (rows, _) = shared::db::audit::list(
+        &db,
+        "biz_1",
+        &shared::db::paging::PageRequest {
+            page_size: 10,
+            position: shared::db::paging::Position::Page(1),
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(rows.rows.len(), 1);
+    assert_eq!(rows.rows[0].client_addr.as_deref(), Some("192.0.2.1"));
+    let throttle = shared::db::users::throttle(&db, "abc")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(throttle.attempts, 3);
+    // A row of no business is accepted now.
+    let entry = shared::db::audit::Entry::without_business(domain::AuditAction::SignInFailed);
+    shared::db::audit::record(
+        &db,
+        &shared::db::audit::Actor::anonymous(Some("192.0.2.2".into())),
+        entry,
+        chrono::Utc::now(),
+    )
+    .await
+    .unwrap();
+    if !backend.is_postgres() {
+        let indexes = db
+            .query_all_raw(Statement::from_string(
+                db.get_database_backend(),
+                "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'audit_log' \
+                 AND sql IS NOT NULL",
+            ))
+            .await
+            .unwrap();
+        assert_eq!(indexes.len(), 1, "the business/created index is back");
     }
 }

@@ -218,6 +218,13 @@ async fn removing_a_user_ends_their_session_and_the_last_owner_stays(backend: Ba
                 .click()
                 .await
                 .unwrap();
+            // Removing a user takes the owner's password again.
+            row.find(Locator::Css("details.confirm input[type=password]"))
+                .await
+                .unwrap()
+                .send_keys(&owner_password)
+                .await
+                .unwrap();
             row.find(Locator::Css("details.confirm button"))
                 .await
                 .unwrap()
@@ -244,6 +251,13 @@ async fn removing_a_user_ends_their_session_and_the_last_owner_stays(backend: Ba
                 .await
                 .unwrap()
                 .click()
+                .await
+                .unwrap();
+            // Removing a user takes the owner's password again.
+            row.find(Locator::Css("details.confirm input[type=password]"))
+                .await
+                .unwrap()
+                .send_keys(&owner_password)
                 .await
                 .unwrap();
             row.find(Locator::Css("details.confirm button"))
@@ -358,6 +372,7 @@ async fn screenshots() {
     c.goto(&app.url("/dashboard/test/team")).await.unwrap();
     shoot("06-team").await;
     fill(c, "#new-email", "funmi@example.com").await;
+    fill(c, "#add-password", &password).await;
     find(c, "#new-role")
         .await
         .select_by_value("developer")

@@ -38,6 +38,7 @@ on_both_databases!(
     profile_changes_and_sign_ins_are_audited,
     the_audit_log_is_paged_and_never_holds_a_secret,
     admin_key_commands_are_audited_as_the_operator,
+    team_changes_need_the_password_and_wrong_ones_count_toward_the_lock,
 );
 
 const WITHIN: Duration = Duration::from_secs(20);
@@ -614,7 +615,7 @@ async fn a_test_event_arrives_signed_and_a_rotated_secret_is_shown_once(backend:
 
 async fn team_add_change_and_remove_users(backend: Backend) {
     let app = spawn_app(backend).await;
-    let (mut owner, owner_email, _) = signed_in(&app, Role::Owner).await;
+    let (mut owner, owner_email, owner_password) = signed_in(&app, Role::Owner).await;
     let page = owner.get("/dashboard/test/team").await;
     assert!(page.body.contains(&owner_email));
     let token = page.form_token();
@@ -622,6 +623,7 @@ async fn team_add_change_and_remove_users(backend: Backend) {
         ("form_token", token.as_str()),
         ("email", "Ngozi@Example.com"),
         ("role", "developer"),
+        ("password", owner_password.as_str()),
     ];
     let added = owner.post("/dashboard/test/team/users", &fields).await;
     assert_eq!(added.status, 200, "{}", added.body);
@@ -656,6 +658,7 @@ async fn team_add_change_and_remove_users(backend: Backend) {
                 ("form_token", &token),
                 ("user_id", &user_id),
                 ("role", "viewer"),
+                ("password", &owner_password),
             ],
         )
         .await;
@@ -668,7 +671,11 @@ async fn team_add_change_and_remove_users(backend: Backend) {
     let removed = owner
         .post(
             "/dashboard/test/team/users/remove",
-            &[("form_token", &token), ("user_id", &user_id)],
+            &[
+                ("form_token", &token),
+                ("user_id", &user_id),
+                ("password", &owner_password),
+            ],
         )
         .await;
     assert_eq!(removed.status, 303);
@@ -696,7 +703,11 @@ async fn team_add_change_and_remove_users(backend: Backend) {
     let refused = owner
         .post(
             "/dashboard/test/team/users/remove",
-            &[("form_token", &token), ("user_id", &stranger_id)],
+            &[
+                ("form_token", &token),
+                ("user_id", &stranger_id),
+                ("password", &owner_password),
+            ],
         )
         .await;
     assert_eq!(refused.status, 404);
@@ -731,7 +742,7 @@ async fn team_add_change_and_remove_users(backend: Backend) {
 
 async fn the_last_owner_cannot_be_removed_or_demoted(backend: Backend) {
     let app = spawn_app(backend).await;
-    let (mut owner, email, _) = signed_in(&app, Role::Owner).await;
+    let (mut owner, email, password) = signed_in(&app, Role::Owner).await;
     let me = shared::db::users::find_by_email(&app.db, &email)
         .await
         .unwrap()
@@ -745,7 +756,11 @@ async fn the_last_owner_cannot_be_removed_or_demoted(backend: Backend) {
             Some(("role", "developer")),
         ),
     ] {
-        let mut fields = vec![("form_token", token.as_str()), ("user_id", me.as_str())];
+        let mut fields = vec![
+            ("form_token", token.as_str()),
+            ("user_id", me.as_str()),
+            ("password", password.as_str()),
+        ];
         fields.extend(extra);
         let answer = owner.post(path, &fields).await;
         assert_eq!(answer.status, 409, "{path}");
@@ -760,7 +775,7 @@ async fn the_last_owner_cannot_be_removed_or_demoted(backend: Backend) {
     assert!(rows_of(&app, AuditAction::UserRoleChanged).await.is_empty());
 
     // With a second owner, either may go, but not both.
-    let (mut second, second_email, _) = signed_in(&app, Role::Owner).await;
+    let (mut second, second_email, second_password) = signed_in(&app, Role::Owner).await;
     let second_id = shared::db::users::find_by_email(&app.db, &second_email)
         .await
         .unwrap()
@@ -774,6 +789,7 @@ async fn the_last_owner_cannot_be_removed_or_demoted(backend: Backend) {
                 ("form_token", &second_token),
                 ("user_id", &me),
                 ("role", "viewer"),
+                ("password", &second_password),
             ],
         )
         .await;
@@ -781,7 +797,11 @@ async fn the_last_owner_cannot_be_removed_or_demoted(backend: Backend) {
     let removed_self = second
         .post(
             "/dashboard/test/team/users/remove",
-            &[("form_token", &second_token), ("user_id", &second_id)],
+            &[
+                ("form_token", &second_token),
+                ("user_id", &second_id),
+                ("password", &second_password),
+            ],
         )
         .await;
     assert_eq!(removed_self.status, 409, "the last owner again");
@@ -823,7 +843,12 @@ async fn profile_changes_and_sign_ins_are_audited(backend: Backend) {
     let confirmed = http
         .post(
             "/dashboard/profile/totp/confirm",
-            &[("form_token", &token), ("mode", "test"), ("code", &code)],
+            &[
+                ("form_token", &token),
+                ("mode", "test"),
+                ("code", &code),
+                ("password", new_password),
+            ],
         )
         .await;
     assert_eq!(confirmed.status, 303);
@@ -871,7 +896,7 @@ async fn profile_changes_and_sign_ins_are_audited(backend: Backend) {
 
 async fn the_audit_log_is_paged_and_never_holds_a_secret(backend: Backend) {
     let app = spawn_app(backend).await;
-    let (mut owner, _, _) = signed_in(&app, Role::Owner).await;
+    let (mut owner, _, password) = signed_in(&app, Role::Owner).await;
     let mut issued = Vec::new();
     for _ in 0..14 {
         let rolled = roll(&mut owner, "test", "now").await;
@@ -886,6 +911,7 @@ async fn the_audit_log_is_paged_and_never_holds_a_secret(backend: Backend) {
                     ("form_token", &token),
                     ("email", &format!("user{i}@example.com")),
                     ("role", "viewer"),
+                    ("password", &password),
                 ],
             )
             .await;
@@ -983,4 +1009,146 @@ async fn two_owners_demoting_each_other_at_once_leave_an_owner(backend: Backend)
             .unwrap();
         }
     }
+}
+
+/// SPEC §8: adding or removing a user and changing a role need the owner's password again, so a
+/// taken-over owner session alone cannot add an owner; each wrong one counts like a sign-in.
+async fn team_changes_need_the_password_and_wrong_ones_count_toward_the_lock(backend: Backend) {
+    let app = spawn_app(backend).await;
+    let (target, _) = add_user(&app, Role::Viewer).await;
+    let target_id = shared::db::users::find_by_email(&app.db, &target)
+        .await
+        .unwrap()
+        .unwrap()
+        .id;
+    let role_of = |id: String| {
+        let db = app.db.clone();
+        async move {
+            shared::db::users::find(&db, &id)
+                .await
+                .unwrap()
+                .map(|u| u.role)
+        }
+    };
+    let team_state = || async {
+        let mallory = shared::db::users::find_by_email(&app.db, "mallory@example.com")
+            .await
+            .unwrap()
+            .is_some();
+        (mallory, role_of(target_id.clone()).await)
+    };
+    // One owner per form: its wrong tries stay under the lock.
+    let forms: [(&str, Vec<(&str, &str)>); 3] = [
+        (
+            "/dashboard/test/team/users",
+            vec![("email", "mallory@example.com"), ("role", "owner")],
+        ),
+        (
+            "/dashboard/test/team/users/role",
+            vec![("user_id", &target_id), ("role", "owner")],
+        ),
+        (
+            "/dashboard/test/team/users/remove",
+            vec![("user_id", &target_id)],
+        ),
+    ];
+    for (path, extra) in &forms {
+        let (mut owner, _, password) = signed_in(&app, Role::Owner).await;
+        let token = owner.get("/dashboard/test/team").await.form_token();
+        let before = audit_rows(&app).await.len();
+        let state_before = team_state().await;
+        for typed in [None, Some(""), Some("not the owner's password")] {
+            let mut fields = vec![("form_token", token.as_str())];
+            fields.extend(extra.iter().copied());
+            fields.extend(typed.map(|t| ("password", t)));
+            let refused = owner.post(path, &fields).await;
+            assert_eq!(refused.status, 422, "{path} with {typed:?}");
+            assert!(
+                refused
+                    .body
+                    .contains("Your password is not right: nothing changed."),
+                "{path}"
+            );
+            assert!(
+                !refused.body.contains("new-password"),
+                "{path}: no password shown"
+            );
+        }
+        // Nothing changed.
+        assert_eq!(team_state().await, state_before, "{path}");
+        assert_eq!(
+            audit_rows(&app).await.len(),
+            before,
+            "{path}: nothing recorded"
+        );
+
+        let mut fields = vec![("form_token", token.as_str())];
+        fields.extend(extra.iter().copied());
+        fields.push(("password", &password));
+        let done = owner.post(path, &fields).await;
+        assert!(matches!(done.status, 200 | 303), "{path}: {}", done.body);
+    }
+    assert!(
+        shared::db::users::find_by_email(&app.db, "mallory@example.com")
+            .await
+            .unwrap()
+            .is_some()
+    );
+    assert_eq!(
+        role_of(target_id.clone()).await,
+        None,
+        "made owner, then removed"
+    );
+
+    // Wrong passwords re-entered count like sign-ins: the fifth locks, then even the right
+    // password is refused, on the form and at the sign-in page.
+    let (mut owner, email, password) = signed_in(&app, Role::Owner).await;
+    let token = owner.get("/dashboard/test/team").await.form_token();
+    let add = |typed: &'static str| {
+        vec![
+            ("form_token", token.clone()),
+            ("email", "eve@example.com".to_owned()),
+            ("role", "owner".to_owned()),
+            ("password", typed.to_owned()),
+        ]
+    };
+    for _ in 0..5 {
+        let fields = add("a guess at the password");
+        let fields: Vec<(&str, &str)> = fields.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        assert_eq!(
+            owner
+                .post("/dashboard/test/team/users", &fields)
+                .await
+                .status,
+            422
+        );
+    }
+    let right: Vec<(&str, &str)> = vec![
+        ("form_token", &token),
+        ("email", "eve@example.com"),
+        ("role", "owner"),
+        ("password", &password),
+    ];
+    let locked = owner.post("/dashboard/test/team/users", &right).await;
+    assert_eq!(
+        locked.status, 422,
+        "locked: the right password is refused too"
+    );
+    assert!(
+        shared::db::users::find_by_email(&app.db, "eve@example.com")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert_eq!(
+        Http::new(&app)
+            .sign_in_answer(&email, &password)
+            .await
+            .status,
+        429
+    );
+    let locks = rows_of(&app, AuditAction::SignInLocked).await;
+    assert_eq!(locks.len(), 1);
+    assert_eq!(locks[0].actor_email.as_deref(), Some(email.as_str()));
+    assert_eq!(locks[0].client_addr.as_deref(), Some("127.0.0.1"));
 }

@@ -9,6 +9,10 @@ text_enum! {
     pub enum AuditAction {
         SignedIn = "session.signed_in",
         SignedOut = "session.signed_out",
+        /// A wrong password or TOTP code at sign-in (an unknown e-mail's: against no business).
+        SignInFailed = "session.sign_in_failed",
+        /// The attempt that locked an e-mail for 15 minutes (SPEC §8).
+        SignInLocked = "session.sign_in_locked",
         KeyRolled = "key.rolled",
         KeyRevoked = "key.revoked",
         WebhookUrlSet = "webhook.url_set",
@@ -31,6 +35,8 @@ impl AuditAction {
         match self {
             AuditAction::SignedIn => "Signed in",
             AuditAction::SignedOut => "Signed out",
+            AuditAction::SignInFailed => "Failed to sign in",
+            AuditAction::SignInLocked => "Sign-in locked for 15 minutes",
             AuditAction::KeyRolled => "Rolled the secret key",
             AuditAction::KeyRevoked => "Revoked a secret key",
             AuditAction::WebhookUrlSet => "Set the webhook URL",

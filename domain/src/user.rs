@@ -85,17 +85,25 @@ pub fn normalise_email(value: &str) -> Option<String> {
     Some(value)
 }
 
-/// Five failed attempts for an e-mail within 15 minutes lock it for 15 minutes.
-pub const SIGN_IN_MAX_FAILURES: i32 = 5;
+/// Five password (or code) checks for an e-mail within 15 minutes lock it for 15 minutes.
+pub const SIGN_IN_MAX_ATTEMPTS: i32 = 5;
 pub const SIGN_IN_WINDOW: Duration = Duration::minutes(15);
 pub const SIGN_IN_LOCK: Duration = Duration::minutes(15);
 
-/// The failed sign-ins of one e-mail (known or not): failures counted in a window that starts at
-/// the first of them, and the end of a lock once they reach five.
+/// The sign-in attempts of one e-mail (known or not). An attempt is counted BEFORE its password
+/// (or code) is checked, in one atomic step with the decision to check it, so attempts sent in
+/// parallel count the same as one after the other: at most five are ever checked per window.
+/// A right one gives its count back ([`Throttle::after_success`]), so what stays counted are the
+/// failed ones (and those still being checked).
+///
+/// `shared::db::users::admit_sign_in_attempt` is [`Throttle::admit`] as one SQL statement; keep
+/// the two alike (its tests run this sequence against both databases).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Throttle {
-    pub failures: i32,
+    /// Attempts counted in the window (checked and wrong, or being checked).
+    pub attempts: i32,
     pub window_started_at: DateTime<Utc>,
+    /// Set by the attempt that reached five: until then nothing is checked for the e-mail.
     pub locked_until: Option<DateTime<Utc>>,
 }
 
@@ -104,29 +112,50 @@ impl Throttle {
         self.locked_until.is_some_and(|until| now < until)
     }
 
-    /// The state after one more failure at `now` (of an e-mail that was not locked): the fifth
-    /// within the window locks it and starts counting afresh.
-    pub fn after_failure(previous: Option<&Throttle>, now: DateTime<Utc>) -> Throttle {
-        let (failures, window_started_at) = match previous {
-            Some(t) if now - t.window_started_at < SIGN_IN_WINDOW => {
-                (t.failures + 1, t.window_started_at)
-            }
+    /// True when the next attempt starts a new count: the window is over, or a lock was set and
+    /// is over (after a lock the count starts again).
+    pub fn starts_afresh(&self, now: DateTime<Utc>) -> bool {
+        self.window_started_at <= window_cutoff(now) || self.locked_until.is_some()
+    }
+
+    /// One more attempt at `now`: the state that counts it, or None while the e-mail is locked
+    /// (then nothing changes: a lock is never restarted, shortened or reset by attempts). The
+    /// fifth counted attempt in a window locks the e-mail for 15 minutes from it (that attempt
+    /// is still checked).
+    pub fn admit(previous: Option<&Throttle>, now: DateTime<Utc>) -> Option<Throttle> {
+        let (attempts, window_started_at) = match previous {
+            Some(t) if t.is_locked(now) => return None,
+            Some(t) if !t.starts_afresh(now) => (t.attempts + 1, t.window_started_at),
             _ => (1, now),
         };
-        if failures >= SIGN_IN_MAX_FAILURES {
-            Throttle {
-                failures: 0,
-                window_started_at: now,
-                locked_until: Some(now + SIGN_IN_LOCK),
-            }
-        } else {
-            Throttle {
-                failures,
-                window_started_at,
-                locked_until: None,
-            }
+        Some(Throttle {
+            attempts,
+            window_started_at,
+            locked_until: locks_at(attempts).then(|| now + SIGN_IN_LOCK),
+        })
+    }
+
+    /// The state after a counted attempt turned out right: its count is given back, and a lock
+    /// it set (as the fifth) is lifted, since fewer than five attempts are then wrong. Failed
+    /// attempts stay counted: a right one by someone else does not refund them.
+    pub fn after_success(&self) -> Throttle {
+        let attempts = (self.attempts - 1).max(0);
+        Throttle {
+            attempts,
+            window_started_at: self.window_started_at,
+            locked_until: self.locked_until.filter(|_| locks_at(attempts)),
         }
     }
+}
+
+/// True when this many counted attempts lock the e-mail.
+pub fn locks_at(attempts: i32) -> bool {
+    attempts >= SIGN_IN_MAX_ATTEMPTS
+}
+
+/// A window that started at or before this is over at `now`.
+pub fn window_cutoff(now: DateTime<Utc>) -> DateTime<Utc> {
+    now - SIGN_IN_WINDOW
 }
 
 /// How long sessions last (SPEC §8: 1 hour idle, 12 hours in all; configurable for tests).
@@ -191,32 +220,63 @@ mod tests {
         assert_eq!(normalise_email(""), None);
     }
 
-    #[test]
-    fn the_fifth_failure_within_fifteen_minutes_locks_for_fifteen_minutes() {
+    /// Attempts one after the other: the state after each, as the database keeps it.
+    fn admit_all(minutes: &[i64]) -> Vec<Option<Throttle>> {
         let mut t: Option<Throttle> = None;
-        for minute in 0..4 {
-            let next = Throttle::after_failure(t.as_ref(), at(minute));
-            assert!(!next.is_locked(at(minute)), "failure {}", minute + 1);
-            t = Some(next);
-        }
-        let locked = Throttle::after_failure(t.as_ref(), at(10));
-        assert!(locked.is_locked(at(10)));
-        assert!(locked.is_locked(at(24)));
-        assert!(!locked.is_locked(at(25)));
-        // After the lock the count starts again: one failure does not lock.
-        let after = Throttle::after_failure(Some(&locked), at(26));
-        assert!(!after.is_locked(at(26)));
-        assert_eq!(after.failures, 1);
+        minutes
+            .iter()
+            .map(|m| {
+                let next = Throttle::admit(t.as_ref(), at(*m));
+                if next.is_some() {
+                    t = next;
+                }
+                next
+            })
+            .collect()
     }
 
     #[test]
-    fn failures_spread_over_more_than_fifteen_minutes_do_not_lock() {
-        let mut t: Option<Throttle> = None;
-        for minute in [0, 5, 10, 14, 16] {
-            let next = Throttle::after_failure(t.as_ref(), at(minute));
-            assert!(!next.is_locked(at(minute)), "minute {minute}");
-            t = Some(next);
+    fn the_fifth_attempt_within_fifteen_minutes_locks_for_fifteen_minutes() {
+        let seen = admit_all(&[0, 1, 2, 3, 10]);
+        for (i, t) in seen[..4].iter().enumerate() {
+            let t = t.expect("admitted");
+            assert_eq!(t.attempts, i as i32 + 1);
+            assert!(!t.is_locked(at(i as i64)), "attempt {}", i + 1);
         }
+        // The fifth is still checked, and locks.
+        let locked = seen[4].expect("the fifth is checked");
+        assert!(locked.is_locked(at(10)));
+        assert!(locked.is_locked(at(24)));
+        assert!(!locked.is_locked(at(25)));
+        // While locked nothing is admitted and nothing changes (no count restarts at 1).
+        assert_eq!(Throttle::admit(Some(&locked), at(11)), None);
+        assert_eq!(Throttle::admit(Some(&locked), at(24)), None);
+        // After the lock the count starts again: one attempt does not lock.
+        let after = Throttle::admit(Some(&locked), at(25)).unwrap();
+        assert_eq!((after.attempts, after.locked_until), (1, None));
+    }
+
+    #[test]
+    fn attempts_spread_over_more_than_fifteen_minutes_do_not_lock() {
+        for t in admit_all(&[0, 5, 10, 14, 16]) {
+            assert!(t.unwrap().locked_until.is_none());
+        }
+    }
+
+    #[test]
+    fn a_right_attempt_gives_its_count_back_and_failures_stay() {
+        let four = admit_all(&[0, 1, 2, 3])[3].unwrap();
+        let fifth = Throttle::admit(Some(&four), at(4)).unwrap();
+        assert!(fifth.is_locked(at(4)));
+        // The fifth was right: four wrong ones remain, unlocked.
+        let refunded = fifth.after_success();
+        assert_eq!((refunded.attempts, refunded.locked_until), (4, None));
+        // Four wrong, then the next wrong one locks.
+        let next = Throttle::admit(Some(&refunded), at(5)).unwrap();
+        assert!(next.is_locked(at(5)));
+        // Never below zero.
+        let one = Throttle::admit(None, at(0)).unwrap();
+        assert_eq!(one.after_success().after_success().attempts, 0);
     }
 
     #[test]

@@ -294,6 +294,14 @@ pub struct DashboardConfig {
     /// The API's address as callers reach it, shown in the dashboard's curl example (unset: the
     /// scheme and host the dashboard was reached at).
     pub public_url: Option<String>,
+    /// Argon2id password hashes (19 MiB each) computed at once, for sign-ins and every form that
+    /// checks or sets a password: what bounds the memory a flood of sign-ins can take.
+    pub concurrent_password_hashes: usize,
+    /// How long a sign-in waits for one of those before it is answered 429, in milliseconds.
+    pub password_hash_wait_ms: u64,
+    /// Sign-in attempts (passwords and TOTP codes) one client address may make in a minute; past
+    /// it the address gets 429 until its minute ends (0: no limit).
+    pub sign_ins_per_minute: u32,
 }
 
 impl Default for DashboardConfig {
@@ -302,6 +310,9 @@ impl Default for DashboardConfig {
             idle_timeout_secs: 3600,
             absolute_timeout_secs: 12 * 3600,
             public_url: None,
+            concurrent_password_hashes: 2,
+            password_hash_wait_ms: 2000,
+            sign_ins_per_minute: 20,
         }
     }
 }

@@ -1,11 +1,7 @@
-//! The dashboard's secrets: Argon2id password hashes, session tokens and their cookies, form
-//! tokens, TOTP codes and the QR code of an enrolment. Nothing here logs or stores a secret in
-//! plain text: tokens are kept as SHA-256, passwords as Argon2id, TOTP secrets sealed.
+//! The dashboard's secrets: session tokens and their cookies, form tokens, TOTP codes and the QR
+//! code of an enrolment (password hashes: `passwords`). Nothing here logs or stores a secret in
+//! plain text: tokens are kept as SHA-256, TOTP secrets sealed.
 
-use std::sync::LazyLock;
-
-use argon2::password_hash::SaltString;
-use argon2::{Argon2, PasswordHash, PasswordHasher, PasswordVerifier};
 use axum::http::HeaderMap;
 use axum::http::header;
 use base64::Engine;
@@ -23,52 +19,6 @@ pub const SIGN_IN_COOKIE: &str = "vas_signin";
 pub const TOTP_STEP_SECS: i64 = 300;
 /// The name authenticator apps show for the service.
 pub const TOTP_ISSUER: &str = "Virtual Account Service";
-
-/// Argon2id with the crate's defaults (19 MiB, 2 passes, 1 lane: OWASP's recommendation), run
-/// off the async threads.
-pub async fn hash_password(password: String) -> anyhow::Result<String> {
-    tokio::task::spawn_blocking(move || {
-        let mut salt = [0u8; 16];
-        rand::rng().fill(&mut salt);
-        let salt = SaltString::encode_b64(&salt).map_err(|e| anyhow::anyhow!("salt: {e}"))?;
-        Argon2::default()
-            .hash_password(password.as_bytes(), &salt)
-            .map(|h| h.to_string())
-            .map_err(|e| anyhow::anyhow!("hashing a password: {e}"))
-    })
-    .await?
-}
-
-/// A hash of nobody's password: an unknown e-mail costs the same work as a known one, so the
-/// answer's timing does not tell which e-mails exist.
-static DUMMY_HASH: LazyLock<String> = LazyLock::new(|| {
-    let mut salt = [0u8; 16];
-    rand::rng().fill(&mut salt);
-    let salt = SaltString::encode_b64(&salt).expect("16 bytes encode");
-    Argon2::default()
-        .hash_password(random_token().as_bytes(), &salt)
-        .expect("hashing the dummy password")
-        .to_string()
-});
-
-/// True when `password` matches `hash`; with no hash (no such user), the dummy is checked and
-/// false returned.
-pub async fn verify_password(password: String, hash: Option<String>) -> bool {
-    tokio::task::spawn_blocking(move || {
-        let known = hash.is_some();
-        let hash = hash.unwrap_or_else(|| DUMMY_HASH.clone());
-        let Ok(parsed) = PasswordHash::new(&hash) else {
-            tracing::error!("a stored password hash cannot be read");
-            return false;
-        };
-        let matches = Argon2::default()
-            .verify_password(password.as_bytes(), &parsed)
-            .is_ok();
-        known && matches
-    })
-    .await
-    .unwrap_or(false)
-}
 
 /// 32 random bytes, base64url: a session token or a sign-in cookie.
 pub fn random_token() -> String {
@@ -204,16 +154,6 @@ pub fn qr_svg(text: &str) -> Option<String> {
 mod tests {
     use super::*;
     use axum::http::HeaderValue;
-
-    #[tokio::test]
-    async fn passwords_hash_with_argon2id_and_verify() {
-        let hash = hash_password("correct horse battery".into()).await.unwrap();
-        assert!(hash.starts_with("$argon2id$"), "{hash}");
-        assert!(!hash.contains("correct horse"));
-        assert!(verify_password("correct horse battery".into(), Some(hash.clone())).await);
-        assert!(!verify_password("wrong horse battery".into(), Some(hash)).await);
-        assert!(!verify_password("anything at all".into(), None).await);
-    }
 
     #[test]
     fn cookies_are_read_by_name() {

@@ -12,6 +12,7 @@
 
 pub mod auth;
 mod pages;
+pub mod passwords;
 pub mod session;
 pub mod users;
 pub mod view;

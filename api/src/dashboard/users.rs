@@ -9,6 +9,8 @@ use serde::Serialize;
 use shared::db::audit::{self, Actor, Entry};
 use shared::db::users::{self, CreateOutcome};
 
+use super::passwords::Hashing;
+
 /// What `api admin user create` prints: the only time the password is shown.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -49,11 +51,13 @@ pub async fn create_user(
     email: &str,
     role: Role,
 ) -> Result<IssuedUser, CreateUserError> {
-    create_user_by(db, &Actor::operator(), business_id, email, role).await
+    let hashing = Hashing::single();
+    create_user_by(db, &hashing, &Actor::operator(), business_id, email, role).await
 }
 
 pub async fn create_user_by(
     db: &DatabaseConnection,
+    hashing: &Hashing,
     actor: &Actor,
     business_id: &str,
     email: &str,
@@ -61,7 +65,7 @@ pub async fn create_user_by(
 ) -> Result<IssuedUser, CreateUserError> {
     let email = normalise_email(email).ok_or(CreateUserError::InvalidEmail)?;
     let password = generate_password();
-    let hash = super::auth::hash_password(password.clone()).await?;
+    let hash = hashing.hash(password.clone()).await?;
     let now = domain::time::now();
     let txn = db.begin().await.map_err(anyhow::Error::from)?;
     match users::create(&txn, business_id, &email, role, &hash, now)

@@ -2,11 +2,13 @@
 //! error pages, and how times, money and statuses are shown.
 
 use askama::Template;
-use axum::http::StatusCode;
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
 use chrono::{DateTime, FixedOffset, Utc};
 use domain::payout::PayoutStatus;
 use domain::{AccountStatus, DeliveryStatus, DepositStatus, Mode, RecheckStatus, Role, TextEnum};
+
+use super::passwords::Busy;
 
 /// The dashboard's sections, in navigation order. Adding a page: give it a section here (and a
 /// row in [`NAV`]), a route in `dashboard::router`, and a template that extends `base.html`.
@@ -230,6 +232,29 @@ pub fn forbidden(role: Role) -> Response {
     )
 }
 
+/// Too many passwords are being checked at once (a flood of sign-ins): try again shortly.
+pub fn busy(busy: Busy) -> Response {
+    retry_after(
+        message(
+            StatusCode::TOO_MANY_REQUESTS,
+            "Too busy right now",
+            "Too many sign-ins are being checked at the moment. Wait a few seconds, then try \
+             again.",
+            "/dashboard/",
+            "Go to the dashboard",
+        ),
+        busy.retry_after_secs,
+    )
+}
+
+/// The response with `Retry-After: secs`.
+pub fn retry_after(mut response: Response, secs: u64) -> Response {
+    response
+        .headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+    response
+}
+
 /// A failure of ours: logged with its cause, shown without it.
 #[derive(Debug)]
 pub struct PageError(pub anyhow::Error);
@@ -242,6 +267,9 @@ impl<E: Into<anyhow::Error>> From<E> for PageError {
 
 impl IntoResponse for PageError {
     fn into_response(self) -> Response {
+        if let Some(busy) = self.0.downcast_ref::<Busy>() {
+            return self::busy(*busy);
+        }
         tracing::error!(error = %self.0, "a dashboard page failed");
         message(
             StatusCode::INTERNAL_SERVER_ERROR,

@@ -49,7 +49,7 @@ pub async fn serve(state: AppState, listener: TcpListener, shutdown: Cancellatio
 }
 
 /// Forgets idempotency keys after 48 hours (the contract promises at least 24), finished jobs
-/// after 7 days, and dashboard sessions that ended by time.
+/// after 7 days, dashboard sessions that ended by time, and sign-in attempts whose window is over.
 async fn maintenance(state: AppState, shutdown: CancellationToken) {
     let db = state.db.clone();
     let mut tick = tokio::time::interval(std::time::Duration::from_secs(600));
@@ -75,6 +75,9 @@ async fn maintenance(state: AppState, shutdown: CancellationToken) {
             shared::db::users::purge_sessions(&db, now - limits.absolute, now - limits.idle).await
         {
             tracing::warn!(error = %e, "purging ended dashboard sessions failed");
+        }
+        if let Err(e) = shared::db::users::purge_sign_in_throttles(&db, now).await {
+            tracing::warn!(error = %e, "purging old sign-in attempts failed");
         }
     }
 }

@@ -31,6 +31,16 @@ impl Actor {
         }
     }
 
+    /// Someone not (yet) signed in, known only by their address: a failed sign-in for an e-mail
+    /// that belongs to no one.
+    pub fn anonymous(client_addr: Option<String>) -> Actor {
+        Actor {
+            user_id: None,
+            email: None,
+            client_addr,
+        }
+    }
+
     pub fn user(user_id: &str, email: &str, client_addr: Option<String>) -> Actor {
         Actor {
             user_id: Some(user_id.to_owned()),
@@ -43,7 +53,8 @@ impl Actor {
 /// What was done, to what.
 #[derive(Debug, Clone)]
 pub struct Entry<'a> {
-    pub business_id: &'a str,
+    /// None only for what concerns no business (a failed sign-in for an unknown e-mail).
+    pub business_id: Option<&'a str>,
     pub action: AuditAction,
     pub mode: Option<Mode>,
     pub target: Option<String>,
@@ -53,7 +64,18 @@ pub struct Entry<'a> {
 impl<'a> Entry<'a> {
     pub fn new(business_id: &'a str, action: AuditAction) -> Self {
         Entry {
-            business_id,
+            business_id: Some(business_id),
+            action,
+            mode: None,
+            target: None,
+            detail: None,
+        }
+    }
+
+    /// An entry that belongs to no business: seen by operators, on no Team page.
+    pub fn without_business(action: AuditAction) -> Self {
+        Entry {
+            business_id: None,
             action,
             mode: None,
             target: None,
@@ -86,7 +108,7 @@ pub async fn record<C: ConnectionTrait>(
 ) -> Result<(), DbErr> {
     audit_entry::Entity::insert(audit_entry::ActiveModel {
         id: Set(new_id("aud")),
-        business_id: Set(entry.business_id.to_owned()),
+        business_id: Set(entry.business_id.map(str::to_owned)),
         actor_user_id: Set(actor.user_id.clone()),
         actor_email: Set(actor.email.clone()),
         action: Set(entry.action),

@@ -3,10 +3,10 @@
 //! known only by their SHA-256.
 
 use chrono::{DateTime, Utc};
-use sea_orm::sea_query::{Expr, OnConflict};
+use sea_orm::sea_query::{Expr, ExprTrait, OnConflict};
 use sea_orm::{
-    ActiveValue::Set, ColumnTrait, ConnectionTrait, DatabaseConnection, DbErr, EntityTrait,
-    PaginatorTrait, QueryFilter, QueryOrder, QuerySelect, TransactionSession, TransactionTrait,
+    ColumnTrait, ConnectionTrait, DatabaseConnection, DbErr, EntityTrait, PaginatorTrait,
+    QueryFilter, QueryOrder, TransactionSession, TransactionTrait,
 };
 
 use super::audit::{self, Actor, Entry};
@@ -408,13 +408,13 @@ pub async fn purge_sessions<C: ConnectionTrait>(
 
 fn throttle_of(row: &sign_in_throttle::Model) -> Throttle {
     Throttle {
-        failures: row.failures,
+        attempts: row.attempts,
         window_started_at: row.window_started_at,
         locked_until: row.locked_until,
     }
 }
 
-/// The failed sign-ins of an e-mail (by hash), if any.
+/// The sign-in attempts of an e-mail (by hash), if any.
 pub async fn throttle<C: ConnectionTrait>(
     db: &C,
     email_hash: &str,
@@ -426,57 +426,119 @@ pub async fn throttle<C: ConnectionTrait>(
         .map(throttle_of))
 }
 
-/// Counts one more failure for an e-mail, under a row lock so concurrent failures each count;
-/// returns the new state (locked on the fifth within the window).
-pub async fn record_failure(
-    db: &DatabaseConnection,
+/// Decides whether one more attempt for an e-mail (by hash) may be checked, and counts it, in
+/// ONE statement: `domain::user::Throttle::admit` as an upsert whose update applies only while
+/// the e-mail is not locked. The new state when admitted; None while locked (the row is then
+/// left as it is).
+///
+/// Concurrent attempts cannot both see "four so far": on PostgreSQL, `INSERT … ON CONFLICT DO
+/// UPDATE` locks the conflicting row and evaluates the update's WHERE against its latest version
+/// (a waiting attempt sees the count the other one wrote); SQLite runs one writing statement at
+/// a time. So however many are sent at once, at most five are admitted per window.
+pub async fn admit_sign_in_attempt<C: ConnectionTrait>(
+    db: &C,
     email_hash: &str,
     now: DateTime<Utc>,
-) -> Result<Throttle, DbErr> {
-    let txn = db.begin().await?;
-    sign_in_throttle::Entity::insert(sign_in_throttle::ActiveModel {
-        email_hash: Set(email_hash.to_owned()),
-        failures: Set(0),
-        window_started_at: Set(now),
-        locked_until: Set(None),
-    })
-    .on_conflict(
-        OnConflict::column(sign_in_throttle::Column::EmailHash)
-            .do_nothing()
-            .to_owned(),
+) -> Result<Option<Throttle>, DbErr> {
+    use sea_orm::sea_query::Query;
+    use sign_in_throttle::Column as C_;
+    let first = Throttle::admit(None, now).expect("a first attempt is admitted");
+    let old = |c: C_| Expr::col((sign_in_throttle::Entity, c));
+    // The rules of `Throttle::admit`, on the stored row (`old`).
+    let starts_afresh = old(C_::WindowStartedAt)
+        .lte(domain::user::window_cutoff(now))
+        .or(old(C_::LockedUntil).is_not_null());
+    let attempts: Expr = Expr::case(starts_afresh.clone(), 1)
+        .finally(old(C_::Attempts).add(1))
+        .into();
+    let window_started_at: Expr = Expr::case(starts_afresh, now)
+        .finally(old(C_::WindowStartedAt))
+        .into();
+    let locked_until: Expr = Expr::case(
+        attempts.clone().gte(domain::user::SIGN_IN_MAX_ATTEMPTS),
+        now + domain::user::SIGN_IN_LOCK,
     )
-    .exec_without_returning(&txn)
-    .await?;
-    let row = sign_in_throttle::Entity::find_by_id(email_hash.to_owned())
-        .lock_exclusive()
-        .one(&txn)
-        .await?
-        .ok_or_else(|| DbErr::RecordNotFound(format!("throttle {email_hash}")))?;
-    let next = Throttle::after_failure(Some(&throttle_of(&row)), now);
-    sign_in_throttle::Entity::update_many()
-        .col_expr(
-            sign_in_throttle::Column::Failures,
-            Expr::value(next.failures),
+    .finally(Option::<DateTime<Utc>>::None)
+    .into();
+    let not_locked = old(C_::LockedUntil)
+        .is_null()
+        .or(old(C_::LockedUntil).lte(now));
+    let statement = Query::insert()
+        .into_table(sign_in_throttle::Entity)
+        .columns([
+            C_::EmailHash,
+            C_::Attempts,
+            C_::WindowStartedAt,
+            C_::LockedUntil,
+        ])
+        .values_panic([
+            email_hash.into(),
+            first.attempts.into(),
+            first.window_started_at.into(),
+            first.locked_until.into(),
+        ])
+        .on_conflict(
+            OnConflict::column(C_::EmailHash)
+                .values([
+                    (C_::Attempts, attempts),
+                    (C_::WindowStartedAt, window_started_at),
+                    (C_::LockedUntil, locked_until),
+                ])
+                .action_and_where(not_locked)
+                .to_owned(),
         )
-        .col_expr(
-            sign_in_throttle::Column::WindowStartedAt,
-            next.window_started_at.into(),
-        )
-        .col_expr(
-            sign_in_throttle::Column::LockedUntil,
-            next.locked_until.into(),
-        )
-        .filter(sign_in_throttle::Column::EmailHash.eq(email_hash))
-        .exec(&txn)
-        .await?;
-    txn.commit().await?;
-    Ok(next)
+        .returning_all()
+        .to_owned();
+    let Some(row) = db.query_one(&statement).await? else {
+        return Ok(None);
+    };
+    let row = <sign_in_throttle::Model as sea_orm::FromQueryResult>::from_query_result(&row, "")?;
+    Ok(Some(throttle_of(&row)))
 }
 
-/// A successful sign-in forgets the e-mail's failures.
-pub async fn clear_failures<C: ConnectionTrait>(db: &C, email_hash: &str) -> Result<(), DbErr> {
-    sign_in_throttle::Entity::delete_by_id(email_hash.to_owned())
+/// An admitted attempt turned out right: it gives its count back
+/// (`domain::user::Throttle::after_success`), in the window it was counted in (`admitted`'s).
+pub async fn refund_sign_in_attempt<C: ConnectionTrait>(
+    db: &C,
+    email_hash: &str,
+    admitted: &Throttle,
+) -> Result<(), DbErr> {
+    use sign_in_throttle::Column as C_;
+    let left = Expr::col(C_::Attempts).sub(1);
+    sign_in_throttle::Entity::update_many()
+        .col_expr(C_::Attempts, left.clone())
+        .col_expr(
+            C_::LockedUntil,
+            Expr::case(
+                left.gte(domain::user::SIGN_IN_MAX_ATTEMPTS),
+                Expr::col(C_::LockedUntil),
+            )
+            .finally(Option::<DateTime<Utc>>::None)
+            .into(),
+        )
+        .filter(C_::EmailHash.eq(email_hash))
+        .filter(C_::WindowStartedAt.eq(admitted.window_started_at))
+        .filter(C_::Attempts.gt(0))
         .exec(db)
         .await?;
     Ok(())
+}
+
+/// Forgets the attempts of e-mails whose window is over and that are not locked: their next
+/// attempt would start afresh anyway.
+pub async fn purge_sign_in_throttles<C: ConnectionTrait>(
+    db: &C,
+    now: DateTime<Utc>,
+) -> Result<u64, DbErr> {
+    use sign_in_throttle::Column as C_;
+    Ok(sign_in_throttle::Entity::delete_many()
+        .filter(C_::WindowStartedAt.lte(domain::user::window_cutoff(now)))
+        .filter(
+            sea_orm::Condition::any()
+                .add(C_::LockedUntil.is_null())
+                .add(C_::LockedUntil.lte(now)),
+        )
+        .exec(db)
+        .await?
+        .rows_affected)
 }

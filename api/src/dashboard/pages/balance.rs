@@ -334,7 +334,7 @@ pub async fn change_settlement(
         render(&state, &scope, &query, None, errors, sent, status)
     };
     let user = &scope.signed.owner.user;
-    if !password_reentered(&state, user, fields.get("password")).await? {
+    if !password_reentered(&state, &scope.signed, fields.get("password")).await? {
         return refuse(
             vec!["Your password is not right: the settlement account was not changed.".into()],
             StatusCode::UNPROCESSABLE_ENTITY,

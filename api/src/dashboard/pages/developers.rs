@@ -150,7 +150,7 @@ async fn password_confirmed(
     fields: &FormFields,
 ) -> anyhow::Result<bool> {
     Ok(scope.mode != Mode::Live
-        || password_reentered(state, &scope.signed.owner.user, fields.get("password")).await?)
+        || password_reentered(state, &scope.signed, fields.get("password")).await?)
 }
 
 const PASSWORD_NEEDED: &str =

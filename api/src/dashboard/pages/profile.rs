@@ -1,6 +1,6 @@
 //! The profile page: one's password (changing it ends one's other sessions) and two-step
-//! verification (TOTP: enrol with a QR code drawn here, confirm with a code, remove with the
-//! password). The TOTP secret is sealed with the service's key; the page shows it only while
+//! verification (TOTP: enrol with a QR code drawn here, confirm with a code and the password,
+//! remove with the password). The TOTP secret is sealed with the service's key; the page shows it only while
 //! enrolling, to the user enrolling. Each change is recorded in the audit log.
 
 use askama::Template;
@@ -137,7 +137,7 @@ pub async fn change_password(
     };
     let user = &signed.owner.user;
     let (new, confirm) = (fields.get("new"), fields.get("confirm"));
-    if !password_reentered(&state, user, fields.get("current")).await? {
+    if !password_reentered(&state, &signed, fields.get("current")).await? {
         return fail("Your current password is not right.");
     }
     if let Err(why) = check_password(new) {
@@ -150,7 +150,7 @@ pub async fn change_password(
     if new != confirm {
         return fail("The two new passwords are not the same.");
     }
-    let hash = auth::hash_password(new.to_owned()).await?;
+    let hash = state.hashing.hash(new.to_owned()).await?;
     users::set_password(
         &state.db,
         &signed.actor(),
@@ -194,6 +194,16 @@ pub async fn totp_confirm(
     else {
         return Ok(back(mode));
     };
+    if !password_reentered(&state, &signed, fields.get("password")).await? {
+        return render(
+            &state,
+            &signed,
+            mode,
+            None,
+            Some("Your password is not right: two-step verification stays off."),
+            StatusCode::UNPROCESSABLE_ENTITY,
+        );
+    }
     let secret = state
         .cipher
         .decrypt(sealed, &users::totp_context(&user.id))
@@ -246,7 +256,7 @@ pub async fn totp_remove(
 ) -> PageResult {
     let mode = mode_of(&signed, Some(fields.get("mode")));
     let user = &signed.owner.user;
-    if !password_reentered(&state, user, fields.get("password")).await? {
+    if !password_reentered(&state, &signed, fields.get("password")).await? {
         return render(
             &state,
             &signed,

@@ -1,9 +1,14 @@
 //! Signing in (e-mail and password, then the TOTP code when enrolled) and out. A wrong e-mail
 //! and a wrong password get the same answer after the same work; five failures for an e-mail
-//! within 15 minutes lock it for 15 minutes, known or not.
+//! within 15 minutes lock it for 15 minutes, known or not. Every password or code is counted
+//! before it is checked ([`counted_check`]), so attempts sent at once count the same; attempts
+//! are limited per client address too, and failed and locked sign-ins go into the audit log.
 
 use askama::Template;
 use axum::extract::State;
+use std::future::Future;
+use std::net::IpAddr;
+
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use chrono::Duration;
@@ -16,13 +21,18 @@ use shared::db::users::{self, SessionOwner, User};
 
 use crate::dashboard::FormFields;
 use crate::dashboard::auth::{self, SESSION_COOKIE, SIGN_IN_COOKIE, TOTP_STEP_SECS};
-use crate::dashboard::session::{ClientAddr, Signed};
+use crate::dashboard::passwords::Busy;
+use crate::dashboard::session::{ClientAddr, MinRole, Signed};
 use crate::dashboard::view::{self, PageResult};
 use crate::extract::QueryPairs;
 use crate::state::AppState;
 
 const WRONG: &str = "That e-mail and password do not match an account.";
 const LOCKED: &str = "Too many failed attempts for this e-mail. Wait 15 minutes, then try again.";
+const TOO_MANY: &str =
+    "Too many sign-in attempts from your network. Wait a minute, then try again.";
+const BUSY: &str = "Too many sign-ins are being checked at the moment. Wait a few seconds, then \
+                    try again.";
 const HOME: &str = "/dashboard/test/accounts";
 
 #[derive(Template)]
@@ -59,33 +69,108 @@ fn throttle_key(typed_email: &str) -> String {
     sha256_hex(&format!("sign-in:{}", typed_email.trim().to_lowercase()))
 }
 
-/// A signed-in user re-entering their password (a password change, removing TOTP, a live key or
-/// webhook change, the settlement account): false when it is wrong or the e-mail is locked. Each
-/// wrong one counts in the sign-in throttle, so a taken-over session cannot guess the password
-/// any faster than the sign-in form allows.
-pub(crate) async fn password_reentered(
+/// What one counted check found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Checked {
+    Right,
+    /// Wrong; `locked` when this attempt was the fifth, which locked the e-mail.
+    Wrong {
+        locked: bool,
+    },
+    /// The e-mail is locked: nothing was checked.
+    Locked,
+}
+
+/// One password or TOTP code for the e-mail of `key`, counted BEFORE it is checked, in one
+/// atomic step with the decision to check it (`users::admit_sign_in_attempt`), so that
+/// attempts sent in parallel count the same as one after the other and at most five are ever
+/// checked per window (SPEC §8). `check` runs only when the attempt is admitted; a right one
+/// gives its count back, and so does one that could not be checked (busy, or our failure).
+async fn counted_check<F, Fut>(state: &AppState, key: &str, check: F) -> anyhow::Result<Checked>
+where
+    F: FnOnce() -> Fut,
+    Fut: Future<Output = anyhow::Result<bool>>,
+{
+    let now = domain::time::now();
+    let Some(admitted) = users::admit_sign_in_attempt(&state.db, key, now).await? else {
+        return Ok(Checked::Locked);
+    };
+    match check().await {
+        Ok(false) => Ok(Checked::Wrong {
+            locked: admitted.is_locked(now),
+        }),
+        right_or_unchecked => {
+            users::refund_sign_in_attempt(&state.db, key, &admitted).await?;
+            right_or_unchecked.map(|_| Checked::Right)
+        }
+    }
+}
+
+/// The audit log's record of a wrong password or code (`failed`: what was wrong; None for a
+/// re-entered password, which is no sign-in) and of the lock it caused: against the user when
+/// the e-mail is theirs, else against no one and no business (named by the throttle's hash of
+/// what was typed, never the text).
+async fn record_failure(
     state: &AppState,
-    user: &User,
+    user: Option<&User>,
+    key: &str,
+    addr: Option<String>,
+    failed: Option<&str>,
+    locked: bool,
+) -> anyhow::Result<()> {
+    let now = domain::time::now();
+    let actor = match user {
+        Some(user) => Actor::user(&user.id, &user.email, addr),
+        None => Actor::anonymous(addr),
+    };
+    let entry = |action| match user {
+        Some(user) => Entry::new(&user.business_id, action),
+        None => Entry::without_business(action).target(format!("e-mail {key}")),
+    };
+    let txn = state.db.begin().await?;
+    if let Some(detail) = failed {
+        let failed = entry(AuditAction::SignInFailed).detail(detail);
+        audit::record(&txn, &actor, failed, now).await?;
+    }
+    if locked {
+        let lock = entry(AuditAction::SignInLocked).detail("five attempts within 15 minutes");
+        audit::record(&txn, &actor, lock, now).await?;
+    }
+    txn.commit().await?;
+    Ok(())
+}
+
+/// None when the client's address may make one more sign-in attempt now (counting it), else
+/// the seconds until it may.
+fn address_limit(state: &AppState, addr: Option<&str>) -> Option<u64> {
+    let ip = addr?.parse::<IpAddr>().ok()?;
+    state.sign_in_attempts.admit(ip)
+}
+
+/// A signed-in user re-entering their password (a password change, turning TOTP on or off, a
+/// live key or webhook change, the settlement account, the team): false when it is wrong or the
+/// e-mail is locked. Each counts in the sign-in throttle like a sign-in ([`counted_check`]), so
+/// a taken-over session cannot guess the password any faster than the sign-in form allows.
+pub(crate) async fn password_reentered<R: MinRole>(
+    state: &AppState,
+    signed: &Signed<R>,
     typed: &str,
 ) -> anyhow::Result<bool> {
+    let user = &signed.owner.user;
     let key = throttle_key(&user.email);
-    let now = domain::time::now();
-    if users::throttle(&state.db, &key)
-        .await?
-        .is_some_and(|t| t.is_locked(now))
-    {
-        return Ok(false);
+    let (typed, hash) = (typed.to_owned(), user.password_hash.clone());
+    let checked = counted_check(state, &key, || async {
+        Ok(state.hashing.verify(typed, Some(hash)).await?)
+    })
+    .await?;
+    if let Checked::Wrong { locked } = checked {
+        tracing::info!(user_id = %user.id, locked, "dashboard password re-entry failed");
+        if locked {
+            let addr = signed.client_addr.clone();
+            record_failure(state, Some(user), &key, addr, None, true).await?;
+        }
     }
-    if auth::verify_password(typed.to_owned(), Some(user.password_hash.clone())).await {
-        return Ok(true);
-    }
-    let throttle = users::record_failure(&state.db, &key, now).await?;
-    tracing::info!(
-        user_id = %user.id,
-        locked = throttle.is_locked(now),
-        "dashboard password re-entry failed"
-    );
-    Ok(false)
+    Ok(checked == Checked::Right)
 }
 
 fn with_cookies(mut response: Response, cookies: &[String]) -> Response {
@@ -158,7 +243,6 @@ pub async fn submit(
     let typed = fields.get("email");
     let next = safe_next(fields.get("next"));
     let key = throttle_key(typed);
-    let now = domain::time::now();
     let refuse = |error, status| {
         Ok(sign_in_page(
             &headers,
@@ -169,30 +253,68 @@ pub async fn submit(
             status,
         ))
     };
-    if users::throttle(&state.db, &key)
-        .await?
-        .is_some_and(|t| t.is_locked(now))
-    {
-        return refuse(LOCKED, StatusCode::TOO_MANY_REQUESTS);
+    if let Some(secs) = address_limit(&state, addr.as_deref()) {
+        let page = sign_in_page(
+            &headers,
+            typed,
+            next,
+            None,
+            Some(TOO_MANY),
+            StatusCode::TOO_MANY_REQUESTS,
+        );
+        return Ok(view::retry_after(page, secs));
     }
     let user = match normalise_email(typed) {
         Some(email) => users::find_by_email(&state.db, &email).await?,
         None => None,
     };
+    let password = fields.get("password").to_owned();
     let hash = user.as_ref().map(|u| u.password_hash.clone());
-    let matches = auth::verify_password(fields.get("password").to_owned(), hash).await;
-    let Some(user) = user.filter(|_| matches) else {
-        let throttle = users::record_failure(&state.db, &key, now).await?;
-        tracing::info!(locked = throttle.is_locked(now), "dashboard sign-in failed");
-        if throttle.is_locked(now) {
-            return refuse(LOCKED, StatusCode::TOO_MANY_REQUESTS);
+    let checked = counted_check(&state, &key, || async {
+        Ok(state.hashing.verify(password, hash).await?)
+    })
+    .await;
+    let checked = match checked {
+        Ok(checked) => checked,
+        Err(e) => match e.downcast::<Busy>() {
+            Ok(busy) => {
+                let page = sign_in_page(
+                    &headers,
+                    typed,
+                    next,
+                    None,
+                    Some(BUSY),
+                    StatusCode::TOO_MANY_REQUESTS,
+                );
+                return Ok(view::retry_after(page, busy.retry_after_secs));
+            }
+            Err(e) => return Err(e.into()),
+        },
+    };
+    let user = match (checked, user) {
+        (Checked::Right, Some(user)) => user,
+        (Checked::Locked, _) => return refuse(LOCKED, StatusCode::TOO_MANY_REQUESTS),
+        // (No password is right for an unknown e-mail.)
+        (wrong, user) => {
+            let locked = wrong == Checked::Wrong { locked: true };
+            tracing::info!(locked, "dashboard sign-in failed");
+            let detail = if user.is_some() {
+                "wrong password"
+            } else {
+                "no user has this e-mail"
+            };
+            record_failure(&state, user.as_ref(), &key, addr, Some(detail), locked).await?;
+            if locked {
+                return refuse(LOCKED, StatusCode::TOO_MANY_REQUESTS);
+            }
+            return refuse(WRONG, StatusCode::UNAUTHORIZED);
         }
-        return refuse(WRONG, StatusCode::UNAUTHORIZED);
     };
     end_presented_session(&state, &headers).await?;
     if user.has_totp() {
         // Half-way: a session that only the code page accepts, for a few minutes.
         let token = auth::random_token();
+        let now = domain::time::now();
         users::open_session(&state.db, &user.id, &auth::token_hash(&token), true, now).await?;
         let secure = auth::secure_cookies(&headers);
         let location = format!("/dashboard/sign-in/code{}", view::query(&[("next", next)]));
@@ -201,7 +323,6 @@ pub async fn submit(
             &[auth::set_cookie(SESSION_COOKIE, &token, None, secure)],
         ));
     }
-    users::clear_failures(&state.db, &key).await?;
     start_session(&state, &headers, &user, next, addr).await
 }
 
@@ -296,7 +417,6 @@ pub async fn code_submit(
     let user = &owner.user;
     let next = safe_next(fields.get("next"));
     let key = throttle_key(&user.email);
-    let now = domain::time::now();
     let locked_out = || async {
         users::end_session(&state.db, &owner.session.id).await?;
         let secure = auth::secure_cookies(&headers);
@@ -305,11 +425,18 @@ pub async fn code_submit(
             &[auth::clear_cookie(SESSION_COOKIE, secure)],
         ))
     };
-    if users::throttle(&state.db, &key)
-        .await?
-        .is_some_and(|t| t.is_locked(now))
-    {
-        return Ok(locked_out().await?);
+    let token = auth::cookie(&headers, SESSION_COOKIE).unwrap_or_default();
+    if let Some(secs) = address_limit(&state, addr.as_deref()) {
+        let page = CodePage {
+            form_token: auth::form_token(token),
+            email: &user.email,
+            next,
+            error: Some(TOO_MANY),
+        };
+        return Ok(view::retry_after(
+            view::render(StatusCode::TOO_MANY_REQUESTS, &page),
+            secs,
+        ));
     }
     let sealed = user.totp_secret_enc.as_deref().unwrap_or_default();
     let secret = state
@@ -318,29 +445,35 @@ pub async fn code_submit(
         .map_err(|e| anyhow::anyhow!("a TOTP secret does not decrypt: {e}"))?;
     let totp = auth::totp(&secret, &user.email)
         .ok_or_else(|| anyhow::anyhow!("a stored TOTP secret is not valid"))?;
-    let step = auth::check_code(&totp, fields.get("code"), now.timestamp().max(0) as u64);
-    let accepted = match step {
-        Some(step) => users::use_totp_step(&state.db, &user.id, step).await?,
-        None => false,
-    };
-    if !accepted {
-        let throttle = users::record_failure(&state.db, &key, now).await?;
-        if throttle.is_locked(now) {
-            return Ok(locked_out().await?);
+    let checked = counted_check(&state, &key, || async {
+        let now = domain::time::now();
+        let step = auth::check_code(&totp, fields.get("code"), now.timestamp().max(0) as u64);
+        Ok(match step {
+            Some(step) => users::use_totp_step(&state.db, &user.id, step).await?,
+            None => false,
+        })
+    })
+    .await?;
+    match checked {
+        Checked::Right => {}
+        Checked::Locked => return Ok(locked_out().await?),
+        Checked::Wrong { locked } => {
+            record_failure(&state, Some(user), &key, addr, Some("wrong code"), locked).await?;
+            if locked {
+                return Ok(locked_out().await?);
+            }
+            return Ok(view::render(
+                StatusCode::UNAUTHORIZED,
+                &CodePage {
+                    form_token: auth::form_token(token),
+                    email: &user.email,
+                    next,
+                    error: Some("That code is not right, or was used already. Try the next one."),
+                },
+            ));
         }
-        let token = auth::cookie(&headers, SESSION_COOKIE).unwrap_or_default();
-        return Ok(view::render(
-            StatusCode::UNAUTHORIZED,
-            &CodePage {
-                form_token: auth::form_token(token),
-                email: &user.email,
-                next,
-                error: Some("That code is not right, or was used already. Try the next one."),
-            },
-        ));
     }
     users::end_session(&state.db, &owner.session.id).await?;
-    users::clear_failures(&state.db, &key).await?;
     start_session(&state, &headers, user, next, addr).await
 }
 

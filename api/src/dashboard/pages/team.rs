@@ -1,7 +1,8 @@
 //! Team (owners, SPEC §8): the business's users and roles; adding a user (a generated password,
 //! shown once, through the same `create_user_by` as `api admin user create`), changing a role,
 //! removing a user (their sessions end at once), never leaving the business without an owner
-//! (`users::change_member` judges that in its transaction); and the audit log, paged.
+//! (`users::change_member` judges that in its transaction); and the audit log, paged. Each change
+//! needs the owner's password again (SPEC §8), so a taken-over session alone cannot add an owner.
 
 use askama::Template;
 use axum::extract::State;
@@ -13,6 +14,7 @@ use shared::db::paging::{PageRequest, Position};
 use shared::db::users::{self, MemberChange, MemberOutcome};
 
 use crate::dashboard::FormFields;
+use crate::dashboard::pages::sign_in::password_reentered;
 use crate::dashboard::session::{Owner, Scoped};
 use crate::dashboard::users::{CreateUserError, create_user_by};
 use crate::dashboard::view::{self, Frame, PageResult, Section, When};
@@ -20,6 +22,7 @@ use crate::extract::QueryPairs;
 use crate::state::AppState;
 
 const AUDIT_PAGE_SIZE: u64 = 25;
+const WRONG_PASSWORD: &str = "Your password is not right: nothing changed.";
 
 struct RoleOption {
     value: &'static str,
@@ -223,8 +226,13 @@ pub async fn add(
         let extra = refuse("Choose a role.");
         return render(&state, &scope, extra, StatusCode::UNPROCESSABLE_ENTITY).await;
     };
+    if !password_reentered(&state, &scope.signed, fields.get("password")).await? {
+        let extra = refuse(WRONG_PASSWORD);
+        return render(&state, &scope, extra, StatusCode::UNPROCESSABLE_ENTITY).await;
+    }
     match create_user_by(
         &state.db,
+        &state.hashing,
         &scope.signed.actor(),
         scope.business_id(),
         &typed,
@@ -269,6 +277,13 @@ async fn change(
     fields: FormFields,
     change: MemberChange,
 ) -> PageResult {
+    if !password_reentered(&state, &scope.signed, fields.get("password")).await? {
+        let extra = Extra {
+            error: Some(WRONG_PASSWORD.into()),
+            ..Extra::default()
+        };
+        return render(&state, &scope, extra, StatusCode::UNPROCESSABLE_ENTITY).await;
+    }
     let user_id = fields.get("user_id");
     let outcome = users::change_member(
         &state.db,

@@ -8,7 +8,8 @@ use sea_orm::entity::prelude::*;
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
     pub id: String,
-    pub business_id: String,
+    /// None for a failed sign-in of an e-mail that belongs to no one.
+    pub business_id: Option<String>,
     /// None for an operator (`api admin`).
     pub actor_user_id: Option<String>,
     /// The actor's e-mail at the time.

@@ -1,12 +1,12 @@
 use sea_orm::entity::prelude::*;
 
-/// Failed sign-ins of one e-mail (by hash), known or not.
+/// The sign-in attempts of one e-mail (by hash), known or not: `domain::user::Throttle`.
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
 #[sea_orm(table_name = "sign_in_throttles")]
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
     pub email_hash: String,
-    pub failures: i32,
+    pub attempts: i32,
     pub window_started_at: DateTimeUtc,
     pub locked_until: Option<DateTimeUtc>,
 }
