@@ -149,6 +149,8 @@ mod tests {
             &[
                 "session.signed_in",
                 "session.signed_out",
+                "session.sign_in_failed",
+                "session.sign_in_locked",
                 "key.rolled",
                 "key.revoked",
                 "webhook.url_set",
