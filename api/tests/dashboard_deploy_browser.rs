@@ -41,7 +41,10 @@ async fn host_prefixed_secure_cookies_are_kept_and_sign_in_works() {
 
     // Another page with the same cookie: still signed in.
     c.goto(&app.url("/dashboard/test/events")).await.unwrap();
-    wait_for_url(c, "the events page", |u| u.path() == "/dashboard/test/events").await;
+    wait_for_url(c, "the events page", |u| {
+        u.path() == "/dashboard/test/events"
+    })
+    .await;
     assert!(body_text(c).await.contains(&email));
     browser.finish().await;
 }
@@ -56,10 +59,14 @@ async fn a_section_typed_without_its_mode_lands_on_test_mode() {
     let app = spawn_app(Backend::Sqlite).await;
     let (email, password) = add_user(&app, Role::Viewer).await;
     // Not signed in yet: to sign in, then to the page.
-    c.goto(&app.url("/dashboard/deposits?q=REF-1")).await.unwrap();
+    c.goto(&app.url("/dashboard/deposits?q=REF-1"))
+        .await
+        .unwrap();
     wait_for_url(c, "the sign-in page", |u| u.path() == "/dashboard/sign-in").await;
     signed_in(c, &app, &email, &password).await;
-    c.goto(&app.url("/dashboard/deposits?q=REF-1")).await.unwrap();
+    c.goto(&app.url("/dashboard/deposits?q=REF-1"))
+        .await
+        .unwrap();
     let url = wait_for_url(c, "test mode's deposits", |u| {
         u.path() == "/dashboard/test/deposits"
     })
