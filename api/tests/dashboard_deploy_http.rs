@@ -42,7 +42,7 @@ fn attributes(set_cookie: &str) -> Vec<String> {
 }
 
 /// The one `Set-Cookie` of an answer for cookie `name`.
-fn set_cookie_of<'a>(answer: &'a Answer, name: &str) -> String {
+fn set_cookie_of(answer: &Answer, name: &str) -> String {
     let all = answer.set_cookies();
     let found: Vec<&String> = all
         .iter()
@@ -182,8 +182,7 @@ async fn api_dev_on_loopback_sends_plain_cookies(backend: Backend) {
 
 async fn a_section_without_its_mode_redirects_to_test_mode(backend: Backend) {
     let app = spawn_app(backend).await;
-    let anonymous = Http::new(&app);
-    let mut anonymous = anonymous;
+    let mut anonymous = Http::new(&app);
     for (path, to) in [
         ("/dashboard/accounts", "/dashboard/test/accounts"),
         (

@@ -523,12 +523,9 @@ async fn behind_a_trusted_proxy_failures_count_per_forwarded_client(backend: Bac
         "another client behind the proxy"
     );
     let untrusted = client_from("127.0.0.6");
-    for i in 0..4 {
-        let got = status(
-            untrusted.clone(),
-            &["192.0.2.1", "192.0.2.2", "192.0.2.3", "192.0.2.4"][i],
-        )
-        .await;
+    let claimed = ["192.0.2.1", "192.0.2.2", "192.0.2.3", "192.0.2.4"];
+    for (i, forwarded) in claimed.into_iter().enumerate() {
+        let got = status(untrusted.clone(), forwarded).await;
         let expected = if i < 3 {
             StatusCode::UNAUTHORIZED
         } else {
