@@ -2,7 +2,7 @@
 //! query strings.
 
 use std::collections::HashMap;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 
 use axum::body::Bytes;
 use axum::extract::{ConnectInfo, FromRequest, FromRequestParts, Request};
@@ -82,27 +82,56 @@ impl FromRequestParts<AppState> for Caller {
             // A rolled key's grace ended while it was cached.
             state.auth_cache.forget(hash);
         }
-        // The TCP peer; absent only when the router is served without connect info.
-        let client = parts
-            .extensions
-            .get::<ConnectInfo<SocketAddr>>()
-            .map(|ConnectInfo(addr)| addr.ip());
-        if let Some(retry_after_secs) = client.and_then(|c| state.auth_failures.retry_after(c)) {
+        let client = client_ip(parts, state);
+        // The limit bounds lookups of unknown keys; a key that worked lately is looked up anyway.
+        let known = hash
+            .as_deref()
+            .is_some_and(|h| state.auth_cache.is_known(h));
+        if !known
+            && let Some(retry_after_secs) = client.and_then(|c| state.auth_failures.retry_after(c))
+        {
             return Err(ApiError::TooManyFailedAuthentications { retry_after_secs });
         }
         let owner = match &hash {
             Some(hash) => find_owner(&state.db, hash, now).await?,
             None => None,
         };
-        let (Some(hash), Some(owner)) = (hash, owner) else {
-            if let Some(client) = client {
-                state.auth_failures.record(client);
+        match (hash, owner) {
+            (Some(hash), Some(owner)) => {
+                let cached = state.auth_cache.insert(hash, owner);
+                authenticated(state, &cached, now).await
             }
-            return Err(ApiError::Unauthorized);
-        };
-        let cached = state.auth_cache.insert(hash, owner);
-        authenticated(state, &cached, now).await
+            (hash, _) => {
+                // A known key that stopped working is exempt no more.
+                if let Some(hash) = &hash {
+                    state.auth_cache.forget(hash);
+                }
+                if let Some(client) = client {
+                    state.auth_failures.record(client);
+                }
+                Err(ApiError::Unauthorized)
+            }
+        }
     }
+}
+
+/// The client's address, for per-address limits and the audit log alike (SPEC §6): the TCP
+/// peer, or when that is a trusted proxy, what `X-Forwarded-For` says (`ops::proxies`). None
+/// only when the router is served without connect info.
+pub fn client_ip(parts: &Parts, state: &AppState) -> Option<IpAddr> {
+    let ConnectInfo(peer) = parts.extensions.get::<ConnectInfo<SocketAddr>>()?;
+    let forwarded = parts
+        .headers
+        .get_all("x-forwarded-for")
+        .iter()
+        .filter_map(|v| v.to_str().ok());
+    Some(
+        state
+            .config
+            .http
+            .trusted_proxies
+            .client(peer.ip(), forwarded),
+    )
 }
 
 /// A working key was presented: stamp its use (once a minute) and apply the KYB rule.

@@ -32,14 +32,16 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .merge(api.clone())
         .nest("/v1", api)
-        .merge(dashboard::router())
-        .fallback(|uri: axum::http::Uri| async move {
-            if dashboard::owns(uri.path()) {
-                dashboard::not_found()
-            } else {
-                ApiError::NotFound.into_response()
-            }
-        })
+        .merge(dashboard::router(state.cookies))
+        .fallback(
+            |method: axum::http::Method, uri: axum::http::Uri| async move {
+                if dashboard::owns(uri.path()) {
+                    dashboard::unrouted(&method, &uri)
+                } else {
+                    ApiError::NotFound.into_response()
+                }
+            },
+        )
         .method_not_allowed_fallback(|uri: axum::http::Uri| async move {
             if dashboard::owns(uri.path()) {
                 dashboard::method_not_allowed()

@@ -1,4 +1,4 @@
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicU32, Ordering};
 use std::time::{Duration, Instant};
@@ -13,6 +13,7 @@ use shared::providers::Providers;
 use shared::relay::Relay;
 
 use crate::dashboard::passwords::Hashing;
+use crate::dashboard::auth::CookiePolicy;
 
 /// What every handler shares.
 #[derive(Clone)]
@@ -29,6 +30,9 @@ pub struct AppState {
     pub providers: Providers,
     /// Woken after a commit that wrote a job due now.
     pub relay: Relay,
+    /// How the dashboard's cookies are sent: from the configured public URL, and whether this
+    /// is `api dev` on loopback ([`AppState::in_dev_on`]).
+    pub cookies: CookiePolicy,
 }
 
 impl AppState {
@@ -42,15 +46,28 @@ impl AppState {
             auth_failures: AuthFailures::new(config.limits.auth_failures_per_minute),
             sign_in_attempts: AuthFailures::new(config.dashboard.sign_ins_per_minute),
             hashing: Hashing::new(&config.dashboard),
+            cookies: CookiePolicy::new(config.dashboard.public_url.as_deref(), None),
             config: Arc::new(config),
             relay,
         }
+    }
+
+    /// The state of `api dev` listening at `listener`: on loopback, the dashboard's cookies go
+    /// without `Secure` unless the public URL is https.
+    pub fn in_dev_on(mut self, listener: SocketAddr) -> Self {
+        self.cookies =
+            CookiePolicy::new(self.config.dashboard.public_url.as_deref(), Some(listener));
+        self
     }
 }
 
 /// Working keys this process has seen, more than any business has; past it the least useful
 /// entries are evicted one by one, never the whole cache.
 const CACHED_KEYS: u64 = 100_000;
+
+/// How long a key that worked is remembered as one (its hash only), so that its address being
+/// over the failure limit does not refuse it (issue 21, item 7).
+const KNOWN_KEY_SECS: u64 = 24 * 3600;
 
 /// Key hash → owner of a working key, for a few seconds: authentication costs no query on a hot
 /// path, and a KYB approval, roll or revocation made by another process is seen within the TTL
@@ -59,6 +76,11 @@ const CACHED_KEYS: u64 = 100_000;
 #[derive(Clone)]
 pub struct AuthCache {
     keys: Option<Cache<String, Arc<CachedKey>>>,
+    /// Hashes of keys that worked in this process lately, however short `keys`' TTL: only
+    /// someone who holds a working key can present one, so looking it up is never the flood the
+    /// failure limit guards against, and two businesses behind one address (a NAT, a PaaS) do
+    /// not lock each other out.
+    known: Cache<String, ()>,
 }
 
 /// A working key's owner, and the minute of its last use as this process last saw it.
@@ -110,23 +132,36 @@ impl AuthCache {
                 .time_to_live(ttl)
                 .build()
         });
-        Self { keys }
+        let known = Cache::builder()
+            .max_capacity(CACHED_KEYS)
+            .time_to_live(Duration::from_secs(KNOWN_KEY_SECS))
+            .build();
+        Self { keys, known }
     }
 
     pub fn get(&self, key_hash: &str) -> Option<Arc<CachedKey>> {
         self.keys.as_ref()?.get(key_hash)
     }
 
+    /// True when the key worked here lately: it is looked up even from an address over the
+    /// failure limit.
+    pub fn is_known(&self, key_hash: &str) -> bool {
+        self.known.contains_key(key_hash)
+    }
+
     /// Caches a working key's owner (when caching is on) and returns the entry to use.
     pub fn insert(&self, key_hash: String, owner: KeyOwner) -> Arc<CachedKey> {
         let entry = Arc::new(CachedKey::new(owner));
+        self.known.insert(key_hash.clone(), ());
         if let Some(keys) = &self.keys {
             keys.insert(key_hash, entry.clone());
         }
         entry
     }
 
+    /// The key stopped working (a roll's grace ended; revoked): not cached, no longer known.
     pub fn forget(&self, key_hash: &str) {
+        self.known.invalidate(key_hash);
         if let Some(keys) = &self.keys {
             keys.invalidate(key_hash);
         }

@@ -200,58 +200,20 @@ async fn the_session_cookie_is_a_hashed_256_bit_token_with_strict_attributes(bac
     );
     assert!(!String::from_utf8_lossy(&raw).contains(&password));
 
-    // Reached under a public name (or behind TLS), the cookie is Secure.
-    for (host, forwarded) in [
-        ("dashboard.example.com", None),
-        ("127.0.0.1", Some("https")),
-    ] {
-        let mut page = app
-            .client
-            .get(app.url("/dashboard/sign-in"))
-            .header("host", host);
-        if let Some(proto) = forwarded {
-            page = page.header("x-forwarded-proto", proto);
-        }
-        let page = page.send().await.unwrap();
-        let signin_cookie = page.headers()["set-cookie"].to_str().unwrap().to_owned();
-        let token = dashboard_support::form_token(&page.text().await.unwrap()).unwrap();
-        let pre = signin_cookie.split(';').next().unwrap().to_owned();
-        let mut req = app
-            .client
-            .post(app.url("/dashboard/sign-in"))
-            .header("host", host)
-            .header("cookie", pre)
-            .header("content-type", "application/x-www-form-urlencoded")
-            .body(
-                url::form_urlencoded::Serializer::new(String::new())
-                    .extend_pairs([
-                        ("form_token", token.as_str()),
-                        ("email", email.as_str()),
-                        ("password", password.as_str()),
-                    ])
-                    .finish(),
-            );
-        if let Some(proto) = forwarded {
-            req = req.header("x-forwarded-proto", proto);
-        }
-        let answer = reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .unwrap()
-            .execute(req.build().unwrap())
-            .await
-            .unwrap();
-        assert_eq!(answer.status(), 303);
-        let session = answer
-            .headers()
-            .get_all("set-cookie")
-            .iter()
-            .map(|v| v.to_str().unwrap().to_owned())
-            .find(|c| c.starts_with("vas_session="))
-            .unwrap();
-        assert!(session.ends_with("; Secure"), "{host}: {session}");
-        assert!(signin_cookie.contains("; Secure"), "{signin_cookie}");
-    }
+    // What the request says about itself decides nothing (issue 21): configuration does
+    // (dashboard_deploy_http.rs covers an https public URL), so neither a public `Host` nor
+    // `X-Forwarded-Proto` changes the cookie of this app, which runs as `api dev` on loopback.
+    let page = app
+        .client
+        .get(app.url("/dashboard/sign-in"))
+        .header("host", "dashboard.example.com")
+        .header("x-forwarded-proto", "https")
+        .send()
+        .await
+        .unwrap();
+    let signin_cookie = page.headers()["set-cookie"].to_str().unwrap().to_owned();
+    assert!(signin_cookie.starts_with("vas_signin="), "{signin_cookie}");
+    assert!(!signin_cookie.contains("Secure"), "{signin_cookie}");
 }
 
 async fn every_dashboard_response_carries_the_security_headers(backend: Backend) {

@@ -27,6 +27,8 @@ test_support::on_both_databases!(
     last_use_is_recorded_to_the_minute_without_a_write_per_request,
     failed_authentications_are_limited_per_client_address,
     a_cached_key_still_works_from_an_address_over_the_limit,
+    a_key_that_worked_is_served_after_its_cache_entry_expires_from_an_address_over_the_limit,
+    behind_a_trusted_proxy_failures_count_per_forwarded_client,
     the_migration_moves_every_key_hash,
 );
 
@@ -430,6 +432,107 @@ async fn a_cached_key_still_works_from_an_address_over_the_limit(backend: Backen
         StatusCode::OK,
         "a key this instance knows to work needs no lookup, so it is not refused"
     );
+}
+
+/// Issue 21, item 7: two businesses behind one egress address. The auth cache's entry is long
+/// gone (no cache here at all), yet a key that worked from this process is still served after
+/// its neighbour's 25 unknown keys; an unknown key is still refused, and a known key that stops
+/// working is no longer exempt.
+async fn a_key_that_worked_is_served_after_its_cache_entry_expires_from_an_address_over_the_limit(
+    backend: Backend,
+) {
+    let app = spawn_app(backend).await;
+    let served = serve_with_peer_addresses(&app, |c| {
+        c.limits.auth_failures_per_minute = 20;
+        c.http.auth_cache_secs = 0;
+    })
+    .await;
+    let nat = client_from("127.0.0.4");
+    assert_eq!(
+        list_status(&nat, &served.base, app.test_key()).await,
+        StatusCode::OK
+    );
+    for i in 0..25 {
+        let expected = if i < 20 {
+            StatusCode::UNAUTHORIZED
+        } else {
+            StatusCode::TOO_MANY_REQUESTS
+        };
+        assert_eq!(
+            list_status(&nat, &served.base, &generate_secret_key(Mode::Test)).await,
+            expected,
+            "unknown key {i}"
+        );
+    }
+    assert_eq!(
+        list_status(&nat, &served.base, app.test_key()).await,
+        StatusCode::OK,
+        "the neighbour's failures do not lock out a working key"
+    );
+    assert_eq!(
+        list_status(&nat, &served.base, &generate_secret_key(Mode::Test)).await,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    // Revoked: one lookup says so, and from then on it is an unknown key like any other.
+    change(&app, KeyAction::Revoke).await;
+    assert_eq!(
+        list_status(&nat, &served.base, app.test_key()).await,
+        StatusCode::UNAUTHORIZED
+    );
+    assert_eq!(
+        list_status(&nat, &served.base, app.test_key()).await,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+}
+
+/// Issue 21, item 5: behind a trusted proxy each forwarded client has its own failure count;
+/// an untrusted peer's `X-Forwarded-For` is ignored (it cannot escape its own count).
+async fn behind_a_trusted_proxy_failures_count_per_forwarded_client(backend: Backend) {
+    let app = spawn_app(backend).await;
+    let served = serve_with_peer_addresses(&app, |c| {
+        c.limits.auth_failures_per_minute = 3;
+        c.http.auth_cache_secs = 0;
+        c.http.trusted_proxies = "127.0.0.5".parse().unwrap();
+    })
+    .await;
+    let status = |client: reqwest::Client, forwarded: &'static str| {
+        let url = format!("{}/v1/virtual-accounts", served.base);
+        async move {
+            client
+                .get(url)
+                .bearer_auth(generate_secret_key(Mode::Test))
+                .header("x-forwarded-for", forwarded)
+                .send()
+                .await
+                .unwrap()
+                .status()
+        }
+    };
+    let proxy = client_from("127.0.0.5");
+    for _ in 0..3 {
+        // The client's own left-most entry is not believed: the proxy's appended one is.
+        let got = status(proxy.clone(), "198.51.100.1, 203.0.113.7").await;
+        assert_eq!(got, StatusCode::UNAUTHORIZED);
+    }
+    let got = status(proxy.clone(), "198.51.100.2, 203.0.113.7").await;
+    assert_eq!(got, StatusCode::TOO_MANY_REQUESTS, "203.0.113.7 is over");
+    let got = status(proxy.clone(), "203.0.113.8").await;
+    assert_eq!(
+        got,
+        StatusCode::UNAUTHORIZED,
+        "another client behind the proxy"
+    );
+    let untrusted = client_from("127.0.0.6");
+    let claimed = ["192.0.2.1", "192.0.2.2", "192.0.2.3", "192.0.2.4"];
+    for (i, forwarded) in claimed.into_iter().enumerate() {
+        let got = status(untrusted.clone(), forwarded).await;
+        let expected = if i < 3 {
+            StatusCode::UNAUTHORIZED
+        } else {
+            StatusCode::TOO_MANY_REQUESTS
+        };
+        assert_eq!(got, expected, "an untrusted peer counts as itself ({i})");
+    }
 }
 
 /// Past the old cache's 10,000 entries, unknown keys flushed every cached key. Now they are not

@@ -301,6 +301,7 @@ async fn live_payouts_wait_for_the_hold_and_test_keys_never_see_live_money(backe
     let number = settlement_number(12_345_678);
     shared::db::payouts::set_settlement_account(
         &app.db,
+        &shared::db::audit::Actor::operator(),
         &app.business.id,
         domain::Mode::Live,
         &shared::db::payouts::VerifiedAccount {

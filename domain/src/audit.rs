@@ -26,6 +26,8 @@ text_enum! {
         PasswordChanged = "profile.password_changed",
         TotpEnabled = "profile.totp_enabled",
         TotpRemoved = "profile.totp_removed",
+        /// From the Balance page or `PUT /settlement-account`.
+        SettlementAccountChanged = "settlement_account.changed",
     }
 }
 
@@ -49,6 +51,7 @@ impl AuditAction {
             AuditAction::PasswordChanged => "Changed their password",
             AuditAction::TotpEnabled => "Turned on two-step verification",
             AuditAction::TotpRemoved => "Turned off two-step verification",
+            AuditAction::SettlementAccountChanged => "Changed the settlement account",
         }
     }
 }

@@ -21,6 +21,7 @@ mod m0015_account_counts;
 mod m0016_deposit_list_indexes;
 mod m0017_list_counts;
 mod m0018_sign_in_audit;
+mod m0019_audit_key_actor;
 
 pub struct Migrator;
 
@@ -45,6 +46,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0016_deposit_list_indexes::Migration),
             Box::new(m0017_list_counts::Migration),
             Box::new(m0018_sign_in_audit::Migration),
+            Box::new(m0019_audit_key_actor::Migration),
         ]
     }
 }

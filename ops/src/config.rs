@@ -11,6 +11,7 @@ use figment::providers::{Env, Format, Serialized, Toml};
 use serde::{Deserialize, Serialize};
 
 use crate::http::Timeouts;
+use crate::proxies::TrustedProxies;
 
 /// Unknown keys are refused inside each section (a typo fails loudly), but not at the top level:
 /// platforms set variables such as `VAS_PORT` of their own accord.
@@ -68,6 +69,9 @@ pub struct HttpConfig {
     pub body_read_timeout_secs: NonZeroU64,
     /// Seconds a kept-alive connection may wait for the next request before it is closed.
     pub idle_timeout_secs: NonZeroU64,
+    /// Reverse proxies whose `X-Forwarded-For` names the client (rate limits, audit): addresses
+    /// or CIDR ranges. Empty: the client is the TCP peer.
+    pub trusted_proxies: TrustedProxies,
 }
 
 /// A default limit in whole seconds (the defaults are never zero).
@@ -291,8 +295,11 @@ pub struct DashboardConfig {
     pub idle_timeout_secs: u64,
     /// …and this many seconds after signing in, however busy.
     pub absolute_timeout_secs: u64,
-    /// The API's address as callers reach it, shown in the dashboard's curl example (unset: the
-    /// scheme and host the dashboard was reached at).
+    /// The service's public address (the dashboard's and the API's), e.g.
+    /// `https://vas.example.com`: https makes the dashboard's cookies `Secure` and `__Host-`
+    /// named; it is also the API address of the dashboard's curl example (unset: the scheme and
+    /// host the dashboard was reached at). Unset, cookies are `Secure` too, except under
+    /// `api dev` listening on loopback.
     pub public_url: Option<String>,
     /// Argon2id password hashes (19 MiB each) computed at once, for sign-ins and every form that
     /// checks or sets a password: what bounds the memory a flood of sign-ins can take.
@@ -361,6 +368,7 @@ impl Default for HttpConfig {
             header_read_timeout_secs: whole_secs(Timeouts::DEFAULT.header_read),
             body_read_timeout_secs: whole_secs(Timeouts::DEFAULT.body_read),
             idle_timeout_secs: whole_secs(Timeouts::DEFAULT.idle),
+            trusted_proxies: TrustedProxies::default(),
         }
     }
 }
@@ -675,6 +683,31 @@ mod tests {
                 jail.set_env("VAS_PAYOUTS__TEST_KILL_AT", wrong);
                 assert!(Config::load(None).is_err(), "{wrong}");
             }
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn trusted_proxies_are_read_as_a_list_or_comma_separated() {
+        figment::Jail::expect_with(|jail| {
+            assert!(
+                Config::load(None)
+                    .expect("loads")
+                    .http
+                    .trusted_proxies
+                    .is_empty()
+            );
+            jail.set_env("VAS_HTTP__TRUSTED_PROXIES", "10.0.0.0/8, ::1");
+            let proxies = Config::load(None).expect("loads").http.trusted_proxies;
+            assert!(proxies.contains("10.2.3.4".parse().unwrap()));
+            assert!(proxies.contains("::1".parse().unwrap()));
+            assert!(!proxies.contains("192.0.2.1".parse().unwrap()));
+            jail.set_env("VAS_HTTP__TRUSTED_PROXIES", "[\"127.0.0.1\", \"fd00::/8\"]");
+            let proxies = Config::load(None).expect("loads").http.trusted_proxies;
+            assert!(proxies.contains("fd12::1".parse().unwrap()));
+            jail.set_env("VAS_HTTP__TRUSTED_PROXIES", "10.0.0.0/8,nginx");
+            let err = Config::load(None).unwrap_err().to_string();
+            assert!(err.contains("nginx"), "{err}");
             Ok(())
         });
     }

@@ -5,6 +5,7 @@
 pub mod config;
 pub mod http;
 pub mod metrics;
+pub mod proxies;
 pub mod telemetry;
 
 use tokio_util::sync::CancellationToken;

@@ -125,7 +125,10 @@ fn serve_on(
     relay: Relay,
 ) {
     let cipher = Arc::new(Cipher::new(config.crypto.key.as_deref().unwrap(), &[]).unwrap());
-    let state = AppState::new(db.clone(), cipher, config.clone(), relay);
+    // On loopback like `api dev`: the dashboard's cookies follow its rule (plain unless the
+    // public URL is https), which the dashboard tests' cookie jar expects.
+    let at = listener.local_addr().expect("bound");
+    let state = AppState::new(db.clone(), cipher, config.clone(), relay).in_dev_on(at);
     // The production server (its time limits, the peer address for handlers), never stopped.
     tokio::spawn(api::runtime::serve(
         state,

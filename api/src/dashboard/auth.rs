@@ -60,30 +60,103 @@ pub fn form_cookie(headers: &HeaderMap) -> Option<&str> {
     cookie(headers, SESSION_COOKIE).or_else(|| cookie(headers, SIGN_IN_COOKIE))
 }
 
-/// `Secure` unless the dashboard is reached over plain HTTP on a loopback address (`api dev`,
-/// tests), where a browser would refuse to send it back. The scheme is plain HTTP unless a
-/// proxy in front says `X-Forwarded-Proto: https`.
-pub fn secure_cookies(headers: &HeaderMap) -> bool {
-    let https = headers
-        .get("x-forwarded-proto")
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.trim().eq_ignore_ascii_case("https"));
-    let host = headers
-        .get(header::HOST)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("");
-    https || !is_loopback_host(host)
+/// The handlers write the plain form of a cookie (no `Secure`, `Path=/dashboard`); the
+/// dashboard's cookie layer then dresses it as configured ([`CookiePolicy`]), whatever the
+/// request's `Host` says. Kept so the handlers' calls need not change.
+pub fn secure_cookies(_headers: &HeaderMap) -> bool {
+    false
 }
 
-fn is_loopback_host(host: &str) -> bool {
-    let name = match host.strip_prefix('[') {
-        Some(rest) => rest.split(']').next().unwrap_or(""),
-        None => host.rsplit_once(':').map_or(host, |(name, _)| name),
-    };
-    name.eq_ignore_ascii_case("localhost")
-        || name
-            .parse::<std::net::IpAddr>()
-            .is_ok_and(|ip| ip.is_loopback())
+/// How the dashboard's cookies are sent (SPEC §8), decided once at start from configuration,
+/// never from a request: behind a TLS proxy the api may see `Host: 127.0.0.1` over plain HTTP.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CookiePolicy {
+    /// `api dev` listening on loopback (and no https public URL): plain HTTP to this machine,
+    /// where a browser would keep a `Secure` cookie only on `localhost`-like hosts. Names and
+    /// paths as written (`vas_session`, `Path=/dashboard`).
+    Plain,
+    /// Everywhere else, `api serve` with no public URL included: `Secure`, and named
+    /// `__Host-…`, so neither a sibling host nor a plain-HTTP attacker can plant one. Browsers
+    /// keep a `__Host-` cookie only with `Path=/` and no `Domain`, so its path is `/` (SPEC says
+    /// `/dashboard`; the prefix's guarantee matters more, and the API never reads cookies).
+    HostPrefixed,
+}
+
+/// The names the dashboard sets, as the handlers know them.
+const OUR_COOKIES: [&str; 2] = [SESSION_COOKIE, SIGN_IN_COOKIE];
+const HOST_PREFIX: &str = "__Host-";
+
+impl CookiePolicy {
+    /// `dev_listener`: where `api dev` listens (None for `api serve`).
+    pub fn new(public_url: Option<&str>, dev_listener: Option<std::net::SocketAddr>) -> Self {
+        let https = public_url
+            .and_then(|u| url::Url::parse(u).ok())
+            .is_some_and(|u| u.scheme() == "https");
+        match dev_listener {
+            Some(addr) if !https && addr.ip().is_loopback() => CookiePolicy::Plain,
+            _ => CookiePolicy::HostPrefixed,
+        }
+    }
+
+    /// A `Set-Cookie` value of ours as this policy sends it; any other cookie unchanged.
+    pub fn dress(self, set_cookie: &str) -> String {
+        let mut parts = set_cookie.split(';').map(str::trim);
+        let Some((name, value)) = parts.next().and_then(|p| p.split_once('=')) else {
+            return set_cookie.to_owned();
+        };
+        if !OUR_COOKIES.contains(&name) {
+            return set_cookie.to_owned();
+        }
+        let attributes = parts.filter(|a| {
+            let key = a.split('=').next().unwrap_or("").trim();
+            !key.eq_ignore_ascii_case("secure") && !key.eq_ignore_ascii_case("path")
+        });
+        let (name, path, secure) = match self {
+            CookiePolicy::Plain => (name.to_owned(), "/dashboard", false),
+            CookiePolicy::HostPrefixed => (format!("{HOST_PREFIX}{name}"), "/", true),
+        };
+        let mut out = format!("{name}={value}");
+        for attribute in attributes {
+            out.push_str("; ");
+            out.push_str(attribute);
+        }
+        out.push_str(&format!("; Path={path}"));
+        if secure {
+            out.push_str("; Secure");
+        }
+        out
+    }
+
+    /// The `Cookie` header as the handlers read it: under `HostPrefixed`, `__Host-vas_session`
+    /// becomes `vas_session`, and an unprefixed `vas_session` (which anyone able to set a cookie
+    /// for this host over HTTP, or from a sibling host, could have planted) is dropped.
+    pub fn undress(self, cookie_header: &str) -> String {
+        if self == CookiePolicy::Plain {
+            return cookie_header.to_owned();
+        }
+        cookie_header
+            .split(';')
+            .map(str::trim)
+            .filter(|pair| !pair.is_empty())
+            .filter_map(|pair| {
+                let name = pair.split('=').next().unwrap_or("");
+                if OUR_COOKIES.contains(&name) {
+                    return None;
+                }
+                match pair.strip_prefix(HOST_PREFIX) {
+                    Some(bare)
+                        if OUR_COOKIES
+                            .iter()
+                            .any(|n| bare.split('=').next() == Some(n)) =>
+                    {
+                        Some(bare)
+                    }
+                    _ => Some(pair),
+                }
+            })
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
 }
 
 /// `Set-Cookie` for a cookie under `/dashboard`; `max_age` None is a browser-session cookie.
@@ -168,20 +241,61 @@ mod tests {
     }
 
     #[test]
-    fn secure_is_left_out_on_plain_loopback_only() {
-        let with_host = |host: &'static str| {
-            let mut h = HeaderMap::new();
-            h.insert(header::HOST, HeaderValue::from_static(host));
-            h
-        };
-        assert!(!secure_cookies(&with_host("127.0.0.1:8080")));
-        assert!(!secure_cookies(&with_host("localhost:8080")));
-        assert!(!secure_cookies(&with_host("[::1]:8080")));
-        assert!(secure_cookies(&with_host("dashboard.example.com")));
-        assert!(secure_cookies(&with_host("10.0.0.5:8080")));
-        let mut proxied = with_host("127.0.0.1:8080");
-        proxied.insert("x-forwarded-proto", HeaderValue::from_static("https"));
-        assert!(secure_cookies(&proxied));
+    fn only_api_dev_on_loopback_goes_without_secure() {
+        let at = |s: &str| Some(s.parse::<std::net::SocketAddr>().unwrap());
+        use CookiePolicy::*;
+        assert_eq!(CookiePolicy::new(None, at("127.0.0.1:8080")), Plain);
+        assert_eq!(CookiePolicy::new(None, at("[::1]:8080")), Plain);
+        let local = Some("http://127.0.0.1:8080");
+        assert_eq!(CookiePolicy::new(local, at("127.0.0.1:8080")), Plain);
+        // An https public address wins, even for `api dev` (behind a TLS proxy).
+        let public = Some("https://vas.example.com");
+        assert_eq!(
+            CookiePolicy::new(public, at("127.0.0.1:8080")),
+            HostPrefixed
+        );
+        assert_eq!(CookiePolicy::new(public, None), HostPrefixed);
+        // `api dev` reachable from other machines, and `api serve` however configured.
+        assert_eq!(CookiePolicy::new(None, at("0.0.0.0:8080")), HostPrefixed);
+        assert_eq!(CookiePolicy::new(None, None), HostPrefixed);
+        assert_eq!(CookiePolicy::new(local, None), HostPrefixed);
+    }
+
+    #[test]
+    fn cookies_are_dressed_as_the_policy_says() {
+        let plain = set_cookie(SESSION_COOKIE, "tok", None, false);
+        assert_eq!(
+            CookiePolicy::HostPrefixed.dress(&plain),
+            "__Host-vas_session=tok; HttpOnly; SameSite=Strict; Path=/; Secure"
+        );
+        assert_eq!(
+            CookiePolicy::Plain.dress(&plain),
+            "vas_session=tok; HttpOnly; SameSite=Strict; Path=/dashboard"
+        );
+        let cleared = clear_cookie(SIGN_IN_COOKIE, true);
+        assert_eq!(
+            CookiePolicy::Plain.dress(&cleared),
+            "vas_signin=; HttpOnly; SameSite=Strict; Max-Age=0; Path=/dashboard"
+        );
+        assert_eq!(
+            CookiePolicy::HostPrefixed.dress(&cleared),
+            "__Host-vas_signin=; HttpOnly; SameSite=Strict; Max-Age=0; Path=/; Secure"
+        );
+        assert_eq!(
+            CookiePolicy::HostPrefixed.dress("other=1; Path=/x"),
+            "other=1; Path=/x"
+        );
+    }
+
+    #[test]
+    fn prefixed_cookies_are_read_and_unprefixed_ones_refused() {
+        let sent = "a=1; vas_session=planted; __Host-vas_session=real; __Host-vas_signin=s; \
+                    __Host-other=2";
+        assert_eq!(
+            CookiePolicy::HostPrefixed.undress(sent),
+            "a=1; vas_session=real; vas_signin=s; __Host-other=2"
+        );
+        assert_eq!(CookiePolicy::Plain.undress(sent), sent);
     }
 
     #[test]

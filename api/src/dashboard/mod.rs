@@ -21,11 +21,11 @@ use std::collections::HashMap;
 
 use axum::Router;
 use axum::body::Body;
-use axum::extract::{FromRequestParts, Request};
+use axum::extract::{FromRequestParts, Request, State};
 use axum::http::request::Parts;
-use axum::http::{HeaderName, HeaderValue, Method, StatusCode, header};
+use axum::http::{HeaderName, HeaderValue, Method, StatusCode, Uri, header};
 use axum::middleware::{self, Next};
-use axum::response::{IntoResponse, Response};
+use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 
 use crate::state::AppState;
@@ -37,7 +37,7 @@ const MAX_FORM_BYTES: usize = 16 * 1024;
 /// Every dashboard route, under `/dashboard` (full paths, merged into the app's router, so
 /// `/dashboard` and `/dashboard/` both answer). Unknown paths below it are [`not_found`]'s, called
 /// from the app's fallback.
-pub fn router() -> Router<AppState> {
+pub fn router(cookies: auth::CookiePolicy) -> Router<AppState> {
     Router::new()
         .route("/dashboard", get(pages::home))
         .route("/dashboard/", get(pages::home))
@@ -127,6 +127,7 @@ pub fn router() -> Router<AppState> {
         )
         .layer(middleware::from_fn(guard_forms))
         .layer(middleware::from_fn(security_headers))
+        .layer(middleware::from_fn_with_state(cookies, cookie_policy))
 }
 
 /// True for the paths the dashboard answers (and the JSON API does not).
@@ -134,9 +135,37 @@ pub fn owns(path: &str) -> bool {
     path == "/dashboard" || path.starts_with("/dashboard/")
 }
 
-/// The answer to an unknown path under `/dashboard`: an HTML page, with the dashboard's headers.
-pub fn not_found() -> Response {
-    with_security_headers(view::not_found())
+/// The answer to a path under `/dashboard` that no route takes. A section named without its
+/// mode (`/dashboard/accounts?q=…`, `/dashboard/events/evt_…`), or a mode without a section
+/// (`/dashboard/live`), is sent to that page (test mode's when no mode is named), as
+/// `/dashboard/` is; anything else is an HTML "Page not found". Both with the dashboard's headers.
+pub fn unrouted(method: &Method, uri: &Uri) -> Response {
+    let target = (*method == Method::GET || *method == Method::HEAD)
+        .then(|| section_target(uri.path()))
+        .flatten();
+    match target {
+        Some(mut location) => {
+            if let Some(query) = uri.query() {
+                location.push('?');
+                location.push_str(query);
+            }
+            with_security_headers(Redirect::to(&location).into_response())
+        }
+        None => with_security_headers(view::not_found()),
+    }
+}
+
+/// Where a path missing its mode or section goes (see [`unrouted`]).
+fn section_target(path: &str) -> Option<String> {
+    let rest = path.strip_prefix("/dashboard/")?;
+    let (first, after) = rest.split_once('/').map_or((rest, ""), |(f, a)| (f, a));
+    if view::NAV.iter().any(|e| e.slug == first) {
+        return Some(format!("/dashboard/test/{rest}"));
+    }
+    match domain::Mode::parse(first) {
+        Some(mode) if after.is_empty() => Some(format!("/dashboard/{mode}/accounts")),
+        _ => None,
+    }
 }
 
 /// A dashboard path asked with a method it does not take.
@@ -153,6 +182,43 @@ pub fn method_not_allowed() -> Response {
 /// SPEC §8: on every dashboard response, whatever produced it.
 async fn security_headers(request: Request, next: Next) -> Response {
     with_security_headers(next.run(request).await)
+}
+
+/// Cookies as configured (`auth::CookiePolicy`): the request's `Cookie` header is read back
+/// into the names the handlers use before anything reads it (the form guard included), and
+/// every `Set-Cookie` of ours is sent with the policy's name, path and `Secure`.
+async fn cookie_policy(
+    State(policy): State<auth::CookiePolicy>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    let sent: Vec<String> = request
+        .headers()
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .map(|v| policy.undress(v))
+        .collect();
+    request.headers_mut().remove(header::COOKIE);
+    let joined = sent.join("; ");
+    if !joined.is_empty()
+        && let Ok(value) = HeaderValue::from_str(&joined)
+    {
+        request.headers_mut().insert(header::COOKIE, value);
+    }
+    let mut response = next.run(request).await;
+    let set: Vec<HeaderValue> = response
+        .headers()
+        .get_all(header::SET_COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .filter_map(|v| HeaderValue::from_str(&policy.dress(v)).ok())
+        .collect();
+    response.headers_mut().remove(header::SET_COOKIE);
+    for value in set {
+        response.headers_mut().append(header::SET_COOKIE, value);
+    }
+    response
 }
 
 fn with_security_headers(mut response: Response) -> Response {

@@ -3,9 +3,8 @@
 //! URL (`/dashboard/{mode}/…`), with live mode only once the business's KYB is approved.
 
 use std::marker::PhantomData;
-use std::net::SocketAddr;
 
-use axum::extract::{ConnectInfo, FromRequestParts, RawPathParams};
+use axum::extract::{FromRequestParts, RawPathParams};
 use axum::http::request::Parts;
 use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
@@ -126,30 +125,30 @@ impl<R: MinRole> FromRequestParts<AppState> for Signed<R> {
         }
         Ok(Signed {
             form_token: auth::form_token(token),
-            client_addr: client_addr(parts),
+            client_addr: client_addr(parts, state),
             owner,
             _role: PhantomData,
         })
     }
 }
 
-/// The client's address as the api sees it: the TCP peer (no proxy header is trusted, as for
-/// the JSON API's failed-authentication limit).
-pub fn client_addr(parts: &Parts) -> Option<String> {
-    parts
-        .extensions
-        .get::<ConnectInfo<SocketAddr>>()
-        .map(|ConnectInfo(addr)| addr.ip().to_string())
+/// The client's address as the audit log records it: the JSON API's (`extract::client_ip`),
+/// so limits and records agree on who a client is.
+pub fn client_addr(parts: &Parts, state: &AppState) -> Option<String> {
+    crate::extract::client_ip(parts, state).map(|ip| ip.to_string())
 }
 
 /// The client's address, for handlers that have no session yet (signing in).
 pub struct ClientAddr(pub Option<String>);
 
-impl<S: Send + Sync> FromRequestParts<S> for ClientAddr {
+impl FromRequestParts<AppState> for ClientAddr {
     type Rejection = std::convert::Infallible;
 
-    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
-        Ok(ClientAddr(client_addr(parts)))
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &AppState,
+    ) -> Result<Self, Self::Rejection> {
+        Ok(ClientAddr(client_addr(parts, state)))
     }
 }
 

@@ -9,10 +9,12 @@ use utoipa_axum::routes;
 
 use domain::banks::SETTLEMENT_BANKS;
 use domain::payout::SettlementRequest;
+use shared::db::audit::Actor;
 use shared::db::{ledger, payouts};
 use shared::providers::ProviderError;
 use shared::views::{BalanceTransactionView, BalanceView, Page, SettlementAccountView};
 
+use crate::dashboard::session::ClientAddr;
 use crate::error::responses as problem;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{Caller, JsonObject, QueryPairs};
@@ -77,11 +79,19 @@ struct SettlementAccountRequest {
 async fn put_settlement_account(
     State(state): State<AppState>,
     caller: Caller,
+    ClientAddr(client_addr): ClientAddr,
     JsonObject(body): JsonObject,
 ) -> ApiResult<Json<SettlementAccountView>> {
     let request = SettlementRequest::parse(&body).map_err(ApiError::Validation)?;
-    let stored =
-        change_settlement_account(&state, caller.business_id(), caller.mode(), &request).await?;
+    let actor = Actor::api_key(&caller.0.key_id, client_addr);
+    let stored = change_settlement_account(
+        &state,
+        &actor,
+        caller.business_id(),
+        caller.mode(),
+        &request,
+    )
+    .await?;
     Ok(Json(SettlementAccountView::from(&stored)))
 }
 
@@ -238,6 +248,7 @@ async fn balance_transactions(
 /// cannot be asked), then the store with its event and, in live mode, its hold.
 pub(crate) async fn change_settlement_account(
     state: &AppState,
+    actor: &Actor,
     business_id: &str,
     mode: domain::Mode,
     request: &SettlementRequest,
@@ -262,6 +273,7 @@ pub(crate) async fn change_settlement_account(
         .ok_or(ApiError::BankAccountNotFound)?;
     let stored = payouts::set_settlement_account(
         &state.db,
+        actor,
         business_id,
         mode,
         &payouts::VerifiedAccount {

@@ -114,7 +114,8 @@ pub async fn run(mut config: Config) -> anyhow::Result<()> {
 
     tracing::info!(address = %address, "api listening");
     print_banner(&db, &cipher, &url, address).await?;
-    super::serve(AppState::new(db, cipher, config, relay), listener, shutdown).await;
+    let state = AppState::new(db, cipher, config, relay).in_dev_on(address);
+    super::serve(state, listener, shutdown).await;
     for task in background {
         let _ = task.await;
     }

@@ -24,6 +24,17 @@ pub async fn serve_production(config: Config) -> anyhow::Result<()> {
              notifications; set your own, the same on the api and provider-sandbox"
         );
     }
+    if let Some(public) = &config.dashboard.public_url
+        && !public.starts_with("https://")
+    {
+        // Not refused: a dashboard on localhost works (browsers keep Secure cookies there).
+        tracing::warn!(
+            public_url = %public,
+            "VAS_DASHBOARD__PUBLIC_URL is not https: the dashboard's cookies are Secure anyway \
+             (only `api dev` on loopback goes without), so browsers sign in only over https or \
+             on localhost"
+        );
+    }
     let url = config.database.url.clone().expect("checked above");
     let db = bootstrap::connect_database(&url, &config).await?;
     let cipher = Arc::new(bootstrap::configured_cipher(&config)?);

@@ -12,12 +12,13 @@ use domain::{AuditAction, Mode};
 
 pub use audit_entry::Model as AuditEntry;
 
-/// Who acts: a signed-in user (their id and e-mail, and the address their request came from), or
-/// an operator at the command line.
+/// Who acts: a signed-in user (their id and e-mail, and the address their request came from), a
+/// secret key through the API (its id and the address), or an operator at the command line.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Actor {
     pub user_id: Option<String>,
     pub email: Option<String>,
+    pub key_id: Option<String>,
     pub client_addr: Option<String>,
 }
 
@@ -27,6 +28,7 @@ impl Actor {
         Actor {
             user_id: None,
             email: None,
+            key_id: None,
             client_addr: None,
         }
     }
@@ -45,8 +47,28 @@ impl Actor {
         Actor {
             user_id: Some(user_id.to_owned()),
             email: Some(email.to_owned()),
+            key_id: None,
             client_addr,
         }
+    }
+
+    /// A request of the API, made with the secret key `key_id`.
+    pub fn api_key(key_id: &str, client_addr: Option<String>) -> Actor {
+        Actor {
+            user_id: None,
+            email: None,
+            key_id: Some(key_id.to_owned()),
+            client_addr,
+        }
+    }
+}
+
+/// Who made an entry, as people read it: the user's e-mail, the API key's id, or an operator.
+pub fn actor_label(entry: &AuditEntry) -> String {
+    match (&entry.actor_email, &entry.actor_key_id) {
+        (Some(email), _) => email.clone(),
+        (None, Some(key_id)) => format!("API key {key_id}"),
+        (None, None) => "An operator (api admin)".into(),
     }
 }
 
@@ -111,6 +133,7 @@ pub async fn record<C: ConnectionTrait>(
         business_id: Set(entry.business_id.map(str::to_owned)),
         actor_user_id: Set(actor.user_id.clone()),
         actor_email: Set(actor.email.clone()),
+        actor_key_id: Set(actor.key_id.clone()),
         action: Set(entry.action),
         mode: Set(entry.mode),
         target: Set(entry.target),

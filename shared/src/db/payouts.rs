@@ -9,6 +9,7 @@ use sea_orm::{
     EntityTrait, QueryFilter, QuerySelect, TransactionTrait,
 };
 
+use super::audit::{self, Actor};
 use super::entities::{payout, settlement_account};
 use super::idempotency::{self, Claim};
 use super::ledger;
@@ -18,7 +19,7 @@ use crate::views::{PayoutView, SettlementAccountView};
 use domain::banks::SettlementBank;
 use domain::ids::new_id;
 use domain::payout::{EntryType, LIVE_HOLD, NewPayout, PayoutStatus, Schedule, TransferState};
-use domain::{EventType, Mode};
+use domain::{AuditAction, EventType, Mode};
 
 pub use payout::Model as Payout;
 pub use settlement_account::Model as SettlementAccount;
@@ -33,11 +34,13 @@ pub struct VerifiedAccount<'a> {
     pub schedule: Schedule,
 }
 
-/// Stores (or replaces) the mode's settlement account and records `settlement_account.updated`,
-/// in one transaction. A change of bank or number in live mode holds payouts for 24 hours; a
-/// change of the schedule alone moves no money elsewhere and keeps the current hold.
+/// Stores (or replaces) the mode's settlement account and records `settlement_account.updated`
+/// and who did it in the audit log, in one transaction. A change of bank or number in live mode
+/// holds payouts for 24 hours; a change of the schedule alone moves no money elsewhere and keeps
+/// the current hold.
 pub async fn set_settlement_account(
     db: &DatabaseConnection,
+    actor: &Actor,
     business_id: &str,
     mode: Mode,
     account: &VerifiedAccount<'_>,
@@ -101,8 +104,29 @@ pub async fn set_settlement_account(
         now,
     )
     .await?;
+    audit::record(&txn, actor, settlement_audit_entry(&stored, now), now).await?;
     txn.commit().await?;
     Ok(stored)
+}
+
+/// The audit row of a settlement-account change: the bank and the number's last four digits
+/// (as keys are shown), the schedule and any hold; never the whole number or the account name.
+fn settlement_audit_entry(stored: &SettlementAccount, now: DateTime<Utc>) -> audit::Entry<'_> {
+    let digits = &stored.account_number;
+    let last_four = &digits[digits.len().saturating_sub(4)..];
+    let mut detail = format!("{} payouts", stored.schedule.as_str());
+    if stored.payouts_available_at > now {
+        detail.push_str(&format!(
+            "; payouts held until {}",
+            stored
+                .payouts_available_at
+                .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+        ));
+    }
+    audit::Entry::new(&stored.business_id, AuditAction::SettlementAccountChanged)
+        .mode(stored.mode)
+        .target(format!("{} …{last_four}", stored.bank_name))
+        .detail(detail)
 }
 
 pub async fn find_settlement_account<C: ConnectionTrait>(

@@ -352,7 +352,9 @@ pub async fn change_settlement(
             return refuse(messages, StatusCode::UNPROCESSABLE_ENTITY).await;
         }
     };
-    match change_settlement_account(&state, scope.business_id(), scope.mode, &request).await {
+    let actor = scope.signed.actor();
+    match change_settlement_account(&state, &actor, scope.business_id(), scope.mode, &request).await
+    {
         Ok(stored) => {
             tracing::info!(
                 user_id = %user.id,

@@ -147,9 +147,7 @@ async fn render(
         .into_iter()
         .map(|e| AuditRow {
             at: When::of(&e.created_at),
-            who: e
-                .actor_email
-                .unwrap_or_else(|| "An operator (api admin)".into()),
+            who: audit::actor_label(&e),
             what: e.action.label(),
             mode: e.mode.map(Mode::as_str),
             target: e.target,

@@ -14,6 +14,8 @@ pub struct Model {
     pub actor_user_id: Option<String>,
     /// The actor's e-mail at the time.
     pub actor_email: Option<String>,
+    /// A change made through the API: the id of the secret key that made it.
+    pub actor_key_id: Option<String>,
     pub action: AuditAction,
     pub mode: Option<Mode>,
     pub target: Option<String>,
