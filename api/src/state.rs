@@ -12,8 +12,8 @@ use shared::db::keys::KeyOwner;
 use shared::providers::Providers;
 use shared::relay::Relay;
 
-use crate::dashboard::passwords::Hashing;
 use crate::dashboard::auth::CookiePolicy;
+use crate::dashboard::passwords::Hashing;
 
 /// What every handler shares.
 #[derive(Clone)]

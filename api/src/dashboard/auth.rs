@@ -60,13 +60,6 @@ pub fn form_cookie(headers: &HeaderMap) -> Option<&str> {
     cookie(headers, SESSION_COOKIE).or_else(|| cookie(headers, SIGN_IN_COOKIE))
 }
 
-/// The handlers write the plain form of a cookie (no `Secure`, `Path=/dashboard`); the
-/// dashboard's cookie layer then dresses it as configured ([`CookiePolicy`]), whatever the
-/// request's `Host` says. Kept so the handlers' calls need not change.
-pub fn secure_cookies(_headers: &HeaderMap) -> bool {
-    false
-}
-
 /// How the dashboard's cookies are sent (SPEC §8), decided once at start from configuration,
 /// never from a request: behind a TLS proxy the api may see `Host: 127.0.0.1` over plain HTTP.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -160,19 +153,18 @@ impl CookiePolicy {
 }
 
 /// `Set-Cookie` for a cookie under `/dashboard`; `max_age` None is a browser-session cookie.
-pub fn set_cookie(name: &str, value: &str, max_age: Option<i64>, secure: bool) -> String {
+/// A cookie of ours in its plain form (no `Secure`, `Path=/dashboard`); the dashboard\'s cookie
+/// layer dresses it as configured ([`CookiePolicy`]), whatever the request\'s `Host` says.
+pub fn set_cookie(name: &str, value: &str, max_age: Option<i64>) -> String {
     let mut cookie = format!("{name}={value}; HttpOnly; SameSite=Strict; Path=/dashboard");
     if let Some(age) = max_age {
         cookie.push_str(&format!("; Max-Age={age}"));
     }
-    if secure {
-        cookie.push_str("; Secure");
-    }
     cookie
 }
 
-pub fn clear_cookie(name: &str, secure: bool) -> String {
-    set_cookie(name, "", Some(0), secure)
+pub fn clear_cookie(name: &str) -> String {
+    set_cookie(name, "", Some(0))
 }
 
 /// A fresh TOTP secret (160 bits, RFC 4226's recommendation), as base32 for sealing.
@@ -263,7 +255,7 @@ mod tests {
 
     #[test]
     fn cookies_are_dressed_as_the_policy_says() {
-        let plain = set_cookie(SESSION_COOKIE, "tok", None, false);
+        let plain = set_cookie(SESSION_COOKIE, "tok", None);
         assert_eq!(
             CookiePolicy::HostPrefixed.dress(&plain),
             "__Host-vas_session=tok; HttpOnly; SameSite=Strict; Path=/; Secure"
@@ -272,7 +264,7 @@ mod tests {
             CookiePolicy::Plain.dress(&plain),
             "vas_session=tok; HttpOnly; SameSite=Strict; Path=/dashboard"
         );
-        let cleared = clear_cookie(SIGN_IN_COOKIE, true);
+        let cleared = clear_cookie(SIGN_IN_COOKIE);
         assert_eq!(
             CookiePolicy::Plain.dress(&cleared),
             "vas_signin=; HttpOnly; SameSite=Strict; Max-Age=0; Path=/dashboard"

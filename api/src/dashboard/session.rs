@@ -170,7 +170,7 @@ fn to_sign_in(parts: &Parts, ended: bool) -> Response {
     let location = format!("/dashboard/sign-in{}", view::query(&pairs));
     let mut response = Redirect::to(&location).into_response();
     if ended {
-        let clear = auth::clear_cookie(SESSION_COOKIE, auth::secure_cookies(&parts.headers));
+        let clear = auth::clear_cookie(SESSION_COOKIE);
         if let Ok(value) = HeaderValue::from_str(&clear) {
             response.headers_mut().append(header::SET_COOKIE, value);
         }

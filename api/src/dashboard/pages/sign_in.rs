@@ -215,12 +215,7 @@ fn sign_in_page(
         Some(token) => (token.to_owned(), None),
         None => {
             let token = auth::random_token();
-            let cookie = auth::set_cookie(
-                SIGN_IN_COOKIE,
-                &token,
-                Some(3600),
-                auth::secure_cookies(headers),
-            );
+            let cookie = auth::set_cookie(SIGN_IN_COOKIE, &token, Some(3600));
             (token, Some(cookie))
         }
     };
@@ -316,11 +311,10 @@ pub async fn submit(
         let token = auth::random_token();
         let now = domain::time::now();
         users::open_session(&state.db, &user.id, &auth::token_hash(&token), true, now).await?;
-        let secure = auth::secure_cookies(&headers);
         let location = format!("/dashboard/sign-in/code{}", view::query(&[("next", next)]));
         return Ok(with_cookies(
             Redirect::to(&location).into_response(),
-            &[auth::set_cookie(SESSION_COOKIE, &token, None, secure)],
+            &[auth::set_cookie(SESSION_COOKIE, &token, None)],
         ));
     }
     start_session(&state, &headers, &user, next, addr).await
@@ -348,12 +342,11 @@ async fn start_session(
     .await?;
     txn.commit().await?;
     tracing::info!(user_id = %user.id, "dashboard sign-in");
-    let secure = auth::secure_cookies(headers);
     Ok(with_cookies(
         Redirect::to(next).into_response(),
         &[
-            auth::set_cookie(SESSION_COOKIE, &token, None, secure),
-            auth::clear_cookie(SIGN_IN_COOKIE, secure),
+            auth::set_cookie(SESSION_COOKIE, &token, None),
+            auth::clear_cookie(SIGN_IN_COOKIE),
         ],
     ))
 }
@@ -419,10 +412,9 @@ pub async fn code_submit(
     let key = throttle_key(&user.email);
     let locked_out = || async {
         users::end_session(&state.db, &owner.session.id).await?;
-        let secure = auth::secure_cookies(&headers);
         Ok::<_, anyhow::Error>(with_cookies(
             Redirect::to("/dashboard/sign-in?locked=1").into_response(),
-            &[auth::clear_cookie(SESSION_COOKIE, secure)],
+            &[auth::clear_cookie(SESSION_COOKIE)],
         ))
     };
     let token = auth::cookie(&headers, SESSION_COOKIE).unwrap_or_default();
@@ -492,10 +484,9 @@ pub async fn sign_out(
         let entry = Entry::new(&user.business_id, AuditAction::SignedOut);
         audit::record(&state.db, &actor, entry, domain::time::now()).await?;
     }
-    let secure = auth::secure_cookies(&headers);
     Ok(with_cookies(
         Redirect::to("/dashboard/sign-in?signed_out=1").into_response(),
-        &[auth::clear_cookie(SESSION_COOKIE, secure)],
+        &[auth::clear_cookie(SESSION_COOKIE)],
     ))
 }
 
