@@ -472,9 +472,17 @@ async fn webhook_urls_follow_the_admin_rules(backend: Backend) {
         ("live", "https://127.0.0.1/x", "loopback address"),
         ("live", "https://10.1.2.3/x", "private address"),
         // Test mode too: its replies are shown to the developer.
-        ("test", "http://127.0.0.1:9/hook", "127.0.0.1 is a loopback address"),
+        (
+            "test",
+            "http://127.0.0.1:9/hook",
+            "127.0.0.1 is a loopback address",
+        ),
         ("test", "http://[::1]:9/hook", "::1 is a loopback address"),
-        ("test", "http://10.0.0.1/hook", "10.0.0.1 is a private address"),
+        (
+            "test",
+            "http://10.0.0.1/hook",
+            "10.0.0.1 is a private address",
+        ),
         (
             "test",
             "http://169.254.169.254/latest/meta-data",
@@ -537,11 +545,18 @@ async fn an_operator_may_allow_webhooks_to_this_machine_never_to_link_local(back
     let metadata = owner
         .post(
             "/dashboard/test/developers/webhook",
-            &[("form_token", &token), ("url", "http://169.254.169.254/latest")],
+            &[
+                ("form_token", &token),
+                ("url", "http://169.254.169.254/latest"),
+            ],
         )
         .await;
     assert_eq!(metadata.status, 422);
-    assert!(metadata.body.contains("link-local address"), "{}", metadata.body);
+    assert!(
+        metadata.body.contains("link-local address"),
+        "{}",
+        metadata.body
+    );
     let set = owner
         .post(
             "/dashboard/test/developers/webhook",
@@ -600,7 +615,9 @@ async fn a_test_event_arrives_signed_and_a_rotated_secret_is_shown_once(backend:
     let event_id = first.webhook_id();
     eventually(WITHIN, async || {
         let page = http.get("/dashboard/test/developers").await;
-        if page.body.contains(&event_id) && page.body.contains(r#"<span class="badge good">200</span>"#) {
+        if page.body.contains(&event_id)
+            && page.body.contains(r#"<span class="badge good">200</span>"#)
+        {
             Ok(())
         } else {
             Err("the attempt is not on the page yet".to_owned())
@@ -608,7 +625,13 @@ async fn a_test_event_arrives_signed_and_a_rotated_secret_is_shown_once(backend:
     })
     .await;
     // A 2xx answer's body is not kept (SPEC §4: only a non-2xx one's first 256 bytes).
-    assert!(!http.get("/dashboard/test/developers").await.body.contains("got it"));
+    assert!(
+        !http
+            .get("/dashboard/test/developers")
+            .await
+            .body
+            .contains("got it")
+    );
 
     // Rotating: the new secret is shown once; the old one keeps signing beside it.
     let page = http.get("/dashboard/test/developers").await;

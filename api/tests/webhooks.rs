@@ -10,11 +10,11 @@ use std::time::Duration;
 use common::api;
 use domain::{KybStatus, Mode};
 use reqwest::StatusCode;
+use sea_orm::EntityTrait;
+use sea_orm::sea_query::Expr;
 use serde_json::{Value, json};
 use shared::crypto::Cipher;
 use shared::db::businesses::{self, IssuedBusiness};
-use sea_orm::sea_query::Expr;
-use sea_orm::EntityTrait;
 use shared::db::deliveries;
 use shared::db::entities::delivery_attempt;
 use test_support::store;
@@ -758,7 +758,10 @@ async fn only_the_first_256_bytes_of_a_non_2xx_reply_are_kept(backend: Backend) 
     let attempts = |event: &Value| event["deliveries"][0]["attempts"].clone();
     assert_eq!(status_codes(&event["deliveries"][0]), [500, 200]);
     assert_eq!(attempts(&event)[0]["responseBody"], "e".repeat(256));
-    assert!(attempts(&event)[1]["responseBody"].is_null(), "a 2xx body is not kept");
+    assert!(
+        attempts(&event)[1]["responseBody"].is_null(),
+        "a 2xx body is not kept"
+    );
     let mut stored: Vec<(i32, Option<String>)> = delivery_attempt::Entity::find()
         .all(&app.db)
         .await
@@ -904,9 +907,21 @@ fn setting_a_private_url_is_refused_in_both_modes_with_a_clear_error() {
     assert!(set("live", "https://93.184.216.34/hook").status.success());
     assert!(set("test", "http://93.184.216.34/hook").status.success());
     // An operator may allow this machine and private networks, never link-local (metadata).
-    assert!(set_with("true", "test", "http://localhost:8999/hook").status.success());
-    assert!(set_with("true", "test", "http://127.0.0.1:8999/hook").status.success());
-    assert!(set_with("true", "test", "http://10.0.0.1/hook").status.success());
+    assert!(
+        set_with("true", "test", "http://localhost:8999/hook")
+            .status
+            .success()
+    );
+    assert!(
+        set_with("true", "test", "http://127.0.0.1:8999/hook")
+            .status
+            .success()
+    );
+    assert!(
+        set_with("true", "test", "http://10.0.0.1/hook")
+            .status
+            .success()
+    );
     let out = set_with("true", "test", "http://169.254.169.254/latest");
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("link-local"));

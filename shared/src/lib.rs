@@ -14,5 +14,6 @@ pub mod relay;
 pub mod signing;
 pub mod ssrf;
 pub mod views;
+pub mod webhook_reply;
 pub mod webhook_url;
 pub mod worker;
