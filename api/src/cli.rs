@@ -258,7 +258,9 @@ async fn admin(command: AdminCommand, config: Config) -> anyhow::Result<()> {
             WebhookCommand::Set { id, mode, url } => {
                 let mode = Mode::from(mode);
                 // The same rules as the dashboard's Developers page.
-                let parsed = shared::webhook_url::check(mode, &url).await?;
+                let policy = shared::ssrf::TargetPolicy::from_config(&config.webhooks);
+                policy.warn_at_start("api admin webhook set");
+                let parsed = shared::webhook_url::check(mode, &url, policy).await?;
                 anyhow::ensure!(
                     businesses::set_webhook_url_by(
                         &db,

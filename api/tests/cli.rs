@@ -50,16 +50,22 @@ fn admin_commands_work_on_the_dev_data_folder() {
     assert!(dir.path().join(".vas-dev/crypto.key").exists());
 
     run_ok(api(dir.path()).args(["admin", "business", "approve-kyb", id]));
-    run_ok(api(dir.path()).args([
-        "admin",
-        "webhook",
-        "set",
-        id,
-        "--mode",
-        "test",
-        "--url",
-        "http://localhost:4000/hooks",
-    ]));
+    // A receiver on this machine, as a developer running `api dev` points it (the setting is
+    // explicit: outside `api dev`, loopback targets are refused).
+    run_ok(
+        api(dir.path())
+            .env("VAS_WEBHOOKS__ALLOW_PRIVATE_ADDRESSES", "true")
+            .args([
+                "admin",
+                "webhook",
+                "set",
+                id,
+                "--mode",
+                "test",
+                "--url",
+                "http://localhost:4000/hooks",
+            ]),
+    );
     let rotated =
         run_ok(api(dir.path()).args(["admin", "webhook", "rotate-secret", id, "--mode", "test"]));
     assert!(rotated.trim().starts_with("whsec_"));
@@ -337,9 +343,13 @@ async fn dev_killed_mid_delivery_resumes_it_at_once_after_a_restart() {
     let receiver = Receiver::start().await;
     receiver.script([Reply::ok().slow(Duration::from_secs(600))]);
     let hook = receiver.url.clone();
-    run_ok(api(dir.path()).args([
-        "admin", "webhook", "set", business, "--mode", "test", "--url", &hook,
-    ]));
+    run_ok(
+        api(dir.path())
+            .env("VAS_WEBHOOKS__ALLOW_PRIVATE_ADDRESSES", "true")
+            .args([
+                "admin", "webhook", "set", business, "--mode", "test", "--url", &hook,
+            ]),
+    );
 
     let client = reqwest::Client::new();
     let resp = client

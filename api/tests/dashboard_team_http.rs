@@ -11,7 +11,8 @@ mod dashboard_support;
 use std::time::Duration;
 
 use common::{
-    Backend, Receiver, Reply, TestApp, account_body, eventually, spawn_app, start_webhooks_worker,
+    Backend, Receiver, Reply, TestApp, account_body, eventually, spawn_app, spawn_app_with,
+    start_webhooks_worker,
 };
 use dashboard_support::{Answer, Http, add_user};
 use domain::{AuditAction, Mode, Role};
@@ -31,6 +32,7 @@ on_both_databases!(
     a_viewer_has_no_controls_and_every_post_answers_403,
     live_keys_are_for_owners_and_changes_need_the_password,
     webhook_urls_follow_the_admin_rules,
+    an_operator_may_allow_webhooks_to_this_machine_never_to_link_local,
     a_test_event_arrives_signed_and_a_rotated_secret_is_shown_once,
     team_add_change_and_remove_users,
     the_last_owner_cannot_be_removed_or_demoted,
@@ -451,7 +453,8 @@ async fn live_keys_are_for_owners_and_changes_need_the_password(backend: Backend
 }
 
 async fn webhook_urls_follow_the_admin_rules(backend: Backend) {
-    let app = spawn_app(backend).await;
+    // As in production: no private addresses allowed.
+    let app = spawn_app_with(backend, |c| c.webhooks.allow_private_addresses = false).await;
     app.approve_kyb().await;
     let (mut owner, _, password) = signed_in(&app, Role::Owner).await;
     let token = owner.get("/dashboard/test/developers").await.form_token();
@@ -469,6 +472,24 @@ async fn webhook_urls_follow_the_admin_rules(backend: Backend) {
         ),
         ("live", "https://127.0.0.1/x", "loopback address"),
         ("live", "https://10.1.2.3/x", "private address"),
+        // Test mode too: its replies are shown to the developer.
+        (
+            "test",
+            "http://127.0.0.1:9/hook",
+            "127.0.0.1 is a loopback address",
+        ),
+        ("test", "http://[::1]:9/hook", "::1 is a loopback address"),
+        (
+            "test",
+            "http://10.0.0.1/hook",
+            "10.0.0.1 is a private address",
+        ),
+        (
+            "test",
+            "http://169.254.169.254/latest/meta-data",
+            "169.254.169.254 is a link-local address",
+        ),
+        ("test", "http://localhost:9/hook", "a loopback address"),
     ];
     for (mode, url, why) in cases {
         let answer = owner
@@ -484,6 +505,11 @@ async fn webhook_urls_follow_the_admin_rules(backend: Backend) {
         assert_eq!(answer.status, 422, "{mode} {url}");
         assert!(answer.body.contains(why), "{mode} {url}: {}", answer.body);
         assert!(
+            !why.contains("address") || answer.body.contains("public addresses only"),
+            "{mode} {url}: {}",
+            answer.body
+        );
+        assert!(
             answer
                 .body
                 .contains(&format!(r#"value="{}""#, url.replace('&', "&amp;"))),
@@ -491,7 +517,47 @@ async fn webhook_urls_follow_the_admin_rules(backend: Backend) {
         );
     }
     assert!(rows_of(&app, AuditAction::WebhookUrlSet).await.is_empty());
-    // Test mode may deliver to this machine.
+    assert_eq!(
+        shared::db::businesses::webhook_url(&app.db, &app.business.id, Mode::Test)
+            .await
+            .unwrap(),
+        None
+    );
+    let set = owner
+        .post(
+            "/dashboard/test/developers/webhook",
+            &[("form_token", &token), ("url", "http://93.184.216.34/hook")],
+        )
+        .await;
+    assert_eq!(set.status, 303);
+    let page = owner.follow(set).await;
+    assert!(page.body.contains("Webhook URL saved"));
+    let rows = rows_of(&app, AuditAction::WebhookUrlSet).await;
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].target.as_deref(), Some("http://93.184.216.34/hook"));
+}
+
+async fn an_operator_may_allow_webhooks_to_this_machine_never_to_link_local(backend: Backend) {
+    // The test app allows private addresses, as `api dev` and an operator's setting do.
+    let app = spawn_app(backend).await;
+    assert!(app.config.webhooks.allow_private_addresses);
+    let (mut owner, _, _) = signed_in(&app, Role::Owner).await;
+    let token = owner.get("/dashboard/test/developers").await.form_token();
+    let metadata = owner
+        .post(
+            "/dashboard/test/developers/webhook",
+            &[
+                ("form_token", &token),
+                ("url", "http://169.254.169.254/latest"),
+            ],
+        )
+        .await;
+    assert_eq!(metadata.status, 422);
+    assert!(
+        metadata.body.contains("link-local address"),
+        "{}",
+        metadata.body
+    );
     let set = owner
         .post(
             "/dashboard/test/developers/webhook",
@@ -509,9 +575,6 @@ async fn webhook_urls_follow_the_admin_rules(backend: Backend) {
             .as_deref(),
         Some("http://127.0.0.1:9/hook")
     );
-    let rows = rows_of(&app, AuditAction::WebhookUrlSet).await;
-    assert_eq!(rows.len(), 1);
-    assert_eq!(rows[0].target.as_deref(), Some("http://127.0.0.1:9/hook"));
 }
 
 async fn a_test_event_arrives_signed_and_a_rotated_secret_is_shown_once(backend: Backend) {
@@ -553,13 +616,23 @@ async fn a_test_event_arrives_signed_and_a_rotated_secret_is_shown_once(backend:
     let event_id = first.webhook_id();
     eventually(WITHIN, async || {
         let page = http.get("/dashboard/test/developers").await;
-        if page.body.contains(&event_id) && page.body.contains("got it") {
+        if page.body.contains(&event_id)
+            && page.body.contains(r#"<span class="badge good">200</span>"#)
+        {
             Ok(())
         } else {
             Err("the attempt is not on the page yet".to_owned())
         }
     })
     .await;
+    // A 2xx answer's body is not kept (SPEC §4: only a non-2xx one's first 256 bytes).
+    assert!(
+        !http
+            .get("/dashboard/test/developers")
+            .await
+            .body
+            .contains("got it")
+    );
 
     // Rotating: the new secret is shown once; the old one keeps signing beside it.
     let page = http.get("/dashboard/test/developers").await;

@@ -1,6 +1,6 @@
 //! Events and webhooks as a caller and a receiver see them: signed deliveries that verify with
 //! an independent Standard Webhooks implementation, retries honouring `Retry-After`, timeouts,
-//! dead letters and replays, resends, secret rotation, live-mode SSRF refusals, slow endpoints
+//! dead letters and replays, resends, secret rotation, SSRF refusals in both modes, slow endpoints
 //! that delay nobody else, a worker killed mid-delivery, and the `/events` API.
 
 mod common;
@@ -10,10 +10,13 @@ use std::time::Duration;
 use common::api;
 use domain::{KybStatus, Mode};
 use reqwest::StatusCode;
+use sea_orm::EntityTrait;
+use sea_orm::sea_query::Expr;
 use serde_json::{Value, json};
 use shared::crypto::Cipher;
 use shared::db::businesses::{self, IssuedBusiness};
 use shared::db::deliveries;
+use shared::db::entities::delivery_attempt;
 use test_support::store;
 use test_support::{
     Backend, Received, Receiver, Reply, TestApp, account_body, captured_logs, eventually, json,
@@ -31,7 +34,8 @@ test_support::on_both_databases!(
     resend_delivers_again_with_the_same_webhook_id,
     a_resend_supersedes_an_attempt_in_flight,
     during_a_rotation_both_secrets_sign,
-    live_mode_refuses_private_targets_at_delivery,
+    private_targets_are_refused_at_delivery_in_both_modes,
+    only_the_first_256_bytes_of_a_non_2xx_reply_are_kept,
     a_slow_endpoint_delays_no_other,
     a_worker_killed_mid_delivery_loses_nothing,
 );
@@ -191,7 +195,7 @@ async fn events_are_delivered_signed_and_verifiable(backend: Backend) {
     assert_eq!(delivery["url"], receiver.url.as_str());
     let attempt = &delivery["attempts"][0];
     assert_eq!(attempt["statusCode"], 200);
-    assert_eq!(attempt["responseBody"], "thanks");
+    assert!(attempt["responseBody"].is_null(), "a 2xx body is not kept");
     assert!(attempt["durationMs"].as_i64().unwrap() >= 0);
     assert!(attempt["at"].is_string());
 
@@ -679,34 +683,109 @@ async fn during_a_rotation_both_secrets_sign(backend: Backend) {
     assert!(!verifies(&old, &after));
 }
 
-async fn live_mode_refuses_private_targets_at_delivery(backend: Backend) {
-    let app = spawn_app_with(backend, |c| c.webhooks.retry_schedule = vec![0]).await;
+async fn private_targets_are_refused_at_delivery_in_both_modes(backend: Backend) {
+    // As in production: no private addresses allowed.
+    let app = spawn_app_with(backend, |c| {
+        c.webhooks.retry_schedule = vec![0];
+        c.webhooks.timeout_secs = 2;
+        c.webhooks.allow_private_addresses = false;
+    })
+    .await;
     app.approve_kyb().await;
     let receiver = Receiver::start().await;
     let _worker = start_webhooks_worker(&app, app.shutdown.clone());
-    // Written past the CLI's check (as if set before the rule, or by hand): delivery still
-    // refuses. A name that resolves to loopback, and a loopback address.
+    // Written past the save-time check (as if set before the rule, or by hand): delivery still
+    // refuses. A name that resolves to loopback (refused after DNS, before connecting), and
+    // addresses.
     let biz = app.business.id.clone();
-    set_url(&app, &biz, Mode::Live, &receiver.localhost_url()).await;
-    let by_name = record_event(&app, &biz, Mode::Live, json!({"id": "va_1"})).await;
-    set_url(&app, &biz, Mode::Live, &receiver.url).await;
-    let by_address = record_event(&app, &biz, Mode::Live, json!({"id": "va_2"})).await;
-    for id in [&by_name, &by_address] {
-        let event = wait_for_delivery(&app, app.live_key(), id, "dead", Some(2)).await;
-        assert_eq!(status_codes(&event["deliveries"][0]), [0, 0]);
+    let mut urls = vec![
+        (Mode::Live, receiver.localhost_url()),
+        (Mode::Live, receiver.url.clone()),
+        (Mode::Test, receiver.localhost_url()),
+        (Mode::Test, receiver.url.clone()),
+    ];
+    for url in [
+        "http://[::1]:9/hook",
+        "http://10.0.0.1/hook",
+        "http://169.254.169.254/latest/meta-data",
+        "http://[::ffff:127.0.0.1]:9/hook",
+    ] {
+        urls.push((Mode::Test, url.to_owned()));
+    }
+    for (n, (mode, url)) in urls.iter().enumerate() {
+        set_url(&app, &biz, *mode, url).await;
+        let id = record_event(&app, &biz, *mode, json!({"id": format!("va_{n}")})).await;
+        let key = match mode {
+            Mode::Live => app.live_key(),
+            Mode::Test => app.test_key(),
+        };
+        // Each attempt goes to the URL of its moment: wait before the next URL is set.
+        let event = wait_for_delivery(&app, key, &id, "dead", Some(2)).await;
+        let delivery = &event["deliveries"][0];
+        assert_eq!(status_codes(delivery), [0, 0], "{mode} {url}");
+        for attempt in delivery["attempts"].as_array().unwrap() {
+            assert!(attempt["responseBody"].is_null());
+        }
     }
     assert_eq!(receiver.count(), 0, "nothing reached the private target");
+    let refusals = (urls.len() * 2) as u64;
     assert_eq!(
-        store::count_attempts_whose_error_mentions(&app.db, &["loopback", "public addresses only"])
-            .await,
-        4
+        store::count_attempts_whose_error_mentions(&app.db, &["public addresses only"]).await,
+        refusals,
+        "every attempt says why"
     );
+    assert_eq!(
+        store::count_attempts_whose_error_mentions(
+            &app.db,
+            // 127.0.0.1 or ::1, whichever the resolver lists first.
+            &["localhost resolves to", "a loopback address"]
+        )
+        .await,
+        4,
+        "a name is judged by what it resolves to"
+    );
+}
 
-    // Test mode may deliver to this machine, by name too.
-    set_url(&app, &biz, Mode::Test, &receiver.localhost_url()).await;
-    let test = record_event(&app, &biz, Mode::Test, json!({"id": "va_3"})).await;
-    let received = receiver.wait_for(1, WITHIN).await;
-    assert_eq!(received[0].webhook_id(), test);
+async fn only_the_first_256_bytes_of_a_non_2xx_reply_are_kept(backend: Backend) {
+    let app = spawn_app_with(backend, |c| c.webhooks.retry_schedule = vec![0]).await;
+    let receiver = Receiver::start().await;
+    let long = "e".repeat(1000);
+    receiver.script([Reply::status(500).body(&long)]);
+    receiver.set_default(Reply::ok().body(&long));
+    set_url(&app, &app.business.id, Mode::Test, &receiver.url).await;
+    let _worker = start_webhooks_worker(&app, app.shutdown.clone());
+    let id = record_event(&app, &app.business.id, Mode::Test, json!({"id": "va_1"})).await;
+    let event = wait_for_delivery(&app, app.test_key(), &id, "succeeded", Some(2)).await;
+    let attempts = |event: &Value| event["deliveries"][0]["attempts"].clone();
+    assert_eq!(status_codes(&event["deliveries"][0]), [500, 200]);
+    assert_eq!(attempts(&event)[0]["responseBody"], "e".repeat(256));
+    assert!(
+        attempts(&event)[1]["responseBody"].is_null(),
+        "a 2xx body is not kept"
+    );
+    let mut stored: Vec<(i32, Option<String>)> = delivery_attempt::Entity::find()
+        .all(&app.db)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|a| (a.status_code, a.response_excerpt))
+        .collect();
+    stored.sort();
+    assert_eq!(stored, [(200, None), (500, Some("e".repeat(256)))]);
+
+    // Attempts recorded under an older rule (a kibibyte, of any answer) show no more than this
+    // one allows.
+    delivery_attempt::Entity::update_many()
+        .col_expr(
+            delivery_attempt::Column::ResponseExcerpt,
+            Expr::value("o".repeat(1024)),
+        )
+        .exec(&app.db)
+        .await
+        .unwrap();
+    let event = read_event(&app, app.test_key(), &id).await;
+    assert_eq!(attempts(&event)[0]["responseBody"], "o".repeat(256));
+    assert!(attempts(&event)[1]["responseBody"].is_null());
 }
 
 async fn a_slow_endpoint_delays_no_other(backend: Backend) {
@@ -780,10 +859,10 @@ async fn a_worker_killed_mid_delivery_loses_nothing(backend: Backend) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// `api admin webhook set`: the live-mode SSRF check when the URL is set.
+// `api admin webhook set`: the SSRF check when the URL is set, in both modes.
 
 #[test]
-fn setting_a_private_live_url_is_refused_with_a_clear_error() {
+fn setting_a_private_url_is_refused_in_both_modes_with_a_clear_error() {
     let dir = tempfile::tempdir().unwrap();
     let out = api(dir.path())
         .args(["admin", "business", "create", "--name", "Acme Ltd"])
@@ -792,34 +871,66 @@ fn setting_a_private_live_url_is_refused_with_a_clear_error() {
     assert!(out.status.success());
     let issued: Value = serde_json::from_slice(&out.stdout).unwrap();
     let id = issued["id"].as_str().unwrap();
-    let set = |mode: &str, url: &str| {
+    let set_with = |allow: &str, mode: &str, url: &str| {
         api(dir.path())
+            .env("VAS_WEBHOOKS__ALLOW_PRIVATE_ADDRESSES", allow)
             .args(["admin", "webhook", "set", id, "--mode", mode, "--url", url])
             .output()
             .unwrap()
     };
-    for (url, kind) in [
-        ("https://127.0.0.1/hook", "loopback"),
-        ("https://10.1.2.3/hook", "private"),
-        ("https://192.168.0.10/hook", "private"),
-        ("https://169.254.169.254/latest", "link-local"),
-        ("https://100.64.1.1/hook", "CGNAT"),
-        ("https://[::1]/hook", "loopback"),
-        ("https://[fd00::1]/hook", "unique-local"),
-        ("https://[fe80::1]/hook", "link-local"),
-        ("https://0.0.0.0/hook", "unspecified"),
-        ("https://localhost/hook", "loopback"),
-    ] {
-        let out = set("live", url);
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(!out.status.success(), "{url} was accepted");
-        assert!(
-            stderr.contains("refused") && stderr.contains(kind),
-            "{url}: {stderr}"
-        );
+    let set = |mode: &str, url: &str| set_with("false", mode, url);
+    for mode in ["live", "test"] {
+        for (url, kind) in [
+            ("https://127.0.0.1/hook", "loopback"),
+            ("https://10.0.0.1/hook", "private"),
+            ("https://192.168.0.10/hook", "private"),
+            ("https://169.254.169.254/latest", "link-local"),
+            ("https://100.64.1.1/hook", "CGNAT"),
+            ("https://[::1]/hook", "loopback"),
+            ("https://[::ffff:127.0.0.1]/hook", "loopback"),
+            ("https://[fd00::1]/hook", "unique-local"),
+            ("https://[fe80::1]/hook", "link-local"),
+            ("https://0.0.0.0/hook", "unspecified"),
+            ("https://localhost/hook", "loopback"),
+        ] {
+            let out = set(mode, url);
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert!(!out.status.success(), "{mode}: {url} was accepted");
+            assert!(
+                stderr.contains("refused")
+                    && stderr.contains(kind)
+                    && stderr.contains("public addresses only"),
+                "{mode} {url}: {stderr}"
+            );
+        }
     }
-    // A public address is fine in live mode; test mode may point at this machine.
+    // Public addresses are fine in either mode.
     assert!(set("live", "https://93.184.216.34/hook").status.success());
-    assert!(set("test", "http://localhost:8999/hook").status.success());
-    assert!(set("test", "http://127.0.0.1:8999/hook").status.success());
+    assert!(set("test", "http://93.184.216.34/hook").status.success());
+    // An operator may allow this machine and private networks, never link-local (metadata).
+    assert!(
+        set_with("true", "test", "http://localhost:8999/hook")
+            .status
+            .success()
+    );
+    assert!(
+        set_with("true", "test", "http://127.0.0.1:8999/hook")
+            .status
+            .success()
+    );
+    assert!(
+        set_with("true", "test", "http://10.0.0.1/hook")
+            .status
+            .success()
+    );
+    let out = set_with("true", "test", "http://169.254.169.254/latest");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("link-local"));
+    // Said at start, as every process that allows them says it.
+    let out = set_with("true", "test", "http://127.0.0.1:8999/hook");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("WARN") && stderr.contains("ALLOW_PRIVATE_ADDRESSES"),
+        "{stderr}"
+    );
 }

@@ -140,6 +140,10 @@ pub struct WebhooksConfig {
     /// failed probe up to `circuit_max_cooldown_secs`.
     pub circuit_cooldown_secs: u64,
     pub circuit_max_cooldown_secs: u64,
+    /// Lets webhook URLs point at loopback and private addresses (this machine, 10/8, 172.16/12,
+    /// 192.168/16, fc00::/7), when set and at delivery; `api dev` turns it on. Link-local
+    /// (cloud metadata), CGNAT and other non-public addresses stay refused. Never in production.
+    pub allow_private_addresses: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -402,6 +406,7 @@ impl Default for WebhooksConfig {
             circuit_failure_threshold: 5,
             circuit_cooldown_secs: 30,
             circuit_max_cooldown_secs: 600,
+            allow_private_addresses: false,
         }
     }
 }

@@ -15,5 +15,6 @@ pub mod retry;
 pub mod signing;
 pub mod ssrf;
 pub mod views;
+pub mod webhook_reply;
 pub mod webhook_url;
 pub mod worker;

@@ -1,10 +1,10 @@
 //! The rules of a webhook URL, in one place for `api admin webhook set` and the dashboard's
-//! Developers page (SPEC §4): http or https; live URLs https and public only (checked again at
-//! every delivery, after DNS); test mode may deliver to this machine.
+//! Developers page (SPEC §4): http or https; live URLs https; in both modes public addresses
+//! only (checked again at every delivery, after DNS), unless the operator allows private ones.
 
 use domain::Mode;
 
-use crate::ssrf::{self, SsrfError};
+use crate::ssrf::{SsrfError, TargetPolicy};
 
 /// Longer than any real endpoint; a bound for a form field.
 pub const MAX_URL_CHARS: usize = 2000;
@@ -23,8 +23,12 @@ pub enum WebhookUrlError {
     Refused(#[from] SsrfError),
 }
 
-/// The URL, parsed, when `mode`'s events may go to it.
-pub async fn check(mode: Mode, raw: &str) -> Result<url::Url, WebhookUrlError> {
+/// The URL, parsed, when `mode`'s events may go to it under `policy`.
+pub async fn check(
+    mode: Mode,
+    raw: &str,
+    policy: TargetPolicy,
+) -> Result<url::Url, WebhookUrlError> {
     let raw = raw.trim();
     if raw.chars().count() > MAX_URL_CHARS {
         return Err(WebhookUrlError::TooLong);
@@ -36,11 +40,9 @@ pub async fn check(mode: Mode, raw: &str) -> Result<url::Url, WebhookUrlError> {
     if mode == Mode::Live && parsed.scheme() != "https" {
         return Err(WebhookUrlError::LiveNotHttps);
     }
-    // Live events go to public addresses only (checked again at every delivery, after DNS);
-    // test mode may deliver to this machine.
-    if mode == Mode::Live {
-        ssrf::check_url(&parsed).await?;
-    }
+    // The same in both modes: a test-mode reply is shown to the developer, so a test URL
+    // aimed inside the network would read it (checked again at every delivery, after DNS).
+    policy.check_url(&parsed).await?;
     Ok(parsed)
 }
 
@@ -48,33 +50,73 @@ pub async fn check(mode: Mode, raw: &str) -> Result<url::Url, WebhookUrlError> {
 mod tests {
     use super::*;
 
+    const PUBLIC: TargetPolicy = TargetPolicy::PUBLIC_ONLY;
+
     #[tokio::test]
-    async fn test_urls_may_be_local_and_live_ones_must_be_public_https() {
+    async fn urls_must_be_public_in_both_modes_and_live_ones_https() {
+        for mode in [Mode::Test, Mode::Live] {
+            for url in [
+                "https://127.0.0.1:9000/hook",
+                "https://[::1]/hook",
+                "https://10.0.0.1/hook",
+                "https://169.254.169.254/latest/meta-data",
+                "https://[::ffff:127.0.0.1]/hook",
+                "https://localhost/hook",
+            ] {
+                assert!(
+                    matches!(
+                        check(mode, url, PUBLIC).await,
+                        Err(WebhookUrlError::Refused(_))
+                    ),
+                    "{mode} {url}"
+                );
+            }
+        }
         assert!(
-            check(Mode::Test, "http://127.0.0.1:9000/hook")
+            check(Mode::Test, "http://93.184.216.34/hook", PUBLIC)
                 .await
                 .is_ok()
         );
         assert_eq!(
-            check(Mode::Test, "ftp://example.com/").await,
+            check(Mode::Test, "ftp://example.com/", PUBLIC).await,
             Err(WebhookUrlError::Scheme)
         );
         assert_eq!(
-            check(Mode::Test, "not a url").await,
+            check(Mode::Test, "not a url", PUBLIC).await,
             Err(WebhookUrlError::Invalid)
         );
         assert_eq!(
-            check(Mode::Live, "http://203.0.113.9/hook").await,
+            check(Mode::Live, "http://203.0.113.9/hook", PUBLIC).await,
             Err(WebhookUrlError::LiveNotHttps)
         );
-        assert!(matches!(
-            check(Mode::Live, "https://127.0.0.1/hook").await,
-            Err(WebhookUrlError::Refused(_))
-        ));
         let long = format!("https://example.com/{}", "a".repeat(MAX_URL_CHARS));
         assert_eq!(
-            check(Mode::Test, &long).await,
+            check(Mode::Test, &long, PUBLIC).await,
             Err(WebhookUrlError::TooLong)
         );
+    }
+
+    #[tokio::test]
+    async fn an_operator_may_allow_this_machine_but_never_link_local() {
+        let allow = TargetPolicy::ALLOW_PRIVATE;
+        assert!(
+            check(Mode::Test, "http://127.0.0.1:9000/hook", allow)
+                .await
+                .is_ok()
+        );
+        assert!(
+            check(Mode::Test, "http://localhost:9000/hook", allow)
+                .await
+                .is_ok()
+        );
+        assert!(
+            check(Mode::Live, "https://10.0.0.1/hook", allow)
+                .await
+                .is_ok()
+        );
+        assert!(matches!(
+            check(Mode::Test, "http://169.254.169.254/", allow).await,
+            Err(WebhookUrlError::Refused(_))
+        ));
     }
 }

@@ -60,6 +60,8 @@ impl Stack {
             ("VAS_SANDBOX__ACTIVATION_DELAY_SECS", "3".into()),
             ("VAS_PROVISIONING__INITIAL_POLL_SECS", "1".into()),
             ("VAS_PROVISIONING__MAX_POLL_SECS", "1".into()),
+            // The tests' webhook receivers run on this machine.
+            ("VAS_WEBHOOKS__ALLOW_PRIVATE_ADDRESSES", "true".into()),
         ]
         .into_iter()
         .map(|(k, v)| (k.to_owned(), v))

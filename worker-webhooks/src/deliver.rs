@@ -26,12 +26,11 @@ use shared::db::events;
 use shared::db::outbox::{JobOutcome, JobRow};
 use shared::jobs::WebhookJob;
 use shared::signing::{self, SigningKey};
+use shared::ssrf::{GuardedResolver, TargetPolicy};
 use shared::worker::JobHandler;
 
 use crate::endpoints::{Admission, Endpoints, Limits, Outcome};
 
-/// The first this many bytes of a response are kept.
-pub const EXCERPT_BYTES: usize = 1024;
 /// How long to wait before trying again when the attempt could not even be prepared (the
 /// database or the key is unavailable). Such a wait costs the delivery none of its attempts.
 const NOT_ATTEMPTED_RETRY: Duration = Duration::from_secs(30);
@@ -45,10 +44,10 @@ pub struct Deliverer {
     config: WebhooksConfig,
     /// In-flight bounds and circuit breakers, per endpoint.
     endpoints: Arc<Endpoints>,
-    /// Test mode: any target, localhost included.
-    test_client: reqwest::Client,
-    /// Live mode: resolves only to public addresses, and connects only to those it checked.
-    live_client: reqwest::Client,
+    /// Which addresses webhooks may go to, in both modes.
+    policy: TargetPolicy,
+    /// Resolves only to addresses the policy allows, and connects only to those it checked.
+    client: reqwest::Client,
     /// Reads what attempts need, many at once.
     reads: Coalescer<String, Result<Option<ForAttempt>, String>>,
     /// Records attempts, many in one transaction.
@@ -96,8 +95,8 @@ impl Deliverer {
             records,
             db,
             cipher,
-            test_client: client(timeout, false),
-            live_client: client(timeout, true),
+            policy: TargetPolicy::from_config(&config),
+            client: client(timeout, TargetPolicy::from_config(&config)),
             endpoints: Endpoints::new(Limits::from_config(&config)),
             config,
         }
@@ -192,7 +191,7 @@ impl Deliverer {
         };
         let body = events::envelope(&event);
         let started = Instant::now();
-        let sent = self.send(&url, mode, &event.id, body, &keys).await;
+        let sent = self.send(&url, &event.id, body, &keys).await;
         let outcome = match (sent.requested, is_success(&sent.record)) {
             (false, _) => Outcome::NotSent,
             (true, true) => Outcome::Succeeded,
@@ -253,14 +252,7 @@ impl Deliverer {
     }
 
     /// One POST. Never fails: what went wrong is the attempt's record (status 0).
-    async fn send(
-        &self,
-        url: &str,
-        mode: Mode,
-        event_id: &str,
-        body: String,
-        keys: &[SigningKey],
-    ) -> Sent {
+    async fn send(&self, url: &str, event_id: &str, body: String, keys: &[SigningKey]) -> Sent {
         let attempted_at = domain::time::now();
         let started = Instant::now();
         let target = match url::Url::parse(url) {
@@ -269,19 +261,15 @@ impl Deliverer {
                 return refused(Some(url), format!("the webhook URL is not valid: {e}"));
             }
         };
-        let client = match mode {
-            Mode::Live => {
-                // Addresses in the URL itself are judged here; names, by the client's resolver.
-                if let Err(e) = shared::ssrf::check_url_static(&target) {
-                    return refused(Some(url), format!("refused: {e}"));
-                }
-                &self.live_client
-            }
-            Mode::Test => &self.test_client,
-        };
+        // The same rule in both modes: addresses in the URL itself are judged here (the client
+        // connects to them without resolving); names, by the client's resolver.
+        if let Err(e) = self.policy.check_url_static(&target) {
+            return refused(Some(url), format!("refused: {e}"));
+        }
         let timestamp = Utc::now().timestamp();
         let signature = signing::signature_header(keys, event_id, timestamp, body.as_bytes());
-        let request = client
+        let request = self
+            .client
             .post(target)
             .timeout(Duration::from_secs(self.config.timeout_secs.max(1)))
             .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
@@ -297,7 +285,7 @@ impl Deliverer {
                     .get(RETRY_AFTER)
                     .and_then(|v| v.to_str().ok())
                     .and_then(|v| crate::schedule::parse_retry_after(v, SystemTime::now()));
-                let excerpt = read_excerpt(&mut response).await;
+                let excerpt = read_excerpt(status.as_u16(), &mut response).await;
                 Sent {
                     record: AttemptRecord {
                         attempted_at,
@@ -488,43 +476,29 @@ fn is_success(record: &AttemptRecord) -> bool {
     (200..300).contains(&record.status_code)
 }
 
-fn client(timeout: Duration, live: bool) -> reqwest::Client {
-    let mut builder = reqwest::Client::builder()
+fn client(timeout: Duration, policy: TargetPolicy) -> reqwest::Client {
+    reqwest::Client::builder()
         .user_agent(USER_AGENT)
         // 3xx is a failure (Standard Webhooks): the URL should be updated, not followed.
         .redirect(reqwest::redirect::Policy::none())
         // A proxy would resolve names itself, past the SSRF check.
         .no_proxy()
         .connect_timeout(timeout)
-        .pool_idle_timeout(Duration::from_secs(60));
-    if live {
-        builder = builder.dns_resolver(Arc::new(shared::ssrf::PublicOnlyResolver));
-    }
-    builder.build().expect("the HTTP client builds")
+        .pool_idle_timeout(Duration::from_secs(60))
+        .dns_resolver(Arc::new(GuardedResolver(policy)))
+        .build()
+        .expect("the HTTP client builds")
 }
 
-/// The first [`EXCERPT_BYTES`] of the body, as text; the rest is never downloaded.
-async fn read_excerpt(response: &mut reqwest::Response) -> Option<String> {
+/// What is kept of the reply (`shared::webhook_reply`): nothing for a 2xx. The body is still
+/// read up to that bound, so a short reply leaves the connection reusable; the rest of a longer
+/// one is never downloaded.
+async fn read_excerpt(status: u16, response: &mut reqwest::Response) -> Option<String> {
     // The read every body from outside goes through; a body that breaks off gives no excerpt.
-    let body = shared::http::read_capped(response, EXCERPT_BYTES)
+    let body = shared::http::read_capped(response, shared::webhook_reply::EXCERPT_BYTES)
         .await
         .ok()?;
-    excerpt(&body.bytes)
-}
-
-/// Up to [`EXCERPT_BYTES`] of `bytes` as text: cut at a character boundary, invalid UTF-8
-/// replaced, NULs dropped (PostgreSQL text cannot hold them).
-pub fn excerpt(bytes: &[u8]) -> Option<String> {
-    let bytes = &bytes[..bytes.len().min(EXCERPT_BYTES)];
-    let text = match std::str::from_utf8(bytes) {
-        Ok(s) => s.to_owned(),
-        Err(e) if e.error_len().is_none() => {
-            String::from_utf8_lossy(&bytes[..e.valid_up_to()]).into_owned()
-        }
-        Err(_) => String::from_utf8_lossy(bytes).into_owned(),
-    };
-    let text = text.replace('\0', "");
-    (!text.is_empty()).then_some(text)
+    shared::webhook_reply::excerpt(i32::from(status), &body.bytes)
 }
 
 /// A reqwest error with its causes (the resolver's SSRF refusal is one of them).
@@ -602,18 +576,5 @@ mod tests {
                 "{line} missing from:\n{text}"
             );
         }
-    }
-
-    #[test]
-    fn excerpts_keep_the_first_kibibyte_as_text() {
-        assert_eq!(excerpt(b""), None);
-        assert_eq!(excerpt(b"ok").as_deref(), Some("ok"));
-        let long = "é".repeat(1000); // 2000 bytes
-        let cut = excerpt(long.as_bytes()).unwrap();
-        assert_eq!(cut.len(), 1024);
-        assert!(cut.chars().all(|c| c == 'é'));
-        let odd = "a".repeat(1023) + "é";
-        assert_eq!(excerpt(odd.as_bytes()).unwrap(), "a".repeat(1023));
-        assert_eq!(excerpt(b"a\0b\xff").as_deref(), Some("ab\u{fffd}"));
     }
 }

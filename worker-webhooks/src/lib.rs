@@ -72,6 +72,7 @@ pub async fn count_dead_letters(db: DatabaseConnection, shutdown: CancellationTo
 
 /// The `worker-webhooks` process.
 pub async fn run(config: Config) -> anyhow::Result<()> {
+    shared::ssrf::TargetPolicy::from_config(&config.webhooks).warn_at_start("worker-webhooks");
     shared::bootstrap::run_worker("worker-webhooks", &config, |p| async {
         run_with(&config, p.db, p.cipher, p.broker, p.relay, p.shutdown).await
     })

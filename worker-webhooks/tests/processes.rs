@@ -38,6 +38,8 @@ async fn two_workers_share_the_work_survive_a_kill_and_replay_a_dead_letter() {
         ("VAS_WEBHOOKS__CONCURRENCY", "8".into()),
         // One endpoint may take all of a worker's slots here: this is about sharing and kills.
         ("VAS_WEBHOOKS__MAX_IN_FLIGHT_PER_ENDPOINT", "8".into()),
+        // The receiver runs on this machine.
+        ("VAS_WEBHOOKS__ALLOW_PRIVATE_ADDRESSES", "true".into()),
         ("RUST_LOG", "warn".into()),
     ];
     let start =

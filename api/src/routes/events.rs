@@ -92,7 +92,8 @@ pub struct AttemptView {
     pub status_code: i32,
     #[schema(minimum = 0)]
     pub duration_ms: i64,
-    /// The first 1 KiB of the response body.
+    /// The first 256 bytes of the response body when the answer was not a 2xx; null for a 2xx
+    /// or no answer.
     pub response_body: Option<String>,
 }
 
@@ -137,7 +138,10 @@ impl DeliveryView {
                     url: a.url.clone(),
                     status_code: a.status_code,
                     duration_ms: a.duration_ms,
-                    response_body: a.response_excerpt.clone(),
+                    response_body: shared::webhook_reply::shown(
+                        a.status_code,
+                        a.response_excerpt.as_deref(),
+                    ),
                 })
                 .collect(),
         }

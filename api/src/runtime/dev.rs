@@ -20,6 +20,10 @@ pub async fn run(mut config: Config) -> anyhow::Result<()> {
         config.amqp.url.is_none(),
         "api dev runs its own in-process queue: unset VAS_AMQP__URL"
     );
+    // Development delivers to receivers on this machine: webhook URLs may be loopback or
+    // private (said at start, like any process that allows them).
+    config.webhooks.allow_private_addresses = true;
+    shared::ssrf::TargetPolicy::from_config(&config.webhooks).warn_at_start("api dev");
     let url = bootstrap::database_url_or_dev(&config)?;
     let db = bootstrap::connect_database(&url, &config).await?;
     bootstrap::migrate(&db).await?;

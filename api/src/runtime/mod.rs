@@ -35,6 +35,8 @@ pub async fn serve_production(config: Config) -> anyhow::Result<()> {
              on localhost"
         );
     }
+    // The Developers page validates webhook URLs.
+    shared::ssrf::TargetPolicy::from_config(&config.webhooks).warn_at_start("api");
     let url = config.database.url.clone().expect("checked above");
     let db = bootstrap::connect_database(&url, &config).await?;
     let cipher = Arc::new(bootstrap::configured_cipher(&config)?);

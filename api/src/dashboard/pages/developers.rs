@@ -221,7 +221,10 @@ async fn render(
                             },
                             ok: (200..300).contains(&a.status_code),
                             duration_ms: a.duration_ms,
-                            excerpt: a.response_excerpt.clone().filter(|e| !e.is_empty()),
+                            excerpt: shared::webhook_reply::shown(
+                                a.status_code,
+                                a.response_excerpt.as_deref(),
+                            ),
                         })
                         .collect()
                 })
@@ -414,7 +417,8 @@ pub async fn set_webhook_url(
         )
         .await;
     }
-    let url = match shared::webhook_url::check(scope.mode, &typed).await {
+    let policy = shared::ssrf::TargetPolicy::from_config(&state.config.webhooks);
+    let url = match shared::webhook_url::check(scope.mode, &typed, policy).await {
         Ok(url) => url,
         Err(e) => {
             let mut why = e.to_string();

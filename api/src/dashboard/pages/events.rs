@@ -221,7 +221,10 @@ async fn render_event<R: MinRole>(
                     },
                     ok: (200..300).contains(&a.status_code),
                     duration_ms: a.duration_ms,
-                    response: a.response_excerpt.clone().filter(|r| !r.is_empty()),
+                    response: shared::webhook_reply::shown(
+                        a.status_code,
+                        a.response_excerpt.as_deref(),
+                    ),
                     error: a.error.clone(),
                 })
                 .collect(),
