@@ -37,6 +37,10 @@ pub struct Hashing {
     memory: Arc<Mutex<Vec<Vec<Block>>>>,
 }
 
+/// A turn at computing one hash: taken before anything else a sign-in does, so an attempt
+/// beyond the bound is refused before it costs database work too.
+pub struct Turn(tokio::sync::OwnedSemaphorePermit);
+
 /// The working memory of one computation, given back to the pool when dropped.
 struct Memory {
     blocks: Vec<Block>,
@@ -80,20 +84,36 @@ impl Hashing {
         }
     }
 
-    /// Runs `work` on the blocking pool with a buffer of working memory, once a permit is free
-    /// (waiting at most `wait`).
+    fn busy(&self) -> Busy {
+        Busy {
+            retry_after_secs: self.wait.as_secs().clamp(1, 60),
+        }
+    }
+
+    /// A turn, once one is free (waiting at most `wait`).
+    pub async fn turn(&self) -> Result<Turn, Busy> {
+        match tokio::time::timeout(self.wait, self.permits.clone().acquire_owned()).await {
+            Ok(Ok(permit)) => Ok(Turn(permit)),
+            _ => Err(self.busy()),
+        }
+    }
+
+    /// Runs `work` on the blocking pool with a buffer of working memory, once a turn is free.
     async fn run<T: Send + 'static>(
         &self,
         work: impl FnOnce(&mut Memory) -> T + Send + 'static,
     ) -> Result<T, Busy> {
-        let busy = Busy {
-            retry_after_secs: self.wait.as_secs().clamp(1, 60),
-        };
-        let permit =
-            match tokio::time::timeout(self.wait, self.permits.clone().acquire_owned()).await {
-                Ok(Ok(permit)) => permit,
-                _ => return Err(busy),
-            };
+        let turn = self.turn().await?;
+        self.run_in(turn, work).await
+    }
+
+    /// Runs `work` on the blocking pool in `turn`.
+    async fn run_in<T: Send + 'static>(
+        &self,
+        turn: Turn,
+        work: impl FnOnce(&mut Memory) -> T + Send + 'static,
+    ) -> Result<T, Busy> {
+        let (busy, Turn(permit)) = (self.busy(), turn);
         let pool = self.memory.clone();
         tokio::task::spawn_blocking(move || {
             let blocks = pool
@@ -128,7 +148,18 @@ impl Hashing {
     /// false returned, so an unknown e-mail costs the same work as a known one and the answer's
     /// timing does not tell which e-mails exist.
     pub async fn verify(&self, password: String, hash: Option<String>) -> Result<bool, Busy> {
-        self.run(move |memory| {
+        let turn = self.turn().await?;
+        self.verify_in(turn, password, hash).await
+    }
+
+    /// [`Hashing::verify`] in a turn already taken.
+    pub async fn verify_in(
+        &self,
+        turn: Turn,
+        password: String,
+        hash: Option<String>,
+    ) -> Result<bool, Busy> {
+        self.run_in(turn, move |memory| {
             let known = hash.is_some();
             let hash = hash.unwrap_or_else(|| DUMMY_HASH.clone());
             let matches = match verify_with(memory, password.as_bytes(), &hash) {

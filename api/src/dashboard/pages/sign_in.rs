@@ -259,6 +259,23 @@ pub async fn submit(
         );
         return Ok(view::retry_after(page, secs));
     }
+    let busy = |busy: Busy| {
+        let page = sign_in_page(
+            &headers,
+            typed,
+            next,
+            None,
+            Some(BUSY),
+            StatusCode::TOO_MANY_REQUESTS,
+        );
+        Ok(view::retry_after(page, busy.retry_after_secs))
+    };
+    // The turn at hashing first: an attempt beyond the bound is refused before it costs any
+    // database work, so a flood of sign-ins cannot queue on the database either.
+    let turn = match state.hashing.turn().await {
+        Ok(turn) => turn,
+        Err(b) => return busy(b),
+    };
     let user = match normalise_email(typed) {
         Some(email) => users::find_by_email(&state.db, &email).await?,
         None => None,
@@ -266,23 +283,13 @@ pub async fn submit(
     let password = fields.get("password").to_owned();
     let hash = user.as_ref().map(|u| u.password_hash.clone());
     let checked = counted_check(&state, &key, || async {
-        Ok(state.hashing.verify(password, hash).await?)
+        Ok(state.hashing.verify_in(turn, password, hash).await?)
     })
     .await;
     let checked = match checked {
         Ok(checked) => checked,
         Err(e) => match e.downcast::<Busy>() {
-            Ok(busy) => {
-                let page = sign_in_page(
-                    &headers,
-                    typed,
-                    next,
-                    None,
-                    Some(BUSY),
-                    StatusCode::TOO_MANY_REQUESTS,
-                );
-                return Ok(view::retry_after(page, busy.retry_after_secs));
-            }
+            Ok(b) => return busy(b),
             Err(e) => return Err(e.into()),
         },
     };
