@@ -20,6 +20,7 @@ mod m0014_audit_log;
 mod m0015_account_counts;
 mod m0016_deposit_list_indexes;
 mod m0017_list_counts;
+mod m0018_payout_provider_lease;
 
 pub struct Migrator;
 
@@ -43,6 +44,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0015_account_counts::Migration),
             Box::new(m0016_deposit_list_indexes::Migration),
             Box::new(m0017_list_counts::Migration),
+            Box::new(m0018_payout_provider_lease::Migration),
         ]
     }
 }
