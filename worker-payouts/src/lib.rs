@@ -98,7 +98,7 @@ impl Payer {
         let token = domain::ids::new_id("lease");
         let lease = self.config.lease();
         let payout = match payouts::take_lease(&self.db, &payout.id, &token, bank, lease).await? {
-            Lease::Held(payout) => payout,
+            Lease::Held(payout) => *payout,
             Lease::Settled => return Ok(JobOutcome::Done),
             Lease::Busy(until) => {
                 // Looked at again as a transfer with no outcome is: the holder usually

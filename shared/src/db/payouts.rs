@@ -386,7 +386,7 @@ pub async fn in_flight<C: ConnectionTrait>(
 pub enum Lease {
     /// This run holds the payout (in flight) until its lease ends: it alone may send the
     /// transfer or fail the payout on a refusal. The payout as it is now.
-    Held(Payout),
+    Held(Box<Payout>),
     /// Another run holds it until then: that run is asking, sending or deciding.
     Busy(DateTime<Utc>),
     /// Not in flight any more (or no such payout): nothing to do.
@@ -440,7 +440,7 @@ pub async fn take_lease<C: ConnectionTrait>(
         .one(db)
         .await?;
     Ok(match current {
-        Some(p) if taken == 1 => Lease::Held(p),
+        Some(p) if taken == 1 => Lease::Held(Box::new(p)),
         Some(p) if p.status.in_flight() => Lease::Busy(p.lease_until.unwrap_or(until)),
         _ => Lease::Settled,
     })
