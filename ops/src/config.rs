@@ -233,7 +233,7 @@ impl Default for PayoutsConfig {
             schedule_check_secs: 30,
             initial_poll_secs: 2,
             max_poll_secs: 60,
-            lease_secs: 120,
+            lease_secs: 60,
             test_kill_at: None,
         }
     }

@@ -322,35 +322,94 @@ pub struct Verification {
     pub mismatches: Vec<Mismatch>,
 }
 
-/// The money each source should have moved, one row per (type, source): every credited
-/// deposit its amount, every payout minus its amount, every failed or reversed payout its
-/// amount back. The statuses come from the domain's rules, so this is their one statement.
-fn expected_entries() -> String {
-    let text = |values: Vec<&str>| {
+/// Which source justifies an entry of a type, and with what amount: the ledger's rules of
+/// SPEC §7, written once and read by both directions of [`verify`].
+struct SourceRule {
+    entry_type: EntryType,
+    table: &'static str,
+    /// The amount an entry of this type carries, from the source's row (`amount` or `-amount`).
+    amount: &'static str,
+    /// The statuses (quoted, comma-separated) in which the source moves this money.
+    statuses: String,
+}
+
+fn source_rules() -> [SourceRule; 3] {
+    let quoted = |values: &[&str]| {
         values
             .iter()
             .map(|v| format!("'{v}'"))
             .collect::<Vec<_>>()
             .join(", ")
     };
-    let returned = text(
-        PayoutStatus::ALL
+    let payout_statuses = |keep: fn(&PayoutStatus) -> bool| {
+        let statuses: Vec<&str> = PayoutStatus::ALL
             .into_iter()
-            .filter(|s| s.returns_money())
+            .filter(keep)
             .map(PayoutStatus::as_str)
-            .collect(),
-    );
-    format!(
-        "SELECT '{deposit}' AS type, id AS source_id, business_id, mode, amount FROM deposits \
-           WHERE status = '{credited}' \
-         UNION ALL SELECT '{payout}', id, business_id, mode, -amount FROM payouts \
-         UNION ALL SELECT '{payout_return}', id, business_id, mode, amount FROM payouts \
-           WHERE status IN ({returned})",
-        deposit = EntryType::Deposit.as_str(),
-        credited = DepositStatus::Credited.as_str(),
-        payout = EntryType::Payout.as_str(),
-        payout_return = EntryType::PayoutReturn.as_str(),
-    )
+            .collect();
+        quoted(&statuses)
+    };
+    [
+        // Each credited deposit, once (flagged ones are never credited).
+        SourceRule {
+            entry_type: EntryType::Deposit,
+            table: "deposits",
+            amount: "amount",
+            statuses: quoted(&[DepositStatus::Credited.as_str()]),
+        },
+        // Each payout, taken when it is created, whatever became of it.
+        SourceRule {
+            entry_type: EntryType::Payout,
+            table: "payouts",
+            amount: "-amount",
+            statuses: payout_statuses(|_| true),
+        },
+        // Each payout that failed or was reversed, given back once.
+        SourceRule {
+            entry_type: EntryType::PayoutReturn,
+            table: "payouts",
+            amount: "amount",
+            statuses: payout_statuses(|s| s.returns_money()),
+        },
+    ]
+}
+
+/// The money each source should have moved: one row per (type, source), with its business,
+/// mode and signed amount.
+fn expected_entries() -> String {
+    source_rules()
+        .iter()
+        .map(|r| {
+            format!(
+                "SELECT '{entry_type}' AS type, id AS source_id, business_id, mode, \
+                        {amount} AS amount FROM {table} WHERE status IN ({statuses})",
+                entry_type = r.entry_type.as_str(),
+                amount = r.amount,
+                table = r.table,
+                statuses = r.statuses,
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(" UNION ALL ")
+}
+
+/// True (in SQL) when a source justifies ledger entry `l`: one primary-key lookup per entry,
+/// in the source table its type names.
+fn entry_justified() -> String {
+    source_rules()
+        .iter()
+        .map(|r| {
+            format!(
+                "(l.type = '{entry_type}' AND EXISTS (SELECT 1 FROM {table} s \
+                   WHERE s.id = l.source_id AND s.business_id = l.business_id \
+                     AND s.mode = l.mode AND s.status IN ({statuses})))",
+                entry_type = r.entry_type.as_str(),
+                table = r.table,
+                statuses = r.statuses,
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(" OR ")
 }
 
 /// Checks the ledger against itself (every balance equals the sum of its entries; each entry's
@@ -460,6 +519,7 @@ pub async fn verify<C: ConnectionTrait>(db: &C) -> Result<Verification, DbErr> {
 
     // Each entry against the sources: one that no source of its type, business and mode
     // accounts for moved money on its own.
+    let justified = entry_justified();
     for row in query(format!(
         "SELECT l.id, l.type, l.source_id, l.business_id, l.mode, l.amount, \
                 CAST(CASE WHEN EXISTS (SELECT 1 FROM deposits d WHERE d.id = l.source_id \
@@ -468,8 +528,7 @@ pub async fn verify<C: ConnectionTrait>(db: &C) -> Result<Verification, DbErr> {
                                          AND p.business_id = l.business_id AND p.mode = l.mode) \
                           THEN 1 ELSE 0 END AS BIGINT) AS source_exists \
          FROM ledger_entries l \
-         WHERE NOT EXISTS (SELECT 1 FROM ({expected}) e WHERE e.type = l.type \
-             AND e.source_id = l.source_id AND e.business_id = l.business_id AND e.mode = l.mode) \
+         WHERE NOT ({justified}) \
          ORDER BY l.business_id, l.mode, l.created_at, l.id"
     ))
     .await?
