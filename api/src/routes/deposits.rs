@@ -9,7 +9,7 @@ use domain::{AccountStatus, Bank, Mode};
 use serde::Serialize;
 use serde_json::{Map, Value};
 use shared::db::accounts::{self, Account};
-use shared::db::deposits::{self, Accepted, Recorded};
+use shared::db::deposits::{self, Accepted, Recorded, Unmatched};
 use shared::db::paging::Filter;
 use shared::db::rechecks;
 use shared::providers::{ProviderError, RemoteTransaction, RemoteTransfer, SimulatedDeposit};
@@ -487,8 +487,10 @@ pub struct NotificationReceipt {
 }
 
 /// What became of a stored notification: `recorded` (a new deposit), `duplicate` (already
-/// recorded), `ignored` (an event not acted on), `unmatched` (no account has that number; kept
-/// for operators), `invalid` (signed, but not readable as a notification; kept for operators).
+/// recorded), `ignored` (an event not acted on), `unmatched` (no account has that number, or no
+/// payout sent through this bank has that reference; kept for operators), `invalid` (signed, but
+/// not usable: unreadable, or a deposit above the largest accepted; kept for operators, never
+/// credited).
 /// A body received again answers what became of it the first time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize, ToSchema)]
 #[serde(rename_all = "lowercase")]
@@ -555,7 +557,10 @@ async fn notification(
         );
         ApiError::Unauthorized
     })?;
-    let (text, transaction, transfer) = match read_notification(&body) {
+    let (text, transaction, transfer) = match read_notification(
+        &body,
+        state.config.limits.max_deposit,
+    ) {
         Ok(read) => read,
         Err(problem) => {
             // Signed by the bank but unusable: kept once for operators (a bank whose format
@@ -584,23 +589,44 @@ async fn notification(
                 &state.db,
                 mode,
                 bank,
+                state.providers.payout_bank().ok(),
                 text,
                 transfer,
                 domain::time::now(),
             )
             .await?
         }
-        None => {
-            deposits::accept_notification(
-                &state.db,
-                mode,
-                bank,
-                text,
-                transaction.as_ref(),
-                domain::time::now(),
-            )
-            .await?
-        }
+        None => match deposits::accept_notification(
+            &state.db,
+            mode,
+            bank,
+            text,
+            transaction.as_ref(),
+            domain::time::now(),
+        )
+        .await
+        {
+            Ok(accepted) => accepted,
+            // Nothing of it was written (the whole transaction rolled back): kept as invalid
+            // for operators, like an amount above the maximum, rather than asked for again.
+            Err(e) if shared::db::ledger::is_overflow(&e) => {
+                let id = deposits::keep_invalid_notification(
+                    &state.db,
+                    mode,
+                    bank,
+                    text,
+                    domain::time::now(),
+                )
+                .await?;
+                tracing::error!(notification_id = %id, bank = bank.slug(), "a deposit would overflow its balance; kept as invalid, not credited");
+                return Ok(Json(NotificationReceipt {
+                    received: true,
+                    id,
+                    outcome: NotificationOutcome::Invalid,
+                }));
+            }
+            Err(e) => return Err(e.into()),
+        },
     };
     let (id, outcome) = match accepted {
         Accepted::Repeated { id, outcome } => {
@@ -617,10 +643,14 @@ async fn notification(
             outcome,
             unmatched,
         } => {
-            if unmatched {
-                tracing::warn!(notification_id = %id, bank = bank.slug(), "transfer notification for no known payout kept as unmatched");
-            } else {
-                state.relay.kick();
+            match unmatched {
+                Some(Unmatched::NoPayout) => {
+                    tracing::warn!(notification_id = %id, bank = bank.slug(), "transfer notification for no known payout kept as unmatched");
+                }
+                Some(Unmatched::OtherBank) => {
+                    tracing::warn!(notification_id = %id, bank = bank.slug(), "transfer notification from a bank the payout was not sent through kept as unmatched, not applied");
+                }
+                None => state.relay.kick(),
             }
             let outcome =
                 serde_json::from_value(Value::String(outcome.to_owned())).map_err(|e| {
@@ -656,13 +686,19 @@ async fn notification(
 /// (`transfer.succeeded|failed|reversed`); another event is kept and acknowledged, not acted on.
 type ReadNotification<'a> = (&'a str, Option<RemoteTransaction>, Option<RemoteTransfer>);
 
-fn read_notification(body: &[u8]) -> ApiResult<ReadNotification<'_>> {
+/// A `transfer.received` whose transaction cannot be a deposit (an amount above
+/// `VAS_LIMITS__MAX_DEPOSIT` included) is an error here: the caller keeps it as `invalid`.
+fn read_notification(body: &[u8], max_deposit: i64) -> ApiResult<ReadNotification<'_>> {
     let text = std::str::from_utf8(body)
         .map_err(|_| ApiError::InvalidJson("the body is not UTF-8 JSON".into()))?;
     let envelope: Value = serde_json::from_str(text)
         .map_err(|_| ApiError::InvalidJson("the body is not valid JSON".into()))?;
     Ok(match envelope.get("event").and_then(Value::as_str) {
-        Some("transfer.received") => (text, Some(parse_transaction(envelope.get("data"))?), None),
+        Some("transfer.received") => (
+            text,
+            Some(parse_transaction(envelope.get("data"), max_deposit)?),
+            None,
+        ),
         Some("transfer.succeeded" | "transfer.failed" | "transfer.reversed") => {
             (text, None, Some(parse_transfer(envelope.get("data"))?))
         }
@@ -696,7 +732,7 @@ fn notification_mode(state: &AppState, bank: Bank, body: &[u8], signature: &str)
     verify(&state.config.sandbox.secret, body, signature).then_some(Mode::Test)
 }
 
-fn parse_transaction(data: Option<&Value>) -> ApiResult<RemoteTransaction> {
+fn parse_transaction(data: Option<&Value>, max_deposit: i64) -> ApiResult<RemoteTransaction> {
     let data = data.ok_or_else(|| ApiError::validation("data", "required", "data is required"))?;
     let tx: RemoteTransaction = serde_json::from_value(data.clone()).map_err(|e| {
         ApiError::validation(
@@ -706,7 +742,7 @@ fn parse_transaction(data: Option<&Value>) -> ApiResult<RemoteTransaction> {
         )
     })?;
     let errors: Vec<FieldError> = tx
-        .problems()
+        .problems(max_deposit)
         .into_iter()
         .map(|e| FieldError::new(format!("data.{}", e.field), e.code, e.message))
         .collect();

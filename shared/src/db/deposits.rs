@@ -259,11 +259,12 @@ pub enum Accepted {
     /// was done again. Its id and the outcome recorded the first time.
     Repeated { id: String, outcome: String },
     /// A `transfer.*` notification stored now: `recorded` (the payout moved), `duplicate`
-    /// (nothing new for it) or `unmatched` (no payout of that mode has the reference).
+    /// (nothing new for it) or `unmatched` (no payout of that mode has the reference, or the
+    /// payout was not sent through the notifying bank: not applied either way).
     Transfer {
         id: String,
         outcome: &'static str,
-        unmatched: bool,
+        unmatched: Option<Unmatched>,
     },
 }
 
@@ -315,13 +316,26 @@ pub async fn accept_notification(
     Ok(Accepted::Stored { id, recorded })
 }
 
+/// Why a `transfer.*` notification was kept without being applied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unmatched {
+    /// No payout of the notification's mode has the reference.
+    NoPayout,
+    /// The payout was sent through another bank: only that bank may settle or reverse it.
+    OtherBank,
+}
+
 /// Stores a verified `transfer.*` notification and applies it to the payout whose id is the
-/// transfer's reference (of the notification's mode), in one transaction. A body stored before
-/// is not acted on again; a reference that is no payout of that mode is kept as `unmatched`.
+/// transfer's reference (of the notification's mode), in one transaction, when `bank` is the
+/// bank the payout was sent through (its `provider_bank`; for a payout that has none recorded,
+/// `payout_bank`, the configured one). A body stored before is not acted on again; a
+/// reference that is no payout of that mode, or a payout of another bank, is kept as
+/// `unmatched`.
 pub async fn accept_transfer_notification(
     db: &DatabaseConnection,
     mode: Mode,
     bank: Bank,
+    payout_bank: Option<Bank>,
     body: &str,
     transfer: &crate::providers::RemoteTransfer,
     now: DateTime<Utc>,
@@ -341,13 +355,25 @@ pub async fn accept_transfer_notification(
         session_id: transfer.session_id.as_deref(),
         failure_reason: transfer.failure_reason.as_deref(),
     };
-    let applied = super::payouts::apply_in(&txn, &transfer.reference, Some(mode), &reported)
+    // Locked from here to the commit (`apply_in` reads it again in this transaction).
+    let sent_through = super::entities::payout::Entity::find_by_id(transfer.reference.clone())
+        .filter(super::entities::payout::Column::Mode.eq(mode))
+        .lock_exclusive()
+        .one(&txn)
         .await?
-        .map(|(_, changed)| changed);
+        .map(|p| p.provider_bank.or(payout_bank));
+    let applied = match sent_through {
+        None => Err(Unmatched::NoPayout),
+        Some(through) if through != Some(bank) => Err(Unmatched::OtherBank),
+        Some(_) => super::payouts::apply_in(&txn, &transfer.reference, Some(mode), &reported)
+            .await?
+            .map(|(_, changed)| changed)
+            .ok_or(Unmatched::NoPayout),
+    };
     let outcome = match applied {
-        Some(true) => "recorded",
-        Some(false) => "duplicate",
-        None => "unmatched",
+        Ok(true) => "recorded",
+        Ok(false) => "duplicate",
+        Err(_) => "unmatched",
     };
     provider_notification::Entity::update_many()
         .col_expr(provider_notification::Column::Outcome, outcome.into())
@@ -362,7 +388,7 @@ pub async fn accept_transfer_notification(
     Ok(Accepted::Transfer {
         id,
         outcome,
-        unmatched: applied.is_none(),
+        unmatched: applied.err(),
     })
 }
 
