@@ -496,6 +496,7 @@ async fn live_daily_payouts_wait_for_kyb_and_a_working_live_key(backend: Backend
     // live money in the balance.
     shared::db::payouts::set_settlement_account(
         &app.db,
+        &shared::db::audit::Actor::operator(),
         &business,
         Mode::Live,
         &VerifiedAccount {
