@@ -4,6 +4,7 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use chrono::{DateTime, Utc};
+use domain::provider::NotificationOutcome;
 use domain::validation::{FieldError, optional_string, reject_unknown};
 use domain::{AccountStatus, Bank, Mode};
 use serde::Serialize;
@@ -12,7 +13,8 @@ use shared::db::accounts::{self, Account};
 use shared::db::deposits::{self, Accepted, Recorded, Unmatched};
 use shared::db::paging::Filter;
 use shared::db::rechecks;
-use shared::providers::{ProviderError, RemoteTransaction, RemoteTransfer, SimulatedDeposit};
+use shared::providers::notification::{self, Announced, Notification};
+use shared::providers::{ProviderError, RemoteTransaction, SimulatedDeposit};
 use shared::views::{DepositView, Page, RecheckView};
 use utoipa::ToSchema;
 use utoipa::openapi::schema::{Object, ObjectBuilder, Type};
@@ -486,22 +488,6 @@ pub struct NotificationReceipt {
     pub outcome: NotificationOutcome,
 }
 
-/// What became of a stored notification: `recorded` (a new deposit), `duplicate` (already
-/// recorded), `ignored` (an event not acted on), `unmatched` (no account has that number, or no
-/// payout sent through this bank has that reference; kept for operators), `invalid` (signed, but
-/// not usable: unreadable, or a deposit above the largest accepted; kept for operators, never
-/// credited).
-/// A body received again answers what became of it the first time.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize, ToSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum NotificationOutcome {
-    Recorded,
-    Duplicate,
-    Ignored,
-    Unmatched,
-    Invalid,
-}
-
 fn always_true() -> Object {
     ObjectBuilder::new()
         .schema_type(Type::Boolean)
@@ -550,14 +536,14 @@ async fn notification(
         .get("x-provider-signature")
         .and_then(|v| v.to_str().ok())
         .ok_or(ApiError::Unauthorized)?;
-    let mode = notification_mode(&state, bank, &body, signature).ok_or_else(|| {
+    let mode = notification::mode_of(&state.config, bank, &body, signature).ok_or_else(|| {
         tracing::warn!(
             bank = bank.slug(),
             "notification with a bad signature refused"
         );
         ApiError::Unauthorized
     })?;
-    let (text, transaction, transfer) = match read_notification(
+    let Notification { text, content } = match notification::read(
         &body,
         state.config.limits.max_deposit,
     ) {
@@ -583,8 +569,12 @@ async fn notification(
             }));
         }
     };
-    let accepted = match &transfer {
-        Some(transfer) => {
+    let transaction = match &content {
+        Announced::Deposit(tx) => Some(tx),
+        Announced::Transfer(_) | Announced::Other => None,
+    };
+    let accepted = match &content {
+        Announced::Transfer(transfer) => {
             deposits::accept_transfer_notification(
                 &state.db,
                 mode,
@@ -596,12 +586,12 @@ async fn notification(
             )
             .await?
         }
-        None => match deposits::accept_notification(
+        Announced::Deposit(_) | Announced::Other => match deposits::accept_notification(
             &state.db,
             mode,
             bank,
             text,
-            transaction.as_ref(),
+            transaction,
             domain::time::now(),
         )
         .await
@@ -631,11 +621,6 @@ async fn notification(
     let (id, outcome) = match accepted {
         Accepted::Repeated { id, outcome } => {
             tracing::info!(notification_id = %id, bank = bank.slug(), "notification received again; stored once");
-            let outcome = serde_json::from_value(Value::String(outcome)).map_err(|e| {
-                ApiError::Internal(anyhow::anyhow!(
-                    "a stored notification outcome is unreadable: {e}"
-                ))
-            })?;
             (id, outcome)
         }
         Accepted::Transfer {
@@ -652,10 +637,6 @@ async fn notification(
                 }
                 None => state.relay.kick(),
             }
-            let outcome =
-                serde_json::from_value(Value::String(outcome.to_owned())).map_err(|e| {
-                    ApiError::Internal(anyhow::anyhow!("unreadable notification outcome: {e}"))
-                })?;
             (id, outcome)
         }
         Accepted::Stored { id, recorded } => {
@@ -680,76 +661,6 @@ async fn notification(
         id,
         outcome,
     }))
-}
-
-/// A signed notification's text, and its deposit (`transfer.received`) or payout transfer
-/// (`transfer.succeeded|failed|reversed`); another event is kept and acknowledged, not acted on.
-type ReadNotification<'a> = (&'a str, Option<RemoteTransaction>, Option<RemoteTransfer>);
-
-/// A `transfer.received` whose transaction cannot be a deposit (an amount above
-/// `VAS_LIMITS__MAX_DEPOSIT` included) is an error here: the caller keeps it as `invalid`.
-fn read_notification(body: &[u8], max_deposit: i64) -> ApiResult<ReadNotification<'_>> {
-    let text = std::str::from_utf8(body)
-        .map_err(|_| ApiError::InvalidJson("the body is not UTF-8 JSON".into()))?;
-    let envelope: Value = serde_json::from_str(text)
-        .map_err(|_| ApiError::InvalidJson("the body is not valid JSON".into()))?;
-    Ok(match envelope.get("event").and_then(Value::as_str) {
-        Some("transfer.received") => (
-            text,
-            Some(parse_transaction(envelope.get("data"), max_deposit)?),
-            None,
-        ),
-        Some("transfer.succeeded" | "transfer.failed" | "transfer.reversed") => {
-            (text, None, Some(parse_transfer(envelope.get("data"))?))
-        }
-        _ => (text, None, None),
-    })
-}
-
-fn parse_transfer(data: Option<&Value>) -> ApiResult<RemoteTransfer> {
-    let data = data.ok_or_else(|| ApiError::validation("data", "required", "data is required"))?;
-    serde_json::from_value(data.clone()).map_err(|e| {
-        ApiError::validation(
-            "data",
-            "invalid_format",
-            format!("data is not a transfer: {e}"),
-        )
-    })
-}
-
-fn notification_mode(state: &AppState, bank: Bank, body: &[u8], signature: &str) -> Option<Mode> {
-    use shared::crypto::verify_provider_signature as verify;
-    let p = &state.config.providers;
-    let live_secret = match bank {
-        Bank::WemaBank => p.wema_bank.secret.as_deref(),
-        Bank::AccessBank => p.access_bank.secret.as_deref(),
-        Bank::TitanTrustBank => p.titan_trust_bank.secret.as_deref(),
-        Bank::TestBank => None,
-    };
-    if live_secret.is_some_and(|secret| verify(secret, body, signature)) {
-        return Some(Mode::Live);
-    }
-    verify(&state.config.sandbox.secret, body, signature).then_some(Mode::Test)
-}
-
-fn parse_transaction(data: Option<&Value>, max_deposit: i64) -> ApiResult<RemoteTransaction> {
-    let data = data.ok_or_else(|| ApiError::validation("data", "required", "data is required"))?;
-    let tx: RemoteTransaction = serde_json::from_value(data.clone()).map_err(|e| {
-        ApiError::validation(
-            "data",
-            "invalid_format",
-            format!("data is not a transaction: {e}"),
-        )
-    })?;
-    let errors: Vec<FieldError> = tx
-        .problems(max_deposit)
-        .into_iter()
-        .map(|e| FieldError::new(format!("data.{}", e.field), e.code, e.message))
-        .collect();
-    if !errors.is_empty() {
-        return Err(ApiError::Validation(errors));
-    }
-    Ok(tx.without_nul())
 }
 
 #[cfg(test)]

@@ -14,6 +14,7 @@ use super::paging;
 use crate::providers::RemoteTransaction;
 use crate::views::{AccountView, DepositView};
 use domain::ids::new_id;
+use domain::provider::NotificationOutcome;
 use domain::{Bank, DepositSource, DepositStatus, EventType, Mode};
 
 pub use deposit::Model as Deposit;
@@ -257,13 +258,16 @@ pub enum Accepted {
     Stored { id: String, recorded: Recorded },
     /// The same body from the same bank and mode was stored before (a bank's retry): nothing
     /// was done again. Its id and the outcome recorded the first time.
-    Repeated { id: String, outcome: String },
+    Repeated {
+        id: String,
+        outcome: NotificationOutcome,
+    },
     /// A `transfer.*` notification stored now: `recorded` (the payout moved), `duplicate`
     /// (nothing new for it) or `unmatched` (no payout of that mode has the reference, or the
     /// payout was not sent through the notifying bank: not applied either way).
     Transfer {
         id: String,
-        outcome: &'static str,
+        outcome: NotificationOutcome,
         unmatched: Option<Unmatched>,
     },
 }
@@ -294,13 +298,16 @@ pub async fn accept_notification(
         None => (Recorded::Duplicate, None),
     };
     let (outcome, deposit_id) = match (&recorded, transaction) {
-        (_, None) => ("ignored", None),
-        (Recorded::New(d), _) => ("recorded", Some(d.id.clone())),
-        (Recorded::Duplicate, _) => ("duplicate", None),
-        (Recorded::Unmatched, _) => ("unmatched", None),
+        (_, None) => (NotificationOutcome::Ignored, None),
+        (Recorded::New(d), _) => (NotificationOutcome::Recorded, Some(d.id.clone())),
+        (Recorded::Duplicate, _) => (NotificationOutcome::Duplicate, None),
+        (Recorded::Unmatched, _) => (NotificationOutcome::Unmatched, None),
     };
     provider_notification::Entity::update_many()
-        .col_expr(provider_notification::Column::Outcome, outcome.into())
+        .col_expr(
+            provider_notification::Column::Outcome,
+            outcome.as_str().into(),
+        )
         .col_expr(
             provider_notification::Column::ProviderReference,
             transaction.map(|t| t.reference.clone()).into(),
@@ -371,12 +378,15 @@ pub async fn accept_transfer_notification(
             .ok_or(Unmatched::NoPayout),
     };
     let outcome = match applied {
-        Ok(true) => "recorded",
-        Ok(false) => "duplicate",
-        Err(_) => "unmatched",
+        Ok(true) => NotificationOutcome::Recorded,
+        Ok(false) => NotificationOutcome::Duplicate,
+        Err(_) => NotificationOutcome::Unmatched,
     };
     provider_notification::Entity::update_many()
-        .col_expr(provider_notification::Column::Outcome, outcome.into())
+        .col_expr(
+            provider_notification::Column::Outcome,
+            outcome.as_str().into(),
+        )
         .col_expr(
             provider_notification::Column::ProviderReference,
             Some(transfer.reference.clone()).into(),
@@ -405,7 +415,10 @@ pub async fn keep_invalid_notification(
     let id = match claim_notification(&txn, mode, bank, body, now).await? {
         Claim::New(id) => {
             provider_notification::Entity::update_many()
-                .col_expr(provider_notification::Column::Outcome, "invalid".into())
+                .col_expr(
+                    provider_notification::Column::Outcome,
+                    NotificationOutcome::Invalid.as_str().into(),
+                )
                 .filter(provider_notification::Column::Id.eq(id.as_str()))
                 .exec(&txn)
                 .await?;
@@ -440,7 +453,7 @@ async fn claim_notification<C: ConnectionTrait>(
         body: Set(body.to_owned()),
         body_digest: Set(Some(digest.clone())),
         provider_reference: Set(None),
-        outcome: Set("received".to_owned()),
+        outcome: Set(NotificationOutcome::Received),
         deposit_id: Set(None),
         received_at: Set(now),
     })

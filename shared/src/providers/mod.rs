@@ -13,9 +13,11 @@ use serde::{Deserialize, Serialize};
 
 use domain::provider::{ProviderAccountStatus, ProviderAnswer};
 use domain::{Bank, Mode};
-use ops::config::{Config, ProviderConfig};
+use ops::config::{Config, ProviderConfig, ProvidersConfig};
 
 use crate::http::{PROVIDER_BODY_LIMIT, read_capped};
+
+pub mod notification;
 
 /// A bank that does not accept a connection in this long is down for this call.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
@@ -338,6 +340,17 @@ pub struct Providers {
     max_deposit: i64,
 }
 
+/// The one lookup of which live configuration belongs to which bank (`VAS_PROVIDERS__<BANK>__…`);
+/// `test-bank` has none (test mode is the sandbox's, for every bank).
+pub fn live_config(providers: &ProvidersConfig, bank: Bank) -> Option<&ProviderConfig> {
+    match bank {
+        Bank::WemaBank => Some(&providers.wema_bank),
+        Bank::AccessBank => Some(&providers.access_bank),
+        Bank::TitanTrustBank => Some(&providers.titan_trust_bank),
+        Bank::TestBank => None,
+    }
+}
+
 impl Providers {
     pub fn from_config(config: &Config) -> Self {
         let sandbox = config.sandbox.url.as_ref().map(|url| Endpoint {
@@ -345,17 +358,12 @@ impl Providers {
             key: config.sandbox.key.clone(),
         });
         let mut live = HashMap::new();
-        let p = &config.providers;
-        for (bank, cfg) in [
-            (Bank::WemaBank, &p.wema_bank),
-            (Bank::AccessBank, &p.access_bank),
-            (Bank::TitanTrustBank, &p.titan_trust_bank),
-        ] {
-            if let ProviderConfig {
+        for bank in Bank::ALL {
+            if let Some(ProviderConfig {
                 url: Some(url),
                 key: Some(key),
                 ..
-            } = cfg
+            }) = live_config(&config.providers, bank)
             {
                 live.insert(
                     bank,
