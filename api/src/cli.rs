@@ -81,8 +81,10 @@ pub enum AdminCommand {
 
 #[derive(Debug, Subcommand)]
 pub enum LedgerCommand {
-    /// Check that every balance equals the sum of its ledger entries and that every entry's
-    /// balanceAfter is the running sum; prints JSON and exits 1 on any mismatch.
+    /// Check the ledger against itself (every balance equals the sum of its entries, every
+    /// entry's balanceAfter is the running sum) and against its sources (each credited deposit,
+    /// payout, and failed or reversed payout has exactly one entry of its type and amount, and
+    /// no entry moves money without one); prints JSON naming every difference and exits 1 on any.
     Verify,
 }
 

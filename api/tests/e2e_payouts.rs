@@ -105,6 +105,9 @@ async fn a_payout_survives_worker_kills_at_each_step_with_one_transfer() {
             ("VAS_SANDBOX__TRANSFER_DELAY_SECS", "2"),
             ("VAS_PAYOUTS__INITIAL_POLL_SECS", "1"),
             ("VAS_PAYOUTS__MAX_POLL_SECS", "1"),
+            // The killed worker held its payout's lease: the survivor takes the payout once the
+            // lease has passed (30 s, the least allowed; 60 s by default).
+            ("VAS_PAYOUTS__LEASE_SECS", "30"),
             ("VAS_WEBHOOKS__RETRY_SCHEDULE", "[1,1,1]"),
         ],
     )

@@ -17,6 +17,8 @@ test_support::on_both_databases!(
     a_transaction_reported_again_with_other_content_is_kept_as_a_conflict,
     a_repeated_notification_body_is_stored_once,
     creation_stamps_follow_the_database_clock,
+    a_deposit_above_the_maximum_is_kept_as_invalid_and_never_credited,
+    a_credit_past_the_64_bit_limit_is_refused_and_the_balance_stays_an_integer,
 );
 
 async fn json_of(resp: reqwest::Response) -> Value {
@@ -289,5 +291,78 @@ async fn creation_stamps_follow_the_database_clock(backend: Backend) {
     assert!(
         ahead > chrono::Duration::minutes(110) && ahead < chrono::Duration::minutes(130),
         "createdAt {stamp} should follow the database's clock, two hours ahead"
+    );
+}
+
+async fn available(app: &TestApp) -> Value {
+    let resp = app.get(app.test_key(), "/v1/balance").await;
+    assert_eq!(resp.status(), StatusCode::OK);
+    json_of(resp).await["available"].clone()
+}
+
+/// Issue 21 item 12: a bank reporting a single deposit above `VAS_LIMITS__MAX_DEPOSIT` gets 200
+/// (the notification is stored), and the deposit is kept as `invalid` for operators: no
+/// deposit, no event, no credit. The largest accepted amount is credited as usual.
+async fn a_deposit_above_the_maximum_is_kept_as_invalid_and_never_credited(backend: Backend) {
+    let app = spawn_app(backend).await;
+    let max = app.config.limits.max_deposit;
+    assert_eq!(max, 10_000_000_000, "the default: NGN 100,000,000");
+    let account = active_account(&app, 1).await;
+    let id = account["id"].as_str().unwrap();
+    let number = account["accountNumber"].as_str().unwrap();
+    tokio::time::sleep(Duration::from_millis(20)).await;
+
+    let (body, signature) =
+        signed_notification(&app, number, "tx-huge", max + 1, &rfc3339(Utc::now()));
+    let receipt = notify(&app, &body, &signature).await;
+    assert_eq!(receipt["outcome"], "invalid", "{receipt}");
+    assert!(deposits_of(&app, id).await.is_empty());
+    assert_eq!(available(&app).await, 0);
+    assert_eq!(
+        store::count_notifications_with_outcome(&app.db, "invalid").await,
+        1,
+        "kept for operators"
+    );
+    assert_eq!(
+        store::count_events_of_type(&app.db, "deposit.received").await,
+        0
+    );
+    assert!(store::ledger_verifies(&app.db).await.ok);
+
+    let (body, signature) = signed_notification(&app, number, "tx-max", max, &rfc3339(Utc::now()));
+    let receipt = notify(&app, &body, &signature).await;
+    assert_eq!(receipt["outcome"], "recorded", "{receipt}");
+    assert_eq!(available(&app).await, max);
+}
+
+/// Sums are 64-bit integers with a checked add on both databases: a credit that would take a
+/// balance past i64::MAX is refused whole (kept as `invalid`, answered 200), and the balance
+/// stays the exact integer it was (SQLite would otherwise store a float).
+async fn a_credit_past_the_64_bit_limit_is_refused_and_the_balance_stays_an_integer(
+    backend: Backend,
+) {
+    let app = spawn_app(backend).await;
+    let account = active_account(&app, 1).await;
+    let id = account["id"].as_str().unwrap();
+    let number = account["accountNumber"].as_str().unwrap();
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let (body, signature) = signed_notification(&app, number, "tx-1", 1_000, &rfc3339(Utc::now()));
+    assert_eq!(notify(&app, &body, &signature).await["outcome"], "recorded");
+    // A balance near the limit (reached in no other way within a test).
+    let near = i64::MAX - 807;
+    store::set_balance(&app.db, &app.business.id, "test", near).await;
+
+    let (body, signature) = signed_notification(&app, number, "tx-2", 1_000, &rfc3339(Utc::now()));
+    let receipt = notify(&app, &body, &signature).await;
+    assert_eq!(receipt["outcome"], "invalid", "{receipt}");
+    assert_eq!(available(&app).await.as_i64(), Some(near));
+    assert_eq!(
+        deposits_of(&app, id).await.len(),
+        1,
+        "nothing of it was recorded"
+    );
+    assert_eq!(
+        store::count_notifications_with_outcome(&app.db, "invalid").await,
+        1
     );
 }

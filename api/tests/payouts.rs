@@ -20,6 +20,9 @@ test_support::on_both_databases!(
     credited_deposits_enter_the_ledger_once_and_flagged_ones_not,
     transfer_notifications_move_payouts_once,
     ledger_verify_exits_1_on_a_mismatch,
+    ledger_verify_names_a_deleted_refund_even_when_the_chain_is_mended,
+    ledger_verify_names_repeated_missing_and_sourceless_entries,
+    a_transfer_outcome_applies_only_from_the_bank_the_payout_was_sent_through,
 );
 
 fn settlement_number(serial: u32) -> String {
@@ -601,4 +604,243 @@ async fn ledger_verify_exits_1_on_a_mismatch(backend: Backend) {
     );
     assert_eq!(report["mismatches"][0]["expected"], 200_000);
     assert_eq!(report["mismatches"][0]["found"], 200_001);
+}
+
+// ---- Issue 21 items 9 and 11: the ledger against its sources; transfer outcomes by bank ----
+
+/// `amount` more kobo into an existing account, credited.
+async fn deposit_more(app: &TestApp, account_id: &str, amount: i64) {
+    let before = balance(app, app.test_key()).await["available"]
+        .as_i64()
+        .unwrap();
+    let resp = app
+        .post(
+            app.test_key(),
+            &format!("/v1/virtual-accounts/{account_id}/simulate-deposit"),
+            Some(&json!({"amount": amount})),
+        )
+        .await;
+    assert_eq!(resp.status(), StatusCode::ACCEPTED);
+    eventually(Duration::from_secs(15), async || {
+        let b = balance(app, app.test_key()).await;
+        if b["available"] == before + amount {
+            Ok(())
+        } else {
+            Err(b)
+        }
+    })
+    .await;
+}
+
+/// The account's deposit ids, oldest first.
+async fn deposit_ids(app: &TestApp, account_id: &str) -> Vec<String> {
+    let list = json(
+        app.get(
+            app.test_key(),
+            &format!("/v1/virtual-accounts/{account_id}/deposits"),
+        )
+        .await,
+    )
+    .await;
+    let mut ids: Vec<String> = list["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["id"].as_str().unwrap().to_owned())
+        .collect();
+    ids.reverse();
+    ids
+}
+
+fn mismatches_of(report: &Value, problem: &str) -> Vec<Value> {
+    report["mismatches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["problem"] == problem)
+        .cloned()
+        .collect()
+}
+
+/// The review's tamper: a failed payout's refund entry deleted, the later entries' balanceAfter
+/// and the balance adjusted so that the ledger agrees with itself. Checked against its sources,
+/// it names the payout whose return is missing.
+async fn ledger_verify_names_a_deleted_refund_even_when_the_chain_is_mended(backend: Backend) {
+    let app = spawn_app(backend).await;
+    set_settlement(&app, app.test_key()).await;
+    let account = funded(&app, 500_000).await;
+    let resp = pay(&app, app.test_key(), "r-1", &json!({"amount": 100_000})).await;
+    assert_eq!(resp.status(), StatusCode::ACCEPTED);
+    let payout = id_of(&json(resp).await);
+    let resp = notify(
+        &app,
+        "transfer.failed",
+        json!({"reference": payout, "status": "failed", "failureReason": "dormant"}),
+    )
+    .await;
+    assert_eq!(json(resp).await["outcome"], "recorded");
+    // Entries after the return, whose balanceAfter the tamper must adjust.
+    deposit_more(&app, &account, 200_000).await;
+    let (ok, report) = ledger_verify(&app);
+    assert!(ok, "{report}");
+
+    store::delete_ledger_entry(&app.db, "payout_return", &payout).await;
+    store::mend_ledger_chain(&app.db).await;
+    store::tamper_with_balance(&app.db, &app.business.id, "test", -100_000).await;
+
+    let (ok, report) = ledger_verify(&app);
+    assert!(!ok, "the tampered ledger passed: {report}");
+    assert_eq!(report["ok"], false);
+    // The ledger agrees with itself: only the source check sees it.
+    let mismatches = report["mismatches"].as_array().unwrap();
+    assert_eq!(mismatches.len(), 1, "{report}");
+    let m = &mismatches[0];
+    assert_eq!(m["problem"], "entry_missing", "{report}");
+    assert_eq!(m["sourceId"], payout.as_str());
+    assert_eq!(m["entryType"], "payout_return");
+    assert_eq!(m["businessId"], app.business.id.as_str());
+    assert_eq!(m["mode"], "test");
+    assert_eq!(m["expected"], 100_000);
+    assert_eq!(m["found"], 0);
+}
+
+/// A deposit credited twice (past the unique index, dropped as a careless fix might), a deposit
+/// whose credit was deleted (chain and balance mended), and an entry with no source at all:
+/// each is named with its ids and amounts.
+async fn ledger_verify_names_repeated_missing_and_sourceless_entries(backend: Backend) {
+    let app = spawn_app(backend).await;
+    let account = funded(&app, 100_000).await;
+    deposit_more(&app, &account, 200_000).await;
+    deposit_more(&app, &account, 300_000).await;
+    let deposits = deposit_ids(&app, &account).await;
+    assert_eq!(deposits.len(), 3);
+    let (ok, report) = ledger_verify(&app);
+    assert!(ok, "{report}");
+
+    // The first deposit's credit deleted, the ledger mended around it.
+    store::delete_ledger_entry(&app.db, "deposit", &deposits[0]).await;
+    store::mend_ledger_chain(&app.db).await;
+    store::tamper_with_balance(&app.db, &app.business.id, "test", -100_000).await;
+    // The second deposit credited again.
+    store::drop_ledger_uniqueness(&app.db).await;
+    let second = &deposits[1];
+    store::forge_ledger_entry(&app.db, second, "btx_copy", "deposit", 200_000, second).await;
+    // Money from nowhere.
+    store::forge_ledger_entry(
+        &app.db,
+        &deposits[2],
+        "btx_forged",
+        "deposit",
+        5_000,
+        "dep_forged",
+    )
+    .await;
+    store::mend_ledger_chain(&app.db).await;
+    store::tamper_with_balance(&app.db, &app.business.id, "test", 200_000 + 5_000).await;
+
+    let (ok, report) = ledger_verify(&app);
+    assert!(!ok, "{report}");
+    // Mended: the ledger agrees with itself, so every finding is against the sources.
+    assert_eq!(
+        report["mismatches"].as_array().unwrap().len(),
+        3,
+        "{report}"
+    );
+    let missing = mismatches_of(&report, "entry_missing");
+    assert_eq!(missing.len(), 1, "{report}");
+    assert_eq!(missing[0]["sourceId"], deposits[0].as_str());
+    assert_eq!(missing[0]["entryType"], "deposit");
+    assert_eq!(missing[0]["expected"], 100_000);
+    assert_eq!(missing[0]["found"], 0);
+    let repeated = mismatches_of(&report, "entry_repeated");
+    assert_eq!(repeated.len(), 1, "{report}");
+    assert_eq!(repeated[0]["sourceId"], deposits[1].as_str());
+    assert_eq!(repeated[0]["entries"], 2);
+    assert_eq!(repeated[0]["expected"], 200_000);
+    assert_eq!(repeated[0]["found"], 400_000);
+    let sourceless = mismatches_of(&report, "entry_without_source");
+    assert_eq!(sourceless.len(), 1, "{report}");
+    assert_eq!(sourceless[0]["entryId"], "btx_forged");
+    assert_eq!(sourceless[0]["sourceId"], "dep_forged");
+    assert_eq!(sourceless[0]["expected"], 0);
+    assert_eq!(sourceless[0]["found"], 5_000);
+}
+
+async fn notify_from(app: &TestApp, bank: &str, event: &str, data: Value) -> Value {
+    let body = json!({"event": event, "data": data}).to_string();
+    let signature = provider_sandbox::sign(&app.config.sandbox.secret, body.as_bytes());
+    let resp = app
+        .client
+        .post(app.url(&format!("/v1/providers/{bank}/notifications")))
+        .header("X-Provider-Signature", signature)
+        .header("Content-Type", "application/json")
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    // Stored, whatever became of it: the bank gets 200.
+    assert_eq!(resp.status(), StatusCode::OK);
+    json(resp).await
+}
+
+/// A `transfer.*` notification moves a payout only when it comes from the bank the payout was
+/// sent through: the recorded one, or (for a payout with none recorded) the configured payout
+/// bank. From any other bank it is stored as `unmatched`, answered 200 and not applied: no
+/// refund, no status change.
+async fn a_transfer_outcome_applies_only_from_the_bank_the_payout_was_sent_through(
+    backend: Backend,
+) {
+    let app = spawn_app(backend).await;
+    set_settlement(&app, app.test_key()).await;
+    funded(&app, 500_000).await;
+    let mut ids = Vec::new();
+    for n in 0..2 {
+        let resp = pay(
+            &app,
+            app.test_key(),
+            &format!("b-{n}"),
+            &json!({"amount": 100_000}),
+        )
+        .await;
+        assert_eq!(resp.status(), StatusCode::ACCEPTED);
+        ids.push(id_of(&json(resp).await));
+    }
+    let status = async |id: &str| {
+        json(app.get(app.test_key(), &format!("/v1/payouts/{id}")).await).await["status"].clone()
+    };
+    let failed = |id: &str| json!({"reference": id, "status": "failed", "failureReason": "x"});
+
+    // No bank recorded yet (not sent): the configured payout bank (wema-bank) stands for it.
+    let receipt = notify_from(&app, "access-bank", "transfer.failed", failed(&ids[0])).await;
+    assert_eq!(receipt["outcome"], "unmatched", "{receipt}");
+    assert_eq!(status(&ids[0]).await, "pending");
+    assert_eq!(balance(&app, app.test_key()).await["available"], 300_000);
+
+    // Sent through titan-trust-bank (as a worker records before sending): wema-bank's word no
+    // longer counts, titan-trust-bank's does.
+    store::set_payout_provider_bank(&app.db, &ids[1], "titan-trust-bank").await;
+    let receipt = notify_from(&app, "wema-bank", "transfer.failed", failed(&ids[1])).await;
+    assert_eq!(receipt["outcome"], "unmatched", "{receipt}");
+    assert_eq!(status(&ids[1]).await, "pending");
+    assert_eq!(balance(&app, app.test_key()).await["available"], 300_000);
+    assert_eq!(
+        store::count_notifications_with_outcome(&app.db, "unmatched").await,
+        2,
+        "both kept for operators"
+    );
+    assert_eq!(
+        store::count_events_of_type(&app.db, "payout.failed").await,
+        0
+    );
+
+    // From the bank each was sent through: applied, the money returned once.
+    let receipt = notify_from(&app, "wema-bank", "transfer.failed", failed(&ids[0])).await;
+    assert_eq!(receipt["outcome"], "recorded", "{receipt}");
+    let receipt = notify_from(&app, "titan-trust-bank", "transfer.failed", failed(&ids[1])).await;
+    assert_eq!(receipt["outcome"], "recorded", "{receipt}");
+    for id in &ids {
+        assert_eq!(status(id).await, "failed");
+    }
+    assert_eq!(balance(&app, app.test_key()).await["available"], 500_000);
+    assert!(store::ledger_verifies(&app.db).await.ok);
 }

@@ -37,3 +37,43 @@ impl RecheckStatus {
         !Self::OPEN.contains(&self)
     }
 }
+
+/// The one rule on a reported deposit's amount (kobo), whichever way it arrives (a
+/// notification, a recheck): positive, and at most `max` (`VAS_LIMITS__MAX_DEPOSIT`, SPEC §7). A
+/// transaction that breaks it is never a deposit: a notification of it is kept as `invalid` for
+/// operators, a recheck leaves it out.
+pub fn check_deposit_amount(amount: i64, max: i64) -> Result<(), crate::FieldError> {
+    if amount <= 0 {
+        return Err(crate::FieldError::new(
+            "amount",
+            "out_of_range",
+            "amount must be positive",
+        ));
+    }
+    if amount > max {
+        return Err(crate::FieldError::new(
+            "amount",
+            "out_of_range",
+            format!("amount must be at most {max} kobo (the largest deposit accepted)"),
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_deposit_amount_is_positive_and_at_most_the_maximum() {
+        assert!(check_deposit_amount(1, 10).is_ok());
+        assert!(check_deposit_amount(10, 10).is_ok());
+        assert_eq!(
+            check_deposit_amount(11, 10).unwrap_err().code,
+            "out_of_range"
+        );
+        assert!(check_deposit_amount(0, 10).is_err());
+        assert!(check_deposit_amount(-5, 10).is_err());
+        assert!(check_deposit_amount(i64::MAX, 10_000_000_000).is_err());
+    }
+}

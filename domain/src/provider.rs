@@ -5,7 +5,42 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::text_enum::text_enum;
 use crate::{IdentityNumber, IdentityType};
+
+text_enum! {
+    /// What a provider bank's notification announces (SPEC §5): the banks send it, the sandbox
+    /// sends it as a bank would, and the api acts on it.
+    pub enum ProviderEvent {
+        /// Money arrived in a virtual account: `data` is the transaction.
+        TransferReceived = "transfer.received",
+        /// A payout's transfer reached its outcome: `data` is the transfer.
+        TransferSucceeded = "transfer.succeeded",
+        TransferFailed = "transfer.failed",
+        TransferReversed = "transfer.reversed",
+    }
+}
+
+text_enum! {
+    /// What became of a stored provider notification (the bank was answered 200 either way).
+    /// A body received again answers what became of it the first time.
+    pub enum NotificationOutcome {
+        /// Being stored: only inside the transaction that stores it, never committed or answered.
+        Received = "received",
+        /// A new deposit, or a payout moved on.
+        Recorded = "recorded",
+        /// Already recorded: nothing new.
+        Duplicate = "duplicate",
+        /// An event not acted on.
+        Ignored = "ignored",
+        /// No account has that number, or no payout sent through this bank has that reference;
+        /// kept for operators.
+        Unmatched = "unmatched",
+        /// Signed, but not usable: unreadable, or a deposit above the largest accepted; kept for
+        /// operators, never credited.
+        Invalid = "invalid",
+    }
+}
 
 /// An account's status at the provider (`GET /accounts/{reference}`, and the open's answer).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]

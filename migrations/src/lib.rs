@@ -22,6 +22,7 @@ mod m0016_deposit_list_indexes;
 mod m0017_list_counts;
 mod m0018_sign_in_audit;
 mod m0019_audit_key_actor;
+mod m0020_payout_provider_lease;
 
 pub struct Migrator;
 
@@ -47,6 +48,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0017_list_counts::Migration),
             Box::new(m0018_sign_in_audit::Migration),
             Box::new(m0019_audit_key_actor::Migration),
+            Box::new(m0020_payout_provider_lease::Migration),
         ]
     }
 }

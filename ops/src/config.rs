@@ -114,6 +114,9 @@ pub struct LimitsConfig {
     /// Up to this many matches a searched list's `total` is exact; beyond it, an estimate
     /// (SPEC §3 says 10,000; smaller only to test the estimate).
     pub list_exact_total: u64,
+    /// The largest single deposit a bank may report, kobo (SPEC §7): one above it is kept as
+    /// `invalid` for operators and never credited.
+    pub max_deposit: i64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -192,6 +195,10 @@ pub struct PayoutsConfig {
     /// doubling up to `max_poll_secs`.
     pub initial_poll_secs: u64,
     pub max_poll_secs: u64,
+    /// worker-payouts: seconds one run holds a payout while it asks the provider, sends and
+    /// decides; another run waits for it, or takes over once it has passed (a killed worker).
+    /// At least 30 (twice the provider calls' 15 s timeout): a shorter value is raised to it.
+    pub lease_secs: u64,
     /// For end-to-end tests only (`VAS_PAYOUTS__TEST_KILL_AT`): worker-payouts sends itself
     /// SIGKILL when a test-mode payout reaches this step, so a test can kill it at an exact
     /// point of a payout. Unset by default and in every deployment; live-mode payouts never stop
@@ -221,6 +228,13 @@ impl KillPoint {
     }
 }
 
+impl PayoutsConfig {
+    /// The lease a run holds a payout for (see [`PayoutsConfig::lease_secs`]).
+    pub fn lease(&self) -> Duration {
+        Duration::from_secs(self.lease_secs.max(30))
+    }
+}
+
 impl Default for PayoutsConfig {
     fn default() -> Self {
         Self {
@@ -230,6 +244,7 @@ impl Default for PayoutsConfig {
             schedule_check_secs: 30,
             initial_poll_secs: 2,
             max_poll_secs: 60,
+            lease_secs: 60,
             test_kill_at: None,
         }
     }
@@ -391,6 +406,7 @@ impl Default for LimitsConfig {
             accounts_per_hour: 500,
             auth_failures_per_minute: 20,
             list_exact_total: 10_000,
+            max_deposit: 10_000_000_000,
         }
     }
 }

@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use domain::Bank;
+use domain::provider::ProviderEvent;
 use hmac::{Hmac, Mac};
 use serde::Serialize;
 use sha2::Sha512;
@@ -27,7 +28,7 @@ pub fn sign(secret: &str, body: &[u8]) -> String {
 
 #[derive(Serialize)]
 struct Notification<'a, T> {
-    event: &'static str,
+    event: ProviderEvent,
     data: &'a T,
 }
 
@@ -52,7 +53,7 @@ pub fn spawn_delivery(
         notify_url,
         secret,
         bank,
-        "transfer.received",
+        ProviderEvent::TransferReceived,
         &transaction.reference,
         transaction,
     );
@@ -64,14 +65,14 @@ pub fn spawn_event<T: Serialize>(
     notify_url: Option<&str>,
     secret: &str,
     bank: Bank,
-    event: &'static str,
+    event: ProviderEvent,
     reference: &str,
     data: &T,
 ) {
     let Some(base) = notify_url else {
         tracing::warn!(
             provider_reference = %reference,
-            event,
+            event = event.as_str(),
             "no notify_url configured; notification skipped"
         );
         return;
@@ -84,7 +85,7 @@ pub fn spawn_event<T: Serialize>(
     let body = match serde_json::to_vec(&Notification { event, data }) {
         Ok(body) => body,
         Err(e) => {
-            tracing::error!(error = %e, event, "could not encode a notification");
+            tracing::error!(error = %e, event = event.as_str(), "could not encode a notification");
             return;
         }
     };

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 
 use chrono::{DateTime, Duration, Utc};
 use domain::nuban;
+use domain::provider::ProviderEvent;
 use rand::Rng;
 use serde::{Deserialize, Serialize};
 
@@ -24,12 +25,12 @@ pub enum TransferStatus {
 
 impl TransferStatus {
     /// The notification event that announces this status, if any.
-    pub fn event(self) -> Option<&'static str> {
+    pub fn event(self) -> Option<ProviderEvent> {
         match self {
             TransferStatus::Processing => None,
-            TransferStatus::Succeeded => Some("transfer.succeeded"),
-            TransferStatus::Failed => Some("transfer.failed"),
-            TransferStatus::Reversed => Some("transfer.reversed"),
+            TransferStatus::Succeeded => Some(ProviderEvent::TransferSucceeded),
+            TransferStatus::Failed => Some(ProviderEvent::TransferFailed),
+            TransferStatus::Reversed => Some(ProviderEvent::TransferReversed),
         }
     }
 }

@@ -548,6 +548,97 @@ pub async fn tamper_with_balance(
         .expect("update");
 }
 
+async fn execute(db: &DatabaseConnection, statement: &str) {
+    use sea_orm::ConnectionTrait;
+    db.execute_unprepared(statement)
+        .await
+        .unwrap_or_else(|e| panic!("{statement}: {e}"));
+}
+
+/// Sets a balance behind the ledger's back to exactly `available` kobo.
+pub async fn set_balance(db: &DatabaseConnection, business_id: &str, mode: &str, available: i64) {
+    execute(
+        db,
+        &format!(
+            "UPDATE balances SET available = {available} \
+             WHERE business_id = '{business_id}' AND mode = '{mode}'"
+        ),
+    )
+    .await;
+}
+
+/// Deletes the ledger entry of this type and source (as a tamper would).
+pub async fn delete_ledger_entry(db: &DatabaseConnection, entry_type: &str, source_id: &str) {
+    execute(
+        db,
+        &format!(
+            "DELETE FROM ledger_entries WHERE type = '{entry_type}' AND source_id = '{source_id}'"
+        ),
+    )
+    .await;
+}
+
+/// Makes every entry's `balance_after` the running sum again, as someone covering a change to
+/// the ledger would (then only the check against the sources can see the change).
+pub async fn mend_ledger_chain(db: &DatabaseConnection) {
+    execute(
+        db,
+        "UPDATE ledger_entries SET balance_after = (SELECT SUM(l2.amount) FROM ledger_entries l2 \
+           WHERE l2.business_id = ledger_entries.business_id AND l2.mode = ledger_entries.mode \
+             AND (l2.created_at < ledger_entries.created_at \
+                  OR (l2.created_at = ledger_entries.created_at AND l2.id <= ledger_entries.id)))",
+    )
+    .await;
+}
+
+/// Drops the one-entry-per-(type, source) index, as a careless fix might.
+pub async fn drop_ledger_uniqueness(db: &DatabaseConnection) {
+    execute(db, "DROP INDEX ledger_entries_type_source").await;
+}
+
+/// Writes entry `id` beside the entry of `like_source` (same balance and time): of `entry_type`
+/// and `amount`, for `source_id`.
+pub async fn forge_ledger_entry(
+    db: &DatabaseConnection,
+    like_source: &str,
+    id: &str,
+    entry_type: &str,
+    amount: i64,
+    source_id: &str,
+) {
+    execute(
+        db,
+        &format!(
+            "INSERT INTO ledger_entries \
+               (id, business_id, mode, type, amount, balance_after, source_id, created_at) \
+             SELECT '{id}', business_id, mode, '{entry_type}', {amount}, balance_after, \
+                    '{source_id}', created_at \
+             FROM ledger_entries WHERE source_id = '{like_source}'"
+        ),
+    )
+    .await;
+}
+
+/// Records that a payout was sent through `bank` (as worker-payouts does before sending).
+pub async fn set_payout_provider_bank(db: &DatabaseConnection, payout_id: &str, bank: &str) {
+    execute(
+        db,
+        &format!("UPDATE payouts SET provider_bank = '{bank}' WHERE id = '{payout_id}'"),
+    )
+    .await;
+}
+
+/// The unfinished job rows of a queue.
+pub async fn open_job_rows(db: &DatabaseConnection, queue: &str) -> Vec<outbox::Model> {
+    outbox::Entity::find()
+        .filter(outbox::Column::Queue.eq(queue))
+        .filter(outbox::Column::CompletedAt.is_null())
+        .filter(outbox::Column::DeadAt.is_null())
+        .all(db)
+        .await
+        .expect("jobs")
+}
+
 /// Delivery attempts recorded (each one a request made), all of them or those to `url`.
 pub async fn count_attempts(db: &DatabaseConnection, url: Option<&str>) -> u64 {
     let mut query = delivery_attempt::Entity::find();

@@ -13,16 +13,16 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use chrono::{DateTime, NaiveTime, Utc};
-use domain::Mode;
 use domain::payout::{
     MIN_PAYOUT, NewPayout, PayoutStatus, Schedule, TransferState, daily_payout_day, daily_reference,
 };
+use domain::{Bank, Mode};
 use ops::config::{Config, KillPoint, PayoutsConfig};
 use sea_orm::{ColumnTrait, DatabaseConnection, DbErr, EntityTrait, QueryFilter, QuerySelect};
 use shared::db::entities::{payout, settlement_account};
 use shared::db::ledger;
 use shared::db::outbox::{JobOutcome, JobRow};
-use shared::db::payouts::{self, CreateOutcome, CreateRequest, Payout, Reported};
+use shared::db::payouts::{self, CreateOutcome, CreateRequest, Lease, Payout, Reported};
 use shared::jobs::{PayoutJob, QueueJob};
 use shared::providers::{NewTransfer, ProviderError, Providers, RemoteTransfer};
 use shared::queue::Broker;
@@ -64,6 +64,9 @@ impl JobHandler for Payer {
 }
 
 impl Payer {
+    /// One run of a payout's job, under the payout's lease (see `payouts::take_lease`): a
+    /// second run of the same job at the same time (a redelivered message, another worker)
+    /// finds it held and comes back later, so only one run at a time asks, sends and decides.
     async fn send(&self, row: &JobRow, payout_id: &str) -> anyhow::Result<JobOutcome> {
         let Some(payout) = payout::Entity::find_by_id(payout_id.to_owned())
             .one(&self.db)
@@ -74,36 +77,94 @@ impl Payer {
         if !payout.status.in_flight() {
             return Ok(JobOutcome::Done); // settled already (a notification, another worker)
         }
+        // The bank it was sent through, once recorded; else the configured payout bank.
+        let bank = match payout.provider_bank {
+            Some(bank) => bank,
+            None => match self.providers.payout_bank() {
+                Ok(bank) => bank,
+                Err(e) => return Ok(self.retry(row, &payout, "payout_bank", &e)),
+            },
+        };
+        let token = domain::ids::new_id("lease");
+        let lease = self.config.lease();
+        let payout = match payouts::take_lease(&self.db, &payout.id, &token, bank, lease).await? {
+            Lease::Held(payout) => *payout,
+            Lease::Settled => return Ok(JobOutcome::Done),
+            Lease::Busy(until) => {
+                // Looked at again as a transfer with no outcome is: the holder usually
+                // finishes first; a killed holder's lease ends by `until`.
+                tracing::info!(payout_id = %payout.id, lease_until = %until, "another run holds the payout; will look again");
+                return Ok(JobOutcome::Retry {
+                    after: poll_delay(&self.config, row.attempts),
+                    error: "another run of this payout was under way".into(),
+                });
+            }
+        };
+        let run = Run {
+            bank: payout.provider_bank.unwrap_or(bank),
+            token: &token,
+        };
+        let outcome = self.run(row, &payout, &run).await;
+        // Whatever the run ended in: the next run need not wait for the lease to pass.
+        if let Err(e) = payouts::release_lease(&self.db, &payout.id, &token).await {
+            tracing::warn!(payout_id = %payout.id, error = %e, "payout lease not released; it ends by itself");
+        }
+        outcome
+    }
+
+    async fn run(
+        &self,
+        row: &JobRow,
+        payout: &Payout,
+        run: &Run<'_>,
+    ) -> anyhow::Result<JobOutcome> {
         // The provider first: an earlier run may have sent it and lost the answer, or been
         // killed between sending and recording.
-        let known = match self.providers.get_transfer(payout.mode, &payout.id).await {
+        let known = match self
+            .providers
+            .get_transfer(run.bank, payout.mode, &payout.id)
+            .await
+        {
             Ok(known) => known,
-            Err(e) => return Ok(self.retry(row, &payout, "get_transfer", &e)),
+            Err(e) => return Ok(self.retry(row, payout, "get_transfer", &e)),
         };
         let remote = match known {
             Some(remote) => {
                 if payout.status == PayoutStatus::Processing {
-                    self.kill_point(&payout, KillPoint::WhilePolling);
+                    self.kill_point(payout, KillPoint::WhilePolling);
                 }
                 remote
             }
             None => {
-                self.kill_point(&payout, KillPoint::BeforeSend);
-                match self.send_transfer(&payout).await {
+                // Renewed right before sending: the send (at most the client's timeout) ends
+                // well within the lease, so no other run can take the payout while it is in
+                // flight.
+                let lease = self.config.lease();
+                if !matches!(
+                    payouts::take_lease(&self.db, &payout.id, run.token, run.bank, lease).await?,
+                    Lease::Held(_)
+                ) {
+                    return Ok(JobOutcome::Retry {
+                        after: poll_delay(&self.config, row.attempts),
+                        error: "the payout's lease was lost before sending".into(),
+                    });
+                }
+                self.kill_point(payout, KillPoint::BeforeSend);
+                match self.send_transfer(run.bank, payout).await {
                     Ok(remote) => {
-                        self.kill_point(&payout, KillPoint::AfterSend);
+                        self.kill_point(payout, KillPoint::AfterSend);
                         remote
                     }
                     Err(Refusal::Refused(reason)) => {
-                        return self.refused(row, &payout, &reason).await;
+                        return self.refused(row, payout, run, &reason).await;
                     }
                     Err(Refusal::Error(e)) => {
-                        return Ok(self.retry(row, &payout, "send_transfer", &e));
+                        return Ok(self.retry(row, payout, "send_transfer", &e));
                     }
                 }
             }
         };
-        let payout = self.record(&payout, &remote).await?;
+        let payout = self.record(payout, &remote).await?;
         if payout.status.in_flight() {
             // No outcome yet: the notification usually settles it first; this asks again.
             return Ok(JobOutcome::Retry {
@@ -114,7 +175,7 @@ impl Payer {
         Ok(JobOutcome::Done)
     }
 
-    async fn send_transfer(&self, payout: &Payout) -> Result<RemoteTransfer, Refusal> {
+    async fn send_transfer(&self, bank: Bank, payout: &Payout) -> Result<RemoteTransfer, Refusal> {
         let transfer = NewTransfer {
             reference: payout.id.clone(),
             amount: payout.amount,
@@ -124,7 +185,11 @@ impl Payer {
             account_name: payout.account_name.clone(),
             narration: payout.narration.clone(),
         };
-        match self.providers.send_transfer(payout.mode, &transfer).await {
+        match self
+            .providers
+            .send_transfer(bank, payout.mode, &transfer)
+            .await
+        {
             Ok(remote) => {
                 metrics::counter!("payouts_sent_total", "mode" => payout.mode.as_str())
                     .increment(1);
@@ -137,15 +202,21 @@ impl Payer {
     }
 
     /// The provider refused the transfer request itself (a 4xx). It fails the payout (and
-    /// returns the money) only once the provider confirms it holds no such transfer; a
+    /// returns the money) only once the provider confirms it holds no such transfer, and only
+    /// while this run still holds the payout's lease (no other run can have sent it since); a
     /// refusal that cannot be confirmed is retried like any error.
     async fn refused(
         &self,
         row: &JobRow,
         payout: &Payout,
+        run: &Run<'_>,
         reason: &str,
     ) -> anyhow::Result<JobOutcome> {
-        match self.providers.get_transfer(payout.mode, &payout.id).await {
+        match self
+            .providers
+            .get_transfer(run.bank, payout.mode, &payout.id)
+            .await
+        {
             Ok(None) => {
                 tracing::warn!(payout_id = %payout.id, reason, "the provider refused the transfer");
                 let reason = format!("the payout provider refused the transfer: {reason}");
@@ -154,8 +225,15 @@ impl Payer {
                     session_id: None,
                     failure_reason: Some(&reason),
                 };
-                let applied = payouts::apply(&self.db, &payout.id, &reported).await?;
-                count_outcome(payout, applied.as_ref());
+                let Some(applied) =
+                    payouts::fail_refused(&self.db, &payout.id, run.token, &reported).await?
+                else {
+                    return Ok(JobOutcome::Retry {
+                        after: poll_delay(&self.config, row.attempts),
+                        error: "the payout's lease was lost before the refusal was recorded".into(),
+                    });
+                };
+                count_outcome(payout, Some(&applied));
                 Ok(JobOutcome::Done)
             }
             Ok(Some(remote)) => {
@@ -223,6 +301,14 @@ impl Payer {
     }
 }
 
+/// What one leased run of a payout works with.
+struct Run<'a> {
+    /// The bank the payout is sent through.
+    bank: Bank,
+    /// This run's lease.
+    token: &'a str,
+}
+
 enum Refusal {
     Refused(String),
     Error(ProviderError),
@@ -245,7 +331,8 @@ fn count_outcome(before: &Payout, after: Option<&Payout>) {
 pub type Clock = Arc<dyn Fn() -> DateTime<Utc> + Send + Sync>;
 
 /// Pays out, once a day after `daily_at` (Lagos), the whole available balance of each `daily`
-/// settlement account when it is at least the minimum. The day's reference (`auto-YYYY-MM-DD`)
+/// settlement account when it is at least the minimum; in live mode only for a business whose
+/// live mode works (KYB approved, a working live key: see `keys::live_mode_usable`). The day's reference (`auto-YYYY-MM-DD`)
 /// is unique per business and mode, so however many workers run, one payout is made a day.
 #[derive(Clone)]
 pub struct DailySchedule {
@@ -319,9 +406,22 @@ impl DailySchedule {
             .await?
             .into_iter()
             .collect();
+        // Live money moves only for a business whose live mode works: KYB approved, and a
+        // working live key (all revoked: stopped until one works again).
+        let live: Vec<String> = accounts
+            .iter()
+            .filter(|a| a.mode == Mode::Live)
+            .map(|a| a.business_id.clone())
+            .collect();
+        let live_usable =
+            shared::db::keys::live_mode_usable(&self.db, &live, domain::time::now()).await?;
         let mut created = 0;
         for account in accounts {
             if paid.contains(&(account.business_id.clone(), account.mode)) {
+                continue;
+            }
+            if account.mode == Mode::Live && !live_usable.contains(&account.business_id) {
+                tracing::debug!(business_id = %account.business_id, "no daily live payout: KYB not approved or no working live key");
                 continue;
             }
             let available = ledger::find(&self.db, &account.business_id, account.mode)

@@ -19,6 +19,8 @@ test_support::on_both_databases!(
     every_transfer_outcome_reaches_its_payout_with_one_transfer_each,
     two_workers_make_one_daily_payout,
     a_worker_after_a_crash_asks_before_sending_again,
+    two_runs_of_one_payout_never_send_it_and_refund_it,
+    live_daily_payouts_wait_for_kyb_and_a_working_live_key,
 );
 
 async fn app(backend: Backend, daily: bool, transfer_delay_secs: u64) -> TestApp {
@@ -325,4 +327,233 @@ async fn a_worker_after_a_crash_asks_before_sending_again(backend: Backend) {
     assert!(store::ledger_verifies(&app.db).await.ok);
     second.cancel();
     worker.await.unwrap();
+}
+
+// ---- Issue 21 item 10: two runs of one payout job at once --------------------------------
+
+/// A payout bank that refuses the first transfer request and accepts the second, and makes two
+/// overlapping runs interleave at their worst: its first status query is answered only once a
+/// second has arrived (or after 2 s), and its second transfer request only once a third status
+/// query has been answered (or after 2 s). Each request is counted and answered under one lock.
+#[derive(Default)]
+struct FlakyBank {
+    state: std::sync::Mutex<Counts>,
+}
+
+#[derive(Default, Debug, Clone, Copy)]
+struct Counts {
+    queries: usize,
+    requests: usize,
+    accepted: bool,
+}
+
+impl FlakyBank {
+    fn counts(&self) -> Counts {
+        *self.state.lock().unwrap()
+    }
+
+    /// Waits until `queries` status queries have arrived (at most 2 s).
+    async fn queries_reach(&self, queries: usize) {
+        for _ in 0..200 {
+            if self.counts().queries >= queries {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+}
+
+async fn flaky_bank() -> (Arc<FlakyBank>, String) {
+    use axum::extract::{Path, State};
+    use axum::response::IntoResponse;
+    use axum::routing::{get, post};
+    let bank = Arc::new(FlakyBank::default());
+    let router = axum::Router::new()
+        .route(
+            "/{bank}/transfers/{reference}",
+            get(
+                async |State(bank): State<Arc<FlakyBank>>,
+                       Path((_, reference)): Path<(String, String)>| {
+                    let (n, accepted) = {
+                        let mut s = bank.state.lock().unwrap();
+                        s.queries += 1;
+                        (s.queries, s.accepted)
+                    };
+                    if n == 1 {
+                        bank.queries_reach(2).await;
+                    }
+                    match accepted {
+                        true => (
+                            axum::http::StatusCode::OK,
+                            axum::Json(json!({"reference": reference, "status": "processing"})),
+                        ),
+                        false => (
+                            axum::http::StatusCode::NOT_FOUND,
+                            axum::Json(json!({"code": "not_found", "message": "no such transfer"})),
+                        ),
+                    }
+                    .into_response()
+                },
+            ),
+        )
+        .route(
+            "/{bank}/transfers",
+            post(
+                async |State(bank): State<Arc<FlakyBank>>, axum::Json(body): axum::Json<Value>| {
+                    let n = {
+                        let mut s = bank.state.lock().unwrap();
+                        s.requests += 1;
+                        s.requests
+                    };
+                    if n == 1 {
+                        return (
+                            axum::http::StatusCode::BAD_REQUEST,
+                            axum::Json(
+                                json!({"code": "try_later", "message": "refused this time"}),
+                            ),
+                        )
+                            .into_response();
+                    }
+                    bank.queries_reach(3).await;
+                    bank.state.lock().unwrap().accepted = true;
+                    (
+                        axum::http::StatusCode::ACCEPTED,
+                        axum::Json(json!({"reference": body["reference"], "status": "processing"})),
+                    )
+                        .into_response()
+                },
+            ),
+        )
+        .with_state(bank.clone());
+    let addr = test_support::http::serve(router).await;
+    (bank, format!("http://{addr}"))
+}
+
+/// Two runs of one payout's job at once (a redelivered message, two workers) against a bank
+/// that refuses the first ask and accepts the second: the payout ends in one consistent state.
+/// Either the bank made the transfer and the payout is not failed and its money not returned,
+/// or the bank holds none and the payout failed with its money returned once; never a transfer
+/// made and refunded.
+async fn two_runs_of_one_payout_never_send_it_and_refund_it(backend: Backend) {
+    use shared::jobs::{PayoutJob, QueueJob};
+    use shared::worker::JobHandler;
+    let app = app(backend, false, 1).await;
+    set_settlement(&app, "manual").await;
+    fund(&app, 1_000_000).await;
+    let (bank, url) = flaky_bank().await;
+    let id = pay(&app, 100_000).await;
+    let mut config = app.config.clone();
+    config.sandbox.url = Some(url);
+    let payer = worker_payouts::Payer {
+        db: app.db.clone(),
+        providers: shared::providers::Providers::from_config(&config),
+        config: config.payouts.clone(),
+    };
+    let rows = store::open_job_rows(&app.db, PayoutJob::QUEUE).await;
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    let job = PayoutJob::SendPayout {
+        payout_id: id.clone(),
+    };
+    let (first, second) = tokio::join!(
+        payer.handle(&rows[0], job.clone()),
+        payer.handle(&rows[0], job.clone()),
+    );
+    let (first, second) = (first.unwrap(), second.unwrap());
+
+    let p = payout(&app, &id).await;
+    let counts = bank.counts();
+    let entries = store::count_ledger_entries_for(&app.db, &id).await;
+    if counts.accepted {
+        assert_ne!(p["status"], "failed", "sent and failed: {p} {counts:?}");
+        assert_eq!(entries, 1, "sent and refunded: {p} {counts:?}");
+    } else {
+        assert_eq!(p["status"], "failed", "{p} {counts:?} {first:?} {second:?}");
+        assert_eq!(entries, 2, "debited and returned once: {p}");
+        assert_eq!(balance(&app).await["available"], 1_000_000);
+    }
+    // One run did the work; the other found the payout held and comes back later.
+    assert!(
+        matches!(first, shared::db::outbox::JobOutcome::Retry { .. })
+            || matches!(second, shared::db::outbox::JobOutcome::Retry { .. }),
+        "{first:?} {second:?}"
+    );
+    assert!(store::ledger_verifies(&app.db).await.ok);
+}
+
+// ---- Issue 21 item 13: the daily payout and the business's live mode ---------------------
+
+/// The daily automatic payout moves live money only for a business whose live mode works: KYB
+/// approved, and a working live key (every one revoked: live mode is stopped, the money waits).
+async fn live_daily_payouts_wait_for_kyb_and_a_working_live_key(backend: Backend) {
+    use domain::Mode;
+    use domain::payout::{EntryType, Schedule};
+    use shared::db::payouts::VerifiedAccount;
+    let app = app(backend, true, 1).await;
+    let business = app.business.id.clone();
+    let number = domain::nuban::account_number("058", 12_345_678).unwrap();
+    let bank = domain::banks::check_settlement_account("058", &number).unwrap();
+    // A live settlement account set two days ago (past its 24-hour hold), paid out daily, and
+    // live money in the balance.
+    shared::db::payouts::set_settlement_account(
+        &app.db,
+        &shared::db::audit::Actor::operator(),
+        &business,
+        Mode::Live,
+        &VerifiedAccount {
+            bank,
+            account_number: &number,
+            account_name: "ACME LTD",
+            schedule: Schedule::Daily,
+        },
+        Utc::now() - chrono::Duration::days(2),
+    )
+    .await
+    .unwrap();
+    shared::db::ledger::credit(
+        &app.db,
+        &business,
+        Mode::Live,
+        EntryType::Deposit,
+        750_000,
+        "dep_live",
+    )
+    .await
+    .unwrap();
+    let mut schedule =
+        worker_payouts::DailySchedule::from_config(&app.config, app.db.clone(), app.relay.clone())
+            .unwrap();
+    schedule.daily_at = NaiveTime::MIN;
+
+    // KYB pending (the test business's): no live payout.
+    assert_eq!(schedule.pay_due().await.unwrap(), 0);
+    assert_eq!(store::count_payouts(&app.db).await, 0);
+
+    // Approved, but every live key revoked: still none.
+    shared::db::businesses::set_kyb(&app.db, &business, domain::KybStatus::Approved)
+        .await
+        .unwrap();
+    store::revoke_key(&app.db, &business, "live").await;
+    assert_eq!(schedule.pay_due().await.unwrap(), 0);
+    assert_eq!(store::count_payouts(&app.db).await, 0);
+
+    // A live key works again: the day's payout is made, the whole balance.
+    shared::db::keys::change(
+        &app.db,
+        &business,
+        Mode::Live,
+        shared::db::keys::KeyAction::Roll(domain::keys::KeyGrace::from_secs(0).unwrap()),
+        domain::time::now(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(schedule.pay_due().await.unwrap(), 1);
+    assert_eq!(store::count_payouts(&app.db).await, 1);
+    assert_eq!(
+        shared::db::ledger::find(&app.db, &business, Mode::Live)
+            .await
+            .unwrap()
+            .unwrap()
+            .available,
+        0
+    );
 }

@@ -4,15 +4,17 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use chrono::{DateTime, Utc};
+use domain::provider::NotificationOutcome;
 use domain::validation::{FieldError, optional_string, reject_unknown};
 use domain::{AccountStatus, Bank, Mode};
 use serde::Serialize;
 use serde_json::{Map, Value};
 use shared::db::accounts::{self, Account};
-use shared::db::deposits::{self, Accepted, Recorded};
+use shared::db::deposits::{self, Accepted, Recorded, Unmatched};
 use shared::db::paging::Filter;
 use shared::db::rechecks;
-use shared::providers::{ProviderError, RemoteTransaction, RemoteTransfer, SimulatedDeposit};
+use shared::providers::notification::{self, Announced, Notification};
+use shared::providers::{ProviderError, RemoteTransaction, SimulatedDeposit};
 use shared::views::{DepositView, Page, RecheckView};
 use utoipa::ToSchema;
 use utoipa::openapi::schema::{Object, ObjectBuilder, Type};
@@ -486,20 +488,6 @@ pub struct NotificationReceipt {
     pub outcome: NotificationOutcome,
 }
 
-/// What became of a stored notification: `recorded` (a new deposit), `duplicate` (already
-/// recorded), `ignored` (an event not acted on), `unmatched` (no account has that number; kept
-/// for operators), `invalid` (signed, but not readable as a notification; kept for operators).
-/// A body received again answers what became of it the first time.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize, ToSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum NotificationOutcome {
-    Recorded,
-    Duplicate,
-    Ignored,
-    Unmatched,
-    Invalid,
-}
-
 fn always_true() -> Object {
     ObjectBuilder::new()
         .schema_type(Type::Boolean)
@@ -548,14 +536,17 @@ async fn notification(
         .get("x-provider-signature")
         .and_then(|v| v.to_str().ok())
         .ok_or(ApiError::Unauthorized)?;
-    let mode = notification_mode(&state, bank, &body, signature).ok_or_else(|| {
+    let mode = notification::mode_of(&state.config, bank, &body, signature).ok_or_else(|| {
         tracing::warn!(
             bank = bank.slug(),
             "notification with a bad signature refused"
         );
         ApiError::Unauthorized
     })?;
-    let (text, transaction, transfer) = match read_notification(&body) {
+    let Notification { text, content } = match notification::read(
+        &body,
+        state.config.limits.max_deposit,
+    ) {
         Ok(read) => read,
         Err(problem) => {
             // Signed by the bank but unusable: kept once for operators (a bank whose format
@@ -578,38 +569,58 @@ async fn notification(
             }));
         }
     };
-    let accepted = match &transfer {
-        Some(transfer) => {
+    let transaction = match &content {
+        Announced::Deposit(tx) => Some(tx),
+        Announced::Transfer(_) | Announced::Other => None,
+    };
+    let accepted = match &content {
+        Announced::Transfer(transfer) => {
             deposits::accept_transfer_notification(
                 &state.db,
                 mode,
                 bank,
+                state.providers.payout_bank().ok(),
                 text,
                 transfer,
                 domain::time::now(),
             )
             .await?
         }
-        None => {
-            deposits::accept_notification(
-                &state.db,
-                mode,
-                bank,
-                text,
-                transaction.as_ref(),
-                domain::time::now(),
-            )
-            .await?
-        }
+        Announced::Deposit(_) | Announced::Other => match deposits::accept_notification(
+            &state.db,
+            mode,
+            bank,
+            text,
+            transaction,
+            domain::time::now(),
+        )
+        .await
+        {
+            Ok(accepted) => accepted,
+            // Nothing of it was written (the whole transaction rolled back): kept as invalid
+            // for operators, like an amount above the maximum, rather than asked for again.
+            Err(e) if shared::db::ledger::is_overflow(&e) => {
+                let id = deposits::keep_invalid_notification(
+                    &state.db,
+                    mode,
+                    bank,
+                    text,
+                    domain::time::now(),
+                )
+                .await?;
+                tracing::error!(notification_id = %id, bank = bank.slug(), "a deposit would overflow its balance; kept as invalid, not credited");
+                return Ok(Json(NotificationReceipt {
+                    received: true,
+                    id,
+                    outcome: NotificationOutcome::Invalid,
+                }));
+            }
+            Err(e) => return Err(e.into()),
+        },
     };
     let (id, outcome) = match accepted {
         Accepted::Repeated { id, outcome } => {
             tracing::info!(notification_id = %id, bank = bank.slug(), "notification received again; stored once");
-            let outcome = serde_json::from_value(Value::String(outcome)).map_err(|e| {
-                ApiError::Internal(anyhow::anyhow!(
-                    "a stored notification outcome is unreadable: {e}"
-                ))
-            })?;
             (id, outcome)
         }
         Accepted::Transfer {
@@ -617,15 +628,15 @@ async fn notification(
             outcome,
             unmatched,
         } => {
-            if unmatched {
-                tracing::warn!(notification_id = %id, bank = bank.slug(), "transfer notification for no known payout kept as unmatched");
-            } else {
-                state.relay.kick();
+            match unmatched {
+                Some(Unmatched::NoPayout) => {
+                    tracing::warn!(notification_id = %id, bank = bank.slug(), "transfer notification for no known payout kept as unmatched");
+                }
+                Some(Unmatched::OtherBank) => {
+                    tracing::warn!(notification_id = %id, bank = bank.slug(), "transfer notification from a bank the payout was not sent through kept as unmatched, not applied");
+                }
+                None => state.relay.kick(),
             }
-            let outcome =
-                serde_json::from_value(Value::String(outcome.to_owned())).map_err(|e| {
-                    ApiError::Internal(anyhow::anyhow!("unreadable notification outcome: {e}"))
-                })?;
             (id, outcome)
         }
         Accepted::Stored { id, recorded } => {
@@ -650,70 +661,6 @@ async fn notification(
         id,
         outcome,
     }))
-}
-
-/// A signed notification's text, and its deposit (`transfer.received`) or payout transfer
-/// (`transfer.succeeded|failed|reversed`); another event is kept and acknowledged, not acted on.
-type ReadNotification<'a> = (&'a str, Option<RemoteTransaction>, Option<RemoteTransfer>);
-
-fn read_notification(body: &[u8]) -> ApiResult<ReadNotification<'_>> {
-    let text = std::str::from_utf8(body)
-        .map_err(|_| ApiError::InvalidJson("the body is not UTF-8 JSON".into()))?;
-    let envelope: Value = serde_json::from_str(text)
-        .map_err(|_| ApiError::InvalidJson("the body is not valid JSON".into()))?;
-    Ok(match envelope.get("event").and_then(Value::as_str) {
-        Some("transfer.received") => (text, Some(parse_transaction(envelope.get("data"))?), None),
-        Some("transfer.succeeded" | "transfer.failed" | "transfer.reversed") => {
-            (text, None, Some(parse_transfer(envelope.get("data"))?))
-        }
-        _ => (text, None, None),
-    })
-}
-
-fn parse_transfer(data: Option<&Value>) -> ApiResult<RemoteTransfer> {
-    let data = data.ok_or_else(|| ApiError::validation("data", "required", "data is required"))?;
-    serde_json::from_value(data.clone()).map_err(|e| {
-        ApiError::validation(
-            "data",
-            "invalid_format",
-            format!("data is not a transfer: {e}"),
-        )
-    })
-}
-
-fn notification_mode(state: &AppState, bank: Bank, body: &[u8], signature: &str) -> Option<Mode> {
-    use shared::crypto::verify_provider_signature as verify;
-    let p = &state.config.providers;
-    let live_secret = match bank {
-        Bank::WemaBank => p.wema_bank.secret.as_deref(),
-        Bank::AccessBank => p.access_bank.secret.as_deref(),
-        Bank::TitanTrustBank => p.titan_trust_bank.secret.as_deref(),
-        Bank::TestBank => None,
-    };
-    if live_secret.is_some_and(|secret| verify(secret, body, signature)) {
-        return Some(Mode::Live);
-    }
-    verify(&state.config.sandbox.secret, body, signature).then_some(Mode::Test)
-}
-
-fn parse_transaction(data: Option<&Value>) -> ApiResult<RemoteTransaction> {
-    let data = data.ok_or_else(|| ApiError::validation("data", "required", "data is required"))?;
-    let tx: RemoteTransaction = serde_json::from_value(data.clone()).map_err(|e| {
-        ApiError::validation(
-            "data",
-            "invalid_format",
-            format!("data is not a transaction: {e}"),
-        )
-    })?;
-    let errors: Vec<FieldError> = tx
-        .problems()
-        .into_iter()
-        .map(|e| FieldError::new(format!("data.{}", e.field), e.code, e.message))
-        .collect();
-    if !errors.is_empty() {
-        return Err(ApiError::Validation(errors));
-    }
-    Ok(tx.without_nul())
 }
 
 #[cfg(test)]

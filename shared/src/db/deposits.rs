@@ -14,6 +14,7 @@ use super::paging;
 use crate::providers::RemoteTransaction;
 use crate::views::{AccountView, DepositView};
 use domain::ids::new_id;
+use domain::provider::NotificationOutcome;
 use domain::{Bank, DepositSource, DepositStatus, EventType, Mode};
 
 pub use deposit::Model as Deposit;
@@ -257,13 +258,17 @@ pub enum Accepted {
     Stored { id: String, recorded: Recorded },
     /// The same body from the same bank and mode was stored before (a bank's retry): nothing
     /// was done again. Its id and the outcome recorded the first time.
-    Repeated { id: String, outcome: String },
+    Repeated {
+        id: String,
+        outcome: NotificationOutcome,
+    },
     /// A `transfer.*` notification stored now: `recorded` (the payout moved), `duplicate`
-    /// (nothing new for it) or `unmatched` (no payout of that mode has the reference).
+    /// (nothing new for it) or `unmatched` (no payout of that mode has the reference, or the
+    /// payout was not sent through the notifying bank: not applied either way).
     Transfer {
         id: String,
-        outcome: &'static str,
-        unmatched: bool,
+        outcome: NotificationOutcome,
+        unmatched: Option<Unmatched>,
     },
 }
 
@@ -293,13 +298,16 @@ pub async fn accept_notification(
         None => (Recorded::Duplicate, None),
     };
     let (outcome, deposit_id) = match (&recorded, transaction) {
-        (_, None) => ("ignored", None),
-        (Recorded::New(d), _) => ("recorded", Some(d.id.clone())),
-        (Recorded::Duplicate, _) => ("duplicate", None),
-        (Recorded::Unmatched, _) => ("unmatched", None),
+        (_, None) => (NotificationOutcome::Ignored, None),
+        (Recorded::New(d), _) => (NotificationOutcome::Recorded, Some(d.id.clone())),
+        (Recorded::Duplicate, _) => (NotificationOutcome::Duplicate, None),
+        (Recorded::Unmatched, _) => (NotificationOutcome::Unmatched, None),
     };
     provider_notification::Entity::update_many()
-        .col_expr(provider_notification::Column::Outcome, outcome.into())
+        .col_expr(
+            provider_notification::Column::Outcome,
+            outcome.as_str().into(),
+        )
         .col_expr(
             provider_notification::Column::ProviderReference,
             transaction.map(|t| t.reference.clone()).into(),
@@ -315,13 +323,26 @@ pub async fn accept_notification(
     Ok(Accepted::Stored { id, recorded })
 }
 
+/// Why a `transfer.*` notification was kept without being applied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unmatched {
+    /// No payout of the notification's mode has the reference.
+    NoPayout,
+    /// The payout was sent through another bank: only that bank may settle or reverse it.
+    OtherBank,
+}
+
 /// Stores a verified `transfer.*` notification and applies it to the payout whose id is the
-/// transfer's reference (of the notification's mode), in one transaction. A body stored before
-/// is not acted on again; a reference that is no payout of that mode is kept as `unmatched`.
+/// transfer's reference (of the notification's mode), in one transaction, when `bank` is the
+/// bank the payout was sent through (its `provider_bank`; for a payout that has none recorded,
+/// `payout_bank`, the configured one). A body stored before is not acted on again; a
+/// reference that is no payout of that mode, or a payout of another bank, is kept as
+/// `unmatched`.
 pub async fn accept_transfer_notification(
     db: &DatabaseConnection,
     mode: Mode,
     bank: Bank,
+    payout_bank: Option<Bank>,
     body: &str,
     transfer: &crate::providers::RemoteTransfer,
     now: DateTime<Utc>,
@@ -341,16 +362,31 @@ pub async fn accept_transfer_notification(
         session_id: transfer.session_id.as_deref(),
         failure_reason: transfer.failure_reason.as_deref(),
     };
-    let applied = super::payouts::apply_in(&txn, &transfer.reference, Some(mode), &reported)
+    // Locked from here to the commit (`apply_in` reads it again in this transaction).
+    let sent_through = super::entities::payout::Entity::find_by_id(transfer.reference.clone())
+        .filter(super::entities::payout::Column::Mode.eq(mode))
+        .lock_exclusive()
+        .one(&txn)
         .await?
-        .map(|(_, changed)| changed);
+        .map(|p| p.provider_bank.or(payout_bank));
+    let applied = match sent_through {
+        None => Err(Unmatched::NoPayout),
+        Some(through) if through != Some(bank) => Err(Unmatched::OtherBank),
+        Some(_) => super::payouts::apply_in(&txn, &transfer.reference, Some(mode), &reported)
+            .await?
+            .map(|(_, changed)| changed)
+            .ok_or(Unmatched::NoPayout),
+    };
     let outcome = match applied {
-        Some(true) => "recorded",
-        Some(false) => "duplicate",
-        None => "unmatched",
+        Ok(true) => NotificationOutcome::Recorded,
+        Ok(false) => NotificationOutcome::Duplicate,
+        Err(_) => NotificationOutcome::Unmatched,
     };
     provider_notification::Entity::update_many()
-        .col_expr(provider_notification::Column::Outcome, outcome.into())
+        .col_expr(
+            provider_notification::Column::Outcome,
+            outcome.as_str().into(),
+        )
         .col_expr(
             provider_notification::Column::ProviderReference,
             Some(transfer.reference.clone()).into(),
@@ -362,7 +398,7 @@ pub async fn accept_transfer_notification(
     Ok(Accepted::Transfer {
         id,
         outcome,
-        unmatched: applied.is_none(),
+        unmatched: applied.err(),
     })
 }
 
@@ -379,7 +415,10 @@ pub async fn keep_invalid_notification(
     let id = match claim_notification(&txn, mode, bank, body, now).await? {
         Claim::New(id) => {
             provider_notification::Entity::update_many()
-                .col_expr(provider_notification::Column::Outcome, "invalid".into())
+                .col_expr(
+                    provider_notification::Column::Outcome,
+                    NotificationOutcome::Invalid.as_str().into(),
+                )
                 .filter(provider_notification::Column::Id.eq(id.as_str()))
                 .exec(&txn)
                 .await?;
@@ -414,7 +453,7 @@ async fn claim_notification<C: ConnectionTrait>(
         body: Set(body.to_owned()),
         body_digest: Set(Some(digest.clone())),
         provider_reference: Set(None),
-        outcome: Set("received".to_owned()),
+        outcome: Set(NotificationOutcome::Received),
         deposit_id: Set(None),
         received_at: Set(now),
     })

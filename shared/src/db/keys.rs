@@ -53,6 +53,43 @@ fn working_at(at: DateTime<Utc>) -> Condition {
         )
 }
 
+/// The businesses among `ids` whose live mode may move money unattended (the daily automatic
+/// payout): KYB `approved`, as every live request needs (SPEC §1), and at least one working live
+/// key. Revoking every live key is what an owner does when one leaked; until a key works again
+/// (a roll), live mode is stopped and its money waits in the balance. Two set-based reads.
+pub async fn live_mode_usable<C: ConnectionTrait>(
+    db: &C,
+    ids: &[String],
+    at: DateTime<Utc>,
+) -> Result<std::collections::HashSet<String>, DbErr> {
+    use sea_orm::QuerySelect;
+    if ids.is_empty() {
+        return Ok(Default::default());
+    }
+    let approved: Vec<String> = business::Entity::find()
+        .select_only()
+        .column(business::Column::Id)
+        .filter(business::Column::Id.is_in(ids.iter().cloned()))
+        .filter(business::Column::KybStatus.eq(KybStatus::Approved))
+        .into_tuple()
+        .all(db)
+        .await?;
+    if approved.is_empty() {
+        return Ok(Default::default());
+    }
+    let keyed: Vec<String> = api_key::Entity::find()
+        .select_only()
+        .column(api_key::Column::BusinessId)
+        .distinct()
+        .filter(api_key::Column::BusinessId.is_in(approved))
+        .filter(api_key::Column::Mode.eq(Mode::Live))
+        .filter(working_at(at))
+        .into_tuple()
+        .all(db)
+        .await?;
+    Ok(keyed.into_iter().collect())
+}
+
 /// What to do with a business's keys in one mode.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum KeyAction {

@@ -3,22 +3,20 @@
 //! ledger's sum at every commit. One entry per (type, source) by a unique index: a fact moves
 //! money once.
 
-use std::collections::HashMap;
-
 use sea_orm::sea_query::{
     Alias, CommonTableExpression, Expr, ExprTrait, OnConflict, Query, SubQueryStatement, WithClause,
 };
 use sea_orm::{
-    ColumnTrait, ConnectionTrait, DbBackend, DbErr, EntityTrait, Iterable, QueryFilter, QueryOrder,
-    QuerySelect, StatementBuilder,
+    ColumnTrait, ConnectionTrait, DbBackend, DbErr, EntityTrait, Iterable, QueryFilter,
+    QueryResult, Statement, StatementBuilder,
 };
 use serde::Serialize;
 
 use super::entities::{balance, ledger_entry};
 use super::list_counts::List;
-use domain::Mode;
 use domain::ids::new_id;
-use domain::payout::EntryType;
+use domain::payout::{EntryType, PayoutStatus};
+use domain::{DepositStatus, Mode};
 
 pub use balance::Model as Balance;
 pub use ledger_entry::Model as Entry;
@@ -36,6 +34,11 @@ pub struct Insufficient {
 /// The balance row's lock is held from here to the commit, and every credit and debit of the
 /// business and mode waits for it: a caller writes it as late in its transaction as it can (a
 /// deposit's credit is its transaction's last statement).
+///
+/// The add is checked in the statement itself on both databases (the balance moves only while
+/// `available <= i64::MAX - amount`): past it, PostgreSQL would fail with a bigint error and
+/// SQLite would silently store a float. A credit that would overflow moves nothing and is an
+/// error ([`OVERFLOW`]), so the caller's transaction rolls back whole: never a wrong number.
 pub async fn credit<C: ConnectionTrait>(
     db: &C,
     business_id: &str,
@@ -68,6 +71,9 @@ pub async fn credit<C: ConnectionTrait>(
                     Expr::col((balance::Entity, balance::Column::Available)).add(amount),
                 )
                 .value(balance::Column::UpdatedAt, clock())
+                .action_and_where(
+                    Expr::col((balance::Entity, balance::Column::Available)).lte(i64::MAX - amount),
+                )
                 .to_owned(),
         )
         .returning_col(balance::Column::Available)
@@ -79,9 +85,22 @@ pub async fn credit<C: ConnectionTrait>(
         amount,
         source_id,
     };
-    move_and_enter(db, upsert, entry)
-        .await?
-        .ok_or_else(|| DbErr::Custom("balance upsert returned no row".into()))
+    match move_and_enter(db, upsert, entry).await? {
+        Some(entry) => Ok(entry),
+        None => {
+            tracing::error!(business_id, %mode, amount, source_id, "a credit would overflow the balance; nothing was credited");
+            Err(DbErr::Custom(OVERFLOW.into()))
+        }
+    }
+}
+
+/// The error of a credit that would take a balance past the largest 64-bit integer.
+const OVERFLOW: &str =
+    "the credit would take the balance past the largest amount it can hold; nothing was credited";
+
+/// Whether `e` is a credit refused because the balance would overflow (see [`credit`]).
+pub fn is_overflow(e: &DbErr) -> bool {
+    matches!(e, DbErr::Custom(message) if message == OVERFLOW)
 }
 
 /// Takes `amount` (kobo, > 0) from the balance if it is available, and enters it, in the
@@ -231,19 +250,66 @@ pub async fn list(
     Ok((fetched, total))
 }
 
+/// What `verify` found wrong. `expected` and `found` are kobo (signed, as entries are).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Problem {
+    /// The balance is not the sum of its entries.
+    BalanceDiffersFromSum,
+    /// An entry's `balance_after` is not the running sum in entry order.
+    BalanceAfterBreaksChain,
+    /// A source that moves money (a credited deposit, a payout, a failed or reversed payout's
+    /// return) has no entry of its type in its balance: `expected` its amount, `found` 0.
+    EntryMissing,
+    /// A source has more than one entry of its type: `found` is their sum, `entries` how many.
+    EntryRepeated,
+    /// A source's one entry is of another amount.
+    EntryAmountDiffers,
+    /// An entry whose source (deposit or payout) does not exist in its business and mode:
+    /// `expected` 0, `found` what it moved.
+    EntryWithoutSource,
+    /// An entry whose source exists but does not justify its type (a flagged deposit's credit, a
+    /// return of a payout that did not fail or reverse): `expected` 0, `found` what it moved.
+    EntryNotJustified,
+}
+
 /// One thing `verify` found wrong.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Mismatch {
     pub business_id: String,
     pub mode: Mode,
-    /// `balance_differs_from_sum` or `balance_after_breaks_chain`.
-    pub problem: &'static str,
-    /// The entry whose `balance_after` is wrong, for a broken chain.
+    pub problem: Problem,
+    /// The entry at fault, when one is.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub entry_id: Option<String>,
+    /// The entry type concerned, for the checks against the sources.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub entry_type: Option<EntryType>,
+    /// The deposit or payout concerned, for the checks against the sources.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source_id: Option<String>,
+    /// How many entries a source has, for `entry_repeated`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub entries: Option<i64>,
     pub expected: i64,
     pub found: i64,
+}
+
+impl Mismatch {
+    fn of_balance(business_id: String, mode: Mode, problem: Problem) -> Self {
+        Self {
+            business_id,
+            mode,
+            problem,
+            entry_id: None,
+            entry_type: None,
+            source_id: None,
+            entries: None,
+            expected: 0,
+            found: 0,
+        }
+    }
 }
 
 /// What `api admin ledger verify` prints.
@@ -256,70 +322,240 @@ pub struct Verification {
     pub mismatches: Vec<Mismatch>,
 }
 
-/// Checks that every balance equals the sum of its entries and that each entry's
-/// `balance_after` is the running sum in entry order. Reads one balance's entries at a time.
+/// Which source justifies an entry of a type, and with what amount: the ledger's rules of
+/// SPEC §7, written once and read by both directions of [`verify`].
+struct SourceRule {
+    entry_type: EntryType,
+    table: &'static str,
+    /// The amount an entry of this type carries, from the source's row (`amount` or `-amount`).
+    amount: &'static str,
+    /// The statuses (quoted, comma-separated) in which the source moves this money.
+    statuses: String,
+}
+
+fn source_rules() -> [SourceRule; 3] {
+    let quoted = |values: &[&str]| {
+        values
+            .iter()
+            .map(|v| format!("'{v}'"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let payout_statuses = |keep: fn(&PayoutStatus) -> bool| {
+        let statuses: Vec<&str> = PayoutStatus::ALL
+            .into_iter()
+            .filter(keep)
+            .map(PayoutStatus::as_str)
+            .collect();
+        quoted(&statuses)
+    };
+    [
+        // Each credited deposit, once (flagged ones are never credited).
+        SourceRule {
+            entry_type: EntryType::Deposit,
+            table: "deposits",
+            amount: "amount",
+            statuses: quoted(&[DepositStatus::Credited.as_str()]),
+        },
+        // Each payout, taken when it is created, whatever became of it.
+        SourceRule {
+            entry_type: EntryType::Payout,
+            table: "payouts",
+            amount: "-amount",
+            statuses: payout_statuses(|_| true),
+        },
+        // Each payout that failed or was reversed, given back once.
+        SourceRule {
+            entry_type: EntryType::PayoutReturn,
+            table: "payouts",
+            amount: "amount",
+            statuses: payout_statuses(|s| s.returns_money()),
+        },
+    ]
+}
+
+/// The money each source should have moved: one row per (type, source), with its business,
+/// mode and signed amount.
+fn expected_entries() -> String {
+    source_rules()
+        .iter()
+        .map(|r| {
+            format!(
+                "SELECT '{entry_type}' AS type, id AS source_id, business_id, mode, \
+                        {amount} AS amount FROM {table} WHERE status IN ({statuses})",
+                entry_type = r.entry_type.as_str(),
+                amount = r.amount,
+                table = r.table,
+                statuses = r.statuses,
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(" UNION ALL ")
+}
+
+/// True (in SQL) when a source justifies ledger entry `l`: one primary-key lookup per entry,
+/// in the source table its type names.
+fn entry_justified() -> String {
+    source_rules()
+        .iter()
+        .map(|r| {
+            format!(
+                "(l.type = '{entry_type}' AND EXISTS (SELECT 1 FROM {table} s \
+                   WHERE s.id = l.source_id AND s.business_id = l.business_id \
+                     AND s.mode = l.mode AND s.status IN ({statuses})))",
+                entry_type = r.entry_type.as_str(),
+                table = r.table,
+                statuses = r.statuses,
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(" OR ")
+}
+
+/// Checks the ledger against itself (every balance equals the sum of its entries; each entry's
+/// `balance_after` is the running sum in entry order) and against its sources (SPEC §7: each
+/// money-moving source has exactly one entry of its type and amount, in its business and mode,
+/// and no entry moves money without a source whose status justifies it). Every check is one
+/// set-based statement (window sums, GROUP BY, anti-joins), whatever the ledger's size; sums
+/// are 64-bit integers (an overflow is an error, never a wrong number).
 pub async fn verify<C: ConnectionTrait>(db: &C) -> Result<Verification, DbErr> {
-    use ledger_entry::Column as Col;
-    // Every (business, mode) that has a balance row or an entry.
-    let mut keys: HashMap<(String, Mode), i64> = balance::Entity::find()
-        .all(db)
-        .await?
-        .into_iter()
-        .map(|b| ((b.business_id, b.mode), b.available))
-        .collect();
-    let balances = keys.len() as u64;
-    let with_entries: Vec<(String, Mode)> = ledger_entry::Entity::find()
-        .select_only()
-        .column(Col::BusinessId)
-        .column(Col::Mode)
-        .distinct()
-        .into_tuple()
-        .all(db)
-        .await?;
-    // Entries without a balance row must sum to zero.
-    for key in with_entries {
-        keys.entry(key).or_insert(0);
-    }
+    let backend = db.get_database_backend();
+    let query = |sql: String| db.query_all_raw(Statement::from_string(backend, sql));
+    let mode = |row: &QueryResult| -> Result<Mode, DbErr> {
+        let text: String = row.try_get("", "mode")?;
+        Mode::parse(&text).ok_or_else(|| DbErr::Custom(format!("a ledger row has mode '{text}'")))
+    };
+    let entry_type = |row: &QueryResult| -> Result<EntryType, DbErr> {
+        let text: String = row.try_get("", "type")?;
+        EntryType::parse(&text)
+            .ok_or_else(|| DbErr::Custom(format!("a ledger entry has type '{text}'")))
+    };
+    let count = |table: &str| query(format!("SELECT COUNT(*) AS n FROM {table}"));
+    let balances: i64 = first_i64(count("balances").await?, "n")?;
+    let entries: i64 = first_i64(count("ledger_entries").await?, "n")?;
     let mut mismatches = Vec::new();
-    let mut entries = 0u64;
-    for ((business_id, mode), available) in keys {
-        let rows = ledger_entry::Entity::find()
-            .filter(Col::BusinessId.eq(business_id.as_str()))
-            .filter(Col::Mode.eq(mode))
-            .order_by_asc(Col::CreatedAt)
-            .order_by_asc(Col::Id)
-            .all(db)
-            .await?;
-        let mut sum = 0i64;
-        for entry in &rows {
-            sum += entry.amount;
-            if entry.balance_after != sum {
-                mismatches.push(Mismatch {
-                    business_id: business_id.clone(),
-                    mode,
-                    problem: "balance_after_breaks_chain",
-                    entry_id: Some(entry.id.clone()),
-                    expected: sum,
-                    found: entry.balance_after,
-                });
-            }
-        }
-        entries += rows.len() as u64;
-        if sum != available {
-            mismatches.push(Mismatch {
-                business_id,
-                mode,
-                problem: "balance_differs_from_sum",
-                entry_id: None,
-                expected: sum,
-                found: available,
-            });
-        }
+
+    // Balances against the sum of their entries (entries with no balance row must sum to 0).
+    let sums = "SELECT business_id, mode, CAST(SUM(amount) AS BIGINT) AS total \
+                FROM ledger_entries GROUP BY business_id, mode";
+    for row in query(format!(
+        "SELECT b.business_id, b.mode, CAST(COALESCE(s.total, 0) AS BIGINT) AS expected, \
+                b.available AS found \
+         FROM balances b LEFT JOIN ({sums}) s ON s.business_id = b.business_id AND s.mode = b.mode \
+         WHERE b.available <> COALESCE(s.total, 0) \
+         UNION ALL \
+         SELECT s.business_id, s.mode, s.total, 0 FROM ({sums}) s \
+         WHERE s.total <> 0 AND NOT EXISTS (SELECT 1 FROM balances b \
+             WHERE b.business_id = s.business_id AND b.mode = s.mode) \
+         ORDER BY 1, 2"
+    ))
+    .await?
+    {
+        let mut m = Mismatch::of_balance(
+            row.try_get("", "business_id")?,
+            mode(&row)?,
+            Problem::BalanceDiffersFromSum,
+        );
+        m.expected = row.try_get("", "expected")?;
+        m.found = row.try_get("", "found")?;
+        mismatches.push(m);
     }
+
+    // Each entry's balance_after against the running sum.
+    for row in query(
+        "SELECT id, business_id, mode, expected, balance_after FROM ( \
+           SELECT id, business_id, mode, balance_after, created_at, \
+             CAST(SUM(amount) OVER (PARTITION BY business_id, mode ORDER BY created_at, id \
+               ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS BIGINT) AS expected \
+           FROM ledger_entries) t \
+         WHERE balance_after <> expected ORDER BY business_id, mode, created_at, id"
+            .to_owned(),
+    )
+    .await?
+    {
+        let mut m = Mismatch::of_balance(
+            row.try_get("", "business_id")?,
+            mode(&row)?,
+            Problem::BalanceAfterBreaksChain,
+        );
+        m.entry_id = Some(row.try_get("", "id")?);
+        m.expected = row.try_get("", "expected")?;
+        m.found = row.try_get("", "balance_after")?;
+        mismatches.push(m);
+    }
+
+    // Each source against its entries: none, several, or one of another amount.
+    let expected = expected_entries();
+    for row in query(format!(
+        "SELECT e.type, e.source_id, e.business_id, e.mode, e.amount AS expected, \
+                CAST(COALESCE(g.n, 0) AS BIGINT) AS n, CAST(COALESCE(g.total, 0) AS BIGINT) AS found, \
+                g.entry_id \
+         FROM ({expected}) e LEFT JOIN ( \
+           SELECT type, source_id, business_id, mode, COUNT(*) AS n, \
+                  CAST(SUM(amount) AS BIGINT) AS total, MIN(id) AS entry_id \
+           FROM ledger_entries GROUP BY type, source_id, business_id, mode) g \
+         ON g.type = e.type AND g.source_id = e.source_id \
+            AND g.business_id = e.business_id AND g.mode = e.mode \
+         WHERE g.n IS NULL OR g.n <> 1 OR g.total <> e.amount \
+         ORDER BY e.business_id, e.mode, e.source_id, e.type"
+    ))
+    .await?
+    {
+        let n: i64 = row.try_get("", "n")?;
+        let problem = match n {
+            0 => Problem::EntryMissing,
+            1 => Problem::EntryAmountDiffers,
+            _ => Problem::EntryRepeated,
+        };
+        let mut m = Mismatch::of_balance(row.try_get("", "business_id")?, mode(&row)?, problem);
+        m.entry_type = Some(entry_type(&row)?);
+        m.source_id = Some(row.try_get("", "source_id")?);
+        m.entry_id = (n == 1).then(|| row.try_get("", "entry_id")).transpose()?;
+        m.entries = (n > 1).then_some(n);
+        m.expected = row.try_get("", "expected")?;
+        m.found = row.try_get("", "found")?;
+        mismatches.push(m);
+    }
+
+    // Each entry against the sources: one that no source of its type, business and mode
+    // accounts for moved money on its own.
+    let justified = entry_justified();
+    for row in query(format!(
+        "SELECT l.id, l.type, l.source_id, l.business_id, l.mode, l.amount, \
+                CAST(CASE WHEN EXISTS (SELECT 1 FROM deposits d WHERE d.id = l.source_id \
+                                         AND d.business_id = l.business_id AND d.mode = l.mode) \
+                            OR EXISTS (SELECT 1 FROM payouts p WHERE p.id = l.source_id \
+                                         AND p.business_id = l.business_id AND p.mode = l.mode) \
+                          THEN 1 ELSE 0 END AS BIGINT) AS source_exists \
+         FROM ledger_entries l \
+         WHERE NOT ({justified}) \
+         ORDER BY l.business_id, l.mode, l.created_at, l.id"
+    ))
+    .await?
+    {
+        let exists: i64 = row.try_get("", "source_exists")?;
+        let problem = match exists {
+            0 => Problem::EntryWithoutSource,
+            _ => Problem::EntryNotJustified,
+        };
+        let mut m = Mismatch::of_balance(row.try_get("", "business_id")?, mode(&row)?, problem);
+        m.entry_id = Some(row.try_get("", "id")?);
+        m.entry_type = Some(entry_type(&row)?);
+        m.source_id = Some(row.try_get("", "source_id")?);
+        m.found = row.try_get("", "amount")?;
+        mismatches.push(m);
+    }
+
     Ok(Verification {
         ok: mismatches.is_empty(),
-        balances,
-        entries,
+        balances: u64::try_from(balances).unwrap_or(0),
+        entries: u64::try_from(entries).unwrap_or(0),
         mismatches,
     })
+}
+
+fn first_i64(rows: Vec<QueryResult>, column: &str) -> Result<i64, DbErr> {
+    rows.first()
+        .ok_or_else(|| DbErr::Custom("a count returned no row".into()))?
+        .try_get("", column)
 }

@@ -274,6 +274,9 @@ pub async fn create(
         created_at: Set(now),
         completed_at: Set(None),
         updated_at: Set(now),
+        provider_bank: Set(None),
+        lease_token: Set(None),
+        lease_until: Set(None),
     }
     .insert(&txn)
     .await?;
@@ -398,6 +401,115 @@ pub async fn in_flight<C: ConnectionTrait>(
         .one(db)
         .await?;
     Ok(sum.flatten().unwrap_or(0))
+}
+
+// ---- The worker's lease ------------------------------------------------------------------
+
+/// What [`take_lease`] found.
+#[derive(Debug)]
+pub enum Lease {
+    /// This run holds the payout (in flight) until its lease ends: it alone may send the
+    /// transfer or fail the payout on a refusal. The payout as it is now.
+    Held(Box<Payout>),
+    /// Another run holds it until then: that run is asking, sending or deciding.
+    Busy(DateTime<Utc>),
+    /// Not in flight any more (or no such payout): nothing to do.
+    Settled,
+}
+
+/// Takes (or, for the run that holds it, renews) the payout's lease for `lease` and records the
+/// bank it is sent through (`bank`, unless one is recorded already), in one conditional
+/// statement: two runs of one job (a redelivered message, two workers) never hold it at once. A
+/// lease ends by itself, so a payout whose worker was killed resumes once it has passed.
+///
+/// Why a lease and not only "one run per job": the decision that fails a payout on a refusal
+/// ("the bank refused and holds no such transfer") is only true while no other run can send;
+/// [`fail_refused`] makes it under the lease. Its length must exceed the longest provider call
+/// (the HTTP client's 15 s timeout): a run renews it right before sending, so a send in flight
+/// has always ended, one way or the other, before another run may take the payout.
+pub async fn take_lease<C: ConnectionTrait>(
+    db: &C,
+    payout_id: &str,
+    token: &str,
+    bank: domain::Bank,
+    lease: std::time::Duration,
+) -> Result<Lease, DbErr> {
+    use payout::Column as Col;
+    use sea_orm::Condition;
+    let now = super::clock(db).await?;
+    let until = now + chrono::Duration::from_std(lease).unwrap_or(chrono::Duration::minutes(2));
+    let in_flight: Vec<PayoutStatus> = PayoutStatus::ALL
+        .into_iter()
+        .filter(|s| s.in_flight())
+        .collect();
+    let taken = payout::Entity::update_many()
+        .col_expr(Col::LeaseToken, Some(token.to_owned()).into())
+        .col_expr(Col::LeaseUntil, Some(until).into())
+        .col_expr(
+            Col::ProviderBank,
+            Func::coalesce([Expr::col(Col::ProviderBank), Expr::val(bank.slug())]).into(),
+        )
+        .filter(Col::Id.eq(payout_id))
+        .filter(Col::Status.is_in(in_flight))
+        .filter(
+            Condition::any()
+                .add(Col::LeaseUntil.is_null())
+                .add(Col::LeaseUntil.lt(now))
+                .add(Col::LeaseToken.eq(token)),
+        )
+        .exec(db)
+        .await?
+        .rows_affected;
+    let current = payout::Entity::find_by_id(payout_id.to_owned())
+        .one(db)
+        .await?;
+    Ok(match current {
+        Some(p) if taken == 1 => Lease::Held(Box::new(p)),
+        Some(p) if p.status.in_flight() => Lease::Busy(p.lease_until.unwrap_or(until)),
+        _ => Lease::Settled,
+    })
+}
+
+/// Ends this run's lease (a no-op when another run took it since).
+pub async fn release_lease<C: ConnectionTrait>(
+    db: &C,
+    payout_id: &str,
+    token: &str,
+) -> Result<(), DbErr> {
+    use payout::Column as Col;
+    payout::Entity::update_many()
+        .col_expr(Col::LeaseToken, Option::<String>::None.into())
+        .col_expr(Col::LeaseUntil, Option::<DateTime<Utc>>::None.into())
+        .filter(Col::Id.eq(payout_id))
+        .filter(Col::LeaseToken.eq(token))
+        .exec(db)
+        .await?;
+    Ok(())
+}
+
+/// Fails a payout the provider refused and holds no transfer of, returning its money, only if
+/// this run (`token`) still holds its lease: then no other run can have sent it meanwhile. The
+/// check and the failure are one transaction under the payout's row lock. None when the lease
+/// was lost (the caller asks the provider again later); else the payout as it is now.
+pub async fn fail_refused(
+    db: &DatabaseConnection,
+    payout_id: &str,
+    token: &str,
+    reported: &Reported<'_>,
+) -> Result<Option<Payout>, DbErr> {
+    let txn = db.begin().await?;
+    let held = payout::Entity::find_by_id(payout_id.to_owned())
+        .lock_exclusive()
+        .one(&txn)
+        .await?
+        .is_some_and(|p| p.lease_token.as_deref() == Some(token));
+    if !held {
+        txn.rollback().await?;
+        return Ok(None);
+    }
+    let applied = apply_in(&txn, payout_id, None, reported).await?;
+    txn.commit().await?;
+    Ok(applied.map(|(payout, _)| payout))
 }
 
 // ---- Moving a payout along --------------------------------------------------------------

@@ -31,6 +31,7 @@ mod tests {
 
     use domain::idempotency::KeyState;
     use domain::payout::{EntryType, PayoutStatus, Schedule};
+    use domain::provider::{NotificationOutcome, ProviderEvent};
     use domain::{
         AccountStatus, AuditAction, Bank, DeliveryStatus, DepositSource, DepositStatus, EventType,
         IdentityType, KybStatus, Mode, RecheckStatus, Role,
@@ -163,6 +164,27 @@ mod tests {
                 "profile.password_changed",
                 "profile.totp_enabled",
                 "profile.totp_removed",
+                "settlement_account.changed",
+            ],
+        );
+        stored_and_sent_as(
+            &ProviderEvent::ALL,
+            &[
+                "transfer.received",
+                "transfer.succeeded",
+                "transfer.failed",
+                "transfer.reversed",
+            ],
+        );
+        stored_and_sent_as(
+            &NotificationOutcome::ALL,
+            &[
+                "received",
+                "recorded",
+                "duplicate",
+                "ignored",
+                "unmatched",
+                "invalid",
             ],
         );
         let checked = CHECKED.with(|c| c.borrow().clone());

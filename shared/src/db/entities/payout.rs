@@ -1,5 +1,5 @@
-use domain::Mode;
 use domain::payout::PayoutStatus;
+use domain::{Bank, Mode};
 use sea_orm::entity::prelude::*;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
@@ -28,6 +28,12 @@ pub struct Model {
     pub created_at: DateTimeUtc,
     pub completed_at: Option<DateTimeUtc>,
     pub updated_at: DateTimeUtc,
+    /// The bank the transfer was sent through, recorded before the first send (null before
+    /// then, and on payouts sent before it was recorded: the configured payout bank).
+    pub provider_bank: Option<Bank>,
+    /// The worker run that holds the payout (see `db::payouts::take_lease`), and until when.
+    pub lease_token: Option<String>,
+    pub lease_until: Option<DateTimeUtc>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -1,3 +1,4 @@
+use domain::provider::NotificationOutcome;
 use domain::{Bank, Mode};
 use sea_orm::entity::prelude::*;
 
@@ -14,8 +15,7 @@ pub struct Model {
     /// stored before deduplication).
     pub body_digest: Option<String>,
     pub provider_reference: Option<String>,
-    /// `recorded`, `duplicate`, `unmatched`, `ignored` or `invalid`.
-    pub outcome: String,
+    pub outcome: NotificationOutcome,
     pub deposit_id: Option<String>,
     pub received_at: DateTimeUtc,
 }

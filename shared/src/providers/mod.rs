@@ -13,9 +13,11 @@ use serde::{Deserialize, Serialize};
 
 use domain::provider::{ProviderAccountStatus, ProviderAnswer};
 use domain::{Bank, Mode};
-use ops::config::{Config, ProviderConfig};
+use ops::config::{Config, ProviderConfig, ProvidersConfig};
 
 use crate::http::{PROVIDER_BODY_LIMIT, read_capped};
+
+pub mod notification;
 
 /// A bank that does not accept a connection in this long is down for this call.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
@@ -149,16 +151,12 @@ pub struct RemoteTransaction {
 impl RemoteTransaction {
     /// Why this transaction cannot be a deposit (fields named as in the transaction); empty when
     /// it can. Notifications and rechecks both ask, so a transaction is judged the same whichever
-    /// way it arrives.
-    pub fn problems(&self) -> Vec<domain::FieldError> {
+    /// way it arrives. `max_deposit` is `VAS_LIMITS__MAX_DEPOSIT`.
+    pub fn problems(&self, max_deposit: i64) -> Vec<domain::FieldError> {
         use domain::FieldError;
         let mut errors = Vec::new();
-        if self.amount <= 0 {
-            errors.push(FieldError::new(
-                "amount",
-                "out_of_range",
-                "amount must be positive",
-            ));
+        if let Err(e) = domain::deposit::check_deposit_amount(self.amount, max_deposit) {
+            errors.push(e);
         }
         if self.currency != domain::money::CURRENCY {
             errors.push(FieldError::new(
@@ -209,7 +207,11 @@ impl RemoteTransaction {
 /// The transactions of a provider's list that can be deposits, without NUL in their free text.
 /// The others are logged (reference and what is wrong, never the whole item) and left out: a
 /// notification of the same transaction would be refused the same way.
-fn usable_transactions(bank: Bank, items: Vec<serde_json::Value>) -> Vec<RemoteTransaction> {
+fn usable_transactions(
+    bank: Bank,
+    max_deposit: i64,
+    items: Vec<serde_json::Value>,
+) -> Vec<RemoteTransaction> {
     items
         .into_iter()
         .filter_map(|item| {
@@ -224,7 +226,7 @@ fn usable_transactions(bank: Bank, items: Vec<serde_json::Value>) -> Vec<RemoteT
                     return None;
                 }
             };
-            let problems = tx.problems();
+            let problems = tx.problems(max_deposit);
             if !problems.is_empty() {
                 let fields: Vec<_> = problems.iter().map(|p| p.field.as_str()).collect();
                 tracing::warn!(bank = bank.slug(), ?reference, ?fields, "provider listed a transaction that cannot be a deposit; skipped");
@@ -334,6 +336,19 @@ pub struct Providers {
     retry_for: Duration,
     /// The payout provider (`VAS_PAYOUTS__BANK`); None when the setting names no bank.
     payout_bank: Option<Bank>,
+    /// `VAS_LIMITS__MAX_DEPOSIT`: a listed transaction above it is no deposit.
+    max_deposit: i64,
+}
+
+/// The one lookup of which live configuration belongs to which bank (`VAS_PROVIDERS__<BANK>__…`);
+/// `test-bank` has none (test mode is the sandbox's, for every bank).
+pub fn live_config(providers: &ProvidersConfig, bank: Bank) -> Option<&ProviderConfig> {
+    match bank {
+        Bank::WemaBank => Some(&providers.wema_bank),
+        Bank::AccessBank => Some(&providers.access_bank),
+        Bank::TitanTrustBank => Some(&providers.titan_trust_bank),
+        Bank::TestBank => None,
+    }
 }
 
 impl Providers {
@@ -343,17 +358,12 @@ impl Providers {
             key: config.sandbox.key.clone(),
         });
         let mut live = HashMap::new();
-        let p = &config.providers;
-        for (bank, cfg) in [
-            (Bank::WemaBank, &p.wema_bank),
-            (Bank::AccessBank, &p.access_bank),
-            (Bank::TitanTrustBank, &p.titan_trust_bank),
-        ] {
-            if let ProviderConfig {
+        for bank in Bank::ALL {
+            if let Some(ProviderConfig {
                 url: Some(url),
                 key: Some(key),
                 ..
-            } = cfg
+            }) = live_config(&config.providers, bank)
             {
                 live.insert(
                     bank,
@@ -376,6 +386,7 @@ impl Providers {
             live,
             retry_for: Duration::from_secs(2),
             payout_bank: Bank::parse(&config.payouts.bank),
+            max_deposit: config.limits.max_deposit,
         }
     }
 
@@ -408,15 +419,15 @@ impl Providers {
         Ok(found.map(|f| f.account_name))
     }
 
-    /// Sends a transfer at the payout provider (the same reference again is the same transfer
-    /// and never moves money twice). One attempt: the caller asks `get_transfer` when the answer
-    /// is lost, and only ever sends again under the same reference.
+    /// Sends a transfer at `bank`, the payout's provider (the same reference again is the same
+    /// transfer and never moves money twice). One attempt: the caller asks `get_transfer` when
+    /// the answer is lost, and only ever sends again under the same reference, at the same bank.
     pub async fn send_transfer(
         &self,
+        bank: Bank,
         mode: Mode,
         transfer: &NewTransfer,
     ) -> Result<RemoteTransfer, ProviderError> {
-        let bank = self.payout_bank()?;
         self.call(
             bank,
             mode,
@@ -428,13 +439,14 @@ impl Providers {
         .await
     }
 
-    /// A transfer as the payout provider sees it; None when it never received the reference.
+    /// A transfer as `bank` (the payout's provider) sees it; None when it never received the
+    /// reference.
     pub async fn get_transfer(
         &self,
+        bank: Bank,
         mode: Mode,
         reference: &str,
     ) -> Result<Option<RemoteTransfer>, ProviderError> {
-        let bank = self.payout_bank()?;
         self.call(
             bank,
             mode,
@@ -542,7 +554,7 @@ impl Providers {
             |response| async move {
                 let list: TransactionList =
                     read_success(response, "transactions", TRANSACTIONS_BODY_LIMIT).await?;
-                Ok(usable_transactions(bank, list.data))
+                Ok(usable_transactions(bank, self.max_deposit, list.data))
             },
         )
         .await
@@ -813,9 +825,13 @@ mod tests {
         dollars["currency"] = json!("USD");
         let listed = usable_transactions(
             Bank::WemaBank,
+            10_000_000_000,
             vec![
                 item("tx-good", 150_000),
                 item("tx-reversal", -150_000),
+                // Above VAS_LIMITS__MAX_DEPOSIT: never a deposit, by the same rule as a
+                // notification's.
+                item("tx-too-large", 10_000_000_001),
                 item("", 100),
                 unreadable,
                 dollars,
