@@ -112,8 +112,32 @@ fn write_private(path: &Path, contents: &str) -> std::io::Result<()> {
     file.sync_all()
 }
 
+/// `api migrate`'s part on RabbitMQ, when `VAS_AMQP__URL` is set: the topology declared and an
+/// earlier version's dead-letter queues retired (one process does it, so no start collides).
+pub async fn migrate_broker(config: &Config) -> anyhow::Result<()> {
+    if config.amqp.url.is_none() {
+        return Ok(());
+    }
+    let broker = rabbit_broker(config).await?;
+    broker
+        .declare()
+        .await
+        .context("declaring the RabbitMQ topology")?;
+    broker.retire_legacy_dead_queues().await;
+    Ok(())
+}
+
 /// RabbitMQ from `VAS_AMQP__URL`, its topology declared.
 pub async fn connect_broker(config: &Config) -> anyhow::Result<Arc<dyn Broker>> {
+    let broker = rabbit_broker(config).await?;
+    broker
+        .declare()
+        .await
+        .context("declaring the RabbitMQ topology")?;
+    Ok(Arc::new(broker))
+}
+
+async fn rabbit_broker(config: &Config) -> anyhow::Result<RabbitBroker> {
     let url = config
         .amqp
         .url
@@ -126,14 +150,9 @@ pub async fn connect_broker(config: &Config) -> anyhow::Result<Arc<dyn Broker>> 
         ),
         None => None,
     };
-    let broker = RabbitBroker::connect_with_ca(url, &config.amqp.prefix, ca_pem)
+    RabbitBroker::connect_with_ca(url, &config.amqp.prefix, ca_pem)
         .await
-        .with_context(|| format!("connecting to RabbitMQ ({})", redact_url(url)))?;
-    broker
-        .declare()
-        .await
-        .context("declaring the RabbitMQ topology")?;
-    Ok(Arc::new(broker))
+        .with_context(|| format!("connecting to RabbitMQ ({})", redact_url(url)))
 }
 
 #[derive(Clone)]

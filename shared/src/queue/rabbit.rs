@@ -6,8 +6,12 @@
 //! Dead-letter queues are named `<prefix>.<queue>.dlq`. Versions before the bound named them
 //! `<prefix>.<queue>.dead`, without arguments; a queue's arguments cannot change once declared
 //! (declaring it with others fails with PRECONDITION_FAILED), so the bounded queues got new
-//! names, and `declare` unbinds an old `.dead` queue (it stops growing) and deletes it once
-//! empty. Its messages were copies: the database records every dead job.
+//! names, and [`RabbitBroker::retire_legacy_dead_queues`] (run by `api migrate`, once per
+//! upgrade) unbinds an old `.dead` queue (it stops growing) and deletes it once empty. Its
+//! messages were copies: the database records every dead job. `declare`, which every process
+//! runs at start, never looks for them: the only lookups AMQP offers by name either fail on a
+//! missing queue or collide between processes starting at once, and any refusal closes a
+//! channel, which the client logs as an error.
 //!
 //! One connection per broker value (and its clones), with one confirm-mode channel shared by
 //! every publish and a fresh channel per consumer. The connection is re-established lazily: the
@@ -205,6 +209,15 @@ impl RabbitBroker {
         }
     }
 
+    /// Retires an earlier version's unbounded `.dead` queues (see the module's notes): one
+    /// process at a time, so `api migrate` runs it, never a process's start.
+    pub async fn retire_legacy_dead_queues(&self) {
+        let dlx = self.inner.dead_letter_exchange();
+        for q in QUEUES {
+            self.inner.retire_legacy_dead_queue(q, &dlx).await;
+        }
+    }
+
     /// Closes the connection under the broker's feet, as a broker restart would. Test-only.
     #[doc(hidden)]
     pub async fn drop_connection_for_test(&self) {
@@ -305,7 +318,9 @@ impl Inner {
     /// exclusive, non-durable queue: that succeeds only when no such queue exists (and the
     /// throwaway is deleted at once; it would vanish with this connection anyway), while an
     /// existing durable queue refuses it (RESOURCE_LOCKED or PRECONDITION_FAILED, on a channel
-    /// of its own). Unknown (no channel) counts as absent: there is nothing to act on.
+    /// of its own). Unknown (no channel) counts as absent: there is nothing to act on. Two
+    /// processes probing at once would refuse each other's throwaway (RESOURCE_LOCKED, logged as
+    /// an error), hence only [`RabbitBroker::retire_legacy_dead_queues`] probes.
     async fn queue_exists(&self, name: &str) -> bool {
         let Ok(channel) = self.channel(false).await else {
             return false;
@@ -659,7 +674,6 @@ impl Broker for RabbitBroker {
                 )
                 .await?;
             }
-            inner.retire_legacy_dead_queue(q, &dlx).await;
         }
         let _ = channel.close(200, "declared".into()).await;
         Ok(())
@@ -923,6 +937,8 @@ pub async fn delete_topology(url: &str, prefix: &str) {
                         lapin::options::QueueDeleteOptions::default(),
                     )
                     .await;
+                // Closed here: a connection closed with channels open logs an error.
+                let _ = channel.close(200, "deleted".into()).await;
             }
         }
     }
@@ -934,6 +950,7 @@ pub async fn delete_topology(url: &str, prefix: &str) {
                     lapin::options::ExchangeDeleteOptions::default(),
                 )
                 .await;
+            let _ = channel.close(200, "deleted".into()).await;
         }
     }
     let _ = connection.close(200, "topology deleted".into()).await;
