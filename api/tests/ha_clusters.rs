@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use reqwest::Method;
 use serde_json::{Value, json};
-use test_support::clusters::{self, RabbitCluster};
+use test_support::clusters::{self, PgPair, RabbitCluster};
 use test_support::http::free_port;
 use test_support::process::{Process, wait_healthy};
 use test_support::stack::Stack;
@@ -606,5 +606,68 @@ async fn killing_the_rabbitmq_node_every_process_is_on_loses_nothing() {
     assert!(
         nodes.values().all(|n| *n != first_label && *n != "none"),
         "every process moved to a live node: {nodes:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn promoting_the_postgresql_standby_loses_nothing_acknowledged() {
+    if !clusters::enabled("promoting_the_postgresql_standby_loses_nothing_acknowledged") {
+        return;
+    }
+    let _alone = clusters::serial().await;
+    let pair = tokio::task::block_in_place(|| PgPair::start("vas"));
+    let amqp = test_support::amqp_url().expect("CI sets TEST_AMQP_URL");
+    let url = pair.multi_host_url("vas");
+    let (stack, receiver, client) = funded_stack(&amqp, Some(&url)).await;
+    let mut processes = Processes::start(&stack, &client).await;
+    fund(&stack, &client).await;
+
+    let load = Arc::new(Load {
+        stack: stack.clone(),
+        client: client.clone(),
+        done: Arc::default(),
+        unavailable: Arc::default(),
+    });
+    let before = spawn_phase(load.clone(), "before", Acknowledged::default())
+        .await
+        .unwrap();
+    let during = spawn_phase(load.clone(), "after", before);
+    while load.done.load(Ordering::Relaxed) < (ACCOUNTS + DEPOSITS + PAYOUTS) + ACCOUNTS / 2 {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::task::block_in_place(|| {
+        pair.stop_immediate(0);
+        pair.promote(1);
+    });
+    let promoted = Instant::now();
+    // New work succeeds within 60 s of the promotion.
+    let (status, account) = load
+        .until_answered(
+            Method::POST,
+            "/v1/virtual-accounts",
+            "ha-after-promotion",
+            account_body(8_888, "test-bank"),
+        )
+        .await;
+    let figure = promoted.elapsed();
+    assert_eq!(status, 201, "{account}");
+    assert!(
+        figure < Duration::from_secs(60),
+        "first creation {figure:?} after the promotion"
+    );
+    println!(
+        "FIGURE postgresql: promotion -> first creation answered: {} ms",
+        figure.as_millis()
+    );
+    let mut acknowledged = during.await.unwrap();
+    acknowledged
+        .accounts
+        .push(account["id"].as_str().unwrap().to_owned());
+
+    assert_all_done_once(&stack, &client, &receiver, &acknowledged).await;
+    processes.assert_all_alive();
+    println!(
+        "503s answered during the failover: {}",
+        load.unavailable.load(Ordering::Relaxed)
     );
 }

@@ -7,6 +7,7 @@ pub mod deliveries;
 pub mod deposits;
 pub mod entities;
 pub mod events;
+pub mod failover;
 pub mod idempotency;
 pub mod keys;
 pub mod ledger;
@@ -23,15 +24,24 @@ use std::time::Duration;
 
 use sea_orm::{ConnectOptions, Database, DatabaseConnection, DbBackend, DbErr, SqlErr};
 
+/// How long a query waits for a connection before failing (during a failover, the time the new
+/// primary has to appear before the request answers 503).
+const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// Opens a pool. SQLite gets one connection: its writers serialise anyway, and one connection
 /// turns "database is locked" errors into an orderly queue.
+/// A libpq multi-host URL (`postgres://u@h1,h2/vas?target_session_attrs=read-write`) gets a pool
+/// that follows the primary across failovers ([`failover`]).
 pub async fn connect(url: &str, max_connections: u32) -> Result<DatabaseConnection, DbErr> {
+    if let Some(multi) = failover::MultiHost::parse(url).map_err(DbErr::Custom)? {
+        return failover::connect_primary(&multi, max_connections, ACQUIRE_TIMEOUT).await;
+    }
     let sqlite = url.starts_with("sqlite:");
     let mut options = ConnectOptions::new(url.to_owned());
     options
         .max_connections(if sqlite { 1 } else { max_connections })
         .min_connections(if sqlite { 1 } else { 2 })
-        .acquire_timeout(Duration::from_secs(10))
+        .acquire_timeout(ACQUIRE_TIMEOUT)
         .sqlx_logging(false);
     let db = Database::connect(options).await?;
     if db.get_database_backend() == DbBackend::Sqlite {
