@@ -23,12 +23,16 @@ pub struct AppState {
     pub providers: Providers,
     /// Woken after a commit that wrote a job due now.
     pub relay: Relay,
+    /// Where lists, search and exports read (a replica when configured); by-id reads and
+    /// everything written use `db`.
+    pub reads: shared::db::read::Reads,
 }
 
 impl AppState {
     pub fn new(db: DatabaseConnection, cipher: Arc<Cipher>, config: Config, relay: Relay) -> Self {
         let ttl = Duration::from_secs(config.http.auth_cache_secs);
         Self {
+            reads: shared::db::read::Reads::primary_only(db.clone()),
             db,
             cipher,
             providers: Providers::from_config(&config),
@@ -37,6 +41,12 @@ impl AppState {
             config: Arc::new(config),
             relay,
         }
+    }
+
+    /// Lists and search read from `reads` (a replica) instead of the primary.
+    pub fn with_reads(mut self, reads: shared::db::read::Reads) -> Self {
+        self.reads = reads;
+        self
     }
 }
 

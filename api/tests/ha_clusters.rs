@@ -671,3 +671,166 @@ async fn promoting_the_postgresql_standby_loses_nothing_acknowledged() {
         load.unavailable.load(Ordering::Relaxed)
     );
 }
+
+/// The ids on the first page of the account list of the api at `base`.
+async fn listed(client: &reqwest::Client, base: &str, key: &str) -> Vec<String> {
+    let page: Value = client
+        .get(format!("{base}/v1/virtual-accounts?pageSize=100"))
+        .bearer_auth(key)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    page["data"]
+        .as_array()
+        .unwrap_or_else(|| panic!("a list: {page}"))
+        .iter()
+        .map(|a| a["id"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lists_read_the_replica_and_fall_back_to_the_primary() {
+    if !clusters::enabled("lists_read_the_replica_and_fall_back_to_the_primary") {
+        return;
+    }
+    let _alone = clusters::serial().await;
+    let pair = tokio::task::block_in_place(|| PgPair::start("vas"));
+    let amqp = test_support::amqp_url().expect("CI sets TEST_AMQP_URL");
+    let primary = pair.nodes[0].url("vas");
+    let replica = pair.nodes[1].url("vas");
+    let stack = Stack::new(
+        env!("CARGO_BIN_EXE_api"),
+        &[
+            ("VAS_AMQP__URL", &amqp),
+            ("VAS_DATABASE__URL", &primary),
+            ("VAS_DATABASE__READ_URL", &replica),
+            // The replica serves lists however far behind it is (its pause is the test).
+            ("VAS_DATABASE__READ_MAX_LAG_MS", "600000"),
+        ],
+    )
+    .await
+    .expect("CI sets TEST_DATABASE_URL and TEST_AMQP_URL");
+    let client = reqwest::Client::new();
+    let _sandbox = stack.start("provider-sandbox", &[]);
+    let _api = stack.start("api", &["serve"]);
+    // A second api that allows one second of lag.
+    let strict_port = free_port();
+    let strict = format!("http://127.0.0.1:{strict_port}");
+    let strict_bind = format!("127.0.0.1:{strict_port}");
+    let _strict_api = stack.start_with(
+        "api",
+        &["serve"],
+        &[
+            ("VAS_HTTP__BIND", &strict_bind),
+            ("VAS_DATABASE__READ_MAX_LAG_MS", "1000"),
+        ],
+    );
+    wait_healthy(&client, &format!("{}/readyz", stack.base)).await;
+    wait_healthy(&client, &format!("{strict}/readyz")).await;
+    wait_healthy(&client, &format!("{}/healthz", stack.sandbox)).await;
+
+    let create = async |n: u32| {
+        let (status, account) = stack
+            .send(
+                &client,
+                Method::POST,
+                "/v1/virtual-accounts",
+                Some(&format!("replica-{n}")),
+                account_body(n, "test-bank"),
+            )
+            .await;
+        assert_eq!(status, 201, "{account}");
+        account["id"].as_str().unwrap().to_owned()
+    };
+    let first = create(1).await;
+    eventually(Duration::from_secs(30), async || {
+        let ids = listed(&client, &stack.base, &stack.key).await;
+        if ids.contains(&first) {
+            Ok(())
+        } else {
+            Err(format!("{ids:?}"))
+        }
+    })
+    .await;
+
+    // Replay paused: a new account is there by id at once (the primary), not yet in the list
+    // (the replica)...
+    pair.psql(1, "vas", "SELECT pg_wal_replay_pause()");
+    let second = create(2).await;
+    let by_id = stack
+        .get(&client, &format!("/v1/virtual-accounts/{second}"))
+        .await;
+    assert_eq!(by_id["id"], second.as_str(), "{by_id}");
+    let ids = listed(&client, &stack.base, &stack.key).await;
+    assert!(
+        ids.contains(&first) && !ids.contains(&second),
+        "the list is the replica's: {ids:?}"
+    );
+    // ...except on the api that allows a second of lag, which reads the primary once the
+    // replica is that far behind.
+    eventually(Duration::from_secs(30), async || {
+        let ids = listed(&client, &strict, &stack.key).await;
+        if ids.contains(&second) {
+            Ok(())
+        } else {
+            Err(format!("{ids:?}"))
+        }
+    })
+    .await;
+    // Replay resumed: the list catches up.
+    pair.psql(1, "vas", "SELECT pg_wal_replay_resume()");
+    eventually(Duration::from_secs(30), async || {
+        let ids = listed(&client, &stack.base, &stack.key).await;
+        if ids.contains(&second) {
+            Ok(())
+        } else {
+            Err(format!("{ids:?}"))
+        }
+    })
+    .await;
+
+    // The replica stopped: lists still answer, from the primary, and the metric counts it.
+    tokio::task::block_in_place(|| pair.stop(1));
+    let ids = eventually(Duration::from_secs(30), async || {
+        let resp = client
+            .get(format!("{}/v1/virtual-accounts?pageSize=100", stack.base))
+            .bearer_auth(&stack.key)
+            .send()
+            .await
+            .unwrap();
+        if resp.status() == 200 {
+            Ok(resp.json::<Value>().await.unwrap())
+        } else {
+            Err(resp.status())
+        }
+    })
+    .await;
+    assert_eq!(ids["data"].as_array().unwrap().len(), 2, "{ids}");
+    let metrics = client
+        .get(format!("{}/metrics", stack.base))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("database_read_fallbacks_total{reason=\"replica_down\"}"),
+        "{metrics}"
+    );
+    let strict_metrics = client
+        .get(format!("{strict}/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        strict_metrics.contains("database_read_fallbacks_total{reason=\"replica_lagging\"}"),
+        "{strict_metrics}"
+    );
+}

@@ -46,6 +46,25 @@ pub async fn connect_database(url: &str, config: &Config) -> anyhow::Result<Data
         .with_context(|| format!("connecting to the database ({})", redact_url(url)))
 }
 
+/// The handles of the reads that may lag: the replica of `VAS_DATABASE__READ_URL` beside the
+/// primary, or the primary alone.
+pub async fn connect_reads(
+    config: &Config,
+    primary: &DatabaseConnection,
+) -> anyhow::Result<crate::db::read::Reads> {
+    let Some(url) = &config.database.read_url else {
+        return Ok(crate::db::read::Reads::primary_only(primary.clone()));
+    };
+    let replica = crate::db::connect_replica(url, config.database.max_connections)
+        .await
+        .with_context(|| format!("opening the read replica ({})", redact_url(url)))?;
+    Ok(crate::db::read::Reads::with_replica(
+        primary.clone(),
+        replica,
+        std::time::Duration::from_millis(config.database.read_max_lag_ms),
+    ))
+}
+
 pub async fn migrate(db: &DatabaseConnection) -> anyhow::Result<()> {
     migrations::Migrator::up(db, None)
         .await

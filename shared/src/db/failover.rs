@@ -113,6 +113,21 @@ impl MultiHost {
     }
 }
 
+impl MultiHost {
+    /// [`single`](Self::single) with host `index` instead of the first.
+    pub fn url_for(&self, index: usize) -> String {
+        let at = |(host, port): &(String, u16)| {
+            if host.contains(':') {
+                format!("[{host}]:{port}")
+            } else {
+                format!("{host}:{port}")
+            }
+        };
+        self.single
+            .replacen(&at(&self.hosts[0]), &at(&self.hosts[index]), 1)
+    }
+}
+
 /// `host`, `host:port` or `[v6]:port`; the port defaults to 5432, as with libpq.
 fn parse_host(host: &str) -> Result<(String, u16), String> {
     let (name, port) = match host.strip_prefix('[') {
@@ -379,6 +394,10 @@ mod tests {
             "postgres://vas:s3cret@db1:5432/vas?sslmode=prefer"
         );
         assert_eq!(multi.target, Target::Primary);
+        assert_eq!(
+            multi.url_for(1),
+            "postgres://vas:s3cret@db2:5433/vas?sslmode=prefer"
+        );
     }
 
     #[test]

@@ -15,6 +15,7 @@ pub mod list_counts;
 pub mod outbox;
 pub mod paging;
 pub mod payouts;
+pub mod read;
 pub mod rechecks;
 pub mod reencrypt;
 pub mod tallies;
@@ -52,6 +53,33 @@ pub async fn connect(url: &str, max_connections: u32) -> Result<DatabaseConnecti
         .await?;
     }
     Ok(db)
+}
+
+/// The read replica of `VAS_DATABASE__READ_URL` (one host, or several of which the first that
+/// answers now is used), opened lazily: a replica that is down at start makes the lists read the
+/// primary ([`read`]) rather than stop the process.
+pub async fn connect_replica(url: &str, max_connections: u32) -> Result<DatabaseConnection, DbErr> {
+    let mut urls = vec![url.to_owned()];
+    if let Some(multi) = failover::MultiHost::parse(url).map_err(DbErr::Custom)? {
+        urls = (0..multi.hosts.len()).map(|i| multi.url_for(i)).collect();
+    }
+    let lazy = |url: &str| {
+        let mut options = ConnectOptions::new(url.to_owned());
+        options
+            .max_connections(max_connections)
+            .min_connections(0)
+            .acquire_timeout(Duration::from_secs(2))
+            .connect_lazy(true)
+            .sqlx_logging(false);
+        options
+    };
+    for url in &urls {
+        let db = Database::connect(lazy(url)).await?;
+        if db.ping().await.is_ok() {
+            return Ok(db);
+        }
+    }
+    Database::connect(lazy(&urls[0])).await
 }
 
 /// The time by the database's clock on PostgreSQL (the moment of the call, not the transaction's
