@@ -834,3 +834,60 @@ async fn lists_read_the_replica_and_fall_back_to_the_primary() {
         "{strict_metrics}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failover_driven_by_pg_auto_failover_loses_nothing_acknowledged() {
+    if !clusters::enabled("a_failover_driven_by_pg_auto_failover_loses_nothing_acknowledged") {
+        return;
+    }
+    if !clusters::AutoFailover::available() {
+        panic!("pg_autoctl is missing: .ci/run installs postgresql-15-auto-failover");
+    }
+    let _alone = clusters::serial().await;
+    let managed = tokio::task::block_in_place(clusters::AutoFailover::start);
+    // What operators give the service: the formation's URI, as the monitor prints it.
+    let url = managed.uri();
+    assert!(url.contains("target_session_attrs=read-write"), "{url}");
+    let amqp = test_support::amqp_url().expect("CI sets TEST_AMQP_URL");
+    let (stack, receiver, client) = funded_stack(&amqp, Some(&url)).await;
+    let mut processes = Processes::start(&stack, &client).await;
+    fund(&stack, &client).await;
+
+    let load = Arc::new(Load {
+        stack: stack.clone(),
+        client: client.clone(),
+        done: Arc::default(),
+        unavailable: Arc::default(),
+    });
+    let before = spawn_phase(load.clone(), "before", Acknowledged::default())
+        .await
+        .unwrap();
+    let during = spawn_phase(load.clone(), "after", before);
+    while load.done.load(Ordering::Relaxed) < (ACCOUNTS + DEPOSITS + PAYOUTS) + ACCOUNTS / 2 {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let started = Instant::now();
+    tokio::task::block_in_place(|| managed.perform_failover());
+    let failed_over = started.elapsed();
+    let (status, account) = load
+        .until_answered(
+            Method::POST,
+            "/v1/virtual-accounts",
+            "ha-after-auto-failover",
+            account_body(7_777, "test-bank"),
+        )
+        .await;
+    assert_eq!(status, 201, "{account}");
+    println!(
+        "FIGURE pg_auto_failover: perform failover took {} ms; first creation answered {} ms after it began",
+        failed_over.as_millis(),
+        started.elapsed().as_millis()
+    );
+    let mut acknowledged = during.await.unwrap();
+    acknowledged
+        .accounts
+        .push(account["id"].as_str().unwrap().to_owned());
+    assert_all_done_once(&stack, &client, &receiver, &acknowledged).await;
+    processes.assert_all_alive();
+    println!("{}", managed.state());
+}

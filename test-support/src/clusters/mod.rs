@@ -6,12 +6,14 @@
 //! They take minutes, so they run under `CI=true` only ([`enabled`]); one at a time in a process
 //! ([`serial`]), since two cores cannot fail clusters over side by side and still time them.
 
+mod auto_failover;
 mod postgres;
 mod rabbit;
 
 use std::process::{Command, Output};
 use std::sync::OnceLock;
 
+pub use auto_failover::AutoFailover;
 pub use postgres::PgPair;
 pub use rabbit::RabbitCluster;
 
