@@ -434,7 +434,9 @@ async fn assert_all_done_once(
         count("virtualaccount.active"),
         acknowledged.provisioned_later
     );
-    assert!(count("deposit.received") >= acknowledged.deposits.len() + 1);
+    // Each acknowledged deposit's (checked once each above), the funding's, and any
+    // unacknowledged one that landed.
+    assert!(count("deposit.received") > acknowledged.deposits.len());
     assert_eq!(count("payout.succeeded"), acknowledged.payouts.len());
     let mut subjects = BTreeSet::new();
     for event in &events {
