@@ -430,8 +430,14 @@ async fn assert_all_done_once(
     // One event per account provisioned later, deposit and payout, and the funding's deposit.
     let events = all(stack, client, "/v1/events").await;
     let count = |kind: &str| events.iter().filter(|e| e["type"] == kind).count();
-    assert_eq!(
-        count("virtualaccount.active"),
+    // Every account answered 202 becomes active with its event; one answered 201 may have one
+    // too when a failover caught its creation between the bank's answer and the commit (the
+    // worker finished it). Never two (checked below, per subject).
+    let active = count("virtualaccount.active");
+    assert!(
+        active >= acknowledged.provisioned_later && active <= acknowledged.accounts.len(),
+        "{active} activations for {} accounts, {} answered 202",
+        acknowledged.accounts.len(),
         acknowledged.provisioned_later
     );
     // Each acknowledged deposit's (checked once each above), the funding's, and any

@@ -132,18 +132,28 @@ fn write_private(path: &Path, contents: &str) -> std::io::Result<()> {
 }
 
 /// `api migrate`'s part on RabbitMQ, when `VAS_AMQP__URL` is set: the topology declared and an
-/// earlier version's dead-letter queues retired (one process does it, so no start collides).
-pub async fn migrate_broker(config: &Config) -> anyhow::Result<()> {
+/// earlier version's dead-letter queues retired (one process does it, so no start collides). A
+/// broker that cannot be reached is a warning, not a failed migration: every process declares the
+/// topology at its start anyway, and the next `api migrate` retires the old queues.
+pub async fn migrate_broker(config: &Config) {
     if config.amqp.url.is_none() {
-        return Ok(());
+        return;
     }
-    let broker = rabbit_broker(config).await?;
-    broker
-        .declare()
-        .await
-        .context("declaring the RabbitMQ topology")?;
-    broker.retire_legacy_dead_queues().await;
-    Ok(())
+    let declared = async {
+        let broker = rabbit_broker(config).await?;
+        broker
+            .declare()
+            .await
+            .context("declaring the RabbitMQ topology")?;
+        anyhow::Ok(broker)
+    };
+    match declared.await {
+        Ok(broker) => broker.retire_legacy_dead_queues().await,
+        Err(error) => tracing::warn!(
+            error = format!("{error:#}"),
+            "RabbitMQ not reached: earlier versions' dead-letter queues are retired by the next api migrate"
+        ),
+    }
 }
 
 /// RabbitMQ from `VAS_AMQP__URL`, its topology declared.

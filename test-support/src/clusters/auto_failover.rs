@@ -165,7 +165,9 @@ impl AutoFailover {
         {
             assert!(
                 started.elapsed() < Duration::from_secs(120),
-                "the pg_auto_failover monitor did not start"
+                "the pg_auto_failover monitor did not start:\n{}",
+                std::fs::read_to_string(self.monitor.with_file_name("monitor.log"))
+                    .unwrap_or_default()
             );
             std::thread::sleep(Duration::from_millis(500));
         }
