@@ -230,6 +230,7 @@ pub async fn run(command: Command, config: Config) -> anyhow::Result<()> {
                 .context("VAS_DATABASE__URL is not set")?;
             let db = bootstrap::connect_database(&url, &config).await?;
             bootstrap::migrate(&db).await?;
+            bootstrap::migrate_broker(&config).await;
             println!("migrations applied to {}", ops::redact_url(&url));
             Ok(())
         }

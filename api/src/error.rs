@@ -61,6 +61,8 @@ pub enum ApiError {
     BankAccountNotFound,
     #[error("the payout provider cannot be reached; retry after {retry_after_secs} s")]
     ProviderUnavailable { retry_after_secs: u64 },
+    #[error("the database is failing over; retry after {retry_after_secs} s")]
+    ServiceUnavailable { retry_after_secs: u64 },
     #[error("internal error")]
     Internal(#[source] anyhow::Error),
 }
@@ -158,6 +160,8 @@ problem_codes! {
         "Over a limit (500 new accounts per business and mode in any rolling hour, or too many failed authentications from one address in a minute). Retry after the seconds in Retry-After.";
     ProviderUnavailable = "provider_unavailable", 503, "Provider unavailable",
         "The bank this operation needs (the payout provider's name enquiry) did not answer. Nothing was changed; retry after the seconds in Retry-After.";
+    ServiceUnavailable = "service_unavailable", 503, "Service unavailable",
+        "The database could not commit the request just now (a failover to its standby is under way). Nothing was changed; retry after the seconds in Retry-After, with the same Idempotency-Key.";
     InternalError = "internal_error", 500, "Internal error",
         "Something failed on our side. Retrying with the same Idempotency-Key is safe.";
 }
@@ -207,6 +211,7 @@ impl ApiError {
             ApiError::InsufficientBalance { .. } => ProblemCode::InsufficientBalance,
             ApiError::BankAccountNotFound => ProblemCode::BankAccountNotFound,
             ApiError::ProviderUnavailable { .. } => ProblemCode::ProviderUnavailable,
+            ApiError::ServiceUnavailable { .. } => ProblemCode::ServiceUnavailable,
             ApiError::Internal(_) => ProblemCode::InternalError,
         }
     }
@@ -296,11 +301,12 @@ impl Problem {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        if let ApiError::Internal(err) = &self {
+        let this = unavailable_as_503(self);
+        if let ApiError::Internal(err) = &this {
             // The cause goes to the log with the request id; the caller sees neither SQL nor stack.
             tracing::error!(error = format!("{err:#}"), "internal error");
         }
-        let body = Problem::of(&self);
+        let body = Problem::of(&this);
         let status = StatusCode::from_u16(body.status).expect("catalogued statuses are valid");
         let mut response = (status, axum::Json(body)).into_response();
         response.headers_mut().insert(
@@ -310,7 +316,8 @@ impl IntoResponse for ApiError {
         if let ApiError::RateLimited { retry_after_secs }
         | ApiError::TooManyFailedAuthentications { retry_after_secs }
         | ApiError::PayoutsOnHold { retry_after_secs }
-        | ApiError::ProviderUnavailable { retry_after_secs } = self
+        | ApiError::ProviderUnavailable { retry_after_secs }
+        | ApiError::ServiceUnavailable { retry_after_secs } = this
         {
             response
                 .headers_mut()
@@ -323,6 +330,33 @@ impl IntoResponse for ApiError {
 impl From<sea_orm::DbErr> for ApiError {
     fn from(err: sea_orm::DbErr) -> Self {
         ApiError::Internal(err.into())
+    }
+}
+
+/// Seconds a caller waits before retrying a request the database could not take: about the time
+/// a failover takes.
+const FAILOVER_RETRY_AFTER_SECS: u64 = 5;
+
+/// An internal error whose cause is the database being unreachable or read-only for now (a
+/// failover) is a 503 with Retry-After, however it reached here; nothing was committed.
+fn unavailable_as_503(error: ApiError) -> ApiError {
+    match error {
+        ApiError::Internal(err)
+            if err.chain().any(|cause| {
+                cause
+                    .downcast_ref::<sea_orm::DbErr>()
+                    .is_some_and(shared::db::failover::is_unavailable)
+            }) =>
+        {
+            tracing::warn!(
+                error = format!("{err:#}"),
+                "database unavailable; answered 503"
+            );
+            ApiError::ServiceUnavailable {
+                retry_after_secs: FAILOVER_RETRY_AFTER_SECS,
+            }
+        }
+        other => other,
     }
 }
 

@@ -219,6 +219,19 @@ fn conventions_of(operation: &mut Operation) {
             .entry("408".into())
             .or_insert_with(|| RefOr::Ref(Ref::new("#/components/responses/RequestTimeout")));
     }
+    // Whatever can fail inside (a 500) can meet a database failover: 503 with Retry-After.
+    // Operations that already answer 503 for a bank say both codes.
+    if operation.responses.responses.contains_key("500") {
+        let unavailable = if operation.responses.responses.contains_key("503") {
+            "#/components/responses/ProviderOrServiceUnavailable"
+        } else {
+            "#/components/responses/ServiceUnavailable"
+        };
+        operation
+            .responses
+            .responses
+            .insert("503".into(), RefOr::Ref(Ref::new(unavailable)));
+    }
     let creates = operation.operation_id.as_deref() == Some("createVirtualAccount");
     for response in operation.responses.responses.values_mut() {
         if let RefOr::T(response) = response {

@@ -33,12 +33,16 @@ pub struct AppState {
     /// How the dashboard's cookies are sent: from the configured public URL, and whether this
     /// is `api dev` on loopback ([`AppState::in_dev_on`]).
     pub cookies: CookiePolicy,
+    /// Where lists, search and exports read (a replica when configured); by-id reads and
+    /// everything written use `db`.
+    pub reads: shared::db::read::Reads,
 }
 
 impl AppState {
     pub fn new(db: DatabaseConnection, cipher: Arc<Cipher>, config: Config, relay: Relay) -> Self {
         let ttl = Duration::from_secs(config.http.auth_cache_secs);
         Self {
+            reads: shared::db::read::Reads::primary_only(db.clone()),
             db,
             cipher,
             providers: Providers::from_config(&config),
@@ -57,6 +61,12 @@ impl AppState {
     pub fn in_dev_on(mut self, listener: SocketAddr) -> Self {
         self.cookies =
             CookiePolicy::new(self.config.dashboard.public_url.as_deref(), Some(listener));
+        self
+    }
+
+    /// Lists and search read from `reads` (a replica) instead of the primary.
+    pub fn with_reads(mut self, reads: shared::db::read::Reads) -> Self {
+        self.reads = reads;
         self
     }
 }

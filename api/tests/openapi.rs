@@ -299,7 +299,8 @@ async fn the_schemas_name_the_values_the_domain_uses() {
             .to_vec()
     );
     // One Problem, its code an enum of every code: SPEC §2's, 405's `method_not_allowed`, 408's
-    // `request_timeout` and 503's `provider_unavailable`.
+    // `request_timeout`, 503's `provider_unavailable` and `service_unavailable` (a database
+    // failover, SPEC §6).
     assert_eq!(
         schemas["Problem"]["properties"]["code"]["$ref"],
         "#/components/schemas/ProblemCode"
@@ -321,7 +322,8 @@ async fn the_schemas_name_the_values_the_domain_uses() {
         [
             "method_not_allowed",
             "request_timeout",
-            "provider_unavailable"
+            "provider_unavailable",
+            "service_unavailable"
         ]
     );
     for name in ["Problem", "FieldError"] {

@@ -38,9 +38,15 @@ pub struct Config {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct DatabaseConfig {
-    /// `postgres://…` or `sqlite://PATH?mode=rwc`.
+    /// `postgres://…` (one host, or libpq's multi-host form with
+    /// `target_session_attrs=read-write`) or `sqlite://PATH?mode=rwc`.
     pub url: Option<String>,
     pub max_connections: u32,
+    /// A replica for the reads that may be a moment old (lists, search, dashboard lists, the
+    /// CSV export); unset: everything reads the primary.
+    pub read_url: Option<String>,
+    /// Past this replay lag (or with the replica down) those reads go to the primary.
+    pub read_max_lag_ms: u64,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -374,6 +380,8 @@ impl Default for DatabaseConfig {
         Self {
             url: None,
             max_connections: 20,
+            read_url: None,
+            read_max_lag_ms: 5_000,
         }
     }
 }

@@ -7,7 +7,12 @@
 //! `provider_calls_total{bank,operation,outcome}`, `provider_call_duration_seconds{bank,operation}`;
 //! the provider sandbox's own `sandbox_requests_total{method,route,status}` and
 //! `sandbox_request_duration_seconds{method,route}`; `http_connection_timeouts_total{phase}`
-//! (`header`, `body`, `idle`: connections a listener closed, see [`crate::http`]).
+//! (`header`, `body`, `idle`: connections a listener closed, see [`crate::http`]);
+//! `rabbitmq_node{node}` (1 for the `host:port` of the RabbitMQ node the process is connected
+//! to, 0 for the other nodes `VAS_AMQP__URL` lists); with a multi-host `VAS_DATABASE__URL`,
+//! `database_primary{host}` (1 for the host written to) and `database_failovers_total`; with
+//! `VAS_DATABASE__READ_URL`, `database_read_fallbacks_total{reason}` (`replica_down`,
+//! `replica_lagging`: lists that read the primary instead).
 //!
 //! Every label takes its values from a fixed set (a series lives as long as the process, so a
 //! label a client could choose would grow memory without bound).

@@ -46,6 +46,25 @@ pub async fn connect_database(url: &str, config: &Config) -> anyhow::Result<Data
         .with_context(|| format!("connecting to the database ({})", redact_url(url)))
 }
 
+/// The handles of the reads that may lag: the replica of `VAS_DATABASE__READ_URL` beside the
+/// primary, or the primary alone.
+pub async fn connect_reads(
+    config: &Config,
+    primary: &DatabaseConnection,
+) -> anyhow::Result<crate::db::read::Reads> {
+    let Some(url) = &config.database.read_url else {
+        return Ok(crate::db::read::Reads::primary_only(primary.clone()));
+    };
+    let replica = crate::db::connect_replica(url, config.database.max_connections)
+        .await
+        .with_context(|| format!("opening the read replica ({})", redact_url(url)))?;
+    Ok(crate::db::read::Reads::with_replica(
+        primary.clone(),
+        replica,
+        std::time::Duration::from_millis(config.database.read_max_lag_ms),
+    ))
+}
+
 pub async fn migrate(db: &DatabaseConnection) -> anyhow::Result<()> {
     migrations::Migrator::up(db, None)
         .await
@@ -112,8 +131,42 @@ fn write_private(path: &Path, contents: &str) -> std::io::Result<()> {
     file.sync_all()
 }
 
+/// `api migrate`'s part on RabbitMQ, when `VAS_AMQP__URL` is set: the topology declared and an
+/// earlier version's dead-letter queues retired (one process does it, so no start collides). A
+/// broker that cannot be reached is a warning, not a failed migration: every process declares the
+/// topology at its start anyway, and the next `api migrate` retires the old queues.
+pub async fn migrate_broker(config: &Config) {
+    if config.amqp.url.is_none() {
+        return;
+    }
+    let declared = async {
+        let broker = rabbit_broker(config).await?;
+        broker
+            .declare()
+            .await
+            .context("declaring the RabbitMQ topology")?;
+        anyhow::Ok(broker)
+    };
+    match declared.await {
+        Ok(broker) => broker.retire_legacy_dead_queues().await,
+        Err(error) => tracing::warn!(
+            error = format!("{error:#}"),
+            "RabbitMQ not reached: earlier versions' dead-letter queues are retired by the next api migrate"
+        ),
+    }
+}
+
 /// RabbitMQ from `VAS_AMQP__URL`, its topology declared.
 pub async fn connect_broker(config: &Config) -> anyhow::Result<Arc<dyn Broker>> {
+    let broker = rabbit_broker(config).await?;
+    broker
+        .declare()
+        .await
+        .context("declaring the RabbitMQ topology")?;
+    Ok(Arc::new(broker))
+}
+
+async fn rabbit_broker(config: &Config) -> anyhow::Result<RabbitBroker> {
     let url = config
         .amqp
         .url
@@ -126,14 +179,9 @@ pub async fn connect_broker(config: &Config) -> anyhow::Result<Arc<dyn Broker>> 
         ),
         None => None,
     };
-    let broker = RabbitBroker::connect_with_ca(url, &config.amqp.prefix, ca_pem)
+    RabbitBroker::connect_with_ca(url, &config.amqp.prefix, ca_pem)
         .await
-        .with_context(|| format!("connecting to RabbitMQ ({})", redact_url(url)))?;
-    broker
-        .declare()
-        .await
-        .context("declaring the RabbitMQ topology")?;
-    Ok(Arc::new(broker))
+        .with_context(|| format!("connecting to RabbitMQ ({})", redact_url(url)))
 }
 
 #[derive(Clone)]

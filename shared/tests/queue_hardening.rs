@@ -713,8 +713,8 @@ fn delete_queue(queue: &str) {
 }
 
 /// Item 13, upgrades: a broker that has an earlier version's unbounded `.dead` queues. Declaring
-/// the bounded ones does not fail (they have new names); an old one stops receiving dead letters
-/// and is deleted if empty, kept (for operators) if not.
+/// the bounded ones does not fail (they have new names); retiring them (`api migrate`) stops an
+/// old one receiving dead letters and deletes it if empty, keeps it (for operators) if not.
 #[tokio::test]
 async fn an_earlier_versions_dead_letter_queues_are_retired() {
     let Some(url) = env_url("TEST_AMQP_URL") else {
@@ -788,6 +788,8 @@ async fn an_earlier_versions_dead_letter_queues_are_retired() {
             .await
             .expect("declared beside the old queues");
         broker.declare().await.expect("and again");
+        broker.retire_legacy_dead_queues().await;
+        broker.retire_legacy_dead_queues().await;
         broker.publish("webhooks", b"new", true).await.unwrap();
 
         let passive = lapin::options::QueueDeclareOptions {

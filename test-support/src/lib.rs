@@ -29,6 +29,8 @@ mod backend;
 #[cfg(feature = "backends")]
 mod broker;
 #[cfg(feature = "backends")]
+pub mod clusters;
+#[cfg(feature = "backends")]
 mod db;
 #[cfg(feature = "backends")]
 mod fixtures;

@@ -77,6 +77,10 @@ problem_responses! {
     /// 422 on setting the settlement account.
     SettlementUnprocessable => [ValidationFailed, BankAccountNotFound];
     ProviderUnavailable => [ProviderUnavailable];
+    /// 503 anywhere the database is written or read: a failover under way.
+    ServiceUnavailable => [ServiceUnavailable];
+    /// 503 where a bank is also called: the bank or the database.
+    ProviderOrServiceUnavailable => [ProviderUnavailable, ServiceUnavailable];
 }
 
 /// A response header carried by some codes.
@@ -100,6 +104,7 @@ const ERROR_HEADERS: &[ExtraHeader] = &[
             ProblemCode::RateLimited,
             ProblemCode::PayoutsOnHold,
             ProblemCode::ProviderUnavailable,
+            ProblemCode::ServiceUnavailable,
         ],
     },
     ExtraHeader {

@@ -360,7 +360,7 @@ async fn list(
         return Err(ApiError::Validation(errors));
     }
     let (fetched, total) = accounts::list(
-        &state.db,
+        &state.reads.db().await,
         caller.business_id(),
         caller.mode(),
         &ListQuery {

@@ -89,7 +89,8 @@ async fn list_deposits(
         return Err(ApiError::Validation(errors));
     }
     let account = caller_account(&state, &caller, &id).await?;
-    let (fetched, total) = deposits::list(&state.db, &account, &paging.request).await?;
+    let (fetched, total) =
+        deposits::list(&state.reads.db().await, &account, &paging.request).await?;
     let data = fetched.rows.iter().map(DepositView::from).collect();
     Ok(Json(paging.page(
         &state,

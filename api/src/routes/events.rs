@@ -189,7 +189,7 @@ async fn list(
         return Err(ApiError::Validation(errors));
     }
     let (fetched, total) = events::list(
-        &state.db,
+        &state.reads.db().await,
         caller.business_id(),
         caller.mode(),
         event_type,

@@ -169,7 +169,7 @@ async fn list(
         return Err(ApiError::Validation(errors));
     }
     let (fetched, total) = payouts::list(
-        &state.db,
+        &state.reads.db().await,
         caller.business_id(),
         caller.mode(),
         status,

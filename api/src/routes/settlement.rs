@@ -224,7 +224,7 @@ async fn balance_transactions(
         return Err(ApiError::Validation(errors));
     }
     let (fetched, total) = ledger::list(
-        &state.db,
+        &state.reads.db().await,
         caller.business_id(),
         caller.mode(),
         &paging.request,

@@ -47,7 +47,9 @@ pub async fn serve_production(config: Config) -> anyhow::Result<()> {
     let relay_task = tokio::spawn(relay.clone().run(shutdown.clone()));
     let listener = ops::http::bind(config.http.bind).await?;
     tracing::info!(address = %listener.local_addr()?, "api listening");
-    serve(AppState::new(db, cipher, config, relay), listener, shutdown).await;
+    let reads = bootstrap::connect_reads(&config, &db).await?;
+    let state = AppState::new(db, cipher, config, relay).with_reads(reads);
+    serve(state, listener, shutdown).await;
     let _ = relay_task.await;
     Ok(())
 }

@@ -7,6 +7,7 @@ pub mod deliveries;
 pub mod deposits;
 pub mod entities;
 pub mod events;
+pub mod failover;
 pub mod idempotency;
 pub mod keys;
 pub mod ledger;
@@ -14,6 +15,7 @@ pub mod list_counts;
 pub mod outbox;
 pub mod paging;
 pub mod payouts;
+pub mod read;
 pub mod rechecks;
 pub mod reencrypt;
 pub mod tallies;
@@ -23,15 +25,24 @@ use std::time::Duration;
 
 use sea_orm::{ConnectOptions, Database, DatabaseConnection, DbBackend, DbErr, SqlErr};
 
+/// How long a query waits for a connection before failing (during a failover, the time the new
+/// primary has to appear before the request answers 503).
+const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// Opens a pool. SQLite gets one connection: its writers serialise anyway, and one connection
 /// turns "database is locked" errors into an orderly queue.
+/// A libpq multi-host URL (`postgres://u@h1,h2/vas?target_session_attrs=read-write`) gets a pool
+/// that follows the primary across failovers ([`failover`]).
 pub async fn connect(url: &str, max_connections: u32) -> Result<DatabaseConnection, DbErr> {
+    if let Some(multi) = failover::MultiHost::parse(url).map_err(DbErr::Custom)? {
+        return failover::connect_primary(&multi, max_connections, ACQUIRE_TIMEOUT).await;
+    }
     let sqlite = url.starts_with("sqlite:");
     let mut options = ConnectOptions::new(url.to_owned());
     options
         .max_connections(if sqlite { 1 } else { max_connections })
         .min_connections(if sqlite { 1 } else { 2 })
-        .acquire_timeout(Duration::from_secs(10))
+        .acquire_timeout(ACQUIRE_TIMEOUT)
         .sqlx_logging(false);
     let db = Database::connect(options).await?;
     if db.get_database_backend() == DbBackend::Sqlite {
@@ -42,6 +53,33 @@ pub async fn connect(url: &str, max_connections: u32) -> Result<DatabaseConnecti
         .await?;
     }
     Ok(db)
+}
+
+/// The read replica of `VAS_DATABASE__READ_URL` (one host, or several of which the first that
+/// answers now is used), opened lazily: a replica that is down at start makes the lists read the
+/// primary ([`read`]) rather than stop the process.
+pub async fn connect_replica(url: &str, max_connections: u32) -> Result<DatabaseConnection, DbErr> {
+    let mut urls = vec![url.to_owned()];
+    if let Some(multi) = failover::MultiHost::parse(url).map_err(DbErr::Custom)? {
+        urls = (0..multi.hosts.len()).map(|i| multi.url_for(i)).collect();
+    }
+    let lazy = |url: &str| {
+        let mut options = ConnectOptions::new(url.to_owned());
+        options
+            .max_connections(max_connections)
+            .min_connections(0)
+            .acquire_timeout(Duration::from_secs(2))
+            .connect_lazy(true)
+            .sqlx_logging(false);
+        options
+    };
+    for url in &urls {
+        let db = Database::connect(lazy(url)).await?;
+        if db.ping().await.is_ok() {
+            return Ok(db);
+        }
+    }
+    Database::connect(lazy(&urls[0])).await
 }
 
 /// The time by the database's clock on PostgreSQL (the moment of the call, not the transaction's

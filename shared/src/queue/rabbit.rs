@@ -6,13 +6,20 @@
 //! Dead-letter queues are named `<prefix>.<queue>.dlq`. Versions before the bound named them
 //! `<prefix>.<queue>.dead`, without arguments; a queue's arguments cannot change once declared
 //! (declaring it with others fails with PRECONDITION_FAILED), so the bounded queues got new
-//! names, and `declare` unbinds an old `.dead` queue (it stops growing) and deletes it once
-//! empty. Its messages were copies: the database records every dead job.
+//! names, and [`RabbitBroker::retire_legacy_dead_queues`] (run by `api migrate`, once per
+//! upgrade) unbinds an old `.dead` queue (it stops growing) and deletes it once empty. Its
+//! messages were copies: the database records every dead job. `declare`, which every process
+//! runs at start, never looks for them: the only lookups AMQP offers by name either fail on a
+//! missing queue or collide between processes starting at once, and any refusal closes a
+//! channel, which the client logs as an error.
 //!
 //! One connection per broker value (and its clones), with one confirm-mode channel shared by
-//! every publish and a fresh channel per consumer. The connection is re-established lazily: the
-//! first call that finds it closed reconnects, and failed attempts back off with
-//! [`reconnect_delay`]. Publishing fails fast while the broker is unreachable (the outbox keeps the
+//! every publish and a fresh channel per consumer. The URL may list several nodes of one cluster,
+//! comma-separated: the connection goes to one of them, and when it is lost, to the next that
+//! answers (quorum queues are replicated across the cluster's nodes, so any node serves every
+//! queue); the node in use is the gauge `rabbitmq_node{node}`. The connection is re-established
+//! lazily: the first call that finds it closed reconnects, and failed rounds over every node back
+//! off with [`reconnect_delay`]. Publishing fails fast while the broker is unreachable (the outbox keeps the
 //! message); `consume` and `declare` wait out the backoff before their attempt, so a worker's
 //! "consume again" loop does not spin.
 
@@ -57,7 +64,8 @@ pub struct RabbitBroker {
 }
 
 struct Inner {
-    url: String,
+    /// The cluster's nodes, in the order given; at least one.
+    nodes: Vec<Node>,
     /// PEM certificates to trust for `amqps://` besides the public roots (a private CA).
     ca_pem: Option<String>,
     prefix: String,
@@ -68,9 +76,18 @@ struct Inner {
     session: Mutex<Session>,
 }
 
+/// One node of the cluster.
+struct Node {
+    url: String,
+    /// `host:port`, for logs and the `rabbitmq_node` gauge (the URL carries the password).
+    label: String,
+}
+
 #[derive(Default)]
 struct Session {
     live: Option<Live>,
+    /// The node of the live connection, or the one to try first.
+    node: usize,
     /// Failed connection attempts in a row.
     failures: u32,
     /// No attempt before this instant.
@@ -100,8 +117,9 @@ impl std::fmt::Debug for RabbitBroker {
 }
 
 impl RabbitBroker {
-    /// Connects to `url` (`amqp://user:pass@host:5672/%2f`); every exchange and queue name
-    /// starts with `prefix`. Fails when the broker cannot be reached now.
+    /// Connects to `url` (`amqp://user:pass@host:5672/%2f`, or several such URLs of one cluster's
+    /// nodes, comma-separated); every exchange and queue name starts with `prefix`. Fails when no
+    /// node can be reached now.
     pub async fn connect(url: &str, prefix: &str) -> Result<RabbitBroker, QueueError> {
         Self::connect_with_ca(url, prefix, None).await
     }
@@ -136,6 +154,7 @@ impl RabbitBroker {
                 MAX_NAME - longest
             )));
         }
+        let nodes = parse_nodes(url)?;
         let program = std::env::current_exe()
             .ok()
             .and_then(|exe| exe.file_stem().map(|s| s.to_string_lossy().into_owned()));
@@ -146,7 +165,7 @@ impl RabbitBroker {
         };
         let broker = RabbitBroker {
             inner: Arc::new(Inner {
-                url: url.to_owned(),
+                nodes,
                 ca_pem,
                 prefix: prefix.to_owned(),
                 name,
@@ -205,6 +224,15 @@ impl RabbitBroker {
         }
     }
 
+    /// Retires an earlier version's unbounded `.dead` queues (see the module's notes): one
+    /// process at a time, so `api migrate` runs it, never a process's start.
+    pub async fn retire_legacy_dead_queues(&self) {
+        let dlx = self.inner.dead_letter_exchange();
+        for q in QUEUES {
+            self.inner.retire_legacy_dead_queue(q, &dlx).await;
+        }
+    }
+
     /// Closes the connection under the broker's feet, as a broker restart would. Test-only.
     #[doc(hidden)]
     pub async fn drop_connection_for_test(&self) {
@@ -219,6 +247,16 @@ impl RabbitBroker {
 }
 
 impl Inner {
+    /// `rabbitmq_node{node}`: 1 for the node this process is connected to, 0 for the others.
+    fn show_node(&self, connected: usize) {
+        // Connecting comes before a process serves `/metrics`: the recorder must exist already.
+        ops::metrics::install();
+        for (index, node) in self.nodes.iter().enumerate() {
+            metrics::gauge!("rabbitmq_node", "node" => node.label.clone())
+                .set(if index == connected { 1.0 } else { 0.0 });
+        }
+    }
+
     fn queue_name(&self, queue: &str, dead_letter: bool) -> String {
         if dead_letter {
             format!("{}.{queue}.dlq", self.prefix)
@@ -305,7 +343,9 @@ impl Inner {
     /// exclusive, non-durable queue: that succeeds only when no such queue exists (and the
     /// throwaway is deleted at once; it would vanish with this connection anyway), while an
     /// existing durable queue refuses it (RESOURCE_LOCKED or PRECONDITION_FAILED, on a channel
-    /// of its own). Unknown (no channel) counts as absent: there is nothing to act on.
+    /// of its own). Unknown (no channel) counts as absent: there is nothing to act on. Two
+    /// processes probing at once would refuse each other's throwaway (RESOURCE_LOCKED, logged as
+    /// an error), hence only [`RabbitBroker::retire_legacy_dead_queues`] probes.
     async fn queue_exists(&self, name: &str) -> bool {
         let Ok(channel) = self.channel(false).await else {
             return false;
@@ -396,31 +436,49 @@ impl Session {
                     _ => {}
                 }
             }
-            tracing::warn!(connection = %inner.name, "RabbitMQ connection lost; reconnecting");
+            tracing::warn!(
+                connection = %inner.name,
+                node = %inner.nodes[self.node].label,
+                "RabbitMQ connection lost; reconnecting"
+            );
             self.live = None;
+            // The lost node is tried last.
+            self.node = (self.node + 1) % inner.nodes.len();
         }
         if let Some(at) = self.retry_at
             && Instant::now() < at
         {
             return Err(Unavailable::Until(at));
         }
-        let error = match timeout(CONNECT_TIMEOUT, Live::open(inner)).await {
-            Ok(Ok(live)) => {
-                if self.failures > 0 {
-                    tracing::info!(connection = %inner.name, failures = self.failures, "reconnected to RabbitMQ");
-                } else {
-                    tracing::info!(connection = %inner.name, "connected to RabbitMQ");
+        // Every node once, from the one in use (or the next, when it was just lost).
+        let count = inner.nodes.len();
+        let mut errors = Vec::new();
+        for step in 0..count {
+            let index = (self.node + step) % count;
+            let node = &inner.nodes[index];
+            match timeout(CONNECT_TIMEOUT, Live::open(inner, &node.url)).await {
+                Ok(Ok(live)) => {
+                    if self.failures > 0 || step > 0 {
+                        tracing::info!(connection = %inner.name, node = %node.label, failures = self.failures, "reconnected to RabbitMQ");
+                    } else {
+                        tracing::info!(connection = %inner.name, node = %node.label, "connected to RabbitMQ");
+                    }
+                    self.live = Some(live);
+                    self.node = index;
+                    self.failures = 0;
+                    self.retry_at = None;
+                    inner.show_node(index);
+                    return Ok(());
                 }
-                self.live = Some(live);
-                self.failures = 0;
-                self.retry_at = None;
-                return Ok(());
+                Ok(Err(error)) => errors.push(format!("{}: {error}", node.label)),
+                Err(_) => errors.push(format!(
+                    "{}: no answer within {CONNECT_TIMEOUT:?}",
+                    node.label
+                )),
             }
-            Ok(Err(error)) => QueueError::Unreachable(format!("connecting to RabbitMQ: {error}")),
-            Err(_) => QueueError::Unreachable(format!(
-                "connecting to RabbitMQ: no answer within {CONNECT_TIMEOUT:?}"
-            )),
-        };
+        }
+        let error =
+            QueueError::Unreachable(format!("connecting to RabbitMQ: {}", errors.join("; ")));
         let delay = reconnect_delay(self.failures);
         self.failures = self.failures.saturating_add(1);
         self.retry_at = Some(Instant::now() + delay);
@@ -436,18 +494,18 @@ impl Session {
 }
 
 impl Live {
-    async fn open(inner: &Inner) -> lapin::Result<Live> {
+    async fn open(inner: &Inner, url: &str) -> lapin::Result<Live> {
         let properties =
             ConnectionProperties::default().with_connection_name(inner.name.clone().into());
         let connection = match &inner.ca_pem {
-            None => Connection::connect(&inner.url, properties).await?,
+            None => Connection::connect(url, properties).await?,
             Some(pem) => {
                 let tls = lapin::tcp::OwnedTLSConfig {
                     identity: None,
                     cert_chain: Some(pem.clone()),
                 };
                 let runtime = lapin::runtime::default_runtime()?;
-                Connection::connect_with_config(&inner.url, properties, tls, runtime).await?
+                Connection::connect_with_config(url, properties, tls, runtime).await?
             }
         };
         let publisher = open_publisher(&connection).await?;
@@ -464,6 +522,28 @@ async fn open_publisher(connection: &Connection) -> lapin::Result<Channel> {
         .confirm_select(ConfirmSelectOptions::default())
         .await?;
     Ok(channel)
+}
+
+/// The nodes of `urls`: one AMQP URL or several, comma-separated.
+fn parse_nodes(urls: &str) -> Result<Vec<Node>, QueueError> {
+    let nodes = urls
+        .split(',')
+        .map(str::trim)
+        .filter(|url| !url.is_empty())
+        .map(|url| {
+            let parsed: lapin::uri::AMQPUri = url.parse().map_err(|error| {
+                QueueError::Other(format!("an invalid RabbitMQ URL in the list: {error}"))
+            })?;
+            Ok(Node {
+                url: url.to_owned(),
+                label: format!("{}:{}", parsed.authority.host, parsed.authority.port),
+            })
+        })
+        .collect::<Result<Vec<_>, QueueError>>()?;
+    if nodes.is_empty() {
+        return Err(QueueError::Other("the RabbitMQ URL is empty".into()));
+    }
+    Ok(nodes)
 }
 
 fn known(queue: &str) -> Result<&'static str, QueueError> {
@@ -659,7 +739,6 @@ impl Broker for RabbitBroker {
                 )
                 .await?;
             }
-            inner.retire_legacy_dead_queue(q, &dlx).await;
         }
         let _ = channel.close(200, "declared".into()).await;
         Ok(())
@@ -904,11 +983,17 @@ impl Drop for RabbitAcker {
 /// Deletes every queue and exchange under `prefix` (tests clean up with it; operators can retire
 /// a prefix with it). Errors are ignored: what is not there is already deleted.
 pub async fn delete_topology(url: &str, prefix: &str) {
-    let Ok(connection) =
-        lapin::Connection::connect(url, lapin::ConnectionProperties::default()).await
-    else {
-        return;
-    };
+    let Ok(nodes) = parse_nodes(url) else { return };
+    let mut connection = None;
+    for node in nodes {
+        if let Ok(c) =
+            lapin::Connection::connect(&node.url, lapin::ConnectionProperties::default()).await
+        {
+            connection = Some(c);
+            break;
+        }
+    }
+    let Some(connection) = connection else { return };
     // A channel per delete: a failed delete closes its channel.
     for q in QUEUES {
         for queue in [
@@ -923,6 +1008,8 @@ pub async fn delete_topology(url: &str, prefix: &str) {
                         lapin::options::QueueDeleteOptions::default(),
                     )
                     .await;
+                // Closed here: a connection closed with channels open logs an error.
+                let _ = channel.close(200, "deleted".into()).await;
             }
         }
     }
@@ -934,7 +1021,31 @@ pub async fn delete_topology(url: &str, prefix: &str) {
                     lapin::options::ExchangeDeleteOptions::default(),
                 )
                 .await;
+            let _ = channel.close(200, "deleted".into()).await;
         }
     }
     let _ = connection.close(200, "topology deleted".into()).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_list_of_nodes_is_comma_separated() {
+        let nodes = parse_nodes(
+            "amqp://u:p@10.0.0.1:5672/%2f, amqp://u:p@rabbit-2/%2f,,amqp://u:p@rabbit-3:5673/vas",
+        )
+        .unwrap();
+        let labels: Vec<_> = nodes.iter().map(|n| n.label.as_str()).collect();
+        assert_eq!(labels, ["10.0.0.1:5672", "rabbit-2:5672", "rabbit-3:5673"]);
+        assert_eq!(nodes[1].url, "amqp://u:p@rabbit-2/%2f");
+        assert_eq!(parse_nodes("amqp://h/%2f").unwrap().len(), 1);
+    }
+
+    #[test]
+    fn an_empty_or_invalid_list_is_refused() {
+        assert!(parse_nodes(" , ").is_err());
+        assert!(parse_nodes("amqp://h:5672/%2f,http://h").is_err());
+    }
 }

@@ -91,7 +91,7 @@ pub async fn list(
         position: shared::db::paging::Position::Page(page),
     };
     let (fetched, total) = accounts::list(
-        &state.db,
+        &state.reads.db().await,
         scope.business_id(),
         scope.mode,
         &ListQuery {
@@ -339,7 +339,7 @@ pub async fn show(
     };
     let page = number(&query, "depositsPage", 1, MAX_PAGE);
     let (deposit_rows, deposit_total) = deposits::list(
-        &state.db,
+        &state.reads.db().await,
         &account,
         &shared::db::paging::PageRequest {
             page_size: DEPOSITS_PAGE_SIZE,

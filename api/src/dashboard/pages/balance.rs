@@ -163,7 +163,7 @@ async fn render<R: MinRole>(
     let payouts_request = listing::request(state, query, PAYOUTS, &payouts_filter, PAGE_SIZE);
     let ledger_request = listing::request(state, query, LEDGER, &ledger_filter, PAGE_SIZE);
     let (payout_rows, payouts_total) = payouts::list(
-        &state.db,
+        &state.reads.db().await,
         business_id,
         mode,
         payout_status,
@@ -171,7 +171,7 @@ async fn render<R: MinRole>(
     )
     .await?;
     let (entry_rows, ledger_total) =
-        ledger::list(&state.db, business_id, mode, &ledger_request).await?;
+        ledger::list(&state.reads.db().await, business_id, mode, &ledger_request).await?;
 
     let action = format!("/dashboard/{m}/balance");
     let raw = |name: &str| query.get(name).unwrap_or("").to_owned();

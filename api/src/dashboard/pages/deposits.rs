@@ -108,14 +108,12 @@ pub async fn list(
     let filter_query = mode_query(&scope, &q, status);
     let filter = filter_query.filter();
     let request = listing::request(&state, &query, listing::PLAIN, &filter, PAGE_SIZE);
-    let fetched = deposits::page_for_mode(&state.db, &filter_query, &request).await?;
-    let total = deposits::total_for_mode(
-        &state.db,
-        &filter_query,
-        state.config.limits.list_exact_total,
-    )
-    .await?;
-    let accounts = accounts_of(&state.db, scope.business_id(), scope.mode, &fetched.rows).await?;
+    let reads = state.reads.db().await;
+    let fetched = deposits::page_for_mode(&reads, &filter_query, &request).await?;
+    let total =
+        deposits::total_for_mode(&reads, &filter_query, state.config.limits.list_exact_total)
+            .await?;
+    let accounts = accounts_of(&reads, scope.business_id(), scope.mode, &fetched.rows).await?;
     let mode = scope.mode.as_str();
     let action = format!("/dashboard/{mode}/deposits");
     let status_value = status.map_or("", DepositStatus::as_str);
@@ -213,8 +211,10 @@ pub async fn export(
     csv_line(&mut head, CSV_HEADER.iter().map(|h| (*h).to_owned()));
     // A batch at a time: None once the last batch is sent.
     let start = Some(Position::Page(1));
+    // One handle for the whole export: every batch from the same server.
+    let reads = state.reads.db().await;
     let batches = futures::stream::try_unfold(start, move |position| {
-        let (db, business_id, q) = (state.db.clone(), business_id.clone(), q.clone());
+        let (db, business_id, q) = (reads.clone(), business_id.clone(), q.clone());
         async move {
             let Some(position) = position else {
                 return Ok(None);

@@ -63,7 +63,7 @@ pub async fn list(
     );
     let request = listing::request(&state, &query, listing::PLAIN, &filter, PAGE_SIZE);
     let (fetched, total) = events::list(
-        &state.db,
+        &state.reads.db().await,
         scope.business_id(),
         scope.mode,
         event_type,

@@ -1,0 +1,88 @@
+//! Real clusters of their own, for the failover tests: three RabbitMQ nodes clustered together
+//! ([`RabbitCluster`]) and a PostgreSQL primary with a synchronous standby ([`PgPair`]), each on
+//! free ports and in temporary folders, started from the packages the machine has, as the system
+//! user each server runs as, and torn down (process groups killed, folders removed) on drop.
+//!
+//! They take minutes, so they run under `CI=true` only ([`enabled`]); one at a time in a process
+//! ([`serial`]), since two cores cannot fail clusters over side by side and still time them.
+
+mod auto_failover;
+mod postgres;
+mod rabbit;
+
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+pub use auto_failover::AutoFailover;
+pub use postgres::PgPair;
+pub use rabbit::RabbitCluster;
+
+/// True under `CI=true`; otherwise prints that `what` was skipped and why.
+pub fn enabled(what: &str) -> bool {
+    if std::env::var("CI").is_ok_and(|v| v == "true") {
+        return true;
+    }
+    eprintln!(
+        "skipped: {what} starts clusters of its own and takes minutes; it runs under CI=true"
+    );
+    false
+}
+
+/// Held while a cluster test runs: the next one waits.
+pub async fn serial() -> tokio::sync::MutexGuard<'static, ()> {
+    static LOCK: OnceLock<tokio::sync::Mutex<()>> = OnceLock::new();
+    LOCK.get_or_init(|| tokio::sync::Mutex::new(()))
+        .lock()
+        .await
+}
+
+/// Runs `program` as the system user `user` (`runuser`), with `env`; the output, whatever the
+/// exit status.
+fn run_as(user: &str, env: &[(&str, String)], program: &str, args: &[&str]) -> Output {
+    let mut cmd = Command::new("runuser");
+    cmd.args(["-u", user, "--", "env"]);
+    for (k, v) in env {
+        cmd.arg(format!("{k}={v}"));
+    }
+    cmd.arg(program).args(args);
+    cmd.output()
+        .unwrap_or_else(|e| panic!("running {program} as {user}: {e}"))
+}
+
+/// As [`run_as`], failing the test with the command's output when it fails.
+fn run_as_ok(user: &str, env: &[(&str, String)], program: &str, args: &[&str]) -> String {
+    let out = run_as(user, env, program, args);
+    assert!(
+        out.status.success(),
+        "{program} {args:?} as {user} failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// SIGKILL to a whole process group (a server and every child it started).
+fn kill_group(pgid: u32) {
+    let _ = Command::new("kill")
+        .args(["-KILL", "--", &format!("-{pgid}")])
+        .status();
+}
+
+/// A temporary folder owned by `user` (the servers refuse folders they do not own).
+fn folder_for(user: &str) -> tempfile::TempDir {
+    let dir = tempfile::Builder::new()
+        .prefix("vas-cluster-")
+        .tempdir()
+        .expect("a temporary folder");
+    chown(user, dir.path());
+    dir
+}
+
+fn chown(user: &str, path: &std::path::Path) {
+    let status = Command::new("chown")
+        .args(["-R", user])
+        .arg(path)
+        .status()
+        .expect("chown runs");
+    assert!(status.success(), "chown {user} {}", path.display());
+}

@@ -1,0 +1,221 @@
+//! A PostgreSQL primary with a synchronous standby of their own: `initdb`, `pg_basebackup -R`,
+//! `synchronous_standby_names = '*'` on the primary, `pg_ctl` for start, stop and promotion, all
+//! run as the `postgres` user, on free ports and in a temporary folder; stopped on drop.
+
+use std::fs;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use super::{folder_for, run_as, run_as_ok};
+use crate::http::free_port;
+
+const USER: &str = "postgres";
+const BIN: &str = "/usr/lib/postgresql/15/bin";
+
+/// One server of the pair.
+pub struct PgNode {
+    pub port: u16,
+    data: PathBuf,
+    log: PathBuf,
+}
+
+pub struct PgPair {
+    /// The primary at start (index 0), then the standby (index 1).
+    pub nodes: [PgNode; 2],
+    dir: tempfile::TempDir,
+}
+
+impl PgNode {
+    /// `postgres://postgres@127.0.0.1:PORT/DB`.
+    pub fn url(&self, db: &str) -> String {
+        format!("postgres://postgres@127.0.0.1:{}/{db}", self.port)
+    }
+
+    fn pg_ctl(&self, args: &[&str]) -> String {
+        let data = self.data.display().to_string();
+        let log = self.log.display().to_string();
+        let mut all = vec!["-D", &data, "-l", &log];
+        all.extend_from_slice(args);
+        run_as_ok(USER, &[], &format!("{BIN}/pg_ctl"), &all)
+    }
+
+    fn running(&self) -> bool {
+        let data = self.data.display().to_string();
+        run_as(
+            USER,
+            &[],
+            &format!("{BIN}/pg_ctl"),
+            &["-D", &data, "status"],
+        )
+        .status
+        .success()
+    }
+}
+
+impl PgPair {
+    /// A primary and its synchronous standby, streaming; `db` created on the primary.
+    pub fn start(db: &str) -> PgPair {
+        let dir = folder_for(USER);
+        let base = dir.path().to_path_buf();
+        let node = |name: &str| PgNode {
+            port: free_port(),
+            data: base.join(name),
+            log: base.join(format!("{name}.log")),
+        };
+        let (primary, standby) = (node("primary"), node("standby"));
+        let data = primary.data.display().to_string();
+        run_as_ok(
+            USER,
+            &[],
+            &format!("{BIN}/initdb"),
+            &[
+                "-D",
+                &data,
+                "-U",
+                "postgres",
+                "--auth=trust",
+                "-N",
+                "-E",
+                "UTF8",
+            ],
+        );
+        let socket = base.display().to_string();
+        append(
+            &primary.data.join("postgresql.conf"),
+            &format!(
+                "port = {}\nlisten_addresses = '127.0.0.1'\nunix_socket_directories = '{socket}'\n\
+                 wal_level = replica\nmax_wal_senders = 5\nhot_standby = on\n\
+                 synchronous_standby_names = '*'\nsynchronous_commit = on\n\
+                 fsync = off\nfull_page_writes = on\nshared_buffers = 32MB\nmax_connections = 100\n",
+                primary.port
+            ),
+        );
+        primary.pg_ctl(&["-w", "start"]);
+        let standby_data = standby.data.display().to_string();
+        run_as_ok(
+            USER,
+            &[],
+            &format!("{BIN}/pg_basebackup"),
+            &[
+                "-h",
+                "127.0.0.1",
+                "-p",
+                &primary.port.to_string(),
+                "-U",
+                "postgres",
+                "-D",
+                &standby_data,
+                "-R",
+                "-X",
+                "stream",
+            ],
+        );
+        // The standby's own port; and once promoted it must not wait for a standby it lacks.
+        append(
+            &standby.data.join("postgresql.conf"),
+            &format!("port = {}\nsynchronous_standby_names = ''\n", standby.port),
+        );
+        standby.pg_ctl(&["-w", "start"]);
+        let pair = PgPair {
+            nodes: [primary, standby],
+            dir,
+        };
+        pair.await_sync_standby();
+        pair.psql(0, "postgres", &format!("CREATE DATABASE {db}"));
+        pair
+    }
+
+    /// The libpq multi-host URL of both servers, writes to whichever is primary.
+    pub fn multi_host_url(&self, db: &str) -> String {
+        format!(
+            "postgres://postgres@127.0.0.1:{},127.0.0.1:{}/{db}?target_session_attrs=read-write",
+            self.nodes[0].port, self.nodes[1].port
+        )
+    }
+
+    /// `psql -c sql` on node `i`'s database `db`; its output (unaligned, tuples only).
+    pub fn psql(&self, i: usize, db: &str, sql: &str) -> String {
+        run_as_ok(
+            USER,
+            &[],
+            &format!("{BIN}/psql"),
+            &[
+                "-h",
+                "127.0.0.1",
+                "-p",
+                &self.nodes[i].port.to_string(),
+                "-d",
+                db,
+                "-v",
+                "ON_ERROR_STOP=1",
+                "-Atc",
+                sql,
+            ],
+        )
+        .trim()
+        .to_owned()
+    }
+
+    /// `pg_ctl stop -m immediate` on node `i`: a crash, as far as clients can tell.
+    pub fn stop_immediate(&self, i: usize) {
+        self.nodes[i].pg_ctl(&["-m", "immediate", "stop"]);
+    }
+
+    /// `pg_ctl stop` (fast) on node `i`.
+    pub fn stop(&self, i: usize) {
+        self.nodes[i].pg_ctl(&["-m", "fast", "stop"]);
+    }
+
+    /// Starts node `i` again.
+    pub fn restart(&self, i: usize) {
+        self.nodes[i].pg_ctl(&["-w", "start"]);
+    }
+
+    /// Promotes node `i` (the standby) and returns once it accepts writes.
+    pub fn promote(&self, i: usize) {
+        self.nodes[i].pg_ctl(&["-w", "promote"]);
+    }
+
+    fn await_sync_standby(&self) {
+        let started = Instant::now();
+        loop {
+            let state = self.psql(
+                0,
+                "postgres",
+                "SELECT coalesce(string_agg(sync_state, ','), '') FROM pg_stat_replication",
+            );
+            if state == "sync" {
+                return;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "the standby did not become synchronous: {state:?}\n{}",
+                fs::read_to_string(&self.nodes[1].log).unwrap_or_default()
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+}
+
+impl Drop for PgPair {
+    fn drop(&mut self) {
+        for node in &self.nodes {
+            if node.running() {
+                let data = node.data.display().to_string();
+                let _ = run_as(
+                    USER,
+                    &[],
+                    &format!("{BIN}/pg_ctl"),
+                    &["-D", &data, "-m", "immediate", "stop"],
+                );
+            }
+        }
+        let _ = &self.dir;
+    }
+}
+
+fn append(path: &std::path::Path, text: &str) {
+    use std::io::Write;
+    let mut file = fs::OpenOptions::new().append(true).open(path).unwrap();
+    file.write_all(text.as_bytes()).unwrap();
+}
