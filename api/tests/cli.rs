@@ -1,16 +1,18 @@
 //! The `api` binary as an operator runs it: admin commands, `serve`'s refusals, `api dev`.
 
-mod common;
-
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use common::api;
 use serde_json::{Value, json};
 use test_support::{Backend, Receiver, Reply, TestDb};
+
+/// The `api` binary with a clean environment, run in `dir`.
+fn api(dir: &Path) -> Command {
+    test_support::process::command_in(env!("CARGO_BIN_EXE_api"), dir)
+}
 
 fn run_ok(cmd: &mut Command) -> String {
     let out = cmd.output().expect("api runs");

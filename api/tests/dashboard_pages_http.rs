@@ -3,18 +3,15 @@
 //! however many batches), resending and changing the settlement account (roles, form tokens,
 //! the password), tenancy by id guessing, and that no secret reaches any page or the CSV.
 
-mod common;
-mod dashboard_support;
-
 use chrono::{Duration, Utc};
-use common::{Backend, TestApp, account_body, spawn_app};
-use dashboard_support::{Answer, Http, SESSION_COOKIE, add_user, add_user_to};
 use domain::{Bank, KybStatus, Mode, Role};
 use serde_json::{Value, json};
 use shared::db::deposits::{self, Recorded, Source};
 use shared::providers::RemoteTransaction;
+use test_support::dashboard::{Answer, Http, SESSION_COOKIE, add_user, add_user_to};
+use test_support::{Backend, TestApp, account_body, spawn_app};
 
-on_both_databases!(
+test_support::on_both_databases!(
     a_full_browse_of_deposits_events_and_balance_shows_no_secret,
     one_business_never_sees_another_businesses_deposits_events_or_payouts,
     posts_without_their_form_token_are_refused_and_change_nothing,
@@ -81,6 +78,35 @@ async fn record(app: &TestApp, tx: Tx<'_>) -> String {
         Recorded::New(d) => d.id,
         other => panic!("not recorded: {other:?}"),
     }
+}
+
+/// A deposit (REF-1, 150,000 kobo) to a new account: the account.
+async fn a_deposit(app: &TestApp) -> Value {
+    let a = account(app, 1).await;
+    record(
+        app,
+        Tx {
+            account: &a,
+            reference: "REF-1",
+            amount: 150_000,
+            sender: "Bola",
+            narration: "x",
+        },
+    )
+    .await;
+    a
+}
+
+/// [`a_deposit`], and the id of the event announcing it.
+async fn a_deposit_event(app: &TestApp) -> String {
+    a_deposit(app).await;
+    let events: Value = app
+        .get(app.test_key(), "/v1/events")
+        .await
+        .json()
+        .await
+        .unwrap();
+    s(&events["data"][0], "id").to_owned()
 }
 
 /// How many deliveries the API lists for an event.
@@ -431,28 +457,10 @@ async fn one_business_never_sees_another_businesses_deposits_events_or_payouts(b
 
 async fn posts_without_their_form_token_are_refused_and_change_nothing(backend: Backend) {
     let app = spawn_app(backend).await;
-    let receiver = common::Receiver::start().await;
+    let receiver = test_support::Receiver::start().await;
     app.set_webhook_url(&app.business.id, Mode::Test, &receiver.url)
         .await;
-    let a = account(&app, 1).await;
-    record(
-        &app,
-        Tx {
-            account: &a,
-            reference: "REF-1",
-            amount: 150_000,
-            sender: "Bola",
-            narration: "x",
-        },
-    )
-    .await;
-    let events: Value = app
-        .get(app.test_key(), "/v1/events")
-        .await
-        .json()
-        .await
-        .unwrap();
-    let event = s(&events["data"][0], "id").to_owned();
+    let event = a_deposit_event(&app).await;
     let before = delivery_count(&app, &event).await;
 
     let (mut http, password) = signed_in(&app, Role::Owner).await;
@@ -495,28 +503,10 @@ async fn posts_without_their_form_token_are_refused_and_change_nothing(backend: 
 
 async fn roles_decide_who_resends_and_who_changes_the_settlement_account(backend: Backend) {
     let app = spawn_app(backend).await;
-    let receiver = common::Receiver::start().await;
+    let receiver = test_support::Receiver::start().await;
     app.set_webhook_url(&app.business.id, Mode::Test, &receiver.url)
         .await;
-    let a = account(&app, 1).await;
-    record(
-        &app,
-        Tx {
-            account: &a,
-            reference: "REF-1",
-            amount: 150_000,
-            sender: "Bola",
-            narration: "x",
-        },
-    )
-    .await;
-    let events: Value = app
-        .get(app.test_key(), "/v1/events")
-        .await
-        .json()
-        .await
-        .unwrap();
-    let event = s(&events["data"][0], "id").to_owned();
+    let event = a_deposit_event(&app).await;
     let event_page = format!("/dashboard/test/events/{event}");
     let resend_path = format!("{event_page}/resend");
     let number = domain::nuban::account_number("058", 12_345_678).unwrap();
@@ -956,23 +946,12 @@ async fn the_csv_export_is_the_whole_filtered_set_as_a_spreadsheet_reads_it(back
 
 async fn events_are_listed_by_type_with_their_delivery_attempts(backend: Backend) {
     let app = spawn_app(backend).await;
-    let receiver = common::Receiver::start().await;
-    receiver.set_default(common::Reply::status(500).body("receiver down <b>now</b>"));
+    let receiver = test_support::Receiver::start().await;
+    receiver.set_default(test_support::Reply::status(500).body("receiver down <b>now</b>"));
     app.set_webhook_url(&app.business.id, Mode::Test, &receiver.url)
         .await;
-    let _worker = common::start_webhooks_worker(&app, app.shutdown.clone());
-    let a = account(&app, 1).await;
-    record(
-        &app,
-        Tx {
-            account: &a,
-            reference: "REF-1",
-            amount: 150_000,
-            sender: "Bola",
-            narration: "x",
-        },
-    )
-    .await;
+    let _worker = test_support::start_webhooks_worker(&app, app.shutdown.clone());
+    let a = a_deposit(&app).await;
     app.relay.kick();
     receiver
         .wait_for(1, std::time::Duration::from_secs(20))
@@ -986,7 +965,7 @@ async fn events_are_listed_by_type_with_their_delivery_attempts(backend: Backend
     let event = s(&events["data"][0], "id").to_owned();
     assert_eq!(events["data"][0]["type"], "deposit.received");
     // The attempt is recorded just after the receiver answers.
-    common::wait_until(
+    test_support::wait_until(
         "the attempt recorded",
         std::time::Duration::from_secs(20),
         async || {

@@ -39,6 +39,7 @@ impl Actor {
         Actor {
             user_id: None,
             email: None,
+            key_id: None,
             client_addr,
         }
     }
