@@ -22,7 +22,7 @@ use test_support::browser::fantoccini::{Client, Locator};
 use test_support::browser::{
     Browser, body_text, click, fill, screenshot_both_widths, signed_in, wait_for_url,
 };
-use test_support::dashboard::add_user;
+use test_support::dashboard::{add_user, parse_csv};
 use test_support::{Backend, Receiver, Reply, TestApp, account_body, spawn_app};
 
 async fn rows(c: &Client, css: &str) -> usize {
@@ -111,32 +111,6 @@ async fn downloaded(dir: &Path) -> (String, Vec<u8>) {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     panic!("no download in {}", dir.display());
-}
-
-/// A small RFC 4180 reader: records end in CRLF, quoted fields hold commas, quotes, line breaks.
-fn parse_csv(text: &str) -> Vec<Vec<String>> {
-    let (mut rows, mut row, mut cell, mut quoted) = (Vec::new(), Vec::new(), String::new(), false);
-    let mut chars = text.chars().peekable();
-    while let Some(c) = chars.next() {
-        match (quoted, c) {
-            (true, '"') if chars.peek() == Some(&'"') => {
-                chars.next();
-                cell.push('"');
-            }
-            (true, '"') => quoted = false,
-            (true, c) => cell.push(c),
-            (false, '"') => quoted = true,
-            (false, ',') => row.push(std::mem::take(&mut cell)),
-            (false, '\r') => {
-                assert_eq!(chars.next(), Some('\n'));
-                row.push(std::mem::take(&mut cell));
-                rows.push(std::mem::take(&mut row));
-            }
-            (false, c) => cell.push(c),
-        }
-    }
-    assert!(row.is_empty() && cell.is_empty(), "ends in CRLF");
-    rows
 }
 
 test_support::on_both_databases!(search_deposits_and_download_the_csv);

@@ -8,7 +8,9 @@ use domain::{Bank, KybStatus, Mode, Role};
 use serde_json::{Value, json};
 use shared::db::deposits::{self, Recorded, Source};
 use shared::providers::RemoteTransaction;
-use test_support::dashboard::{Answer, Http, SESSION_COOKIE, add_user, add_user_to};
+use test_support::dashboard::{
+    Answer, Http, SESSION_COOKIE, add_user, add_user_to, assert_no_secret_seen, parse_csv,
+};
 use test_support::{Backend, TestApp, account_body, spawn_app};
 
 test_support::on_both_databases!(
@@ -149,39 +151,6 @@ async fn signed_in(app: &TestApp, role: Role) -> (Http, String) {
     (http, password)
 }
 
-/// A small RFC 4180 reader (quoted fields, doubled quotes, CRLF inside quotes).
-fn parse_csv(text: &str) -> Vec<Vec<String>> {
-    let mut rows = Vec::new();
-    let mut row = Vec::new();
-    let mut cell = String::new();
-    let mut chars = text.chars().peekable();
-    let mut quoted = false;
-    while let Some(c) = chars.next() {
-        match (quoted, c) {
-            (true, '"') if chars.peek() == Some(&'"') => {
-                chars.next();
-                cell.push('"');
-            }
-            (true, '"') => quoted = false,
-            (true, c) => cell.push(c),
-            (false, '"') => quoted = true,
-            (false, ',') => row.push(std::mem::take(&mut cell)),
-            (false, '\r') => {
-                assert_eq!(chars.next(), Some('\n'), "a CR not followed by LF");
-                row.push(std::mem::take(&mut cell));
-                rows.push(std::mem::take(&mut row));
-            }
-            (false, '\n') => panic!("a bare LF ends a record: records end in CRLF"),
-            (false, c) => cell.push(c),
-        }
-    }
-    assert!(
-        cell.is_empty() && row.is_empty(),
-        "the last record ends in CRLF"
-    );
-    rows
-}
-
 /// The export's records, header first, after checking the download's headers and its BOM.
 fn csv_records(answer: &Answer) -> Vec<Vec<String>> {
     assert_eq!(answer.status, 200, "{}", answer.body);
@@ -302,23 +271,9 @@ async fn a_full_browse_of_deposits_events_and_balance_shows_no_secret(backend: B
     assert!(balance.body.contains("₦5,000.00"), "the payout");
     assert!(balance.body.contains("november"));
 
-    let session_token = http.cookies[SESSION_COOKIE].clone();
     assert!(http.seen.len() > paths.len());
+    assert_no_secret_seen(&http, &app, &password, &bvns);
     for body in &http.seen {
-        for bvn in &bvns {
-            assert!(!body.contains(bvn.as_str()), "an identity number in a page");
-        }
-        for secret in [
-            app.business.test.secret_key.as_str(),
-            app.business.live.secret_key.as_str(),
-            app.business.test.webhook_secret.as_str(),
-            app.business.live.webhook_secret.as_str(),
-            password.as_str(),
-            session_token.as_str(),
-        ] {
-            assert!(!body.contains(secret), "a secret in a page");
-        }
-        assert!(!body.contains("whsec_"));
         assert!(!body.contains("identity_enc") && !body.contains("customerBvn"));
     }
 }
@@ -548,18 +503,8 @@ async fn roles_decide_who_resends_and_who_changes_the_settlement_account(backend
     assert_eq!(resent.status, 303);
     assert_eq!(resent.location(), format!("{event_page}?done=resent"));
     // The resend is in the audit log, under the developer, naming the event.
-    let (entries, _) = shared::db::audit::list(
-        &app.db,
-        &app.business.id,
-        &shared::db::paging::PageRequest {
-            page_size: 100,
-            position: shared::db::paging::Position::Page(1),
-        },
-    )
-    .await
-    .unwrap();
+    let entries = test_support::store::audit_log(&app.db, &app.business.id).await;
     let resends: Vec<_> = entries
-        .rows
         .iter()
         .filter(|e| e.action == domain::AuditAction::EventResent)
         .collect();

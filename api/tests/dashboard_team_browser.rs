@@ -10,8 +10,6 @@ use std::time::Duration;
 
 use domain::{AuditAction, Role};
 use reqwest::StatusCode;
-use shared::db::audit;
-use shared::db::paging::{PageRequest, Position};
 use test_support::browser::fantoccini::{Client, Locator};
 use test_support::browser::{
     Browser, body_text, click, fill, find, screenshot_both_widths, signed_in, wait_for_url,
@@ -34,17 +32,11 @@ async fn status_with(app: &TestApp, key: &str) -> StatusCode {
 }
 
 async fn audited(app: &TestApp, action: AuditAction) -> usize {
-    let (rows, _) = audit::list(
-        &app.db,
-        &app.business.id,
-        &PageRequest {
-            page_size: 1000,
-            position: Position::Page(1),
-        },
-    )
-    .await
-    .unwrap();
-    rows.rows.iter().filter(|r| r.action == action).count()
+    test_support::store::audit_log(&app.db, &app.business.id)
+        .await
+        .iter()
+        .filter(|r| r.action == action)
+        .count()
 }
 
 /// Rolls from the Developers page, choosing when the old key stops; returns the new key as the

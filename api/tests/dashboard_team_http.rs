@@ -14,7 +14,6 @@ use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
 use shared::db::audit::{self, AuditEntry};
 use shared::db::entities::api_key;
 use shared::db::keys::{self, KeyAction};
-use shared::db::paging::{PageRequest, Position};
 use test_support::dashboard::{Answer, Http, add_user};
 use test_support::{
     Backend, Receiver, Reply, TestApp, account_body, eventually, spawn_app, spawn_app_with,
@@ -104,17 +103,7 @@ async fn status_with(app: &TestApp, key: &str) -> StatusCode {
 
 /// The business's audit log, newest first.
 async fn audit_rows(app: &TestApp) -> Vec<AuditEntry> {
-    let (fetched, _) = audit::list(
-        &app.db,
-        &app.business.id,
-        &PageRequest {
-            page_size: 1000,
-            position: Position::Page(1),
-        },
-    )
-    .await
-    .unwrap();
-    fetched.rows
+    test_support::store::audit_log(&app.db, &app.business.id).await
 }
 
 async fn rows_of(app: &TestApp, action: AuditAction) -> Vec<AuditEntry> {

@@ -194,9 +194,75 @@ impl Http {
         .await
     }
 
+    /// Signs in with e-mail and password (no TOTP), asserting that it worked.
     pub async fn sign_in(&mut self, email: &str, password: &str) {
         let answer = self.sign_in_answer(email, password).await;
         assert_eq!(answer.status, 303, "sign-in failed: {}", answer.body);
         assert!(self.cookies.contains_key(SESSION_COOKIE));
     }
+}
+
+/// Asserts that no page `http` received shows a secret: `app`'s business's keys and webhook
+/// secrets (or any `whsec_`), `password`, `http`'s own session token, or any of
+/// `identity_numbers`.
+pub fn assert_no_secret_seen(
+    http: &Http,
+    app: &TestApp,
+    password: &str,
+    identity_numbers: &[String],
+) {
+    let session_token = http.cookies[SESSION_COOKIE].as_str();
+    for body in &http.seen {
+        for number in identity_numbers {
+            assert!(
+                !body.contains(number.as_str()),
+                "an identity number in a page"
+            );
+        }
+        for secret in [
+            app.business.test.secret_key.as_str(),
+            app.business.live.secret_key.as_str(),
+            app.business.test.webhook_secret.as_str(),
+            app.business.live.webhook_secret.as_str(),
+            password,
+            session_token,
+        ] {
+            assert!(!body.contains(secret), "a secret in a page");
+        }
+        assert!(!body.contains("whsec_"));
+    }
+}
+
+/// The records of a CSV file as a spreadsheet reads them (RFC 4180: quoted cells with `""` for a
+/// quote; every record ends in CRLF, a bare LF only inside quotes).
+pub fn parse_csv(text: &str) -> Vec<Vec<String>> {
+    let mut rows = Vec::new();
+    let mut row = Vec::new();
+    let mut cell = String::new();
+    let mut chars = text.chars().peekable();
+    let mut quoted = false;
+    while let Some(c) = chars.next() {
+        match (quoted, c) {
+            (true, '"') if chars.peek() == Some(&'"') => {
+                chars.next();
+                cell.push('"');
+            }
+            (true, '"') => quoted = false,
+            (true, c) => cell.push(c),
+            (false, '"') => quoted = true,
+            (false, ',') => row.push(std::mem::take(&mut cell)),
+            (false, '\r') => {
+                assert_eq!(chars.next(), Some('\n'), "a CR not followed by LF");
+                row.push(std::mem::take(&mut cell));
+                rows.push(std::mem::take(&mut row));
+            }
+            (false, '\n') => panic!("a bare LF ends a record: records end in CRLF"),
+            (false, c) => cell.push(c),
+        }
+    }
+    assert!(
+        cell.is_empty() && row.is_empty(),
+        "the last record ends in CRLF"
+    );
+    rows
 }
