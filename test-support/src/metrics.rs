@@ -15,6 +15,22 @@ pub fn series(exposition: &str) -> BTreeSet<String> {
         .collect()
 }
 
+/// Asserts that between two expositions only values changed: the same series, and no more than
+/// a few digits more text (a series added per request would add megabytes).
+pub fn assert_no_series_added(before: &str, after: &str) {
+    assert_eq!(
+        series(after),
+        series(before),
+        "only values changed, no series was added"
+    );
+    assert!(
+        after.len() < before.len() + 1024,
+        "{} bytes before, {} after",
+        before.len(),
+        after.len()
+    );
+}
+
 /// This process's resident memory, in KiB (`VmRSS`; None where /proc/self/status is not, i.e.
 /// off Linux).
 pub fn rss_kib() -> Option<u64> {
