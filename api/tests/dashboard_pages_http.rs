@@ -111,6 +111,36 @@ async fn a_deposit_event(app: &TestApp) -> String {
     s(&events["data"][0], "id").to_owned()
 }
 
+/// Sets the settlement account of `key`'s business to the NUBAN of bank 058 and `serial` (200):
+/// the account as answered.
+async fn set_settlement_account(app: &TestApp, key: &str, serial: u32) -> Value {
+    let put = app
+        .client
+        .put(app.url("/v1/settlement-account"))
+        .bearer_auth(key)
+        .json(&json!({"bankCode": "058", "accountNumber": domain::nuban::account_number("058", serial).unwrap()}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(put.status(), 200);
+    put.json().await.unwrap()
+}
+
+/// Asks for a payout of `body` with `key` (202): the payout as answered.
+async fn pay_out(app: &TestApp, key: &str, idempotency_key: &str, body: Value) -> Value {
+    let payout = app
+        .client
+        .post(app.url("/v1/payouts"))
+        .bearer_auth(key)
+        .header("Idempotency-Key", idempotency_key)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(payout.status(), 202);
+    payout.json().await.unwrap()
+}
+
 /// How many deliveries the API lists for an event.
 async fn delivery_count(app: &TestApp, event: &str) -> usize {
     let e: Value = app
@@ -212,25 +242,14 @@ async fn a_full_browse_of_deposits_events_and_balance_shows_no_secret(backend: B
         )
         .await;
     }
-    let put = app
-        .client
-        .put(app.url("/v1/settlement-account"))
-        .bearer_auth(app.test_key())
-        .json(&json!({"bankCode": "058", "accountNumber": domain::nuban::account_number("058", 12_345_678).unwrap()}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(put.status(), 200);
-    let payout = app
-        .client
-        .post(app.url("/v1/payouts"))
-        .bearer_auth(app.test_key())
-        .header("Idempotency-Key", "po-1")
-        .json(&json!({"amount": 500_000, "reference": "november"}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(payout.status(), 202);
+    set_settlement_account(&app, app.test_key(), 12_345_678).await;
+    pay_out(
+        &app,
+        app.test_key(),
+        "po-1",
+        json!({"amount": 500_000, "reference": "november"}),
+    )
+    .await;
     app.approve_kyb().await;
 
     let (mut http, password) = signed_in(&app, Role::Owner).await;
@@ -293,27 +312,16 @@ async fn one_business_never_sees_another_businesses_deposits_events_or_payouts(b
         },
     )
     .await;
-    let put = app
-        .client
-        .put(app.url("/v1/settlement-account"))
-        .bearer_auth(&other.test.secret_key)
-        .json(&json!({"bankCode": "058", "accountNumber": domain::nuban::account_number("058", 87_654_321).unwrap()}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(put.status(), 200);
-    let their_number = s(&put.json::<Value>().await.unwrap(), "accountNumber").to_owned();
-    let payout = app
-        .client
-        .post(app.url("/v1/payouts"))
-        .bearer_auth(&other.test.secret_key)
-        .header("Idempotency-Key", "theirs")
-        .json(&json!({"amount": 100_000}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(payout.status(), 202);
-    let their_payout = s(&payout.json::<Value>().await.unwrap(), "id").to_owned();
+    let put = set_settlement_account(&app, &other.test.secret_key, 87_654_321).await;
+    let their_number = s(&put, "accountNumber").to_owned();
+    let payout = pay_out(
+        &app,
+        &other.test.secret_key,
+        "theirs",
+        json!({"amount": 100_000}),
+    )
+    .await;
+    let their_payout = s(&payout, "id").to_owned();
     let their_events: Value = app
         .get(&other.test.secret_key, "/v1/events")
         .await

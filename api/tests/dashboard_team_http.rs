@@ -439,13 +439,21 @@ async fn live_keys_are_for_owners_and_changes_need_the_password(backend: Backend
 }
 
 /// The Developers page's webhook form in test mode, sent with `url`: the answer to its POST.
-async fn set_test_webhook(owner: &mut Http, token: &str, url: &str) -> Answer {
-    owner
-        .post(
-            "/dashboard/test/developers/webhook",
-            &[("form_token", token), ("url", url)],
-        )
-        .await
+async fn set_test_webhook(http: &mut Http, token: &str, url: &str) -> Answer {
+    http.post(
+        "/dashboard/test/developers/webhook",
+        &[("form_token", token), ("url", url)],
+    )
+    .await
+}
+
+/// The Developers page's "send a test webhook" button in test mode: the answer to its POST.
+async fn send_test_webhook(http: &mut Http, token: &str) -> Answer {
+    http.post(
+        "/dashboard/test/developers/webhook/test",
+        &[("form_token", token)],
+    )
+    .await
 }
 
 async fn webhook_urls_follow_the_admin_rules(backend: Backend) {
@@ -562,27 +570,12 @@ async fn a_test_event_arrives_signed_and_a_rotated_secret_is_shown_once(backend:
     let _worker = start_webhooks_worker(&app, app.shutdown.clone());
     let (mut http, email, _) = signed_in(&app, Role::Developer).await;
     let token = http.get("/dashboard/test/developers").await.form_token();
-    let refused = http
-        .post(
-            "/dashboard/test/developers/webhook/test",
-            &[("form_token", &token)],
-        )
-        .await;
+    let refused = send_test_webhook(&mut http, &token).await;
     assert_eq!(refused.status, 409, "no URL yet");
     assert!(refused.body.contains("Set a webhook URL first"));
-    let set = http
-        .post(
-            "/dashboard/test/developers/webhook",
-            &[("form_token", &token), ("url", &receiver.url)],
-        )
-        .await;
+    let set = set_test_webhook(&mut http, &token, &receiver.url).await;
     assert_eq!(set.status, 303);
-    let sent = http
-        .post(
-            "/dashboard/test/developers/webhook/test",
-            &[("form_token", &token)],
-        )
-        .await;
+    let sent = send_test_webhook(&mut http, &token).await;
     assert_eq!(sent.status, 303);
     let requests = receiver.wait_for(1, WITHIN).await;
     let first = &requests[0];
@@ -640,12 +633,7 @@ async fn a_test_event_arrives_signed_and_a_rotated_secret_is_shown_once(backend:
     assert!(shown_once(&again.body, "new-secret").is_none());
     let page = http.get("/dashboard/test/developers").await;
     assert!(page.body.contains("The previous secret also signs"));
-    let sent = http
-        .post(
-            "/dashboard/test/developers/webhook/test",
-            &[("form_token", &token)],
-        )
-        .await;
+    let sent = send_test_webhook(&mut http, &token).await;
     assert_eq!(sent.status, 303);
     let requests = receiver.wait_for(2, WITHIN).await;
     let second = &requests[1];
