@@ -1,7 +1,6 @@
 //! Requests cannot grow `/metrics`: a stream of made-up methods and paths (unauthenticated) adds
 //! no series. Alone in its test binary because the metrics recorder is one per process.
 
-use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use api::AppState;
