@@ -1,16 +1,18 @@
 //! The `api` binary as an operator runs it: admin commands, `serve`'s refusals, `api dev`.
 
-mod common;
-
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use common::api;
 use serde_json::{Value, json};
 use test_support::{Backend, Receiver, Reply, TestDb};
+
+/// The `api` binary with a clean environment, run in `dir`.
+fn api(dir: &Path) -> Command {
+    test_support::process::command_in(env!("CARGO_BIN_EXE_api"), dir)
+}
 
 fn run_ok(cmd: &mut Command) -> String {
     let out = cmd.output().expect("api runs");
@@ -275,6 +277,26 @@ impl Dev {
     }
 }
 
+/// Ada Obi's test-bank account (with a BVN), created at `url` with `key`: the account (201).
+async fn create_account(
+    client: &reqwest::Client,
+    url: String,
+    key: &str,
+    idempotency_key: &str,
+) -> Value {
+    let resp = client
+        .post(url)
+        .bearer_auth(key)
+        .header("Idempotency-Key", idempotency_key)
+        .json(&json!({"customerName": "Ada Obi", "customerEmail": "ada@example.com", "customerPhone": "08031234567",
+                      "customerBvn": "22212345678", "preferredBank": "test-bank"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 201);
+    resp.json().await.unwrap()
+}
+
 fn field_after(lines: &[String], label: &str) -> String {
     lines
         .iter()
@@ -293,17 +315,7 @@ async fn dev_prints_a_demo_key_and_keeps_data_across_restarts() {
     assert!(field_after(&lines, "test webhook secret:").starts_with("whsec_"));
 
     let client = reqwest::Client::new();
-    let resp = client
-        .post(format!("{base}/virtual-accounts"))
-        .bearer_auth(&key)
-        .header("Idempotency-Key", "first")
-        .json(&json!({"customerName": "Ada Obi", "customerEmail": "ada@example.com", "customerPhone": "08031234567",
-                      "customerBvn": "22212345678", "preferredBank": "test-bank"}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), 201);
-    let account: Value = resp.json().await.unwrap();
+    let account = create_account(&client, format!("{base}/virtual-accounts"), &key, "first").await;
     assert!(dev.terminate().success(), "SIGTERM exits 0");
 
     let dev = Dev::start(dir.path());
@@ -352,17 +364,13 @@ async fn dev_killed_mid_delivery_resumes_it_at_once_after_a_restart() {
     );
 
     let client = reqwest::Client::new();
-    let resp = client
-        .post(format!("{base}/virtual-accounts"))
-        .bearer_auth(&key)
-        .header("Idempotency-Key", "mid-delivery")
-        .json(&json!({"customerName": "Ada Obi", "customerEmail": "ada@example.com", "customerPhone": "08031234567",
-                      "customerBvn": "22212345678", "preferredBank": "test-bank"}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), 201);
-    let account: Value = resp.json().await.unwrap();
+    let account = create_account(
+        &client,
+        format!("{base}/virtual-accounts"),
+        &key,
+        "mid-delivery",
+    )
+    .await;
     let resp = client
         .post(format!(
             "{base}/virtual-accounts/{}/deactivate",
@@ -476,17 +484,13 @@ async fn dev_pays_out_through_its_in_process_worker() {
         .await
         .unwrap();
     assert_eq!(resp.status(), 200);
-    let resp = client
-        .post(format!("{base}/v1/virtual-accounts"))
-        .bearer_auth(&key)
-        .header("Idempotency-Key", "first")
-        .json(&json!({"customerName": "Ada Obi", "customerEmail": "ada@example.com", "customerPhone": "08031234567",
-                      "customerBvn": "22212345678", "preferredBank": "test-bank"}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), 201);
-    let account: Value = resp.json().await.unwrap();
+    let account = create_account(
+        &client,
+        format!("{base}/v1/virtual-accounts"),
+        &key,
+        "first",
+    )
+    .await;
     let resp = client
         .post(format!(
             "{base}/v1/virtual-accounts/{}/simulate-deposit",

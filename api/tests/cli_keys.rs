@@ -1,15 +1,13 @@
 //! `api admin key roll|revoke` as an operator runs them, against the database a running api
 //! uses: the printed key works at once, the old one stops as asked.
 
-mod common;
-
 use std::process::{Command, Output};
 
-use common::{Backend, TestApp, spawn_app};
 use reqwest::StatusCode;
 use serde_json::Value;
+use test_support::{Backend, TestApp, spawn_app};
 
-on_both_databases!(
+test_support::on_both_databases!(
     roll_prints_a_working_key_and_the_old_one_stops,
     roll_with_a_grace_keeps_both_and_refuses_more_than_seven_days,
     revoke_stops_every_working_key,

@@ -6,18 +6,16 @@
 //! `cargo test -p api --test dashboard_browser screenshots -- --ignored` (into
 //! `VAS_SCREENSHOTS`, else /tmp/vas-screens).
 
-mod common;
-mod dashboard_support;
-
 use std::time::Duration;
 
-use common::{Backend, TestApp, account_body, spawn_app, spawn_app_with};
-use dashboard_support::{
-    Browser, add_user, body_text, click, fill, screenshot, sign_in, sign_out, wait_for_url,
-};
 use domain::Role;
-use fantoccini::Locator;
 use serde_json::Value;
+use test_support::browser::fantoccini::Locator;
+use test_support::browser::{
+    Browser, body_text, click, fill, screenshot_both_widths, sign_in, sign_out, wait_for_url,
+};
+use test_support::dashboard::add_user;
+use test_support::{Backend, TestApp, account_body, spawn_app, spawn_app_with};
 
 /// A test's browser with JavaScript off: the dashboard must work without it.
 async fn browser(test: &str) -> Option<Browser> {
@@ -40,7 +38,7 @@ async fn create_accounts(app: &TestApp, n: u32) -> Vec<Value> {
     out
 }
 
-on_both_databases!(sign_in_search_open_an_account_and_sign_out);
+test_support::on_both_databases!(sign_in_search_open_an_account_and_sign_out);
 
 async fn sign_in_search_open_an_account_and_sign_out(backend: Backend) {
     let Some(browser) = browser("sign_in_search_open_an_account_and_sign_out").await else {
@@ -290,15 +288,7 @@ async fn screenshots() {
     let app = spawn_app(Backend::Sqlite).await;
     let (email, password) = add_user(&app, Role::Owner).await;
 
-    let shoot = |name: &'static str| async move {
-        for (label, width, height) in [("desktop", 1280, 900), ("phone", 390, 844)] {
-            c.set_window_size(width, height).await.unwrap();
-            for path in screenshot(c, &format!("{name}-{label}"), 3).await {
-                eprintln!("screenshot: {}", path.display());
-            }
-        }
-        c.set_window_size(1280, 900).await.unwrap();
-    };
+    let shoot = |name: &'static str| screenshot_both_widths(c, name, 3);
 
     c.goto(&app.url("/dashboard/sign-in")).await.unwrap();
     shoot("01-sign-in").await;

@@ -3,12 +3,10 @@
 //! (Chromium treats http://127.0.0.1 as a secure context, as it does localhost); a section typed
 //! without its mode lands on test mode's page. Without Chromium each test says it was skipped.
 
-mod common;
-mod dashboard_support;
-
-use common::{Backend, spawn_app, spawn_app_with};
-use dashboard_support::{Browser, add_user, body_text, signed_in, wait_for_url};
 use domain::Role;
+use test_support::browser::{Browser, body_text, signed_in, wait_for_url};
+use test_support::dashboard::add_user;
+use test_support::{Backend, spawn_app, spawn_app_with};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn host_prefixed_secure_cookies_are_kept_and_sign_in_works() {

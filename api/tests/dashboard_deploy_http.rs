@@ -4,14 +4,9 @@
 //! the audit log from the dashboard and the API. Over plain HTTP; dashboard_deploy_browser.rs
 //! checks the cookies and the redirect in Chromium.
 
-mod common;
-mod dashboard_support;
-
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
-use common::{Backend, TestApp, spawn_app, spawn_app_with};
-use dashboard_support::{Answer, Http, add_user, form_token};
 use domain::keys::hash_secret_key;
 use domain::{AuditAction, Mode, Role};
 use reqwest::StatusCode;
@@ -20,8 +15,10 @@ use serde_json::json;
 use shared::crypto::Cipher;
 use shared::db::audit::AuditEntry;
 use shared::db::entities::{api_key, audit_entry};
+use test_support::dashboard::{Answer, Http, add_user, form_token};
+use test_support::{Backend, TestApp, spawn_app, spawn_app_with};
 
-on_both_databases!(
+test_support::on_both_databases!(
     an_https_public_url_makes_every_cookie_secure_and_host_prefixed,
     api_serve_without_a_public_url_sends_secure_cookies,
     api_dev_on_loopback_sends_plain_cookies,

@@ -8,24 +8,22 @@
 //! `cargo test -p api --test dashboard_pages_browser screenshots -- --ignored` (into
 //! `VAS_SCREENSHOTS`, else /tmp/vas-screens).
 
-mod common;
-mod dashboard_support;
-
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use axum::http::Method;
 use chrono::Utc;
-use common::{Backend, Receiver, Reply, TestApp, account_body, spawn_app};
-use dashboard_support::{
-    Browser, add_user, body_text, click, fill, screenshot, signed_in, wait_for_url,
-};
 use domain::{Bank, Mode, Role};
-use fantoccini::wd::WebDriverCompatibleCommand;
-use fantoccini::{Client, Locator};
 use serde_json::{Value, json};
 use shared::db::deposits::{self, Recorded, Source};
 use shared::providers::RemoteTransaction;
+use test_support::browser::fantoccini::wd::WebDriverCompatibleCommand;
+use test_support::browser::fantoccini::{Client, Locator};
+use test_support::browser::{
+    Browser, body_text, click, fill, screenshot_both_widths, signed_in, wait_for_url,
+};
+use test_support::dashboard::{add_user, parse_csv};
+use test_support::{Backend, Receiver, Reply, TestApp, account_body, spawn_app};
 
 async fn rows(c: &Client, css: &str) -> usize {
     c.find_all(Locator::Css(css)).await.unwrap().len()
@@ -115,33 +113,7 @@ async fn downloaded(dir: &Path) -> (String, Vec<u8>) {
     panic!("no download in {}", dir.display());
 }
 
-/// A small RFC 4180 reader: records end in CRLF, quoted fields hold commas, quotes, line breaks.
-fn parse_csv(text: &str) -> Vec<Vec<String>> {
-    let (mut rows, mut row, mut cell, mut quoted) = (Vec::new(), Vec::new(), String::new(), false);
-    let mut chars = text.chars().peekable();
-    while let Some(c) = chars.next() {
-        match (quoted, c) {
-            (true, '"') if chars.peek() == Some(&'"') => {
-                chars.next();
-                cell.push('"');
-            }
-            (true, '"') => quoted = false,
-            (true, c) => cell.push(c),
-            (false, '"') => quoted = true,
-            (false, ',') => row.push(std::mem::take(&mut cell)),
-            (false, '\r') => {
-                assert_eq!(chars.next(), Some('\n'));
-                row.push(std::mem::take(&mut cell));
-                rows.push(std::mem::take(&mut row));
-            }
-            (false, c) => cell.push(c),
-        }
-    }
-    assert!(row.is_empty() && cell.is_empty(), "ends in CRLF");
-    rows
-}
-
-on_both_databases!(search_deposits_and_download_the_csv);
+test_support::on_both_databases!(search_deposits_and_download_the_csv);
 
 async fn search_deposits_and_download_the_csv(backend: Backend) {
     let Some(browser) = Browser::start("search_deposits_and_download_the_csv", false).await else {
@@ -250,7 +222,7 @@ async fn resend_an_event_and_see_the_new_delivery() {
     receiver.set_default(Reply::ok().body("thanks"));
     app.set_webhook_url(&app.business.id, Mode::Test, &receiver.url)
         .await;
-    let _worker = common::start_webhooks_worker(&app, app.shutdown.clone());
+    let _worker = test_support::start_webhooks_worker(&app, app.shutdown.clone());
     let a = account(&app, 1).await;
     deposit(&app, &a, "REF-1", 150_000, "rent").await;
     let first = receiver.wait_for(1, Duration::from_secs(20)).await;
@@ -378,15 +350,7 @@ async fn screenshots() {
     let c = &browser.client;
     let app = spawn_app(Backend::Sqlite).await;
     let (email, password) = add_user(&app, Role::Owner).await;
-    let shoot = |name: &'static str| async move {
-        for (label, width, height) in [("desktop", 1280, 900), ("phone", 390, 844)] {
-            c.set_window_size(width, height).await.unwrap();
-            for path in screenshot(c, &format!("{name}-{label}"), 3).await {
-                eprintln!("screenshot: {}", path.display());
-            }
-        }
-        c.set_window_size(1280, 900).await.unwrap();
-    };
+    let shoot = |name: &'static str| screenshot_both_widths(c, name, 3);
     signed_in(c, &app, &email, &password).await;
     for (name, path) in [
         ("20-deposits-empty", "/dashboard/test/deposits"),
@@ -402,7 +366,7 @@ async fn screenshots() {
     receiver.set_default(Reply::ok().body("ok"));
     app.set_webhook_url(&app.business.id, Mode::Test, &receiver.url)
         .await;
-    let _worker = common::start_webhooks_worker(&app, app.shutdown.clone());
+    let _worker = test_support::start_webhooks_worker(&app, app.shutdown.clone());
     let mut accounts = Vec::new();
     for n in 0..4 {
         accounts.push(account(&app, n).await);

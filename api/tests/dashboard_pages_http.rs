@@ -3,18 +3,17 @@
 //! however many batches), resending and changing the settlement account (roles, form tokens,
 //! the password), tenancy by id guessing, and that no secret reaches any page or the CSV.
 
-mod common;
-mod dashboard_support;
-
 use chrono::{Duration, Utc};
-use common::{Backend, TestApp, account_body, spawn_app};
-use dashboard_support::{Answer, Http, SESSION_COOKIE, add_user, add_user_to};
 use domain::{Bank, KybStatus, Mode, Role};
 use serde_json::{Value, json};
 use shared::db::deposits::{self, Recorded, Source};
 use shared::providers::RemoteTransaction;
+use test_support::dashboard::{
+    Answer, Http, SESSION_COOKIE, add_user, add_user_to, assert_no_secret_seen, parse_csv,
+};
+use test_support::{Backend, TestApp, account_body, spawn_app};
 
-on_both_databases!(
+test_support::on_both_databases!(
     a_full_browse_of_deposits_events_and_balance_shows_no_secret,
     one_business_never_sees_another_businesses_deposits_events_or_payouts,
     posts_without_their_form_token_are_refused_and_change_nothing,
@@ -83,6 +82,65 @@ async fn record(app: &TestApp, tx: Tx<'_>) -> String {
     }
 }
 
+/// A deposit (REF-1, 150,000 kobo) to a new account: the account.
+async fn a_deposit(app: &TestApp) -> Value {
+    let a = account(app, 1).await;
+    record(
+        app,
+        Tx {
+            account: &a,
+            reference: "REF-1",
+            amount: 150_000,
+            sender: "Bola",
+            narration: "x",
+        },
+    )
+    .await;
+    a
+}
+
+/// [`a_deposit`], and the id of the event announcing it.
+async fn a_deposit_event(app: &TestApp) -> String {
+    a_deposit(app).await;
+    let events: Value = app
+        .get(app.test_key(), "/v1/events")
+        .await
+        .json()
+        .await
+        .unwrap();
+    s(&events["data"][0], "id").to_owned()
+}
+
+/// Sets the settlement account of `key`'s business to the NUBAN of bank 058 and `serial` (200):
+/// the account as answered.
+async fn set_settlement_account(app: &TestApp, key: &str, serial: u32) -> Value {
+    let put = app
+        .client
+        .put(app.url("/v1/settlement-account"))
+        .bearer_auth(key)
+        .json(&json!({"bankCode": "058", "accountNumber": domain::nuban::account_number("058", serial).unwrap()}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(put.status(), 200);
+    put.json().await.unwrap()
+}
+
+/// Asks for a payout of `body` with `key` (202): the payout as answered.
+async fn pay_out(app: &TestApp, key: &str, idempotency_key: &str, body: Value) -> Value {
+    let payout = app
+        .client
+        .post(app.url("/v1/payouts"))
+        .bearer_auth(key)
+        .header("Idempotency-Key", idempotency_key)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(payout.status(), 202);
+    payout.json().await.unwrap()
+}
+
 /// How many deliveries the API lists for an event.
 async fn delivery_count(app: &TestApp, event: &str) -> usize {
     let e: Value = app
@@ -121,39 +179,6 @@ async fn signed_in(app: &TestApp, role: Role) -> (Http, String) {
     let mut http = Http::new(app);
     http.sign_in(&email, &password).await;
     (http, password)
-}
-
-/// A small RFC 4180 reader (quoted fields, doubled quotes, CRLF inside quotes).
-fn parse_csv(text: &str) -> Vec<Vec<String>> {
-    let mut rows = Vec::new();
-    let mut row = Vec::new();
-    let mut cell = String::new();
-    let mut chars = text.chars().peekable();
-    let mut quoted = false;
-    while let Some(c) = chars.next() {
-        match (quoted, c) {
-            (true, '"') if chars.peek() == Some(&'"') => {
-                chars.next();
-                cell.push('"');
-            }
-            (true, '"') => quoted = false,
-            (true, c) => cell.push(c),
-            (false, '"') => quoted = true,
-            (false, ',') => row.push(std::mem::take(&mut cell)),
-            (false, '\r') => {
-                assert_eq!(chars.next(), Some('\n'), "a CR not followed by LF");
-                row.push(std::mem::take(&mut cell));
-                rows.push(std::mem::take(&mut row));
-            }
-            (false, '\n') => panic!("a bare LF ends a record: records end in CRLF"),
-            (false, c) => cell.push(c),
-        }
-    }
-    assert!(
-        cell.is_empty() && row.is_empty(),
-        "the last record ends in CRLF"
-    );
-    rows
 }
 
 /// The export's records, header first, after checking the download's headers and its BOM.
@@ -217,25 +242,14 @@ async fn a_full_browse_of_deposits_events_and_balance_shows_no_secret(backend: B
         )
         .await;
     }
-    let put = app
-        .client
-        .put(app.url("/v1/settlement-account"))
-        .bearer_auth(app.test_key())
-        .json(&json!({"bankCode": "058", "accountNumber": domain::nuban::account_number("058", 12_345_678).unwrap()}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(put.status(), 200);
-    let payout = app
-        .client
-        .post(app.url("/v1/payouts"))
-        .bearer_auth(app.test_key())
-        .header("Idempotency-Key", "po-1")
-        .json(&json!({"amount": 500_000, "reference": "november"}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(payout.status(), 202);
+    set_settlement_account(&app, app.test_key(), 12_345_678).await;
+    pay_out(
+        &app,
+        app.test_key(),
+        "po-1",
+        json!({"amount": 500_000, "reference": "november"}),
+    )
+    .await;
     app.approve_kyb().await;
 
     let (mut http, password) = signed_in(&app, Role::Owner).await;
@@ -276,23 +290,9 @@ async fn a_full_browse_of_deposits_events_and_balance_shows_no_secret(backend: B
     assert!(balance.body.contains("₦5,000.00"), "the payout");
     assert!(balance.body.contains("november"));
 
-    let session_token = http.cookies[SESSION_COOKIE].clone();
     assert!(http.seen.len() > paths.len());
+    assert_no_secret_seen(&http, &app, &password, &bvns);
     for body in &http.seen {
-        for bvn in &bvns {
-            assert!(!body.contains(bvn.as_str()), "an identity number in a page");
-        }
-        for secret in [
-            app.business.test.secret_key.as_str(),
-            app.business.live.secret_key.as_str(),
-            app.business.test.webhook_secret.as_str(),
-            app.business.live.webhook_secret.as_str(),
-            password.as_str(),
-            session_token.as_str(),
-        ] {
-            assert!(!body.contains(secret), "a secret in a page");
-        }
-        assert!(!body.contains("whsec_"));
         assert!(!body.contains("identity_enc") && !body.contains("customerBvn"));
     }
 }
@@ -312,27 +312,16 @@ async fn one_business_never_sees_another_businesses_deposits_events_or_payouts(b
         },
     )
     .await;
-    let put = app
-        .client
-        .put(app.url("/v1/settlement-account"))
-        .bearer_auth(&other.test.secret_key)
-        .json(&json!({"bankCode": "058", "accountNumber": domain::nuban::account_number("058", 87_654_321).unwrap()}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(put.status(), 200);
-    let their_number = s(&put.json::<Value>().await.unwrap(), "accountNumber").to_owned();
-    let payout = app
-        .client
-        .post(app.url("/v1/payouts"))
-        .bearer_auth(&other.test.secret_key)
-        .header("Idempotency-Key", "theirs")
-        .json(&json!({"amount": 100_000}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(payout.status(), 202);
-    let their_payout = s(&payout.json::<Value>().await.unwrap(), "id").to_owned();
+    let put = set_settlement_account(&app, &other.test.secret_key, 87_654_321).await;
+    let their_number = s(&put, "accountNumber").to_owned();
+    let payout = pay_out(
+        &app,
+        &other.test.secret_key,
+        "theirs",
+        json!({"amount": 100_000}),
+    )
+    .await;
+    let their_payout = s(&payout, "id").to_owned();
     let their_events: Value = app
         .get(&other.test.secret_key, "/v1/events")
         .await
@@ -431,28 +420,10 @@ async fn one_business_never_sees_another_businesses_deposits_events_or_payouts(b
 
 async fn posts_without_their_form_token_are_refused_and_change_nothing(backend: Backend) {
     let app = spawn_app(backend).await;
-    let receiver = common::Receiver::start().await;
+    let receiver = test_support::Receiver::start().await;
     app.set_webhook_url(&app.business.id, Mode::Test, &receiver.url)
         .await;
-    let a = account(&app, 1).await;
-    record(
-        &app,
-        Tx {
-            account: &a,
-            reference: "REF-1",
-            amount: 150_000,
-            sender: "Bola",
-            narration: "x",
-        },
-    )
-    .await;
-    let events: Value = app
-        .get(app.test_key(), "/v1/events")
-        .await
-        .json()
-        .await
-        .unwrap();
-    let event = s(&events["data"][0], "id").to_owned();
+    let event = a_deposit_event(&app).await;
     let before = delivery_count(&app, &event).await;
 
     let (mut http, password) = signed_in(&app, Role::Owner).await;
@@ -495,28 +466,10 @@ async fn posts_without_their_form_token_are_refused_and_change_nothing(backend: 
 
 async fn roles_decide_who_resends_and_who_changes_the_settlement_account(backend: Backend) {
     let app = spawn_app(backend).await;
-    let receiver = common::Receiver::start().await;
+    let receiver = test_support::Receiver::start().await;
     app.set_webhook_url(&app.business.id, Mode::Test, &receiver.url)
         .await;
-    let a = account(&app, 1).await;
-    record(
-        &app,
-        Tx {
-            account: &a,
-            reference: "REF-1",
-            amount: 150_000,
-            sender: "Bola",
-            narration: "x",
-        },
-    )
-    .await;
-    let events: Value = app
-        .get(app.test_key(), "/v1/events")
-        .await
-        .json()
-        .await
-        .unwrap();
-    let event = s(&events["data"][0], "id").to_owned();
+    let event = a_deposit_event(&app).await;
     let event_page = format!("/dashboard/test/events/{event}");
     let resend_path = format!("{event_page}/resend");
     let number = domain::nuban::account_number("058", 12_345_678).unwrap();
@@ -558,18 +511,8 @@ async fn roles_decide_who_resends_and_who_changes_the_settlement_account(backend
     assert_eq!(resent.status, 303);
     assert_eq!(resent.location(), format!("{event_page}?done=resent"));
     // The resend is in the audit log, under the developer, naming the event.
-    let (entries, _) = shared::db::audit::list(
-        &app.db,
-        &app.business.id,
-        &shared::db::paging::PageRequest {
-            page_size: 100,
-            position: shared::db::paging::Position::Page(1),
-        },
-    )
-    .await
-    .unwrap();
+    let entries = test_support::store::audit_log(&app.db, &app.business.id).await;
     let resends: Vec<_> = entries
-        .rows
         .iter()
         .filter(|e| e.action == domain::AuditAction::EventResent)
         .collect();
@@ -956,23 +899,12 @@ async fn the_csv_export_is_the_whole_filtered_set_as_a_spreadsheet_reads_it(back
 
 async fn events_are_listed_by_type_with_their_delivery_attempts(backend: Backend) {
     let app = spawn_app(backend).await;
-    let receiver = common::Receiver::start().await;
-    receiver.set_default(common::Reply::status(500).body("receiver down <b>now</b>"));
+    let receiver = test_support::Receiver::start().await;
+    receiver.set_default(test_support::Reply::status(500).body("receiver down <b>now</b>"));
     app.set_webhook_url(&app.business.id, Mode::Test, &receiver.url)
         .await;
-    let _worker = common::start_webhooks_worker(&app, app.shutdown.clone());
-    let a = account(&app, 1).await;
-    record(
-        &app,
-        Tx {
-            account: &a,
-            reference: "REF-1",
-            amount: 150_000,
-            sender: "Bola",
-            narration: "x",
-        },
-    )
-    .await;
+    let _worker = test_support::start_webhooks_worker(&app, app.shutdown.clone());
+    let a = a_deposit(&app).await;
     app.relay.kick();
     receiver
         .wait_for(1, std::time::Duration::from_secs(20))
@@ -986,7 +918,7 @@ async fn events_are_listed_by_type_with_their_delivery_attempts(backend: Backend
     let event = s(&events["data"][0], "id").to_owned();
     assert_eq!(events["data"][0]["type"], "deposit.received");
     // The attempt is recorded just after the receiver answers.
-    common::wait_until(
+    test_support::wait_until(
         "the attempt recorded",
         std::time::Duration::from_secs(20),
         async || {

@@ -6,22 +6,20 @@
 //! `cargo test -p api --test dashboard_team_browser screenshots -- --ignored` (into
 //! `VAS_SCREENSHOTS`, else /tmp/vas-screens).
 
-mod common;
-mod dashboard_support;
-
 use std::time::Duration;
 
-use common::{Backend, Receiver, Reply, TestApp, account_body, spawn_app, start_webhooks_worker};
-use dashboard_support::{
-    Browser, Http, add_user, body_text, click, fill, find, screenshot, signed_in, wait_for_url,
-};
 use domain::{AuditAction, Role};
-use fantoccini::{Client, Locator};
 use reqwest::StatusCode;
-use shared::db::audit;
-use shared::db::paging::{PageRequest, Position};
+use test_support::browser::fantoccini::{Client, Locator};
+use test_support::browser::{
+    Browser, body_text, click, fill, find, screenshot_both_widths, signed_in, wait_for_url,
+};
+use test_support::dashboard::{Http, add_user};
+use test_support::{
+    Backend, Receiver, Reply, TestApp, account_body, spawn_app, start_webhooks_worker,
+};
 
-on_both_databases!(
+test_support::on_both_databases!(
     a_developer_rolls_the_test_key_and_uses_the_new_one,
     a_test_event_reaches_a_local_receiver_signed,
     removing_a_user_ends_their_session_and_the_last_owner_stays,
@@ -34,17 +32,11 @@ async fn status_with(app: &TestApp, key: &str) -> StatusCode {
 }
 
 async fn audited(app: &TestApp, action: AuditAction) -> usize {
-    let (rows, _) = audit::list(
-        &app.db,
-        &app.business.id,
-        &PageRequest {
-            page_size: 1000,
-            position: Position::Page(1),
-        },
-    )
-    .await
-    .unwrap();
-    rows.rows.iter().filter(|r| r.action == action).count()
+    test_support::store::audit_log(&app.db, &app.business.id)
+        .await
+        .iter()
+        .filter(|r| r.action == action)
+        .count()
 }
 
 /// Rolls from the Developers page, choosing when the old key stops; returns the new key as the
@@ -210,30 +202,7 @@ async fn removing_a_user_ends_their_session_and_the_last_owner_stays(backend: Ba
         .unwrap();
     assert_eq!(rows.len(), 2);
     // The owner's own row: removing the last owner is refused.
-    for row in &rows {
-        if row.text().await.unwrap().contains(&owner_email) {
-            row.find(Locator::Css("details.confirm summary"))
-                .await
-                .unwrap()
-                .click()
-                .await
-                .unwrap();
-            // Removing a user takes the owner's password again.
-            row.find(Locator::Css("details.confirm input[type=password]"))
-                .await
-                .unwrap()
-                .send_keys(&owner_password)
-                .await
-                .unwrap();
-            row.find(Locator::Css("details.confirm button"))
-                .await
-                .unwrap()
-                .click()
-                .await
-                .unwrap();
-            break;
-        }
-    }
+    remove_member(c, &owner_email, &owner_password).await;
     c.wait()
         .at_most(WITHIN)
         .for_element(Locator::Css(".notice.error"))
@@ -241,34 +210,7 @@ async fn removing_a_user_ends_their_session_and_the_last_owner_stays(backend: Ba
         .unwrap();
     assert!(body_text(c).await.contains("A business needs an owner"));
 
-    let rows = c
-        .find_all(Locator::Css("table.members tbody tr"))
-        .await
-        .unwrap();
-    for row in &rows {
-        if row.text().await.unwrap().contains(&dev_email) {
-            row.find(Locator::Css("details.confirm summary"))
-                .await
-                .unwrap()
-                .click()
-                .await
-                .unwrap();
-            // Removing a user takes the owner's password again.
-            row.find(Locator::Css("details.confirm input[type=password]"))
-                .await
-                .unwrap()
-                .send_keys(&owner_password)
-                .await
-                .unwrap();
-            row.find(Locator::Css("details.confirm button"))
-                .await
-                .unwrap()
-                .click()
-                .await
-                .unwrap();
-            break;
-        }
-    }
+    remove_member(c, &dev_email, &owner_password).await;
     wait_for_url(c, "the Team page after removing", |u| {
         u.query().is_some_and(|q| q.contains("done=removed"))
     })
@@ -298,6 +240,38 @@ async fn removing_a_user_ends_their_session_and_the_last_owner_stays(backend: Ba
     browser.finish().await;
 }
 
+/// Removes the member `email` from the Team page, confirming with `password` (removing a user
+/// takes the owner's password again).
+async fn remove_member(c: &Client, email: &str, password: &str) {
+    let rows = c
+        .find_all(Locator::Css("table.members tbody tr"))
+        .await
+        .unwrap();
+    for row in &rows {
+        if row.text().await.unwrap().contains(email) {
+            row.find(Locator::Css("details.confirm summary"))
+                .await
+                .unwrap()
+                .click()
+                .await
+                .unwrap();
+            row.find(Locator::Css("details.confirm input[type=password]"))
+                .await
+                .unwrap()
+                .send_keys(password)
+                .await
+                .unwrap();
+            row.find(Locator::Css("details.confirm button"))
+                .await
+                .unwrap()
+                .click()
+                .await
+                .unwrap();
+            return;
+        }
+    }
+}
+
 /// The Developers and Team pages at desktop and phone width, for looking at (not asserting):
 /// run with --ignored.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -318,13 +292,7 @@ async fn screenshots() {
     add_user(&app, Role::Viewer).await;
 
     let shoot = |name: &'static str| async move {
-        for (label, width, height) in [("desktop", 1280, 900), ("phone", 390, 844)] {
-            c.set_window_size(width, height).await.unwrap();
-            for path in screenshot(c, &format!("team-{name}-{label}"), 4).await {
-                eprintln!("screenshot: {}", path.display());
-            }
-        }
-        c.set_window_size(1280, 900).await.unwrap();
+        screenshot_both_widths(c, &format!("team-{name}"), 4).await;
     };
 
     signed_in(c, &app, &email, &password).await;

@@ -5,16 +5,8 @@
 //! signed, the last owner stays, and every change is in the audit log (never a secret). The
 //! browser tests (dashboard_team_browser.rs) drive the same pages in Chromium.
 
-mod common;
-mod dashboard_support;
-
 use std::time::Duration;
 
-use common::{
-    Backend, Receiver, Reply, TestApp, account_body, eventually, spawn_app, spawn_app_with,
-    start_webhooks_worker,
-};
-use dashboard_support::{Answer, Http, add_user};
 use domain::{AuditAction, Mode, Role};
 use reqwest::StatusCode;
 use sea_orm::sea_query::Expr;
@@ -22,9 +14,13 @@ use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
 use shared::db::audit::{self, AuditEntry};
 use shared::db::entities::api_key;
 use shared::db::keys::{self, KeyAction};
-use shared::db::paging::{PageRequest, Position};
+use test_support::dashboard::{Answer, Http, add_user};
+use test_support::{
+    Backend, Receiver, Reply, TestApp, account_body, eventually, spawn_app, spawn_app_with,
+    start_webhooks_worker,
+};
 
-on_both_databases!(
+test_support::on_both_databases!(
     a_rolled_key_works_at_once_and_the_old_one_stops_at_once,
     a_new_key_is_in_exactly_one_response_body,
     a_grace_keeps_the_old_key_working_until_it_ends,
@@ -107,17 +103,7 @@ async fn status_with(app: &TestApp, key: &str) -> StatusCode {
 
 /// The business's audit log, newest first.
 async fn audit_rows(app: &TestApp) -> Vec<AuditEntry> {
-    let (fetched, _) = audit::list(
-        &app.db,
-        &app.business.id,
-        &PageRequest {
-            page_size: 1000,
-            position: Position::Page(1),
-        },
-    )
-    .await
-    .unwrap();
-    fetched.rows
+    test_support::store::audit_log(&app.db, &app.business.id).await
 }
 
 async fn rows_of(app: &TestApp, action: AuditAction) -> Vec<AuditEntry> {
@@ -452,6 +438,24 @@ async fn live_keys_are_for_owners_and_changes_need_the_password(backend: Backend
     assert!(rows_of(&app, AuditAction::WebhookUrlSet).await.is_empty());
 }
 
+/// The Developers page's webhook form in test mode, sent with `url`: the answer to its POST.
+async fn set_test_webhook(http: &mut Http, token: &str, url: &str) -> Answer {
+    http.post(
+        "/dashboard/test/developers/webhook",
+        &[("form_token", token), ("url", url)],
+    )
+    .await
+}
+
+/// The Developers page's "send a test webhook" button in test mode: the answer to its POST.
+async fn send_test_webhook(http: &mut Http, token: &str) -> Answer {
+    http.post(
+        "/dashboard/test/developers/webhook/test",
+        &[("form_token", token)],
+    )
+    .await
+}
+
 async fn webhook_urls_follow_the_admin_rules(backend: Backend) {
     // As in production: no private addresses allowed.
     let app = spawn_app_with(backend, |c| c.webhooks.allow_private_addresses = false).await;
@@ -523,12 +527,7 @@ async fn webhook_urls_follow_the_admin_rules(backend: Backend) {
             .unwrap(),
         None
     );
-    let set = owner
-        .post(
-            "/dashboard/test/developers/webhook",
-            &[("form_token", &token), ("url", "http://93.184.216.34/hook")],
-        )
-        .await;
+    let set = set_test_webhook(&mut owner, &token, "http://93.184.216.34/hook").await;
     assert_eq!(set.status, 303);
     let page = owner.follow(set).await;
     assert!(page.body.contains("Webhook URL saved"));
@@ -543,27 +542,14 @@ async fn an_operator_may_allow_webhooks_to_this_machine_never_to_link_local(back
     assert!(app.config.webhooks.allow_private_addresses);
     let (mut owner, _, _) = signed_in(&app, Role::Owner).await;
     let token = owner.get("/dashboard/test/developers").await.form_token();
-    let metadata = owner
-        .post(
-            "/dashboard/test/developers/webhook",
-            &[
-                ("form_token", &token),
-                ("url", "http://169.254.169.254/latest"),
-            ],
-        )
-        .await;
+    let metadata = set_test_webhook(&mut owner, &token, "http://169.254.169.254/latest").await;
     assert_eq!(metadata.status, 422);
     assert!(
         metadata.body.contains("link-local address"),
         "{}",
         metadata.body
     );
-    let set = owner
-        .post(
-            "/dashboard/test/developers/webhook",
-            &[("form_token", &token), ("url", "http://127.0.0.1:9/hook")],
-        )
-        .await;
+    let set = set_test_webhook(&mut owner, &token, "http://127.0.0.1:9/hook").await;
     assert_eq!(set.status, 303);
     let page = owner.follow(set).await;
     assert!(page.body.contains("Webhook URL saved"));
@@ -584,27 +570,12 @@ async fn a_test_event_arrives_signed_and_a_rotated_secret_is_shown_once(backend:
     let _worker = start_webhooks_worker(&app, app.shutdown.clone());
     let (mut http, email, _) = signed_in(&app, Role::Developer).await;
     let token = http.get("/dashboard/test/developers").await.form_token();
-    let refused = http
-        .post(
-            "/dashboard/test/developers/webhook/test",
-            &[("form_token", &token)],
-        )
-        .await;
+    let refused = send_test_webhook(&mut http, &token).await;
     assert_eq!(refused.status, 409, "no URL yet");
     assert!(refused.body.contains("Set a webhook URL first"));
-    let set = http
-        .post(
-            "/dashboard/test/developers/webhook",
-            &[("form_token", &token), ("url", &receiver.url)],
-        )
-        .await;
+    let set = set_test_webhook(&mut http, &token, &receiver.url).await;
     assert_eq!(set.status, 303);
-    let sent = http
-        .post(
-            "/dashboard/test/developers/webhook/test",
-            &[("form_token", &token)],
-        )
-        .await;
+    let sent = send_test_webhook(&mut http, &token).await;
     assert_eq!(sent.status, 303);
     let requests = receiver.wait_for(1, WITHIN).await;
     let first = &requests[0];
@@ -662,12 +633,7 @@ async fn a_test_event_arrives_signed_and_a_rotated_secret_is_shown_once(backend:
     assert!(shown_once(&again.body, "new-secret").is_none());
     let page = http.get("/dashboard/test/developers").await;
     assert!(page.body.contains("The previous secret also signs"));
-    let sent = http
-        .post(
-            "/dashboard/test/developers/webhook/test",
-            &[("form_token", &token)],
-        )
-        .await;
+    let sent = send_test_webhook(&mut http, &token).await;
     assert_eq!(sent.status, 303);
     let requests = receiver.wait_for(2, WITHIN).await;
     let second = &requests[1];
@@ -767,7 +733,7 @@ async fn team_add_change_and_remove_users(backend: Backend) {
     let other = app
         .other_business("Other Ltd", domain::KybStatus::Pending)
         .await;
-    let (stranger, _) = dashboard_support::add_user_to(&app, &other.id, Role::Viewer).await;
+    let (stranger, _) = test_support::dashboard::add_user_to(&app, &other.id, Role::Viewer).await;
     let stranger_id = shared::db::users::find_by_email(&app.db, &stranger)
         .await
         .unwrap()

@@ -3,13 +3,11 @@
 //! `VAS_HTTP__BODY_READ_TIMEOUT_SECS`; a cut-off body is recorded as the 408 it is answered),
 //! and handlers still see the caller's address.
 
-use std::net::SocketAddr;
 use std::num::NonZeroU64;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use test_support::http::trickle;
 use test_support::{Backend, spawn_app_with};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 
 test_support::on_both_databases!(
     a_head_sent_a_byte_a_second_is_disconnected_at_the_header_limit,
@@ -20,32 +18,6 @@ const LIMIT: Duration = Duration::from_secs(2);
 
 fn two_seconds() -> NonZeroU64 {
     NonZeroU64::new(LIMIT.as_secs()).unwrap()
-}
-
-/// Sends `head` at once, then `trickle` one byte a second, until the server answers and closes
-/// (or 10 s pass); returns what it answered and when it let go, from the first trickled byte.
-async fn trickle(addr: SocketAddr, head: &[u8], trickle: &[u8]) -> (String, Option<Duration>) {
-    let mut stream = TcpStream::connect(addr).await.unwrap();
-    stream.write_all(head).await.unwrap();
-    let started = Instant::now();
-    let (mut read, mut write) = stream.into_split();
-    let trickle = trickle.to_vec();
-    let writer = tokio::spawn(async move {
-        for byte in trickle {
-            if write.write_all(&[byte]).await.is_err() {
-                return;
-            }
-            tokio::time::sleep(Duration::from_secs(1)).await;
-        }
-    });
-    let mut answer = Vec::new();
-    // End of stream or a reset: either way the server let go.
-    let outcome = tokio::time::timeout(Duration::from_secs(10), read.read_to_end(&mut answer))
-        .await
-        .ok()
-        .map(|_| started.elapsed());
-    writer.abort();
-    (String::from_utf8_lossy(&answer).into_owned(), outcome)
 }
 
 async fn a_head_sent_a_byte_a_second_is_disconnected_at_the_header_limit(backend: Backend) {

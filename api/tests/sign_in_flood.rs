@@ -4,19 +4,17 @@
 //! read what is process-wide (`/metrics`' password-check counter, the process's resident
 //! memory), and its tests run one at a time for the same reason.
 
-mod common;
-mod dashboard_support;
-
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{Backend, spawn_app_with};
-use dashboard_support::{Http, add_user};
 use domain::Role;
 use sea_orm::ConnectionTrait;
+use test_support::dashboard::{Http, add_user};
+use test_support::metrics::{peak_rss_kib, rss_kib};
+use test_support::{Backend, spawn_app_with};
 use tokio::sync::Mutex;
 
-on_both_databases!(
+test_support::on_both_databases!(
     parallel_wrong_passwords_check_five_and_then_refuse_the_right_one,
     five_hundred_sign_ins_at_once_keep_memory_bounded_and_the_api_answering,
     an_unknown_email_costs_one_password_check_like_a_known_one,
@@ -36,26 +34,6 @@ async fn password_checks(base: &str) -> u64 {
     text.lines()
         .find_map(|l| l.strip_prefix("dashboard_password_checks_total "))
         .map_or(0, |v| v.trim().parse::<f64>().unwrap() as u64)
-}
-
-/// This process's resident memory now and at its peak (VmRSS, VmHWM), in KiB: the api runs in
-/// this process.
-fn rss_kib() -> (u64, u64) {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap();
-    let field = |name: &str| {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(name))
-            .map(|v| {
-                v.trim()
-                    .trim_end_matches("kB")
-                    .trim()
-                    .parse::<u64>()
-                    .unwrap()
-            })
-            .unwrap()
-    };
-    (field("VmRSS:"), field("VmHWM:"))
 }
 
 async fn parallel_wrong_passwords_check_five_and_then_refuse_the_right_one(backend: Backend) {
@@ -128,7 +106,8 @@ async fn five_hundred_sign_ins_at_once_keep_memory_bounded_and_the_api_answering
         .map(|(k, v)| format!("{k}={v}"))
         .collect::<Vec<_>>()
         .join("; ");
-    let (rss_before, _) = rss_kib();
+    // The api runs in this process: its memory is this process's.
+    let rss_before = rss_kib().expect("VmRSS");
 
     // Valid API requests, one after the other, for as long as the flood lasts.
     let flooding = Arc::new(std::sync::atomic::AtomicBool::new(true));
@@ -160,7 +139,7 @@ async fn five_hundred_sign_ins_at_once_keep_memory_bounded_and_the_api_answering
         tokio::spawn(async move {
             let mut peak = 0;
             while flooding.load(std::sync::atomic::Ordering::Relaxed) {
-                peak = peak.max(rss_kib().0);
+                peak = peak.max(rss_kib().expect("VmRSS"));
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
             peak
@@ -199,7 +178,7 @@ async fn five_hundred_sign_ins_at_once_keep_memory_bounded_and_the_api_answering
     flooding.store(false, std::sync::atomic::Ordering::Relaxed);
     let api_answers = api.await.unwrap();
     let peak = peak.await.unwrap();
-    let (rss_after, hwm) = rss_kib();
+    let (rss_after, hwm) = (rss_kib().expect("VmRSS"), peak_rss_kib().expect("VmHWM"));
     let count = |code: u16| answers.iter().filter(|(s, _)| *s == code).count();
     println!(
         "500 sign-ins at once in {took:?}: {} answered 401 (checked), {} answered 429 (busy); \

@@ -3,11 +3,8 @@
 //! dead letters and replays, resends, secret rotation, SSRF refusals in both modes, slow endpoints
 //! that delay nobody else, a worker killed mid-delivery, and the `/events` API.
 
-mod common;
-
 use std::time::Duration;
 
-use common::api;
 use domain::{KybStatus, Mode};
 use reqwest::StatusCode;
 use sea_orm::EntityTrait;
@@ -864,7 +861,7 @@ async fn a_worker_killed_mid_delivery_loses_nothing(backend: Backend) {
 #[test]
 fn setting_a_private_url_is_refused_in_both_modes_with_a_clear_error() {
     let dir = tempfile::tempdir().unwrap();
-    let out = api(dir.path())
+    let out = test_support::process::command_in(env!("CARGO_BIN_EXE_api"), dir.path())
         .args(["admin", "business", "create", "--name", "Acme Ltd"])
         .output()
         .unwrap();
@@ -872,7 +869,7 @@ fn setting_a_private_url_is_refused_in_both_modes_with_a_clear_error() {
     let issued: Value = serde_json::from_slice(&out.stdout).unwrap();
     let id = issued["id"].as_str().unwrap();
     let set_with = |allow: &str, mode: &str, url: &str| {
-        api(dir.path())
+        test_support::process::command_in(env!("CARGO_BIN_EXE_api"), dir.path())
             .env("VAS_WEBHOOKS__ALLOW_PRIVATE_ADDRESSES", allow)
             .args(["admin", "webhook", "set", id, "--mode", mode, "--url", url])
             .output()

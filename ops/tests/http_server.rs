@@ -9,6 +9,7 @@ use axum::body::Bytes;
 use axum::extract::ConnectInfo;
 use axum::routing::{get, post};
 use ops::http::Timeouts;
+use test_support::http::trickle;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_util::sync::CancellationToken;
@@ -96,24 +97,14 @@ async fn closed_after(stream: TcpStream, since: Instant, limit: Duration) -> Opt
 #[tokio::test]
 async fn a_head_sent_one_byte_a_second_is_cut_off_at_the_header_limit() {
     let server = start(secs(2, 30, 60)).await;
-    let started = Instant::now();
-    let stream = TcpStream::connect(server.addr).await.unwrap();
-    let (mut read, mut write) = stream.into_split();
-    let trickle = tokio::spawn(async move {
-        for byte in b"GET / HTTP/1.1\r\nHost: x\r\nX-Padding: aaaaaaaaaaaaaaaa\r\n\r\n" {
-            if write.write_all(&[*byte]).await.is_err() {
-                return;
-            }
-            tokio::time::sleep(Duration::from_secs(1)).await;
-        }
-    });
-    let mut answer = Vec::new();
-    let outcome =
-        tokio::time::timeout(Duration::from_secs(10), read.read_to_end(&mut answer)).await;
-    let elapsed = started.elapsed();
-    trickle.abort();
-    println!("slow header: disconnected after {elapsed:?} (limit 2 s)");
-    assert!(outcome.is_ok(), "still connected after 10 s");
+    let (answer, closed) = trickle(
+        server.addr,
+        b"",
+        b"GET / HTTP/1.1\r\nHost: x\r\nX-Padding: aaaaaaaaaaaaaaaa\r\n\r\n",
+    )
+    .await;
+    println!("slow header: disconnected after {closed:?} (limit 2 s)");
+    let elapsed = closed.expect("still connected after 10 s");
     assert!(answer.is_empty(), "no request was answered");
     assert!(
         elapsed >= Duration::from_millis(1900) && elapsed < Duration::from_millis(3500),
@@ -135,32 +126,17 @@ async fn a_connection_that_sends_nothing_is_closed_at_the_header_limit() {
 #[tokio::test]
 async fn a_body_sent_one_byte_a_second_is_answered_408_at_the_body_limit() {
     let server = start(secs(10, 2, 60)).await;
-    let mut stream = TcpStream::connect(server.addr).await.unwrap();
-    stream
-        .write_all(b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 40\r\n\r\n")
-        .await
-        .unwrap();
-    let started = Instant::now();
-    let (mut read, mut write) = stream.into_split();
-    let trickle = tokio::spawn(async move {
-        for _ in 0..40 {
-            if write.write_all(b"a").await.is_err() {
-                return;
-            }
-            tokio::time::sleep(Duration::from_secs(1)).await;
-        }
-    });
-    let mut answer = Vec::new();
-    let outcome =
-        tokio::time::timeout(Duration::from_secs(10), read.read_to_end(&mut answer)).await;
-    let elapsed = started.elapsed();
-    trickle.abort();
-    let answer = String::from_utf8_lossy(&answer);
+    let (answer, closed) = trickle(
+        server.addr,
+        b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 40\r\n\r\n",
+        &[b'a'; 40],
+    )
+    .await;
     println!(
-        "slow body: {:?} after {elapsed:?} (limit 2 s)",
+        "slow body: {:?} after {closed:?} (limit 2 s)",
         answer.lines().next()
     );
-    assert!(outcome.is_ok(), "still connected after 10 s");
+    let elapsed = closed.expect("still connected after 10 s");
     assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
     assert!(
         answer.to_ascii_lowercase().contains("connection: close"),

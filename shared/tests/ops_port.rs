@@ -3,11 +3,11 @@
 
 use std::num::NonZeroU64;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use ops::config::Config;
 use shared::queue::MemoryBroker;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use test_support::http::trickle;
 use tokio_util::sync::CancellationToken;
 
 #[tokio::test]
@@ -26,26 +26,15 @@ async fn a_head_sent_a_byte_a_second_is_disconnected_at_the_header_limit() {
         .unwrap();
     assert_eq!(healthz.status().as_u16(), 200, "a prompt client is served");
 
-    let started = Instant::now();
-    let stream = tokio::net::TcpStream::connect(address).await.unwrap();
-    let (mut read, mut write) = stream.into_split();
-    let writer = tokio::spawn(async move {
-        for byte in b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n" {
-            if write.write_all(&[*byte]).await.is_err() {
-                return;
-            }
-            tokio::time::sleep(Duration::from_secs(1)).await;
-        }
-    });
-    let mut answer = Vec::new();
-    // End of stream or a reset: either way the worker let go.
-    let outcome =
-        tokio::time::timeout(Duration::from_secs(10), read.read_to_end(&mut answer)).await;
-    let elapsed = started.elapsed();
-    writer.abort();
+    let (answer, closed) = trickle(
+        address,
+        b"",
+        b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n",
+    )
+    .await;
     stop.cancel();
-    println!("ops port, one header byte a second: disconnected after {elapsed:?} (limit 2 s)");
-    assert!(outcome.is_ok(), "still connected after 10 s");
+    println!("ops port, one header byte a second: disconnected after {closed:?} (limit 2 s)");
+    let elapsed = closed.expect("still connected after 10 s");
     assert!(answer.is_empty(), "nothing is answered");
     assert!(elapsed < Duration::from_millis(3500), "{elapsed:?}");
 }

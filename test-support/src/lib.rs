@@ -2,9 +2,10 @@
 //!
 //! - [`wait`]: poll until something holds, or fail saying what did not happen.
 //! - [`json`]: read response bodies and problems.
-//! - [`http`]: serve a router in this process on 127.0.0.1:0.
+//! - [`http`]: serve a router in this process on 127.0.0.1:0; a slow client ([`http::trickle`]).
 //! - [`receiver`]: a scripted webhook receiver that records what arrives.
 //! - [`process`]: the workspace's binaries as an operator runs them.
+//! - [`metrics`]: the series of a `/metrics` exposition, and this process's memory.
 //!
 //! With the `backends` feature:
 //! - [`Backend`], [`on_both_databases!`], [`on_both_brokers!`]: each test on SQLite and the
@@ -16,10 +17,14 @@
 //! - [`stack`]: the real binaries on PostgreSQL and RabbitMQ, for end-to-end tests.
 //!
 //! With the `app` feature: [`TestApp`], the api with its relay, the provider sandbox and, on
-//! demand, each worker, in this process on port 0.
+//! demand, each worker, in this process on port 0; [`dashboard`]: its users, and a cookie-keeping
+//! HTTP client for the dashboard.
+//!
+//! With the `browser` feature: [`browser`], the dashboard in headless Chromium over WebDriver.
 
 pub mod http;
 pub mod json;
+pub mod metrics;
 pub mod process;
 pub mod receiver;
 pub mod wait;
@@ -42,7 +47,12 @@ pub mod store;
 #[cfg(feature = "app")]
 mod app;
 #[cfg(feature = "app")]
+pub mod dashboard;
+#[cfg(feature = "app")]
 mod logs;
+
+#[cfg(feature = "browser")]
+pub mod browser;
 
 pub use json::{expect_problem, id_of, json};
 pub use receiver::{Received, Receiver, Reply};

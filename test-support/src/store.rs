@@ -655,3 +655,22 @@ pub async fn count_dashboard_sessions(db: &DatabaseConnection) -> u64 {
         .await
         .expect("count")
 }
+
+// ---------------------------------------------------------------------------------------------
+// Audit log
+
+/// The audit log of `business_id`, newest first (its first 1,000 entries: more than any test
+/// writes).
+pub async fn audit_log(
+    db: &DatabaseConnection,
+    business_id: &str,
+) -> Vec<shared::db::audit::AuditEntry> {
+    let page = shared::db::paging::PageRequest {
+        page_size: 1000,
+        position: shared::db::paging::Position::Page(1),
+    };
+    let (entries, _) = shared::db::audit::list(db, business_id, &page)
+        .await
+        .expect("the audit log reads");
+    entries.rows
+}

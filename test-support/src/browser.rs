@@ -1,210 +1,16 @@
-//! Dashboard test helpers: users, a plain-HTTP "browser" with a cookie jar (for the HTTP
-//! tests), and headless Chromium over WebDriver (for the browser tests), with a screenshot
-//! helper.
+//! The dashboard in headless Chromium, driven over WebDriver by a chromedriver of each test's
+//! own: start a browser (or say plainly it was skipped), find, fill, click, wait, read, sign in
+//! and out, and screenshots.
 
-#![allow(dead_code)]
-
-use std::collections::BTreeMap;
-use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use api::dashboard::users::create_user;
-use domain::Role;
-use reqwest::header::{HeaderMap, LOCATION, SET_COOKIE};
+use crate::TestApp;
+use crate::http::free_port;
 
-use crate::common::TestApp;
-
-pub const SESSION_COOKIE: &str = "vas_session";
-
-/// A user of the app's business with `role`: (e-mail, password).
-pub async fn add_user(app: &TestApp, role: Role) -> (String, String) {
-    add_user_to(app, &app.business.id, role).await
-}
-
-pub async fn add_user_to(app: &TestApp, business_id: &str, role: Role) -> (String, String) {
-    let email = format!(
-        "{}-{}@example.com",
-        role.as_str(),
-        ulid::Ulid::new().to_string().to_lowercase()
-    );
-    let issued = create_user(&app.db, business_id, &email, role)
-        .await
-        .expect("user created");
-    (issued.email, issued.password)
-}
-
-/// One answer, read whole.
-#[derive(Debug)]
-pub struct Answer {
-    pub status: u16,
-    pub headers: HeaderMap,
-    pub body: String,
-}
-
-impl Answer {
-    pub fn location(&self) -> &str {
-        self.headers
-            .get(LOCATION)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("")
-    }
-
-    pub fn header(&self, name: &str) -> &str {
-        self.headers
-            .get(name)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("")
-    }
-
-    pub fn set_cookies(&self) -> Vec<String> {
-        self.headers
-            .get_all(SET_COOKIE)
-            .iter()
-            .filter_map(|v| v.to_str().ok().map(str::to_owned))
-            .collect()
-    }
-
-    /// The first form token on the page.
-    pub fn form_token(&self) -> String {
-        form_token(&self.body).unwrap_or_else(|| panic!("no form token in {}", self.body))
-    }
-}
-
-pub fn form_token(body: &str) -> Option<String> {
-    let marker = r#"name="form_token" value=""#;
-    let start = body.find(marker)? + marker.len();
-    let end = body[start..].find('"')?;
-    Some(body[start..start + end].to_owned())
-}
-
-/// A client that keeps cookies like a browser and does not follow redirects (tests look at
-/// them); `follow` follows them.
-pub struct Http {
-    pub base: String,
-    client: reqwest::Client,
-    pub cookies: BTreeMap<String, String>,
-    /// Every body received, for secrecy checks.
-    pub seen: Vec<String>,
-}
-
-impl Http {
-    pub fn new(app: &TestApp) -> Http {
-        Http::at(&app.base)
-    }
-
-    pub fn at(base: &str) -> Http {
-        Http {
-            base: base.trim_end_matches('/').to_owned(),
-            client: reqwest::Client::builder()
-                .redirect(reqwest::redirect::Policy::none())
-                .build()
-                .unwrap(),
-            cookies: BTreeMap::new(),
-            seen: Vec::new(),
-        }
-    }
-
-    fn cookie_header(&self) -> String {
-        self.cookies
-            .iter()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect::<Vec<_>>()
-            .join("; ")
-    }
-
-    async fn read(&mut self, response: reqwest::Response) -> Answer {
-        let status = response.status().as_u16();
-        let headers = response.headers().clone();
-        for cookie in headers.get_all(SET_COOKIE) {
-            let cookie = cookie.to_str().unwrap();
-            let pair = cookie.split(';').next().unwrap();
-            let (name, value) = pair.split_once('=').unwrap();
-            if value.is_empty() || cookie.contains("Max-Age=0") {
-                self.cookies.remove(name);
-            } else {
-                self.cookies.insert(name.to_owned(), value.to_owned());
-            }
-        }
-        let body = response.text().await.unwrap();
-        self.seen.push(body.clone());
-        Answer {
-            status,
-            headers,
-            body,
-        }
-    }
-
-    pub fn url(&self, path: &str) -> String {
-        if path.starts_with("http") {
-            path.to_owned()
-        } else {
-            format!("{}{path}", self.base)
-        }
-    }
-
-    pub async fn get(&mut self, path: &str) -> Answer {
-        let mut req = self.client.get(self.url(path));
-        if !self.cookies.is_empty() {
-            req = req.header("cookie", self.cookie_header());
-        }
-        let response = req.send().await.expect("request sent");
-        self.read(response).await
-    }
-
-    /// POST a form as a browser would (with an Origin header, as browsers send on forms).
-    pub async fn post(&mut self, path: &str, fields: &[(&str, &str)]) -> Answer {
-        let body = url::form_urlencoded::Serializer::new(String::new())
-            .extend_pairs(fields)
-            .finish();
-        let mut req = self
-            .client
-            .post(self.url(path))
-            .header("content-type", "application/x-www-form-urlencoded")
-            .header("origin", &self.base)
-            .body(body);
-        if !self.cookies.is_empty() {
-            req = req.header("cookie", self.cookie_header());
-        }
-        let response = req.send().await.expect("request sent");
-        self.read(response).await
-    }
-
-    /// Follows redirects from an answer until a page.
-    pub async fn follow(&mut self, mut answer: Answer) -> Answer {
-        for _ in 0..10 {
-            if !(300..400).contains(&answer.status) {
-                return answer;
-            }
-            let location = answer.location().to_owned();
-            answer = self.get(&location).await;
-        }
-        panic!("too many redirects");
-    }
-
-    /// Signs in with e-mail and password (no TOTP): the answer to the form's POST.
-    pub async fn sign_in_answer(&mut self, email: &str, password: &str) -> Answer {
-        let page = self.get("/dashboard/sign-in").await;
-        let token = page.form_token();
-        self.post(
-            "/dashboard/sign-in",
-            &[
-                ("form_token", &token),
-                ("email", email),
-                ("password", password),
-                ("next", ""),
-            ],
-        )
-        .await
-    }
-
-    pub async fn sign_in(&mut self, email: &str, password: &str) {
-        let answer = self.sign_in_answer(email, password).await;
-        assert_eq!(answer.status, 303, "sign-in failed: {}", answer.body);
-        assert!(self.cookies.contains_key(SESSION_COOKIE));
-    }
-}
+/// The WebDriver client, for what tests do beyond these helpers (one version, this crate's).
+pub use fantoccini;
 
 /// Headless Chromium, driven over WebDriver by a chromedriver of this test's own.
 pub struct Browser {
@@ -247,14 +53,6 @@ fn installed(program: &str) -> Option<PathBuf> {
         .split(':')
         .map(|dir| PathBuf::from(dir).join(program))
         .find(|path| path.is_file())
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 impl Browser {
@@ -383,19 +181,33 @@ pub async fn screenshot(client: &fantoccini::Client, name: &str, max: u32) -> Ve
     paths
 }
 
-/// Pages in the browser tests: find, fill, click, wait, read, sign in and out.
+/// [`screenshot`] at desktop (1280×900) and phone (390×844) width: `<name>-desktop-N.png` and
+/// `<name>-phone-N.png`, each path printed; the window is desktop-sized again afterwards.
+pub async fn screenshot_both_widths(client: &fantoccini::Client, name: &str, max: u32) {
+    for (label, width, height) in [("desktop", 1280, 900), ("phone", 390, 844)] {
+        client.set_window_size(width, height).await.unwrap();
+        for path in screenshot(client, &format!("{name}-{label}"), max).await {
+            eprintln!("screenshot: {}", path.display());
+        }
+    }
+    client.set_window_size(1280, 900).await.unwrap();
+}
+
+/// The element `css` finds on the page (a test failure naming it when there is none).
 pub async fn find(c: &fantoccini::Client, css: &str) -> fantoccini::elements::Element {
     c.find(fantoccini::Locator::Css(css))
         .await
         .unwrap_or_else(|e| panic!("no {css}: {e}"))
 }
 
+/// Replaces the text of the field `css` finds with `text`.
 pub async fn fill(c: &fantoccini::Client, css: &str, text: &str) {
     let field = find(c, css).await;
     field.clear().await.unwrap();
     field.send_keys(text).await.unwrap();
 }
 
+/// Clicks what `css` finds.
 pub async fn click(c: &fantoccini::Client, css: &str) {
     find(c, css).await.click().await.unwrap();
 }
@@ -419,6 +231,7 @@ pub async fn wait_for_url(
     );
 }
 
+/// The page's text, as a reader sees it.
 pub async fn body_text(c: &fantoccini::Client) -> String {
     find(c, "body").await.text().await.unwrap()
 }
@@ -437,6 +250,7 @@ pub async fn signed_in(c: &fantoccini::Client, app: &TestApp, email: &str, passw
     wait_for_url(c, "the dashboard", |u| u.path() != "/dashboard/sign-in").await;
 }
 
+/// Signs out with the page's sign-out button and waits for the sign-in page.
 pub async fn sign_out(c: &fantoccini::Client) {
     click(c, "form[action='/dashboard/sign-out'] button").await;
     wait_for_url(c, "the sign-in page", |u| u.path() == "/dashboard/sign-in").await;
