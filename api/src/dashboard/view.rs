@@ -8,7 +8,7 @@ use chrono::{DateTime, FixedOffset, Utc};
 use domain::payout::PayoutStatus;
 use domain::{AccountStatus, DeliveryStatus, DepositStatus, Mode, RecheckStatus, Role, TextEnum};
 
-use super::passwords::Busy;
+use crate::passwords::Busy;
 
 /// The dashboard's sections, in navigation order. Adding a page: give it a section here (and a
 /// row in [`NAV`]), a route in `dashboard::router`, and a template that extends `base.html`.

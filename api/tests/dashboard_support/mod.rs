@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use api::dashboard::users::create_user;
+use api::actions::users::create_user;
 use domain::Role;
 use reqwest::header::{HeaderMap, LOCATION, SET_COOKIE};
 

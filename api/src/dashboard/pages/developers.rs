@@ -1,8 +1,7 @@
 //! Developers, per mode (SPEC §1, §8): the working secret keys (prefix and last four, created,
-//! last used), rolling and revoking them through `keys::change_by` (the same implementation as
-//! `api admin key`), the webhook URL (the rules of `api admin webhook set`, in
-//! `shared::webhook_url`), rotating the webhook secret, and `webhook.test` events with their
-//! delivery attempts. Test mode is for developers and owners; live mode for owners, whose live
+//! last used), rolling and revoking them, the webhook URL and rotating the webhook secret (the
+//! actions of `api admin key` and `api admin webhook`, in `actions`), and `webhook.test` events
+//! with their delivery attempts. Test mode is for developers and owners; live mode for owners, whose live
 //! changes carry their password.
 //!
 //! A new key or secret is in exactly one response body: the POST that made it renders the page
@@ -14,7 +13,6 @@ use askama::Template;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
-use chrono::Duration;
 use domain::keys::KeyGrace;
 use domain::{AuditAction, EventType, Mode, Role};
 use sea_orm::TransactionTrait;
@@ -24,15 +22,13 @@ use shared::db::keys::{self, Expect, KeyAction, KeyChange};
 use shared::db::paging::{PageRequest, Position};
 use shared::db::{deliveries, events};
 
-use crate::dashboard::FormFields;
-use crate::dashboard::pages::sign_in::password_reentered;
+use crate::actions::{self, webhooks::WebhookError};
+use crate::dashboard::forms::FormFields;
 use crate::dashboard::session::{Developer, Scoped};
 use crate::dashboard::view::{self, Badge, Frame, PageResult, Section, When};
 use crate::extract::QueryPairs;
 use crate::state::AppState;
 
-/// How long the previous webhook secret keeps signing after a rotation (SPEC §6).
-const SECRET_OVERLAP_HOURS: i64 = 24;
 /// The test events the page shows, newest first.
 const TEST_EVENTS_SHOWN: u64 = 5;
 
@@ -150,7 +146,10 @@ async fn password_confirmed(
     fields: &FormFields,
 ) -> anyhow::Result<bool> {
     Ok(scope.mode != Mode::Live
-        || password_reentered(state, &scope.signed, fields.get("password")).await?)
+        || scope
+            .signed
+            .password_reentered(state, fields.get("password"))
+            .await?)
 }
 
 const PASSWORD_NEEDED: &str =
@@ -314,22 +313,17 @@ pub async fn roll(
         return render(&state, &scope, error, unprocessable).await;
     };
     let shown_with = Some(fields.get("current_key")).filter(|id| !id.is_empty());
-    let changed = keys::change_by(
+    let change = actions::keys::change(
         &state.db,
+        Some(&state.auth_cache),
         &scope.signed.actor(),
         scope.business_id(),
         scope.mode,
         KeyAction::Roll(grace),
         Expect::Newest(shown_with),
-        domain::time::now(),
     )
-    .await?
-    .ok_or_else(|| anyhow::anyhow!("the business has no {} settings", scope.mode))?;
-    // This process stops honouring a key rolled away "at once" right now, not after its cache.
-    for hash in &changed.key_hashes {
-        state.auth_cache.forget(hash);
-    }
-    match changed.change {
+    .await?;
+    match change {
         KeyChange::Rolled(rolled) => {
             tracing::info!(business_id = %scope.business_id(), mode = %scope.mode, "secret key rolled from the dashboard");
             // "At once" has no time to show: the page says the key stopped.
@@ -370,21 +364,17 @@ pub async fn revoke(
         let error = failed(PASSWORD_NEEDED);
         return render(&state, &scope, error, StatusCode::UNPROCESSABLE_ENTITY).await;
     }
-    let changed = keys::change_by(
+    let change = actions::keys::change(
         &state.db,
+        Some(&state.auth_cache),
         &scope.signed.actor(),
         scope.business_id(),
         scope.mode,
         KeyAction::RevokeKey(fields.get("key_id").to_owned()),
         Expect::Anything,
-        domain::time::now(),
     )
-    .await?
-    .ok_or_else(|| anyhow::anyhow!("the business has no {} settings", scope.mode))?;
-    for hash in &changed.key_hashes {
-        state.auth_cache.forget(hash);
-    }
-    match changed.change {
+    .await?;
+    match change {
         KeyChange::Revoked(_) => Ok(done(scope.mode, "revoked")),
         _ => {
             let error = failed("That key had already stopped working: nothing changed.");
@@ -418,28 +408,26 @@ pub async fn set_webhook_url(
         .await;
     }
     let policy = shared::ssrf::TargetPolicy::from_config(&state.config.webhooks);
-    let url = match shared::webhook_url::check(scope.mode, &typed, policy).await {
-        Ok(url) => url,
-        Err(e) => {
+    let set = actions::webhooks::set_url(
+        &state.db,
+        policy,
+        &scope.signed.actor(),
+        scope.business_id(),
+        scope.mode,
+        &typed,
+    )
+    .await;
+    match set {
+        Ok(_) => Ok(done(scope.mode, "url")),
+        Err(WebhookError::Refused(e)) => {
             let mut why = e.to_string();
             if let Some(first) = why.get_mut(0..1) {
                 first.make_ascii_uppercase();
             }
-            return render(&state, &scope, refuse(format!("{why}.")), unprocessable).await;
+            render(&state, &scope, refuse(format!("{why}.")), unprocessable).await
         }
-    };
-    let set = businesses::set_webhook_url_by(
-        &state.db,
-        &scope.signed.actor(),
-        scope.business_id(),
-        scope.mode,
-        url.as_str(),
-    )
-    .await?;
-    if !set {
-        return Err(anyhow::anyhow!("the business has no {} settings", scope.mode).into());
+        Err(e) => Err(e.into()),
     }
-    Ok(done(scope.mode, "url"))
 }
 
 pub async fn rotate_secret(
@@ -454,17 +442,15 @@ pub async fn rotate_secret(
         let error = failed(PASSWORD_NEEDED);
         return render(&state, &scope, error, StatusCode::UNPROCESSABLE_ENTITY).await;
     }
-    let rotation = businesses::rotate_webhook_secret_by(
+    let rotation = actions::webhooks::rotate_secret(
         &state.db,
         &state.cipher,
         &scope.signed.actor(),
         scope.business_id(),
         scope.mode,
-        Duration::hours(SECRET_OVERLAP_HOURS),
         Some(fields.get("secret_version")),
     )
-    .await?
-    .ok_or_else(|| anyhow::anyhow!("the business has no {} settings", scope.mode))?;
+    .await?;
     match rotation {
         Rotation::Rotated(secret) => {
             tracing::info!(business_id = %scope.business_id(), mode = %scope.mode, "webhook secret rotated from the dashboard");

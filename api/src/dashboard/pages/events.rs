@@ -1,6 +1,6 @@
 //! Events: the mode's events by type (the API's `GET /events` list and paging), an event's page
 //! with its data and every delivery attempt, and resending (developer and owner), through the
-//! API's own resend.
+//! API's action (`actions::events`).
 
 use askama::Template;
 use axum::extract::rejection::PathRejection;
@@ -14,11 +14,11 @@ use shared::db::events::{self, Event};
 use shared::db::paging::Filter;
 
 use super::listing::{self, Pager, PagerInput};
-use crate::dashboard::FormFields;
+use crate::actions::{self, events::ResendError};
+use crate::dashboard::forms::FormFields;
 use crate::dashboard::session::{Developer, MinRole, Scoped, Viewer};
 use crate::dashboard::view::{self, Badge, Frame, PageResult, Section, When};
 use crate::extract::QueryPairs;
-use crate::routes::events::resend_event;
 use crate::state::AppState;
 
 const PAGE_SIZE: u64 = 25;
@@ -282,8 +282,10 @@ pub async fn resend(
     let Some(event) = find_event(&state, &scope, path).await? else {
         return Ok(not_found(&scope));
     };
-    let Some(delivery) = resend_event(&state, &event).await? else {
-        return render_event(
+    let delivery = match actions::events::resend(&state, &event).await {
+        Ok(delivery) => delivery,
+        Err(ResendError::NoWebhookUrl(_)) => {
+            return render_event(
             &state,
             &scope,
             &event,
@@ -293,8 +295,10 @@ pub async fn resend(
                  the Developers page first.",
             ),
             StatusCode::CONFLICT,
-        )
-        .await;
+            )
+            .await;
+        }
+        Err(ResendError::Db(e)) => return Err(e.into()),
     };
     // After the resend, not with it: the delivery's own transaction lives in `deliveries`, and a
     // lost audit row must not undo a resend the person asked for.

@@ -13,9 +13,8 @@ use sea_orm::TransactionTrait;
 use shared::db::audit::{self, Entry};
 use shared::db::users;
 
-use crate::dashboard::FormFields;
 use crate::dashboard::auth;
-use crate::dashboard::pages::sign_in::password_reentered;
+use crate::dashboard::forms::FormFields;
 use crate::dashboard::session::Signed;
 use crate::dashboard::view::{self, Frame, PageResult, Section};
 use crate::extract::QueryPairs;
@@ -137,7 +136,10 @@ pub async fn change_password(
     };
     let user = &signed.owner.user;
     let (new, confirm) = (fields.get("new"), fields.get("confirm"));
-    if !password_reentered(&state, &signed, fields.get("current")).await? {
+    if !signed
+        .password_reentered(&state, fields.get("current"))
+        .await?
+    {
         return fail("Your current password is not right.");
     }
     if let Err(why) = check_password(new) {
@@ -194,7 +196,10 @@ pub async fn totp_confirm(
     else {
         return Ok(back(mode));
     };
-    if !password_reentered(&state, &signed, fields.get("password")).await? {
+    if !signed
+        .password_reentered(&state, fields.get("password"))
+        .await?
+    {
         return render(
             &state,
             &signed,
@@ -256,7 +261,10 @@ pub async fn totp_remove(
 ) -> PageResult {
     let mode = mode_of(&signed, Some(fields.get("mode")));
     let user = &signed.owner.user;
-    if !password_reentered(&state, &signed, fields.get("password")).await? {
+    if !signed
+        .password_reentered(&state, fields.get("password"))
+        .await?
+    {
         return render(
             &state,
             &signed,
