@@ -10,6 +10,7 @@ use domain::AuditAction;
 use domain::keys::sha256_hex;
 use rand::Rng;
 use sea_orm::{DatabaseConnection, TransactionTrait};
+use shared::crypto::Cipher;
 use shared::db::audit::{self, Actor, Entry};
 use shared::db::users::{self, User};
 use std::future::Future;
@@ -192,6 +193,17 @@ pub fn totp(secret_base32: &str, email: &str) -> Option<Totp> {
         .with_issuer(Some(TOTP_ISSUER))
         .build()
         .ok()
+}
+
+/// A user's sealed TOTP secret (`sealed`: the enrolled one or the pending one), opened: the
+/// base32 secret and its generator.
+pub fn unseal_totp(cipher: &Cipher, user: &User, sealed: &str) -> anyhow::Result<(String, Totp)> {
+    let secret = cipher
+        .decrypt(sealed, &users::totp_context(&user.id))
+        .map_err(|e| anyhow::anyhow!("a TOTP secret does not decrypt: {e}"))?;
+    let totp =
+        totp(&secret, &user.email).ok_or_else(|| anyhow::anyhow!("a TOTP secret is not valid"))?;
+    Ok((secret, totp))
 }
 
 /// The time step a code belongs to, when it is right at `unix_secs`.

@@ -185,10 +185,7 @@ async fn list(
         caller.mode(),
         &[("type", event_type.map(EventType::as_str))],
     );
-    let paging = Paging::read(&state, &query, filter, &mut errors);
-    if !errors.is_empty() {
-        return Err(ApiError::Validation(errors));
-    }
+    let paging = Paging::checked(&state, &query, filter, errors)?;
     let (fetched, total) = events::list(
         &state.db,
         caller.business_id(),
@@ -197,17 +194,7 @@ async fn list(
         &paging.request,
     )
     .await?;
-    let data = fetched
-        .rows
-        .iter()
-        .map(|e| EventView::new(e, None))
-        .collect();
-    Ok(Json(paging.page(
-        &state,
-        data,
-        total,
-        fetched.next.as_ref(),
-    )))
+    Ok(paging.answer(&state, fetched, total, |e| EventView::new(e, None)))
 }
 
 async fn with_deliveries(state: &AppState, event: &Event) -> ApiResult<EventView> {

@@ -212,12 +212,8 @@ async fn balance_transactions(
     caller: Caller,
     query: QueryPairs,
 ) -> ApiResult<Json<Page<BalanceTransactionView>>> {
-    let mut errors = Vec::new();
     let filter = Filter::new("ledger", caller.business_id(), caller.mode(), &[]);
-    let paging = Paging::read(&state, &query, filter, &mut errors);
-    if !errors.is_empty() {
-        return Err(ApiError::Validation(errors));
-    }
+    let paging = Paging::checked(&state, &query, filter, Vec::new())?;
     let (fetched, total) = ledger::list(
         &state.db,
         caller.business_id(),
@@ -225,17 +221,7 @@ async fn balance_transactions(
         &paging.request,
     )
     .await?;
-    let data = fetched
-        .rows
-        .iter()
-        .map(BalanceTransactionView::from)
-        .collect();
-    Ok(Json(paging.page(
-        &state,
-        data,
-        total,
-        fetched.next.as_ref(),
-    )))
+    Ok(paging.answer(&state, fetched, total, |e| BalanceTransactionView::from(e)))
 }
 
 impl From<SettlementError> for ApiError {

@@ -25,7 +25,9 @@ use shared::db::{deliveries, events};
 use crate::actions::{self, webhooks::WebhookError};
 use crate::dashboard::forms::FormFields;
 use crate::dashboard::session::{Developer, Scoped};
-use crate::dashboard::view::{self, Badge, Frame, PageResult, Section, When};
+use crate::dashboard::view::{
+    self, AttemptRow, Badge, Frame, PageError, PageResult, Section, When,
+};
 use crate::extract::QueryPairs;
 use crate::state::AppState;
 
@@ -64,14 +66,6 @@ struct KeyRow {
     last_used: Option<When>,
     /// Set on a key rolled away: it works until then.
     expires: Option<When>,
-}
-
-struct AttemptRow {
-    at: When,
-    status: String,
-    ok: bool,
-    duration_ms: i64,
-    excerpt: Option<String>,
 }
 
 struct TestEventRow {
@@ -139,17 +133,32 @@ fn owners_only(scope: &Scoped<Developer>) -> Option<Response> {
     })
 }
 
-/// In live mode a change needs the owner's password again; in test mode nothing more.
-async fn password_confirmed(
+/// What answers a change instead, when it may not go ahead: live mode is an owner's
+/// ([`owners_only`]), and a live change needs the owner's password again (in test mode nothing
+/// more). `url_typed`: the URL the refused form sent, shown again.
+async fn refused(
     state: &AppState,
     scope: &Scoped<Developer>,
     fields: &FormFields,
-) -> anyhow::Result<bool> {
-    Ok(scope.mode != Mode::Live
-        || scope
+    url_typed: Option<String>,
+) -> Result<Option<Response>, PageError> {
+    if let Some(refused) = owners_only(scope) {
+        return Ok(Some(refused));
+    }
+    if scope.mode == Mode::Live
+        && !scope
             .signed
             .password_reentered(state, fields.get("password"))
-            .await?)
+            .await?
+    {
+        let extra = Extra {
+            url_typed,
+            ..failed(PASSWORD_NEEDED)
+        };
+        let page = render(state, scope, extra, StatusCode::UNPROCESSABLE_ENTITY).await?;
+        return Ok(Some(page));
+    }
+    Ok(None)
 }
 
 const PASSWORD_NEEDED: &str =
@@ -207,25 +216,9 @@ async fn render(
             created: When::of(&event.created_at),
             delivery: latest.map(|(d, _)| Badge::of(d.status)),
             attempts: latest
-                .map(|(_, attempts)| {
-                    attempts
-                        .iter()
-                        .rev()
-                        .map(|a| AttemptRow {
-                            at: When::of(&a.attempted_at),
-                            status: if a.status_code == 0 {
-                                "No response".into()
-                            } else {
-                                a.status_code.to_string()
-                            },
-                            ok: (200..300).contains(&a.status_code),
-                            duration_ms: a.duration_ms,
-                            excerpt: shared::webhook_reply::shown(
-                                a.status_code,
-                                a.response_excerpt.as_deref(),
-                            ),
-                        })
-                        .collect()
+                .map(|(d, attempts)| {
+                    let row = |a| AttemptRow::new(a, &d.url);
+                    attempts.iter().rev().map(row).collect()
                 })
                 .unwrap_or_default(),
         });
@@ -301,16 +294,12 @@ pub async fn roll(
     State(state): State<AppState>,
     fields: FormFields,
 ) -> PageResult {
-    if let Some(refused) = owners_only(&scope) {
+    if let Some(refused) = refused(&state, &scope, &fields, None).await? {
         return Ok(refused);
-    }
-    let unprocessable = StatusCode::UNPROCESSABLE_ENTITY;
-    if !password_confirmed(&state, &scope, &fields).await? {
-        return render(&state, &scope, failed(PASSWORD_NEEDED), unprocessable).await;
     }
     let Some(grace) = grace_of(fields.get("expire")) else {
         let error = failed("Choose when the current key stops working.");
-        return render(&state, &scope, error, unprocessable).await;
+        return render(&state, &scope, error, StatusCode::UNPROCESSABLE_ENTITY).await;
     };
     let shown_with = Some(fields.get("current_key")).filter(|id| !id.is_empty());
     let change = actions::keys::change(
@@ -357,12 +346,8 @@ pub async fn revoke(
     State(state): State<AppState>,
     fields: FormFields,
 ) -> PageResult {
-    if let Some(refused) = owners_only(&scope) {
+    if let Some(refused) = refused(&state, &scope, &fields, None).await? {
         return Ok(refused);
-    }
-    if !password_confirmed(&state, &scope, &fields).await? {
-        let error = failed(PASSWORD_NEEDED);
-        return render(&state, &scope, error, StatusCode::UNPROCESSABLE_ENTITY).await;
     }
     let change = actions::keys::change(
         &state.db,
@@ -388,24 +373,9 @@ pub async fn set_webhook_url(
     State(state): State<AppState>,
     fields: FormFields,
 ) -> PageResult {
-    if let Some(refused) = owners_only(&scope) {
-        return Ok(refused);
-    }
     let typed = fields.get("url").trim().to_owned();
-    let unprocessable = StatusCode::UNPROCESSABLE_ENTITY;
-    let refuse = |error: String| Extra {
-        error: Some(error),
-        url_typed: Some(typed.clone()),
-        ..Extra::default()
-    };
-    if !password_confirmed(&state, &scope, &fields).await? {
-        return render(
-            &state,
-            &scope,
-            refuse(PASSWORD_NEEDED.into()),
-            unprocessable,
-        )
-        .await;
+    if let Some(refused) = refused(&state, &scope, &fields, Some(typed.clone())).await? {
+        return Ok(refused);
     }
     let policy = shared::ssrf::TargetPolicy::from_config(&state.config.webhooks);
     let set = actions::webhooks::set_url(
@@ -424,7 +394,11 @@ pub async fn set_webhook_url(
             if let Some(first) = why.get_mut(0..1) {
                 first.make_ascii_uppercase();
             }
-            render(&state, &scope, refuse(format!("{why}.")), unprocessable).await
+            let extra = Extra {
+                url_typed: Some(typed),
+                ..failed(format!("{why}."))
+            };
+            render(&state, &scope, extra, StatusCode::UNPROCESSABLE_ENTITY).await
         }
         Err(e) => Err(e.into()),
     }
@@ -435,12 +409,8 @@ pub async fn rotate_secret(
     State(state): State<AppState>,
     fields: FormFields,
 ) -> PageResult {
-    if let Some(refused) = owners_only(&scope) {
+    if let Some(refused) = refused(&state, &scope, &fields, None).await? {
         return Ok(refused);
-    }
-    if !password_confirmed(&state, &scope, &fields).await? {
-        let error = failed(PASSWORD_NEEDED);
-        return render(&state, &scope, error, StatusCode::UNPROCESSABLE_ENTITY).await;
     }
     let rotation = actions::webhooks::rotate_secret(
         &state.db,

@@ -17,7 +17,7 @@ use super::listing::{self, Pager, PagerInput};
 use crate::actions::{self, events::ResendError};
 use crate::dashboard::forms::FormFields;
 use crate::dashboard::session::{Developer, MinRole, Scoped, Viewer};
-use crate::dashboard::view::{self, Badge, Frame, PageResult, Section, When};
+use crate::dashboard::view::{self, AttemptRow, Badge, Frame, PageResult, Section, When};
 use crate::extract::QueryPairs;
 use crate::state::AppState;
 
@@ -122,17 +122,6 @@ pub async fn list(
     Ok(view::page(&page))
 }
 
-struct AttemptRow {
-    at: When,
-    url: Option<String>,
-    /// "200", or "No response" for 0.
-    status: String,
-    ok: bool,
-    duration_ms: i64,
-    response: Option<String>,
-    error: Option<String>,
-}
-
 struct DeliveryBlock {
     url: String,
     status: Badge,
@@ -211,22 +200,7 @@ async fn render_event<R: MinRole>(
             completed: When::maybe(d.completed_at.as_ref()),
             attempts: attempts
                 .iter()
-                .map(|a| AttemptRow {
-                    at: When::of(&a.attempted_at),
-                    url: a.url.clone().filter(|u| *u != d.url),
-                    status: if a.status_code == 0 {
-                        "No response".into()
-                    } else {
-                        a.status_code.to_string()
-                    },
-                    ok: (200..300).contains(&a.status_code),
-                    duration_ms: a.duration_ms,
-                    response: shared::webhook_reply::shown(
-                        a.status_code,
-                        a.response_excerpt.as_deref(),
-                    ),
-                    error: a.error.clone(),
-                })
+                .map(|a| AttemptRow::new(a, &d.url))
                 .collect(),
         })
         .collect();

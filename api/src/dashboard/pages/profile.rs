@@ -66,12 +66,7 @@ fn render(
     let user = &signed.owner.user;
     let enrolling = match (&user.totp_secret_enc, &user.totp_pending_enc) {
         (None, Some(sealed)) => {
-            let secret = state
-                .cipher
-                .decrypt(sealed, &users::totp_context(&user.id))
-                .map_err(|e| anyhow::anyhow!("a pending TOTP secret does not decrypt: {e}"))?;
-            let totp = auth::totp(&secret, &user.email)
-                .ok_or_else(|| anyhow::anyhow!("a pending TOTP secret is not valid"))?;
+            let (secret, totp) = auth::unseal_totp(&state.cipher, user, sealed)?;
             let uri = totp.to_url()?;
             Some(Enrolling {
                 qr_svg: auth::qr_svg(&uri).ok_or_else(|| anyhow::anyhow!("QR code too large"))?,
@@ -209,12 +204,7 @@ pub async fn totp_confirm(
             StatusCode::UNPROCESSABLE_ENTITY,
         );
     }
-    let secret = state
-        .cipher
-        .decrypt(sealed, &users::totp_context(&user.id))
-        .map_err(|e| anyhow::anyhow!("a pending TOTP secret does not decrypt: {e}"))?;
-    let totp = auth::totp(&secret, &user.email)
-        .ok_or_else(|| anyhow::anyhow!("a pending TOTP secret is not valid"))?;
+    let (_, totp) = auth::unseal_totp(&state.cipher, user, sealed)?;
     let now = domain::time::now();
     let Some(step) = auth::check_code(&totp, fields.get("code"), now.timestamp().max(0) as u64)
     else {

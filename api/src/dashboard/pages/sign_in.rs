@@ -329,12 +329,7 @@ pub async fn code_submit(
         ));
     }
     let sealed = user.totp_secret_enc.as_deref().unwrap_or_default();
-    let secret = state
-        .cipher
-        .decrypt(sealed, &users::totp_context(&user.id))
-        .map_err(|e| anyhow::anyhow!("a TOTP secret does not decrypt: {e}"))?;
-    let totp = auth::totp(&secret, &user.email)
-        .ok_or_else(|| anyhow::anyhow!("a stored TOTP secret is not valid"))?;
+    let (_, totp) = auth::unseal_totp(&state.cipher, user, sealed)?;
     let checked = counted_check(&state.db, &key, || async {
         let now = domain::time::now();
         let step = auth::check_code(&totp, fields.get("code"), now.timestamp().max(0) as u64);
