@@ -12,6 +12,7 @@
 
 pub mod auth;
 pub mod forms;
+pub mod listing;
 mod pages;
 pub mod session;
 pub mod view;

@@ -14,9 +14,9 @@ use domain::payout::{EntryType, PayoutStatus, Schedule, SettlementRequest};
 use shared::db::paging::Filter;
 use shared::db::{ledger, payouts};
 
-use super::listing::{self, Pager, PagerInput, Params};
 use crate::actions::settlement::{self, SettlementError};
 use crate::dashboard::forms::FormFields;
+use crate::dashboard::listing::{self, Pager, PagerInput, Params};
 use crate::dashboard::session::{MinRole, Owner, Scoped, Viewer};
 use crate::dashboard::view::{self, Badge, Frame, PageResult, Section, When, naira};
 use crate::extract::QueryPairs;

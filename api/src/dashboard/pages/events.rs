@@ -13,9 +13,9 @@ use shared::db::deliveries;
 use shared::db::events::{self, Event};
 use shared::db::paging::Filter;
 
-use super::listing::{self, Pager, PagerInput};
 use crate::actions::{self, events::ResendError};
 use crate::dashboard::forms::FormFields;
+use crate::dashboard::listing::{self, Pager, PagerInput};
 use crate::dashboard::session::{Developer, MinRole, Scoped, Viewer};
 use crate::dashboard::view::{self, AttemptRow, Badge, Frame, PageResult, Section, When};
 use crate::extract::QueryPairs;
