@@ -11,10 +11,10 @@ use domain::{KybStatus, Mode};
 use ops::config::Config;
 use shared::bootstrap;
 use shared::db::audit::Actor;
-use shared::db::businesses;
-use shared::db::keys::{self, KeyAction, KeyChange};
+use shared::db::businesses::{self, Rotation};
+use shared::db::keys::{Expect, KeyAction, KeyChange};
 
-use crate::runtime;
+use crate::{actions, runtime};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -263,32 +263,26 @@ async fn admin(command: AdminCommand, config: Config) -> anyhow::Result<()> {
                 // The same rules as the dashboard's Developers page.
                 let policy = shared::ssrf::TargetPolicy::from_config(&config.webhooks);
                 policy.warn_at_start("api admin webhook set");
-                let parsed = shared::webhook_url::check(mode, &url, policy).await?;
-                anyhow::ensure!(
-                    businesses::set_webhook_url_by(
-                        &db,
-                        &Actor::operator(),
-                        &id,
-                        mode,
-                        parsed.as_str()
-                    )
-                    .await?,
-                    "no business {id}"
-                );
+                let parsed =
+                    actions::webhooks::set_url(&db, policy, &Actor::operator(), &id, mode, &url)
+                        .await?;
                 println!("{mode} webhook URL of {id} set to {parsed}");
             }
             WebhookCommand::RotateSecret { id, mode } => {
                 let cipher = bootstrap::cipher_or_dev(&config)?;
-                let secret = businesses::rotate_webhook_secret(
+                let rotation = actions::webhooks::rotate_secret(
                     &db,
                     &cipher,
+                    &Actor::operator(),
                     &id,
                     mode.into(),
-                    chrono::Duration::hours(24),
+                    None,
                 )
-                .await?
-                .with_context(|| format!("no business {id}"))?;
-                println!("{secret}");
+                .await?;
+                match rotation {
+                    Rotation::Rotated(secret) => println!("{secret}"),
+                    Rotation::Stale => anyhow::bail!("the secret changed meanwhile: try again"),
+                }
             }
         },
         AdminCommand::Key { command } => {
@@ -300,9 +294,16 @@ async fn admin(command: AdminCommand, config: Config) -> anyhow::Result<()> {
                 KeyCommand::Revoke { id, mode } => (id, mode, KeyAction::Revoke),
             };
             let mode = Mode::from(mode);
-            let change = keys::change(&db, &id, mode, action, domain::time::now())
-                .await?
-                .with_context(|| format!("no business {id}"))?;
+            let change = actions::keys::change(
+                &db,
+                None,
+                &Actor::operator(),
+                &id,
+                mode,
+                action,
+                Expect::Anything,
+            )
+            .await?;
             match change {
                 KeyChange::Rolled(rolled) => {
                     println!("{}", serde_json::to_string_pretty(&rolled)?);
@@ -329,7 +330,7 @@ async fn admin(command: AdminCommand, config: Config) -> anyhow::Result<()> {
                 },
         } => {
             let issued =
-                crate::dashboard::users::create_user(&db, &business, &email, role.into()).await?;
+                crate::actions::users::create_user(&db, &business, &email, role.into()).await?;
             println!("{}", serde_json::to_string_pretty(&issued)?);
         }
         AdminCommand::Crypto {

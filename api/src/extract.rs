@@ -134,6 +134,27 @@ pub fn client_ip(parts: &Parts, state: &AppState) -> Option<IpAddr> {
     )
 }
 
+/// The client's address as the audit log records it (`client_ip`, as text), so limits and
+/// records agree on who a client is.
+pub fn client_addr(parts: &Parts, state: &AppState) -> Option<String> {
+    client_ip(parts, state).map(|ip| ip.to_string())
+}
+
+/// The client's address, for the audit log of handlers with no session (an API key's change,
+/// signing in).
+pub struct ClientAddr(pub Option<String>);
+
+impl FromRequestParts<AppState> for ClientAddr {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &AppState,
+    ) -> Result<Self, Self::Rejection> {
+        Ok(ClientAddr(client_addr(parts, state)))
+    }
+}
+
 /// A working key was presented: stamp its use (once a minute) and apply the KYB rule.
 async fn authenticated(
     state: &AppState,

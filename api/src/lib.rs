@@ -1,10 +1,12 @@
 //! The HTTP API and the `api` command's subcommands (serve, migrate, dev, admin).
 
+pub mod actions;
 pub mod cli;
 pub mod dashboard;
 pub mod error;
 pub mod extract;
 pub mod openapi;
+pub mod passwords;
 pub mod request_id;
 pub mod routes;
 pub mod runtime;

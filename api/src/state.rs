@@ -13,7 +13,7 @@ use shared::providers::Providers;
 use shared::relay::Relay;
 
 use crate::dashboard::auth::CookiePolicy;
-use crate::dashboard::passwords::Hashing;
+use crate::passwords::Hashing;
 
 /// What every handler shares.
 #[derive(Clone)]

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use api::dashboard::users::create_user;
+use api::actions::users::create_user;
 use domain::Role;
 use reqwest::header::{HeaderMap, LOCATION, SET_COOKIE};
 

@@ -1,14 +1,23 @@
-//! The dashboard's secrets: session tokens and their cookies, form tokens, TOTP codes and the QR
-//! code of an enrolment (password hashes: `passwords`). Nothing here logs or stores a secret in
-//! plain text: tokens are kept as SHA-256, TOTP secrets sealed.
+//! Who a person is: session tokens and their cookies, form tokens, TOTP codes and the QR code of
+//! an enrolment, and the counted password and code checks of signing in and of re-entering a
+//! password (password hashes: `crate::passwords`). Nothing here logs or stores a secret in plain
+//! text: tokens are kept as SHA-256, TOTP secrets sealed.
 
 use axum::http::HeaderMap;
 use axum::http::header;
 use base64::Engine;
+use domain::AuditAction;
 use domain::keys::sha256_hex;
 use rand::Rng;
+use sea_orm::{DatabaseConnection, TransactionTrait};
+use shared::crypto::Cipher;
+use shared::db::audit::{self, Actor, Entry};
+use shared::db::users::{self, User};
+use std::future::Future;
 use subtle::ConstantTimeEq;
 use totp_rs::{Secret, Totp};
+
+use crate::passwords::Hashing;
 
 /// The session cookie: a 256-bit random token.
 pub const SESSION_COOKIE: &str = "vas_session";
@@ -186,6 +195,17 @@ pub fn totp(secret_base32: &str, email: &str) -> Option<Totp> {
         .ok()
 }
 
+/// A user's sealed TOTP secret (`sealed`: the enrolled one or the pending one), opened: the
+/// base32 secret and its generator.
+pub fn unseal_totp(cipher: &Cipher, user: &User, sealed: &str) -> anyhow::Result<(String, Totp)> {
+    let secret = cipher
+        .decrypt(sealed, &users::totp_context(&user.id))
+        .map_err(|e| anyhow::anyhow!("a TOTP secret does not decrypt: {e}"))?;
+    let totp =
+        totp(&secret, &user.email).ok_or_else(|| anyhow::anyhow!("a TOTP secret is not valid"))?;
+    Ok((secret, totp))
+}
+
 /// The time step a code belongs to, when it is right at `unix_secs`.
 pub fn check_code(totp: &Totp, code: &str, unix_secs: u64) -> Option<u64> {
     let code: String = code.chars().filter(|c| !c.is_whitespace()).collect();
@@ -213,6 +233,114 @@ pub fn qr_svg(text: &str) -> Option<String> {
     Some(format!(
         r##"<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {size} {size}" class="qr" role="img" aria-label="QR code of the set-up key" shape-rendering="crispEdges"><rect width="100%" height="100%" fill="#ffffff"/><path d="{path}" fill="#000000"/></svg>"##
     ))
+}
+
+// Signing in and re-entering a password: the attempts counted per e-mail (SPEC §8).
+
+/// The throttle's key: the e-mail as typed, lower-cased, hashed (unknown ones count alike).
+pub fn throttle_key(typed_email: &str) -> String {
+    sha256_hex(&format!("sign-in:{}", typed_email.trim().to_lowercase()))
+}
+
+/// What one counted check found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Checked {
+    Right,
+    /// Wrong; `locked` when this attempt was the fifth, which locked the e-mail.
+    Wrong {
+        locked: bool,
+    },
+    /// The e-mail is locked: nothing was checked.
+    Locked,
+}
+
+/// One password or TOTP code for the e-mail of `key`, counted BEFORE it is checked, in one
+/// atomic step with the decision to check it (`users::admit_sign_in_attempt`), so that
+/// attempts sent in parallel count the same as one after the other and at most five are ever
+/// checked per window (SPEC §8). `check` runs only when the attempt is admitted; a right one
+/// gives its count back, and so does one that could not be checked (busy, or our failure).
+pub async fn counted_check<F, Fut>(
+    db: &DatabaseConnection,
+    key: &str,
+    check: F,
+) -> anyhow::Result<Checked>
+where
+    F: FnOnce() -> Fut,
+    Fut: Future<Output = anyhow::Result<bool>>,
+{
+    let now = domain::time::now();
+    let Some(admitted) = users::admit_sign_in_attempt(db, key, now).await? else {
+        return Ok(Checked::Locked);
+    };
+    match check().await {
+        Ok(false) => Ok(Checked::Wrong {
+            locked: admitted.is_locked(now),
+        }),
+        right_or_unchecked => {
+            users::refund_sign_in_attempt(db, key, &admitted).await?;
+            right_or_unchecked.map(|_| Checked::Right)
+        }
+    }
+}
+
+/// The audit log's record of a wrong password or code (`failed`: what was wrong; None for a
+/// re-entered password, which is no sign-in) and of the lock it caused: against the user when
+/// the e-mail is theirs, else against no one and no business (named by the throttle's hash of
+/// what was typed, never the text).
+pub async fn record_failure(
+    db: &DatabaseConnection,
+    user: Option<&User>,
+    key: &str,
+    addr: Option<String>,
+    failed: Option<&str>,
+    locked: bool,
+) -> anyhow::Result<()> {
+    let now = domain::time::now();
+    let actor = match user {
+        Some(user) => Actor::user(&user.id, &user.email, addr),
+        None => Actor::anonymous(addr),
+    };
+    let entry = |action| match user {
+        Some(user) => Entry::new(&user.business_id, action),
+        None => Entry::without_business(action).target(format!("e-mail {key}")),
+    };
+    let txn = db.begin().await?;
+    if let Some(detail) = failed {
+        let failed = entry(AuditAction::SignInFailed).detail(detail);
+        audit::record(&txn, &actor, failed, now).await?;
+    }
+    if locked {
+        let lock = entry(AuditAction::SignInLocked).detail("five attempts within 15 minutes");
+        audit::record(&txn, &actor, lock, now).await?;
+    }
+    txn.commit().await?;
+    Ok(())
+}
+
+/// A signed-in user re-entering their password (a password change, turning TOTP on or off, a
+/// live key or webhook change, the settlement account, the team): false when it is wrong or the
+/// e-mail is locked. Each counts in the sign-in throttle like a sign-in ([`counted_check`]); pages call it as `Signed::password_reentered`, so
+/// a taken-over session cannot guess the password any faster than the sign-in form allows.
+pub async fn password_reentered(
+    db: &DatabaseConnection,
+    hashing: &Hashing,
+    user: &User,
+    client_addr: Option<String>,
+    typed: &str,
+) -> anyhow::Result<bool> {
+    let key = throttle_key(&user.email);
+    let (typed, hash) = (typed.to_owned(), user.password_hash.clone());
+    let checked = counted_check(db, &key, || async {
+        Ok(hashing.verify(typed, Some(hash)).await?)
+    })
+    .await?;
+    if let Checked::Wrong { locked } = checked {
+        tracing::info!(user_id = %user.id, locked, "dashboard password re-entry failed");
+        if locked {
+            record_failure(db, Some(user), &key, client_addr, None, true).await?;
+        }
+    }
+    Ok(checked == Checked::Right)
 }
 
 #[cfg(test)]

@@ -7,22 +7,18 @@
 //! Adding a page: a handler taking `Scoped<R>` (per mode) or `Signed<R>` (R the least role:
 //! `Viewer`, `Developer`, `Owner`), a template that extends `base.html` and has a `frame` field
 //! (`scope.frame(Section::…, title)`), its route in [`router`] and
-//! its `view::NAV` row. POST handlers take `FormFields` (already token-checked) and
+//! its `view::NAV` row. POST handlers take `forms::FormFields` (already token-checked) and
 //! their forms carry `<input type="hidden" name="form_token" value="{{ frame.form_token }}">`.
 
 pub mod auth;
+pub mod forms;
+pub mod listing;
 mod pages;
-pub mod passwords;
 pub mod session;
-pub mod users;
 pub mod view;
 
-use std::collections::HashMap;
-
 use axum::Router;
-use axum::body::Body;
-use axum::extract::{FromRequestParts, Request, State};
-use axum::http::request::Parts;
+use axum::extract::{Request, State};
 use axum::http::{HeaderName, HeaderValue, Method, StatusCode, Uri, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Redirect, Response};
@@ -31,8 +27,6 @@ use axum::routing::{get, post};
 use crate::state::AppState;
 
 pub const CONTENT_SECURITY_POLICY: &str = "default-src 'self'; frame-ancestors 'none'";
-/// A form is small: the largest is a password change.
-const MAX_FORM_BYTES: usize = 16 * 1024;
 
 /// Every dashboard route, under `/dashboard` (full paths, merged into the app's router, so
 /// `/dashboard` and `/dashboard/` both answer). Unknown paths below it are [`not_found`]'s, called
@@ -125,7 +119,7 @@ pub fn router(cookies: auth::CookiePolicy) -> Router<AppState> {
             "/dashboard/{mode}/team/users/remove",
             post(pages::team::remove),
         )
-        .layer(middleware::from_fn(guard_forms))
+        .layer(middleware::from_fn(forms::guard))
         .layer(middleware::from_fn(security_headers))
         .layer(middleware::from_fn_with_state(cookies, cookie_policy))
 }
@@ -238,66 +232,6 @@ fn with_security_headers(mut response: Response) -> Response {
         HeaderValue::from_static("DENY"),
     );
     response
-}
-
-/// The fields of a POSTed form, read (and its token checked) by `guard_forms` before any
-/// handler runs.
-#[derive(Debug, Clone, Default)]
-pub struct FormFields(HashMap<String, String>);
-
-impl FormFields {
-    pub fn get(&self, name: &str) -> &str {
-        self.0.get(name).map_or("", String::as_str)
-    }
-}
-
-impl<S: Send + Sync> FromRequestParts<S> for FormFields {
-    type Rejection = Response;
-
-    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Response> {
-        parts
-            .extensions
-            .remove::<FormFields>()
-            .ok_or_else(refused_form)
-    }
-}
-
-/// Every POST carries `form_token`, bound to the session cookie (or, before signing in, to the
-/// sign-in cookie): without it, or with another, 403 and no handler runs.
-async fn guard_forms(request: Request, next: Next) -> Response {
-    if request.method() != Method::POST {
-        return next.run(request).await;
-    }
-    let (mut parts, body) = request.into_parts();
-    let Ok(bytes) = axum::body::to_bytes(body, MAX_FORM_BYTES).await else {
-        return view::message(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "Form too large",
-            "That form sent more than this page accepts.",
-            "/dashboard/",
-            "Go to the dashboard",
-        );
-    };
-    let fields: HashMap<String, String> =
-        url::form_urlencoded::parse(&bytes).into_owned().collect();
-    let expected = auth::form_cookie(&parts.headers).map(auth::form_token);
-    let presented = fields.get("form_token");
-    let valid = matches!((&expected, presented), (Some(e), Some(p)) if auth::same_token(e, p));
-    if !valid {
-        return refused_form();
-    }
-    parts.extensions.insert(FormFields(fields));
-    next.run(Request::from_parts(parts, Body::empty())).await
-}
-
-fn refused_form() -> Response {
-    view::message(
-        StatusCode::FORBIDDEN,
-        "This form has expired",
-        "The form was not sent from this session's page. Go back, reload the page and try again.",
-        "/dashboard/",
-        "Go to the dashboard",
-    )
 }
 
 async fn stylesheet() -> Response {

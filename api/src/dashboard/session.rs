@@ -16,6 +16,7 @@ use shared::db::users::{self, SessionOwner};
 
 use super::auth::{self, SESSION_COOKIE};
 use super::view::{self, Frame, FrameInput, Section};
+use crate::extract::client_addr;
 use crate::state::AppState;
 
 /// The least role a page needs, as a type: `Signed<Developer>`.
@@ -71,6 +72,20 @@ impl<R: MinRole> Signed<R> {
             &self.owner.user.email,
             self.client_addr.clone(),
         )
+    }
+
+    /// This user re-entering their password for a change (`auth::password_reentered`): false
+    /// when it is wrong or the e-mail is locked.
+    pub async fn password_reentered(&self, state: &AppState, typed: &str) -> anyhow::Result<bool> {
+        let user = &self.owner.user;
+        auth::password_reentered(
+            &state.db,
+            &state.hashing,
+            user,
+            self.client_addr.clone(),
+            typed,
+        )
+        .await
     }
 
     pub fn frame(&self, section: Section, mode: Mode, title: impl Into<String>) -> Frame {
@@ -129,26 +144,6 @@ impl<R: MinRole> FromRequestParts<AppState> for Signed<R> {
             owner,
             _role: PhantomData,
         })
-    }
-}
-
-/// The client's address as the audit log records it: the JSON API's (`extract::client_ip`),
-/// so limits and records agree on who a client is.
-pub fn client_addr(parts: &Parts, state: &AppState) -> Option<String> {
-    crate::extract::client_ip(parts, state).map(|ip| ip.to_string())
-}
-
-/// The client's address, for handlers that have no session yet (signing in).
-pub struct ClientAddr(pub Option<String>);
-
-impl FromRequestParts<AppState> for ClientAddr {
-    type Rejection = std::convert::Infallible;
-
-    async fn from_request_parts(
-        parts: &mut Parts,
-        state: &AppState,
-    ) -> Result<Self, Self::Rejection> {
-        Ok(ClientAddr(client_addr(parts, state)))
     }
 }
 

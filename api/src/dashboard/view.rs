@@ -8,7 +8,9 @@ use chrono::{DateTime, FixedOffset, Utc};
 use domain::payout::PayoutStatus;
 use domain::{AccountStatus, DeliveryStatus, DepositStatus, Mode, RecheckStatus, Role, TextEnum};
 
-use super::passwords::Busy;
+use shared::db::deliveries::Attempt;
+
+use crate::passwords::Busy;
 
 /// The dashboard's sections, in navigation order. Adding a page: give it a section here (and a
 /// row in [`NAV`]), a route in `dashboard::router`, and a template that extends `base.html`.
@@ -307,6 +309,38 @@ impl When {
 
     pub fn maybe(t: Option<&DateTime<Utc>>) -> Option<When> {
         t.map(When::of)
+    }
+}
+
+/// One delivery attempt as a page shows it (an event's deliveries, the Developers page's test
+/// events).
+pub struct AttemptRow {
+    pub at: When,
+    /// Where it went, when not to the delivery's URL (the endpoint moved since).
+    pub url: Option<String>,
+    /// "200", or "No response" for 0.
+    pub status: String,
+    pub ok: bool,
+    pub duration_ms: i64,
+    pub response: Option<String>,
+    pub error: Option<String>,
+}
+
+impl AttemptRow {
+    pub fn new(a: &Attempt, delivery_url: &str) -> Self {
+        AttemptRow {
+            at: When::of(&a.attempted_at),
+            url: a.url.clone().filter(|u| u != delivery_url),
+            status: if a.status_code == 0 {
+                "No response".into()
+            } else {
+                a.status_code.to_string()
+            },
+            ok: (200..300).contains(&a.status_code),
+            duration_ms: a.duration_ms,
+            response: shared::webhook_reply::shown(a.status_code, a.response_excerpt.as_deref()),
+            error: a.error.clone(),
+        }
     }
 }
 

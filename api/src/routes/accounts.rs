@@ -355,10 +355,7 @@ async fn list(
         caller.mode(),
         &[("q", q), ("status", status.map(AccountStatus::as_str))],
     );
-    let paging = Paging::read(&state, &query, filter, &mut errors);
-    if !errors.is_empty() {
-        return Err(ApiError::Validation(errors));
-    }
+    let paging = Paging::checked(&state, &query, filter, errors)?;
     let (fetched, total) = accounts::list(
         &state.reads.db().await,
         caller.business_id(),
@@ -371,13 +368,7 @@ async fn list(
         },
     )
     .await?;
-    let data = fetched.rows.iter().map(AccountView::from).collect();
-    Ok(Json(paging.page(
-        &state,
-        data,
-        total,
-        fetched.next.as_ref(),
-    )))
+    Ok(paging.answer(&state, fetched, total, |a| AccountView::from(a)))
 }
 
 /// Get a virtual account

@@ -17,6 +17,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::paging::Paging;
+use crate::actions::{self, events::ResendError};
 use crate::error::responses as problem;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{Caller, Path, QueryPairs};
@@ -184,10 +185,7 @@ async fn list(
         caller.mode(),
         &[("type", event_type.map(EventType::as_str))],
     );
-    let paging = Paging::read(&state, &query, filter, &mut errors);
-    if !errors.is_empty() {
-        return Err(ApiError::Validation(errors));
-    }
+    let paging = Paging::checked(&state, &query, filter, errors)?;
     let (fetched, total) = events::list(
         &state.reads.db().await,
         caller.business_id(),
@@ -196,17 +194,7 @@ async fn list(
         &paging.request,
     )
     .await?;
-    let data = fetched
-        .rows
-        .iter()
-        .map(|e| EventView::new(e, None))
-        .collect();
-    Ok(Json(paging.page(
-        &state,
-        data,
-        total,
-        fetched.next.as_ref(),
-    )))
+    Ok(paging.answer(&state, fetched, total, |e| EventView::new(e, None)))
 }
 
 async fn with_deliveries(state: &AppState, event: &Event) -> ApiResult<EventView> {
@@ -276,28 +264,18 @@ async fn resend(
     let event = events::find(&state.db, caller.business_id(), caller.mode(), &id)
         .await?
         .ok_or(ApiError::NotFound)?;
-    if resend_event(&state, &event).await?.is_none() {
-        return Err(ApiError::InvalidState(format!(
-            "no webhook URL is configured for {} mode",
-            caller.mode()
-        )));
-    }
+    actions::events::resend(&state, &event).await?;
     Ok((
         StatusCode::ACCEPTED,
         Json(with_deliveries(&state, &event).await?),
     ))
 }
 
-/// Resending, for the API and the dashboard alike: a fresh schedule for the event to the mode's
-/// current webhook URL, the relay woken to send it. None when the mode has no webhook URL.
-pub(crate) async fn resend_event(
-    state: &AppState,
-    event: &Event,
-) -> Result<Option<Delivery>, sea_orm::DbErr> {
-    let delivery = deliveries::resend(&state.db, event, domain::time::now()).await?;
-    if let Some(delivery) = &delivery {
-        state.relay.kick();
-        tracing::info!(event_id = %event.id, delivery_id = %delivery.id, "event resend requested");
+impl From<ResendError> for ApiError {
+    fn from(e: ResendError) -> Self {
+        match e {
+            e @ ResendError::NoWebhookUrl(_) => ApiError::InvalidState(e.to_string()),
+            ResendError::Db(e) => e.into(),
+        }
     }
-    Ok(delivery)
 }

@@ -1,12 +1,15 @@
 //! The paging parameters every list reads (`page`, `pageSize`, `cursor`; SPEC §3), and the page
 //! it answers: one home for lists of accounts, deposits, events, payouts and the ledger.
 
+use axum::Json;
 use domain::FieldError;
 use shared::db::paging::{
-    self, Filter, Keyset, MAX_CURSOR_CHARS, MAX_PAGE, MAX_PAGE_SIZE, PageRequest, Position, Total,
+    self, Fetched, Filter, Keyset, MAX_CURSOR_CHARS, MAX_PAGE, MAX_PAGE_SIZE, PageRequest,
+    Position, Total,
 };
 use shared::views::Page;
 
+use crate::error::{ApiError, ApiResult};
 use crate::extract::QueryPairs;
 use crate::state::AppState;
 
@@ -57,6 +60,32 @@ impl Paging {
             },
             filter,
         }
+    }
+
+    /// [`Paging::read`] after the list's own parameters: 422 with every problem at once.
+    pub fn checked(
+        state: &AppState,
+        query: &QueryPairs,
+        filter: Filter,
+        mut errors: Vec<FieldError>,
+    ) -> ApiResult<Self> {
+        let paging = Self::read(state, query, filter, &mut errors);
+        if !errors.is_empty() {
+            return Err(ApiError::Validation(errors));
+        }
+        Ok(paging)
+    }
+
+    /// The answer of a list: `fetched`'s rows as `view` shows them, with `total` and the cursor.
+    pub fn answer<M, T>(
+        &self,
+        state: &AppState,
+        fetched: Fetched<M>,
+        total: Total,
+        view: impl Fn(&M) -> T,
+    ) -> Json<Page<T>> {
+        let data = fetched.rows.iter().map(view).collect();
+        Json(self.page(state, data, total, fetched.next.as_ref()))
     }
 
     /// The page of `data`, its `total` and, when more follow, the cursor of the next page.

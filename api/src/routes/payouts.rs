@@ -164,10 +164,7 @@ async fn list(
         caller.mode(),
         &[("status", status.map(|s| s.as_str()))],
     );
-    let paging = Paging::read(&state, &query, filter, &mut errors);
-    if !errors.is_empty() {
-        return Err(ApiError::Validation(errors));
-    }
+    let paging = Paging::checked(&state, &query, filter, errors)?;
     let (fetched, total) = payouts::list(
         &state.reads.db().await,
         caller.business_id(),
@@ -176,13 +173,7 @@ async fn list(
         &paging.request,
     )
     .await?;
-    let data = fetched.rows.iter().map(PayoutView::from).collect();
-    Ok(Json(paging.page(
-        &state,
-        data,
-        total,
-        fetched.next.as_ref(),
-    )))
+    Ok(paging.answer(&state, fetched, total, |p| PayoutView::from(p)))
 }
 
 /// Get a payout

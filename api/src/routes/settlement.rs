@@ -11,20 +11,15 @@ use domain::banks::SETTLEMENT_BANKS;
 use domain::payout::SettlementRequest;
 use shared::db::audit::Actor;
 use shared::db::{ledger, payouts};
-use shared::providers::ProviderError;
 use shared::views::{BalanceTransactionView, BalanceView, Page, SettlementAccountView};
 
-use crate::dashboard::session::ClientAddr;
+use crate::actions::{self, settlement::SettlementError};
 use crate::error::responses as problem;
 use crate::error::{ApiError, ApiResult};
-use crate::extract::{Caller, JsonObject, QueryPairs};
+use crate::extract::{Caller, ClientAddr, JsonObject, QueryPairs};
 use crate::routes::paging::Paging;
 use crate::state::AppState;
 use shared::db::paging::Filter;
-
-/// How long a caller waits before asking again when the payout bank's name enquiry is down: long
-/// enough for a brief outage to pass, short enough for a person at the form.
-const NAME_ENQUIRY_RETRY_AFTER_SECS: u64 = 30;
 
 pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -84,7 +79,7 @@ async fn put_settlement_account(
 ) -> ApiResult<Json<SettlementAccountView>> {
     let request = SettlementRequest::parse(&body).map_err(ApiError::Validation)?;
     let actor = Actor::api_key(&caller.0.key_id, client_addr);
-    let stored = change_settlement_account(
+    let stored = actions::settlement::change(
         &state,
         &actor,
         caller.business_id(),
@@ -217,12 +212,8 @@ async fn balance_transactions(
     caller: Caller,
     query: QueryPairs,
 ) -> ApiResult<Json<Page<BalanceTransactionView>>> {
-    let mut errors = Vec::new();
     let filter = Filter::new("ledger", caller.business_id(), caller.mode(), &[]);
-    let paging = Paging::read(&state, &query, filter, &mut errors);
-    if !errors.is_empty() {
-        return Err(ApiError::Validation(errors));
-    }
+    let paging = Paging::checked(&state, &query, filter, Vec::new())?;
     let (fetched, total) = ledger::list(
         &state.reads.db().await,
         caller.business_id(),
@@ -230,61 +221,17 @@ async fn balance_transactions(
         &paging.request,
     )
     .await?;
-    let data = fetched
-        .rows
-        .iter()
-        .map(BalanceTransactionView::from)
-        .collect();
-    Ok(Json(paging.page(
-        &state,
-        data,
-        total,
-        fetched.next.as_ref(),
-    )))
+    Ok(paging.answer(&state, fetched, total, |e| BalanceTransactionView::from(e)))
 }
 
-/// Changing a mode's settlement account, for the API and the dashboard alike: the name enquiry
-/// (`BankAccountNotFound` when the bank has no such account, `ProviderUnavailable` when it
-/// cannot be asked), then the store with its event and, in live mode, its hold.
-pub(crate) async fn change_settlement_account(
-    state: &AppState,
-    actor: &Actor,
-    business_id: &str,
-    mode: domain::Mode,
-    request: &SettlementRequest,
-) -> ApiResult<payouts::SettlementAccount> {
-    let name = state
-        .providers
-        .name_enquiry(mode, request.bank.code, &request.account_number)
-        .await
-        .map_err(|e| {
-            // Down, refusing, or not configured for this mode: the caller can only wait, and
-            // nothing was stored.
-            match &e {
-                ProviderError::NotConfigured(..) => {
-                    tracing::error!(error = %e, "no payout provider for this mode")
-                }
-                _ => tracing::warn!(error = %e, "name enquiry failed"),
+impl From<SettlementError> for ApiError {
+    fn from(e: SettlementError) -> Self {
+        match e {
+            SettlementError::BankAccountNotFound => ApiError::BankAccountNotFound,
+            SettlementError::ProviderUnavailable { retry_after_secs } => {
+                ApiError::ProviderUnavailable { retry_after_secs }
             }
-            ApiError::ProviderUnavailable {
-                retry_after_secs: NAME_ENQUIRY_RETRY_AFTER_SECS,
-            }
-        })?
-        .ok_or(ApiError::BankAccountNotFound)?;
-    let stored = payouts::set_settlement_account(
-        &state.db,
-        actor,
-        business_id,
-        mode,
-        &payouts::VerifiedAccount {
-            bank: request.bank,
-            account_number: &request.account_number,
-            account_name: &name,
-            schedule: request.schedule,
-        },
-        domain::time::now(),
-    )
-    .await?;
-    state.relay.kick();
-    Ok(stored)
+            SettlementError::Db(e) => e.into(),
+        }
+    }
 }

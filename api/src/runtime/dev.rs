@@ -158,7 +158,7 @@ async fn print_banner(
             .one(db)
             .await?
     {
-        let user = crate::dashboard::users::create_user(
+        let user = crate::actions::users::create_user(
             db,
             &demo.id,
             "demo@example.com",

@@ -11,7 +11,7 @@ use shared::db::accounts::{self, Account, ListQuery};
 use shared::db::paging::{MAX_PAGE, MAX_PAGE_SIZE};
 use shared::db::{deliveries, deposits, events, rechecks};
 
-use super::listing::grouped;
+use crate::dashboard::listing::grouped;
 use crate::dashboard::session::{Scoped, Viewer};
 use crate::dashboard::view::{self, Badge, Frame, PageResult, Section, When, naira};
 use crate::extract::QueryPairs;

@@ -1,7 +1,7 @@
 //! Balance and payouts: the balance (available, in flight), the settlement account and its
 //! schedule, the payouts and the ledger (each paged like the API's lists, on one page). An owner
-//! changes the settlement account after re-entering the password, through the very code of
-//! `PUT /settlement-account` (NUBAN check, name enquiry, the live hold, the event).
+//! changes the settlement account after re-entering the password, through the action of
+//! `PUT /settlement-account` (`actions::settlement`: name enquiry, the live hold, the event).
 
 use askama::Template;
 use axum::extract::State;
@@ -14,14 +14,12 @@ use domain::payout::{EntryType, PayoutStatus, Schedule, SettlementRequest};
 use shared::db::paging::Filter;
 use shared::db::{ledger, payouts};
 
-use super::listing::{self, Pager, PagerInput, Params};
-use super::sign_in::password_reentered;
-use crate::dashboard::FormFields;
+use crate::actions::settlement::{self, SettlementError};
+use crate::dashboard::forms::FormFields;
+use crate::dashboard::listing::{self, Pager, PagerInput, Params};
 use crate::dashboard::session::{MinRole, Owner, Scoped, Viewer};
 use crate::dashboard::view::{self, Badge, Frame, PageResult, Section, When, naira};
-use crate::error::ApiError;
 use crate::extract::QueryPairs;
-use crate::routes::settlement::change_settlement_account;
 use crate::state::AppState;
 
 const PAGE_SIZE: u64 = 10;
@@ -334,7 +332,11 @@ pub async fn change_settlement(
         render(&state, &scope, &query, None, errors, sent, status)
     };
     let user = &scope.signed.owner.user;
-    if !password_reentered(&state, &scope.signed, fields.get("password")).await? {
+    if !scope
+        .signed
+        .password_reentered(&state, fields.get("password"))
+        .await?
+    {
         return refuse(
             vec!["Your password is not right: the settlement account was not changed.".into()],
             StatusCode::UNPROCESSABLE_ENTITY,
@@ -353,8 +355,7 @@ pub async fn change_settlement(
         }
     };
     let actor = scope.signed.actor();
-    match change_settlement_account(&state, &actor, scope.business_id(), scope.mode, &request).await
-    {
+    match settlement::change(&state, &actor, scope.business_id(), scope.mode, &request).await {
         Ok(stored) => {
             tracing::info!(
                 user_id = %user.id,
@@ -368,7 +369,7 @@ pub async fn change_settlement(
             ))
             .into_response())
         }
-        Err(ApiError::BankAccountNotFound) => {
+        Err(SettlementError::BankAccountNotFound) => {
             refuse(
                 vec![
                     "The bank has no account with that number: check the bank and the number."
@@ -378,7 +379,7 @@ pub async fn change_settlement(
             )
             .await
         }
-        Err(ApiError::ProviderUnavailable { .. }) => {
+        Err(SettlementError::ProviderUnavailable { .. }) => {
             refuse(
                 vec![
                     "The bank could not be asked for the account's name just now. Nothing was \
@@ -389,7 +390,7 @@ pub async fn change_settlement(
             )
             .await
         }
-        Err(e) => Err(anyhow::Error::from(e).into()),
+        Err(SettlementError::Db(e)) => Err(e.into()),
     }
 }
 

@@ -16,7 +16,7 @@ use shared::db::accounts;
 use shared::db::deposits::{self, Deposit, ModeQuery};
 use shared::db::paging::{Keyset, PageRequest, Position};
 
-use super::listing::{self, Pager, PagerInput};
+use crate::dashboard::listing::{self, Pager, PagerInput};
 use crate::dashboard::session::{Scoped, Viewer};
 use crate::dashboard::view::{self, Badge, Frame, PageResult, Section, When, naira};
 use crate::extract::QueryPairs;

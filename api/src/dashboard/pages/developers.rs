@@ -1,8 +1,7 @@
 //! Developers, per mode (SPEC §1, §8): the working secret keys (prefix and last four, created,
-//! last used), rolling and revoking them through `keys::change_by` (the same implementation as
-//! `api admin key`), the webhook URL (the rules of `api admin webhook set`, in
-//! `shared::webhook_url`), rotating the webhook secret, and `webhook.test` events with their
-//! delivery attempts. Test mode is for developers and owners; live mode for owners, whose live
+//! last used), rolling and revoking them, the webhook URL and rotating the webhook secret (the
+//! actions of `api admin key` and `api admin webhook`, in `actions`), and `webhook.test` events
+//! with their delivery attempts. Test mode is for developers and owners; live mode for owners, whose live
 //! changes carry their password.
 //!
 //! A new key or secret is in exactly one response body: the POST that made it renders the page
@@ -14,7 +13,6 @@ use askama::Template;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
-use chrono::Duration;
 use domain::keys::KeyGrace;
 use domain::{AuditAction, EventType, Mode, Role};
 use sea_orm::TransactionTrait;
@@ -24,15 +22,15 @@ use shared::db::keys::{self, Expect, KeyAction, KeyChange};
 use shared::db::paging::{PageRequest, Position};
 use shared::db::{deliveries, events};
 
-use crate::dashboard::FormFields;
-use crate::dashboard::pages::sign_in::password_reentered;
+use crate::actions::{self, webhooks::WebhookError};
+use crate::dashboard::forms::FormFields;
 use crate::dashboard::session::{Developer, Scoped};
-use crate::dashboard::view::{self, Badge, Frame, PageResult, Section, When};
+use crate::dashboard::view::{
+    self, AttemptRow, Badge, Frame, PageError, PageResult, Section, When,
+};
 use crate::extract::QueryPairs;
 use crate::state::AppState;
 
-/// How long the previous webhook secret keeps signing after a rotation (SPEC §6).
-const SECRET_OVERLAP_HOURS: i64 = 24;
 /// The test events the page shows, newest first.
 const TEST_EVENTS_SHOWN: u64 = 5;
 
@@ -68,14 +66,6 @@ struct KeyRow {
     last_used: Option<When>,
     /// Set on a key rolled away: it works until then.
     expires: Option<When>,
-}
-
-struct AttemptRow {
-    at: When,
-    status: String,
-    ok: bool,
-    duration_ms: i64,
-    excerpt: Option<String>,
 }
 
 struct TestEventRow {
@@ -143,14 +133,32 @@ fn owners_only(scope: &Scoped<Developer>) -> Option<Response> {
     })
 }
 
-/// In live mode a change needs the owner's password again; in test mode nothing more.
-async fn password_confirmed(
+/// What answers a change instead, when it may not go ahead: live mode is an owner's
+/// ([`owners_only`]), and a live change needs the owner's password again (in test mode nothing
+/// more). `url_typed`: the URL the refused form sent, shown again.
+async fn refused(
     state: &AppState,
     scope: &Scoped<Developer>,
     fields: &FormFields,
-) -> anyhow::Result<bool> {
-    Ok(scope.mode != Mode::Live
-        || password_reentered(state, &scope.signed, fields.get("password")).await?)
+    url_typed: Option<String>,
+) -> Result<Option<Response>, PageError> {
+    if let Some(refused) = owners_only(scope) {
+        return Ok(Some(refused));
+    }
+    if scope.mode == Mode::Live
+        && !scope
+            .signed
+            .password_reentered(state, fields.get("password"))
+            .await?
+    {
+        let extra = Extra {
+            url_typed,
+            ..failed(PASSWORD_NEEDED)
+        };
+        let page = render(state, scope, extra, StatusCode::UNPROCESSABLE_ENTITY).await?;
+        return Ok(Some(page));
+    }
+    Ok(None)
 }
 
 const PASSWORD_NEEDED: &str =
@@ -208,25 +216,9 @@ async fn render(
             created: When::of(&event.created_at),
             delivery: latest.map(|(d, _)| Badge::of(d.status)),
             attempts: latest
-                .map(|(_, attempts)| {
-                    attempts
-                        .iter()
-                        .rev()
-                        .map(|a| AttemptRow {
-                            at: When::of(&a.attempted_at),
-                            status: if a.status_code == 0 {
-                                "No response".into()
-                            } else {
-                                a.status_code.to_string()
-                            },
-                            ok: (200..300).contains(&a.status_code),
-                            duration_ms: a.duration_ms,
-                            excerpt: shared::webhook_reply::shown(
-                                a.status_code,
-                                a.response_excerpt.as_deref(),
-                            ),
-                        })
-                        .collect()
+                .map(|(d, attempts)| {
+                    let row = |a| AttemptRow::new(a, &d.url);
+                    attempts.iter().rev().map(row).collect()
                 })
                 .unwrap_or_default(),
         });
@@ -302,34 +294,25 @@ pub async fn roll(
     State(state): State<AppState>,
     fields: FormFields,
 ) -> PageResult {
-    if let Some(refused) = owners_only(&scope) {
+    if let Some(refused) = refused(&state, &scope, &fields, None).await? {
         return Ok(refused);
-    }
-    let unprocessable = StatusCode::UNPROCESSABLE_ENTITY;
-    if !password_confirmed(&state, &scope, &fields).await? {
-        return render(&state, &scope, failed(PASSWORD_NEEDED), unprocessable).await;
     }
     let Some(grace) = grace_of(fields.get("expire")) else {
         let error = failed("Choose when the current key stops working.");
-        return render(&state, &scope, error, unprocessable).await;
+        return render(&state, &scope, error, StatusCode::UNPROCESSABLE_ENTITY).await;
     };
     let shown_with = Some(fields.get("current_key")).filter(|id| !id.is_empty());
-    let changed = keys::change_by(
+    let change = actions::keys::change(
         &state.db,
+        Some(&state.auth_cache),
         &scope.signed.actor(),
         scope.business_id(),
         scope.mode,
         KeyAction::Roll(grace),
         Expect::Newest(shown_with),
-        domain::time::now(),
     )
-    .await?
-    .ok_or_else(|| anyhow::anyhow!("the business has no {} settings", scope.mode))?;
-    // This process stops honouring a key rolled away "at once" right now, not after its cache.
-    for hash in &changed.key_hashes {
-        state.auth_cache.forget(hash);
-    }
-    match changed.change {
+    .await?;
+    match change {
         KeyChange::Rolled(rolled) => {
             tracing::info!(business_id = %scope.business_id(), mode = %scope.mode, "secret key rolled from the dashboard");
             // "At once" has no time to show: the page says the key stopped.
@@ -363,28 +346,20 @@ pub async fn revoke(
     State(state): State<AppState>,
     fields: FormFields,
 ) -> PageResult {
-    if let Some(refused) = owners_only(&scope) {
+    if let Some(refused) = refused(&state, &scope, &fields, None).await? {
         return Ok(refused);
     }
-    if !password_confirmed(&state, &scope, &fields).await? {
-        let error = failed(PASSWORD_NEEDED);
-        return render(&state, &scope, error, StatusCode::UNPROCESSABLE_ENTITY).await;
-    }
-    let changed = keys::change_by(
+    let change = actions::keys::change(
         &state.db,
+        Some(&state.auth_cache),
         &scope.signed.actor(),
         scope.business_id(),
         scope.mode,
         KeyAction::RevokeKey(fields.get("key_id").to_owned()),
         Expect::Anything,
-        domain::time::now(),
     )
-    .await?
-    .ok_or_else(|| anyhow::anyhow!("the business has no {} settings", scope.mode))?;
-    for hash in &changed.key_hashes {
-        state.auth_cache.forget(hash);
-    }
-    match changed.change {
+    .await?;
+    match change {
         KeyChange::Revoked(_) => Ok(done(scope.mode, "revoked")),
         _ => {
             let error = failed("That key had already stopped working: nothing changed.");
@@ -398,48 +373,35 @@ pub async fn set_webhook_url(
     State(state): State<AppState>,
     fields: FormFields,
 ) -> PageResult {
-    if let Some(refused) = owners_only(&scope) {
+    let typed = fields.get("url").trim().to_owned();
+    if let Some(refused) = refused(&state, &scope, &fields, Some(typed.clone())).await? {
         return Ok(refused);
     }
-    let typed = fields.get("url").trim().to_owned();
-    let unprocessable = StatusCode::UNPROCESSABLE_ENTITY;
-    let refuse = |error: String| Extra {
-        error: Some(error),
-        url_typed: Some(typed.clone()),
-        ..Extra::default()
-    };
-    if !password_confirmed(&state, &scope, &fields).await? {
-        return render(
-            &state,
-            &scope,
-            refuse(PASSWORD_NEEDED.into()),
-            unprocessable,
-        )
-        .await;
-    }
     let policy = shared::ssrf::TargetPolicy::from_config(&state.config.webhooks);
-    let url = match shared::webhook_url::check(scope.mode, &typed, policy).await {
-        Ok(url) => url,
-        Err(e) => {
+    let set = actions::webhooks::set_url(
+        &state.db,
+        policy,
+        &scope.signed.actor(),
+        scope.business_id(),
+        scope.mode,
+        &typed,
+    )
+    .await;
+    match set {
+        Ok(_) => Ok(done(scope.mode, "url")),
+        Err(WebhookError::Refused(e)) => {
             let mut why = e.to_string();
             if let Some(first) = why.get_mut(0..1) {
                 first.make_ascii_uppercase();
             }
-            return render(&state, &scope, refuse(format!("{why}.")), unprocessable).await;
+            let extra = Extra {
+                url_typed: Some(typed),
+                ..failed(format!("{why}."))
+            };
+            render(&state, &scope, extra, StatusCode::UNPROCESSABLE_ENTITY).await
         }
-    };
-    let set = businesses::set_webhook_url_by(
-        &state.db,
-        &scope.signed.actor(),
-        scope.business_id(),
-        scope.mode,
-        url.as_str(),
-    )
-    .await?;
-    if !set {
-        return Err(anyhow::anyhow!("the business has no {} settings", scope.mode).into());
+        Err(e) => Err(e.into()),
     }
-    Ok(done(scope.mode, "url"))
 }
 
 pub async fn rotate_secret(
@@ -447,24 +409,18 @@ pub async fn rotate_secret(
     State(state): State<AppState>,
     fields: FormFields,
 ) -> PageResult {
-    if let Some(refused) = owners_only(&scope) {
+    if let Some(refused) = refused(&state, &scope, &fields, None).await? {
         return Ok(refused);
     }
-    if !password_confirmed(&state, &scope, &fields).await? {
-        let error = failed(PASSWORD_NEEDED);
-        return render(&state, &scope, error, StatusCode::UNPROCESSABLE_ENTITY).await;
-    }
-    let rotation = businesses::rotate_webhook_secret_by(
+    let rotation = actions::webhooks::rotate_secret(
         &state.db,
         &state.cipher,
         &scope.signed.actor(),
         scope.business_id(),
         scope.mode,
-        Duration::hours(SECRET_OVERLAP_HOURS),
         Some(fields.get("secret_version")),
     )
-    .await?
-    .ok_or_else(|| anyhow::anyhow!("the business has no {} settings", scope.mode))?;
+    .await?;
     match rotation {
         Rotation::Rotated(secret) => {
             tracing::info!(business_id = %scope.business_id(), mode = %scope.mode, "webhook secret rotated from the dashboard");

@@ -1,6 +1,6 @@
 //! Events: the mode's events by type (the API's `GET /events` list and paging), an event's page
 //! with its data and every delivery attempt, and resending (developer and owner), through the
-//! API's own resend.
+//! API's action (`actions::events`).
 
 use askama::Template;
 use axum::extract::rejection::PathRejection;
@@ -13,12 +13,12 @@ use shared::db::deliveries;
 use shared::db::events::{self, Event};
 use shared::db::paging::Filter;
 
-use super::listing::{self, Pager, PagerInput};
-use crate::dashboard::FormFields;
+use crate::actions::{self, events::ResendError};
+use crate::dashboard::forms::FormFields;
+use crate::dashboard::listing::{self, Pager, PagerInput};
 use crate::dashboard::session::{Developer, MinRole, Scoped, Viewer};
-use crate::dashboard::view::{self, Badge, Frame, PageResult, Section, When};
+use crate::dashboard::view::{self, AttemptRow, Badge, Frame, PageResult, Section, When};
 use crate::extract::QueryPairs;
-use crate::routes::events::resend_event;
 use crate::state::AppState;
 
 const PAGE_SIZE: u64 = 25;
@@ -122,17 +122,6 @@ pub async fn list(
     Ok(view::page(&page))
 }
 
-struct AttemptRow {
-    at: When,
-    url: Option<String>,
-    /// "200", or "No response" for 0.
-    status: String,
-    ok: bool,
-    duration_ms: i64,
-    response: Option<String>,
-    error: Option<String>,
-}
-
 struct DeliveryBlock {
     url: String,
     status: Badge,
@@ -211,22 +200,7 @@ async fn render_event<R: MinRole>(
             completed: When::maybe(d.completed_at.as_ref()),
             attempts: attempts
                 .iter()
-                .map(|a| AttemptRow {
-                    at: When::of(&a.attempted_at),
-                    url: a.url.clone().filter(|u| *u != d.url),
-                    status: if a.status_code == 0 {
-                        "No response".into()
-                    } else {
-                        a.status_code.to_string()
-                    },
-                    ok: (200..300).contains(&a.status_code),
-                    duration_ms: a.duration_ms,
-                    response: shared::webhook_reply::shown(
-                        a.status_code,
-                        a.response_excerpt.as_deref(),
-                    ),
-                    error: a.error.clone(),
-                })
+                .map(|a| AttemptRow::new(a, &d.url))
                 .collect(),
         })
         .collect();
@@ -282,8 +256,10 @@ pub async fn resend(
     let Some(event) = find_event(&state, &scope, path).await? else {
         return Ok(not_found(&scope));
     };
-    let Some(delivery) = resend_event(&state, &event).await? else {
-        return render_event(
+    let delivery = match actions::events::resend(&state, &event).await {
+        Ok(delivery) => delivery,
+        Err(ResendError::NoWebhookUrl(_)) => {
+            return render_event(
             &state,
             &scope,
             &event,
@@ -293,8 +269,10 @@ pub async fn resend(
                  the Developers page first.",
             ),
             StatusCode::CONFLICT,
-        )
-        .await;
+            )
+            .await;
+        }
+        Err(ResendError::Db(e)) => return Err(e.into()),
     };
     // After the resend, not with it: the delivery's own transaction lives in `deliveries`, and a
     // lost audit row must not undo a resend the person asked for.

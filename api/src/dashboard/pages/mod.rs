@@ -5,7 +5,6 @@ pub mod balance;
 pub mod deposits;
 pub mod developers;
 pub mod events;
-pub mod listing;
 pub mod profile;
 pub mod sign_in;
 pub mod team;

@@ -13,9 +13,8 @@ use sea_orm::TransactionTrait;
 use shared::db::audit::{self, Entry};
 use shared::db::users;
 
-use crate::dashboard::FormFields;
 use crate::dashboard::auth;
-use crate::dashboard::pages::sign_in::password_reentered;
+use crate::dashboard::forms::FormFields;
 use crate::dashboard::session::Signed;
 use crate::dashboard::view::{self, Frame, PageResult, Section};
 use crate::extract::QueryPairs;
@@ -67,12 +66,7 @@ fn render(
     let user = &signed.owner.user;
     let enrolling = match (&user.totp_secret_enc, &user.totp_pending_enc) {
         (None, Some(sealed)) => {
-            let secret = state
-                .cipher
-                .decrypt(sealed, &users::totp_context(&user.id))
-                .map_err(|e| anyhow::anyhow!("a pending TOTP secret does not decrypt: {e}"))?;
-            let totp = auth::totp(&secret, &user.email)
-                .ok_or_else(|| anyhow::anyhow!("a pending TOTP secret is not valid"))?;
+            let (secret, totp) = auth::unseal_totp(&state.cipher, user, sealed)?;
             let uri = totp.to_url()?;
             Some(Enrolling {
                 qr_svg: auth::qr_svg(&uri).ok_or_else(|| anyhow::anyhow!("QR code too large"))?,
@@ -137,7 +131,10 @@ pub async fn change_password(
     };
     let user = &signed.owner.user;
     let (new, confirm) = (fields.get("new"), fields.get("confirm"));
-    if !password_reentered(&state, &signed, fields.get("current")).await? {
+    if !signed
+        .password_reentered(&state, fields.get("current"))
+        .await?
+    {
         return fail("Your current password is not right.");
     }
     if let Err(why) = check_password(new) {
@@ -194,7 +191,10 @@ pub async fn totp_confirm(
     else {
         return Ok(back(mode));
     };
-    if !password_reentered(&state, &signed, fields.get("password")).await? {
+    if !signed
+        .password_reentered(&state, fields.get("password"))
+        .await?
+    {
         return render(
             &state,
             &signed,
@@ -204,12 +204,7 @@ pub async fn totp_confirm(
             StatusCode::UNPROCESSABLE_ENTITY,
         );
     }
-    let secret = state
-        .cipher
-        .decrypt(sealed, &users::totp_context(&user.id))
-        .map_err(|e| anyhow::anyhow!("a pending TOTP secret does not decrypt: {e}"))?;
-    let totp = auth::totp(&secret, &user.email)
-        .ok_or_else(|| anyhow::anyhow!("a pending TOTP secret is not valid"))?;
+    let (_, totp) = auth::unseal_totp(&state.cipher, user, sealed)?;
     let now = domain::time::now();
     let Some(step) = auth::check_code(&totp, fields.get("code"), now.timestamp().max(0) as u64)
     else {
@@ -256,7 +251,10 @@ pub async fn totp_remove(
 ) -> PageResult {
     let mode = mode_of(&signed, Some(fields.get("mode")));
     let user = &signed.owner.user;
-    if !password_reentered(&state, &signed, fields.get("password")).await? {
+    if !signed
+        .password_reentered(&state, fields.get("password"))
+        .await?
+    {
         return render(
             &state,
             &signed,

@@ -1,30 +1,31 @@
 //! Signing in (e-mail and password, then the TOTP code when enrolled) and out. A wrong e-mail
 //! and a wrong password get the same answer after the same work; five failures for an e-mail
 //! within 15 minutes lock it for 15 minutes, known or not. Every password or code is counted
-//! before it is checked ([`counted_check`]), so attempts sent at once count the same; attempts
+//! before it is checked (`auth::counted_check`), so attempts sent at once count the same; attempts
 //! are limited per client address too, and failed and locked sign-ins go into the audit log.
 
 use askama::Template;
 use axum::extract::State;
-use std::future::Future;
 use std::net::IpAddr;
 
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use chrono::Duration;
 use domain::AuditAction;
-use domain::keys::sha256_hex;
 use domain::user::normalise_email;
 use sea_orm::TransactionTrait;
 use shared::db::audit::{self, Actor, Entry};
 use shared::db::users::{self, SessionOwner, User};
 
-use crate::dashboard::FormFields;
-use crate::dashboard::auth::{self, SESSION_COOKIE, SIGN_IN_COOKIE, TOTP_STEP_SECS};
-use crate::dashboard::passwords::Busy;
-use crate::dashboard::session::{ClientAddr, MinRole, Signed};
+use crate::dashboard::auth::{
+    self, Checked, SESSION_COOKIE, SIGN_IN_COOKIE, TOTP_STEP_SECS, counted_check, record_failure,
+    throttle_key,
+};
+use crate::dashboard::forms::FormFields;
+use crate::dashboard::session::Signed;
 use crate::dashboard::view::{self, PageResult};
-use crate::extract::QueryPairs;
+use crate::extract::{ClientAddr, QueryPairs};
+use crate::passwords::Busy;
 use crate::state::AppState;
 
 const WRONG: &str = "That e-mail and password do not match an account.";
@@ -64,113 +65,11 @@ fn safe_next(next: &str) -> &str {
     if ok { next } else { HOME }
 }
 
-/// The throttle's key: the e-mail as typed, lower-cased, hashed (unknown ones count alike).
-fn throttle_key(typed_email: &str) -> String {
-    sha256_hex(&format!("sign-in:{}", typed_email.trim().to_lowercase()))
-}
-
-/// What one counted check found.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Checked {
-    Right,
-    /// Wrong; `locked` when this attempt was the fifth, which locked the e-mail.
-    Wrong {
-        locked: bool,
-    },
-    /// The e-mail is locked: nothing was checked.
-    Locked,
-}
-
-/// One password or TOTP code for the e-mail of `key`, counted BEFORE it is checked, in one
-/// atomic step with the decision to check it (`users::admit_sign_in_attempt`), so that
-/// attempts sent in parallel count the same as one after the other and at most five are ever
-/// checked per window (SPEC §8). `check` runs only when the attempt is admitted; a right one
-/// gives its count back, and so does one that could not be checked (busy, or our failure).
-async fn counted_check<F, Fut>(state: &AppState, key: &str, check: F) -> anyhow::Result<Checked>
-where
-    F: FnOnce() -> Fut,
-    Fut: Future<Output = anyhow::Result<bool>>,
-{
-    let now = domain::time::now();
-    let Some(admitted) = users::admit_sign_in_attempt(&state.db, key, now).await? else {
-        return Ok(Checked::Locked);
-    };
-    match check().await {
-        Ok(false) => Ok(Checked::Wrong {
-            locked: admitted.is_locked(now),
-        }),
-        right_or_unchecked => {
-            users::refund_sign_in_attempt(&state.db, key, &admitted).await?;
-            right_or_unchecked.map(|_| Checked::Right)
-        }
-    }
-}
-
-/// The audit log's record of a wrong password or code (`failed`: what was wrong; None for a
-/// re-entered password, which is no sign-in) and of the lock it caused: against the user when
-/// the e-mail is theirs, else against no one and no business (named by the throttle's hash of
-/// what was typed, never the text).
-async fn record_failure(
-    state: &AppState,
-    user: Option<&User>,
-    key: &str,
-    addr: Option<String>,
-    failed: Option<&str>,
-    locked: bool,
-) -> anyhow::Result<()> {
-    let now = domain::time::now();
-    let actor = match user {
-        Some(user) => Actor::user(&user.id, &user.email, addr),
-        None => Actor::anonymous(addr),
-    };
-    let entry = |action| match user {
-        Some(user) => Entry::new(&user.business_id, action),
-        None => Entry::without_business(action).target(format!("e-mail {key}")),
-    };
-    let txn = state.db.begin().await?;
-    if let Some(detail) = failed {
-        let failed = entry(AuditAction::SignInFailed).detail(detail);
-        audit::record(&txn, &actor, failed, now).await?;
-    }
-    if locked {
-        let lock = entry(AuditAction::SignInLocked).detail("five attempts within 15 minutes");
-        audit::record(&txn, &actor, lock, now).await?;
-    }
-    txn.commit().await?;
-    Ok(())
-}
-
 /// None when the client's address may make one more sign-in attempt now (counting it), else
 /// the seconds until it may.
 fn address_limit(state: &AppState, addr: Option<&str>) -> Option<u64> {
     let ip = addr?.parse::<IpAddr>().ok()?;
     state.sign_in_attempts.admit(ip)
-}
-
-/// A signed-in user re-entering their password (a password change, turning TOTP on or off, a
-/// live key or webhook change, the settlement account, the team): false when it is wrong or the
-/// e-mail is locked. Each counts in the sign-in throttle like a sign-in ([`counted_check`]), so
-/// a taken-over session cannot guess the password any faster than the sign-in form allows.
-pub(crate) async fn password_reentered<R: MinRole>(
-    state: &AppState,
-    signed: &Signed<R>,
-    typed: &str,
-) -> anyhow::Result<bool> {
-    let user = &signed.owner.user;
-    let key = throttle_key(&user.email);
-    let (typed, hash) = (typed.to_owned(), user.password_hash.clone());
-    let checked = counted_check(state, &key, || async {
-        Ok(state.hashing.verify(typed, Some(hash)).await?)
-    })
-    .await?;
-    if let Checked::Wrong { locked } = checked {
-        tracing::info!(user_id = %user.id, locked, "dashboard password re-entry failed");
-        if locked {
-            let addr = signed.client_addr.clone();
-            record_failure(state, Some(user), &key, addr, None, true).await?;
-        }
-    }
-    Ok(checked == Checked::Right)
 }
 
 fn with_cookies(mut response: Response, cookies: &[String]) -> Response {
@@ -282,7 +181,7 @@ pub async fn submit(
     };
     let password = fields.get("password").to_owned();
     let hash = user.as_ref().map(|u| u.password_hash.clone());
-    let checked = counted_check(&state, &key, || async {
+    let checked = counted_check(&state.db, &key, || async {
         Ok(state.hashing.verify_in(turn, password, hash).await?)
     })
     .await;
@@ -305,7 +204,7 @@ pub async fn submit(
             } else {
                 "no user has this e-mail"
             };
-            record_failure(&state, user.as_ref(), &key, addr, Some(detail), locked).await?;
+            record_failure(&state.db, user.as_ref(), &key, addr, Some(detail), locked).await?;
             if locked {
                 return refuse(LOCKED, StatusCode::TOO_MANY_REQUESTS);
             }
@@ -437,13 +336,8 @@ pub async fn code_submit(
         ));
     }
     let sealed = user.totp_secret_enc.as_deref().unwrap_or_default();
-    let secret = state
-        .cipher
-        .decrypt(sealed, &users::totp_context(&user.id))
-        .map_err(|e| anyhow::anyhow!("a TOTP secret does not decrypt: {e}"))?;
-    let totp = auth::totp(&secret, &user.email)
-        .ok_or_else(|| anyhow::anyhow!("a stored TOTP secret is not valid"))?;
-    let checked = counted_check(&state, &key, || async {
+    let (_, totp) = auth::unseal_totp(&state.cipher, user, sealed)?;
+    let checked = counted_check(&state.db, &key, || async {
         let now = domain::time::now();
         let step = auth::check_code(&totp, fields.get("code"), now.timestamp().max(0) as u64);
         Ok(match step {
@@ -456,7 +350,15 @@ pub async fn code_submit(
         Checked::Right => {}
         Checked::Locked => return Ok(locked_out().await?),
         Checked::Wrong { locked } => {
-            record_failure(&state, Some(user), &key, addr, Some("wrong code"), locked).await?;
+            record_failure(
+                &state.db,
+                Some(user),
+                &key,
+                addr,
+                Some("wrong code"),
+                locked,
+            )
+            .await?;
             if locked {
                 return Ok(locked_out().await?);
             }

@@ -13,10 +13,9 @@ use shared::db::audit;
 use shared::db::paging::{PageRequest, Position};
 use shared::db::users::{self, MemberChange, MemberOutcome};
 
-use crate::dashboard::FormFields;
-use crate::dashboard::pages::sign_in::password_reentered;
+use crate::actions::users::{CreateUserError, create_user_by};
+use crate::dashboard::forms::FormFields;
 use crate::dashboard::session::{Owner, Scoped};
-use crate::dashboard::users::{CreateUserError, create_user_by};
 use crate::dashboard::view::{self, Frame, PageResult, Section, When};
 use crate::extract::QueryPairs;
 use crate::state::AppState;
@@ -224,7 +223,11 @@ pub async fn add(
         let extra = refuse("Choose a role.");
         return render(&state, &scope, extra, StatusCode::UNPROCESSABLE_ENTITY).await;
     };
-    if !password_reentered(&state, &scope.signed, fields.get("password")).await? {
+    if !scope
+        .signed
+        .password_reentered(&state, fields.get("password"))
+        .await?
+    {
         let extra = refuse(WRONG_PASSWORD);
         return render(&state, &scope, extra, StatusCode::UNPROCESSABLE_ENTITY).await;
     }
@@ -275,7 +278,11 @@ async fn change(
     fields: FormFields,
     change: MemberChange,
 ) -> PageResult {
-    if !password_reentered(&state, &scope.signed, fields.get("password")).await? {
+    if !scope
+        .signed
+        .password_reentered(&state, fields.get("password"))
+        .await?
+    {
         let extra = Extra {
             error: Some(WRONG_PASSWORD.into()),
             ..Extra::default()

@@ -237,11 +237,12 @@ fn verify_with(
 /// A hash of nobody's password (see [`Hashing::verify`]).
 static DUMMY_HASH: LazyLock<String> = LazyLock::new(|| {
     use argon2::PasswordHasher;
-    let mut salt = [0u8; 16];
+    let (mut salt, mut password) = ([0u8; 16], [0u8; 32]);
     rand::rng().fill(&mut salt);
+    rand::rng().fill(&mut password);
     let salt = SaltString::encode_b64(&salt).expect("16 bytes encode");
     Argon2::default()
-        .hash_password(super::auth::random_token().as_bytes(), &salt)
+        .hash_password(&password, &salt)
         .expect("hashing the dummy password")
         .to_string()
 });

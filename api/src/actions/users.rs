@@ -1,6 +1,6 @@
-//! Adding a user to a business, one implementation for `api admin user create`, `api dev`'s demo
-//! user and the Team page: a generated password, shown once, stored as Argon2id, and the
-//! addition recorded in the audit log in the same transaction.
+//! Adding a user to a business (`api admin user create`, `api dev`'s demo user, the Team page):
+//! a generated password, shown once, stored as Argon2id, and the addition recorded in the audit
+//! log in the same transaction.
 
 use domain::user::{generate_password, normalise_email};
 use domain::{AuditAction, Role};
@@ -9,7 +9,7 @@ use serde::Serialize;
 use shared::db::audit::{self, Actor, Entry};
 use shared::db::users::{self, CreateOutcome};
 
-use super::passwords::Hashing;
+use crate::passwords::Hashing;
 
 /// What `api admin user create` prints: the only time the password is shown.
 #[derive(Serialize)]

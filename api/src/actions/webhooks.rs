@@ -1,0 +1,65 @@
+//! A mode's webhook URL and secret (`api admin webhook`, the Developers page).
+
+use chrono::Duration;
+use domain::Mode;
+use sea_orm::DatabaseConnection;
+use shared::crypto::Cipher;
+use shared::db::audit::Actor;
+use shared::db::businesses::{self, Rotation};
+use shared::ssrf::TargetPolicy;
+use shared::webhook_url::{self, WebhookUrlError};
+
+/// How long the previous webhook secret keeps signing after a rotation (SPEC §6).
+pub const SECRET_OVERLAP: Duration = Duration::hours(24);
+
+#[derive(Debug, thiserror::Error)]
+pub enum WebhookError {
+    /// The URL breaks a rule of `shared::webhook_url`.
+    #[error(transparent)]
+    Refused(#[from] WebhookUrlError),
+    #[error("no business {0}")]
+    NoSuchBusiness(String),
+    #[error(transparent)]
+    Db(#[from] sea_orm::DbErr),
+}
+
+/// Sets the URL that receives the mode's events, after the rules of `shared::webhook_url`
+/// under `policy`, recorded in the audit log as `actor`'s. Returns the URL as stored.
+pub async fn set_url(
+    db: &DatabaseConnection,
+    policy: TargetPolicy,
+    actor: &Actor,
+    business_id: &str,
+    mode: Mode,
+    typed: &str,
+) -> Result<url::Url, WebhookError> {
+    let url = webhook_url::check(mode, typed, policy).await?;
+    if !businesses::set_webhook_url_by(db, actor, business_id, mode, url.as_str()).await? {
+        return Err(WebhookError::NoSuchBusiness(business_id.to_owned()));
+    }
+    Ok(url)
+}
+
+/// Issues a new webhook secret; the previous one keeps signing beside it for
+/// [`SECRET_OVERLAP`]. `expected_version`: the version a form was shown with (a form sent again
+/// finds it gone: `Rotation::Stale`, nothing changed); None rotates whatever is there.
+pub async fn rotate_secret(
+    db: &DatabaseConnection,
+    cipher: &Cipher,
+    actor: &Actor,
+    business_id: &str,
+    mode: Mode,
+    expected_version: Option<&str>,
+) -> Result<Rotation, WebhookError> {
+    businesses::rotate_webhook_secret_by(
+        db,
+        cipher,
+        actor,
+        business_id,
+        mode,
+        SECRET_OVERLAP,
+        expected_version,
+    )
+    .await?
+    .ok_or_else(|| WebhookError::NoSuchBusiness(business_id.to_owned()))
+}
