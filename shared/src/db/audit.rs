@@ -39,6 +39,7 @@ impl Actor {
         Actor {
             user_id: None,
             email: None,
+            key_id: None,
             client_addr,
         }
     }
@@ -68,6 +69,8 @@ pub fn actor_label(entry: &AuditEntry) -> String {
     match (&entry.actor_email, &entry.actor_key_id) {
         (Some(email), _) => email.clone(),
         (None, Some(key_id)) => format!("API key {key_id}"),
+        // An operator's command has no address; someone who is not signed in has one.
+        (None, None) if entry.client_addr.is_some() => "Someone not signed in".into(),
         (None, None) => "An operator (api admin)".into(),
     }
 }

@@ -317,13 +317,12 @@ pub async fn submit(
             &[auth::set_cookie(SESSION_COOKIE, &token, None)],
         ));
     }
-    start_session(&state, &headers, &user, next, addr).await
+    start_session(&state, &user, next, addr).await
 }
 
 /// A new session for a user who has passed every step: cookie set, sign-in cookie dropped.
 async fn start_session(
     state: &AppState,
-    headers: &HeaderMap,
     user: &User,
     next: &str,
     addr: Option<String>,
@@ -466,7 +465,7 @@ pub async fn code_submit(
         }
     }
     users::end_session(&state.db, &owner.session.id).await?;
-    start_session(&state, &headers, user, next, addr).await
+    start_session(&state, user, next, addr).await
 }
 
 /// Ends the session (whatever state it is in) and forgets its cookie.
