@@ -1,13 +1,19 @@
-//! One typed configuration for every process: defaults, then a TOML file (`--config` or
-//! `VAS_CONFIG`), then `VAS_` environment variables with `__` between levels.
+//! One typed configuration for every process: the defaults (`config.default.toml` at the
+//! workspace root, embedded), then a TOML file (`--config` or `VAS_CONFIG`), then `VAS_`
+//! environment variables with `__` between levels.
+//!
+//! Every key, its default and what it does are written once, in that file; the structs here only
+//! give the keys their types. A section's `Default` is the file's.
 
 use std::net::SocketAddr;
 use std::num::NonZeroU64;
 use std::path::{Path, PathBuf};
+use std::sync::LazyLock;
 use std::time::Duration;
 
 use figment::Figment;
 use figment::providers::{Env, Format, Serialized, Toml};
+use figment::value::{Dict, Value};
 use serde::{Deserialize, Serialize};
 
 use crate::http::Timeouts;
@@ -16,7 +22,6 @@ use crate::proxies::TrustedProxies;
 /// Unknown keys are refused inside each section (a typo fails loudly), but not at the top level:
 /// platforms set variables such as `VAS_PORT` of their own accord.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(default)]
 pub struct Config {
     pub database: DatabaseConfig,
     pub amqp: AmqpConfig,
@@ -36,7 +41,7 @@ pub struct Config {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
+#[serde(deny_unknown_fields)]
 pub struct DatabaseConfig {
     /// `postgres://…` (one host, or libpq's multi-host form with
     /// `target_session_attrs=read-write`) or `sqlite://PATH?mode=rwc`.
@@ -49,8 +54,8 @@ pub struct DatabaseConfig {
     pub read_max_lag_ms: u64,
 }
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct AmqpConfig {
     /// Unset means the in-process queue, which only `api dev` accepts.
     pub url: Option<String>,
@@ -61,7 +66,7 @@ pub struct AmqpConfig {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
+#[serde(deny_unknown_fields)]
 pub struct HttpConfig {
     pub bind: SocketAddr,
     /// Seconds an authenticated key stays cached before it is looked up again.
@@ -80,11 +85,6 @@ pub struct HttpConfig {
     pub trusted_proxies: TrustedProxies,
 }
 
-/// A default limit in whole seconds (the defaults are never zero).
-fn whole_secs(limit: Duration) -> NonZeroU64 {
-    NonZeroU64::new(limit.as_secs()).expect("default limits are at least a second")
-}
-
 impl HttpConfig {
     pub fn server_timeouts(&self) -> Timeouts {
         Timeouts {
@@ -96,13 +96,13 @@ impl HttpConfig {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
+#[serde(deny_unknown_fields)]
 pub struct OpsConfig {
     pub bind: SocketAddr,
 }
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct CryptoConfig {
     /// Base64 of 32 random bytes: encrypts BVN/NIN and webhook secrets.
     pub key: Option<String>,
@@ -111,7 +111,7 @@ pub struct CryptoConfig {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
+#[serde(deny_unknown_fields)]
 pub struct LimitsConfig {
     pub accounts_per_hour: u32,
     /// Failed authentications one client address may make in a minute before its requests are
@@ -126,7 +126,7 @@ pub struct LimitsConfig {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
+#[serde(deny_unknown_fields)]
 pub struct WebhooksConfig {
     /// Delays in seconds before each retry; a delivery is tried once plus once per entry.
     pub retry_schedule: Vec<u64>,
@@ -156,7 +156,7 @@ pub struct WebhooksConfig {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
+#[serde(deny_unknown_fields)]
 pub struct ProvisioningConfig {
     /// First delay between polls of a pending account, doubling up to `max_poll_secs`.
     pub initial_poll_secs: u64,
@@ -166,7 +166,7 @@ pub struct ProvisioningConfig {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
+#[serde(deny_unknown_fields)]
 pub struct RecheckConfig {
     /// Provider errors are retried with backoff this many times before the recheck fails.
     pub max_attempts: u32,
@@ -175,19 +175,9 @@ pub struct RecheckConfig {
     pub max_retry_secs: u64,
 }
 
-impl Default for RecheckConfig {
-    fn default() -> Self {
-        Self {
-            max_attempts: 5,
-            initial_retry_secs: 2,
-            max_retry_secs: 600,
-        }
-    }
-}
-
 /// Payouts (SPEC §7).
 #[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
+#[serde(deny_unknown_fields)]
 pub struct PayoutsConfig {
     /// The payout provider (a bank slug, e.g. `wema-bank`); test mode reaches it at the sandbox.
     pub bank: String,
@@ -241,23 +231,8 @@ impl PayoutsConfig {
     }
 }
 
-impl Default for PayoutsConfig {
-    fn default() -> Self {
-        Self {
-            bank: "wema-bank".into(),
-            max_amount: 500_000_000,
-            daily_at: "09:00".into(),
-            schedule_check_secs: 30,
-            initial_poll_secs: 2,
-            max_poll_secs: 60,
-            lease_secs: 60,
-            test_kill_at: None,
-        }
-    }
-}
-
 #[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
+#[serde(deny_unknown_fields)]
 pub struct SandboxConfig {
     /// Where the service reaches the sandbox for test-mode banks (`api dev`: the in-process one).
     pub url: Option<String>,
@@ -279,8 +254,8 @@ pub struct SandboxConfig {
     pub state_file: Option<PathBuf>,
 }
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ProviderConfig {
     pub url: Option<String>,
     pub key: Option<String>,
@@ -288,8 +263,8 @@ pub struct ProviderConfig {
 }
 
 /// Live-mode banks; test mode always uses the sandbox.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ProvidersConfig {
     pub wema_bank: ProviderConfig,
     pub access_bank: ProviderConfig,
@@ -297,7 +272,7 @@ pub struct ProvidersConfig {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
+#[serde(deny_unknown_fields)]
 pub struct LogConfig {
     /// `text` or `json`.
     pub format: String,
@@ -306,7 +281,7 @@ pub struct LogConfig {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
+#[serde(deny_unknown_fields)]
 pub struct DevConfig {
     /// The data folder of `api dev` and of the operator commands when no database is configured.
     pub data_dir: PathBuf,
@@ -314,7 +289,7 @@ pub struct DevConfig {
 
 /// The dashboard served by the api at `/dashboard/` (SPEC §8).
 #[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
+#[serde(deny_unknown_fields)]
 pub struct DashboardConfig {
     /// A session ends after this many seconds without a request…
     pub idle_timeout_secs: u64,
@@ -336,145 +311,106 @@ pub struct DashboardConfig {
     pub sign_ins_per_minute: u32,
 }
 
-impl Default for DashboardConfig {
-    fn default() -> Self {
-        Self {
-            idle_timeout_secs: 3600,
-            absolute_timeout_secs: 12 * 3600,
-            public_url: None,
-            concurrent_password_hashes: 2,
-            password_hash_wait_ms: 2000,
-            sign_ins_per_minute: 20,
-        }
-    }
-}
+/// Every key with its default and a comment saying what it does and who reads it: the file a
+/// person reads, embedded so that no process needs it on disk (`api dev` starts anywhere).
+pub const DEFAULTS_TOML: &str = include_str!("../../config.default.toml");
+
+/// The embedded defaults, read once. The file is checked by this module's tests, so a process
+/// never meets a broken one.
+static DEFAULTS: LazyLock<Config> = LazyLock::new(|| {
+    Figment::from(Toml::string(DEFAULTS_TOML))
+        .extract()
+        .unwrap_or_else(|e| {
+            panic!("config.default.toml must hold every key of ops::config::Config: {e}")
+        })
+});
 
 impl Default for Config {
     fn default() -> Self {
-        Self {
-            database: DatabaseConfig::default(),
-            amqp: AmqpConfig {
-                url: None,
-                prefix: "vas".into(),
-                ca_file: None,
-            },
-            http: HttpConfig::default(),
-            ops: OpsConfig::default(),
-            crypto: CryptoConfig::default(),
-            limits: LimitsConfig::default(),
-            webhooks: WebhooksConfig::default(),
-            provisioning: ProvisioningConfig::default(),
-            recheck: RecheckConfig::default(),
-            payouts: PayoutsConfig::default(),
-            sandbox: SandboxConfig::default(),
-            providers: ProvidersConfig::default(),
-            log: LogConfig::default(),
-            dev: DevConfig::default(),
-            dashboard: DashboardConfig::default(),
-        }
+        DEFAULTS.clone()
     }
 }
 
-impl Default for DatabaseConfig {
-    fn default() -> Self {
-        Self {
-            url: None,
-            max_connections: 20,
-            read_url: None,
-            read_max_lag_ms: 5_000,
+/// Each section's `Default` is its part of the file, never a second copy of the numbers.
+macro_rules! section_defaults {
+    ($($section:ty => $field:ident),* $(,)?) => {$(
+        impl Default for $section {
+            fn default() -> Self {
+                DEFAULTS.$field.clone()
+            }
         }
+    )*};
+}
+
+section_defaults!(
+    DatabaseConfig => database,
+    AmqpConfig => amqp,
+    HttpConfig => http,
+    OpsConfig => ops,
+    CryptoConfig => crypto,
+    LimitsConfig => limits,
+    WebhooksConfig => webhooks,
+    ProvisioningConfig => provisioning,
+    RecheckConfig => recheck,
+    PayoutsConfig => payouts,
+    SandboxConfig => sandbox,
+    ProvidersConfig => providers,
+    LogConfig => log,
+    DevConfig => dev,
+    DashboardConfig => dashboard,
+);
+
+/// The limits of every listener when nothing is configured: the file's `[http]` timeouts.
+impl Default for Timeouts {
+    fn default() -> Self {
+        DEFAULTS.http.server_timeouts()
     }
 }
 
-impl Default for HttpConfig {
-    fn default() -> Self {
-        Self {
-            bind: ([127, 0, 0, 1], 8080).into(),
-            auth_cache_secs: 5,
-            provider_timeout_ms: 3000,
-            header_read_timeout_secs: whole_secs(Timeouts::DEFAULT.header_read),
-            body_read_timeout_secs: whole_secs(Timeouts::DEFAULT.body_read),
-            idle_timeout_secs: whole_secs(Timeouts::DEFAULT.idle),
-            trusted_proxies: TrustedProxies::default(),
-        }
-    }
+/// The defaults file with each key that has no default (`# key = example`) written in, so that
+/// its example is read as well: what tells a text key from the others.
+fn defaults_with_examples() -> String {
+    DEFAULTS_TOML
+        .lines()
+        .map(|line| match commented_key(line) {
+            Some(key_line) => key_line,
+            None => line,
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
-impl Default for OpsConfig {
-    fn default() -> Self {
-        Self {
-            bind: ([127, 0, 0, 1], 0).into(),
-        }
-    }
+/// `# url = "…"` → `url = "…"`: a line of the defaults file that shows a key with no default.
+fn commented_key(line: &str) -> Option<&str> {
+    let rest = line.strip_prefix('#')?.trim_start();
+    let (name, _) = rest.split_once('=')?;
+    let name = name.trim_end();
+    let is_key = !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
+    is_key.then_some(rest)
 }
 
-impl Default for LimitsConfig {
-    fn default() -> Self {
-        Self {
-            accounts_per_hour: 500,
-            auth_failures_per_minute: 20,
-            list_exact_total: 10_000,
-            max_deposit: 10_000_000_000,
-        }
-    }
-}
+/// The keys whose values are text (secrets, keys, URLs, names, paths): those written in quotes in
+/// the defaults file, as a default or as the example of a key with no default. Set from the
+/// environment verbatim rather than parsed.
+static VERBATIM_KEYS: LazyLock<Vec<String>> = LazyLock::new(|| {
+    let keys: Dict = Figment::from(Toml::string(&defaults_with_examples()))
+        .extract()
+        .unwrap_or_else(|e| panic!("config.default.toml's examples do not parse: {e}"));
+    let mut text = Vec::new();
+    text_keys("", &keys, &mut text);
+    text
+});
 
-impl Default for WebhooksConfig {
-    fn default() -> Self {
-        Self {
-            retry_schedule: vec![5, 300, 1800, 7200, 18000, 36000, 36000],
-            concurrency: 256,
-            timeout_secs: 10,
-            max_retry_after_secs: 36000,
-            max_in_flight_per_endpoint: 4,
-            circuit_failure_threshold: 5,
-            circuit_cooldown_secs: 30,
-            circuit_max_cooldown_secs: 600,
-            allow_private_addresses: false,
-        }
-    }
-}
-
-impl Default for ProvisioningConfig {
-    fn default() -> Self {
-        Self {
-            initial_poll_secs: 2,
-            max_poll_secs: 600,
-            give_up_after_secs: 24 * 3600,
-        }
-    }
-}
-
-impl Default for SandboxConfig {
-    fn default() -> Self {
-        Self {
-            url: None,
-            bind: ([127, 0, 0, 1], 8090).into(),
-            notify_url: None,
-            secret: "sandbox-notification-secret".into(),
-            key: "sandbox-key".into(),
-            activation_delay_secs: 3,
-            transfer_delay_secs: 2,
-            latency_ms: 0,
-            failure_rate: 0.0,
-            state_file: None,
-        }
-    }
-}
-
-impl Default for LogConfig {
-    fn default() -> Self {
-        Self {
-            format: "text".into(),
-            level: "info".into(),
-        }
-    }
-}
-
-impl Default for DevConfig {
-    fn default() -> Self {
-        Self {
-            data_dir: PathBuf::from(".vas-dev"),
+fn text_keys(prefix: &str, dict: &Dict, text: &mut Vec<String>) {
+    for (name, value) in dict {
+        let key = format!("{prefix}{name}");
+        match value {
+            Value::String(..) => text.push(key),
+            Value::Dict(_, inner) => text_keys(&format!("{key}."), inner, text),
+            _ => {}
         }
     }
 }
@@ -488,9 +424,10 @@ pub enum ConfigError {
 }
 
 impl Config {
-    /// Defaults, then the TOML file (explicit path, else `VAS_CONFIG`), then `VAS_…` variables.
+    /// The embedded defaults, then the TOML file (explicit path, else `VAS_CONFIG`), then `VAS_…`
+    /// variables.
     pub fn load(file: Option<&Path>) -> Result<Self, ConfigError> {
-        let mut figment = Figment::from(Serialized::defaults(Config::default()));
+        let mut figment = Figment::from(Toml::string(DEFAULTS_TOML));
         let from_env = std::env::var_os("VAS_CONFIG").map(PathBuf::from);
         if let Some(path) = file.map(Path::to_path_buf).or(from_env) {
             figment = figment.merge(Toml::file_exact(path));
@@ -541,44 +478,21 @@ impl Config {
     }
 }
 
-/// The keys whose values are text (secrets, keys, URLs, names), set from the environment
-/// verbatim rather than parsed.
-const VERBATIM_KEYS: &[&str] = &[
-    "database.url",
-    "amqp.url",
-    "amqp.prefix",
-    "crypto.key",
-    "sandbox.url",
-    "sandbox.notify_url",
-    "sandbox.secret",
-    "sandbox.key",
-    "providers.wema_bank.url",
-    "providers.wema_bank.key",
-    "providers.wema_bank.secret",
-    "providers.access_bank.url",
-    "providers.access_bank.key",
-    "providers.access_bank.secret",
-    "providers.titan_trust_bank.url",
-    "providers.titan_trust_bank.key",
-    "providers.titan_trust_bank.secret",
-    "log.format",
-    "log.level",
-    "dashboard.public_url",
-];
-
 /// `VAS_SANDBOX__SECRET` → `sandbox.secret`, when that key is one of [`VERBATIM_KEYS`].
 fn verbatim_key(variable: &str) -> Option<&'static str> {
     let key = variable
         .strip_prefix("VAS_")?
         .to_ascii_lowercase()
         .replace("__", ".");
-    VERBATIM_KEYS.iter().copied().find(|k| *k == key)
+    VERBATIM_KEYS.iter().map(String::as_str).find(|k| *k == key)
 }
 
 #[cfg(test)]
 // figment's Jail returns its large error type by design.
 #[allow(clippy::result_large_err)]
 mod tests {
+    use std::collections::BTreeMap;
+
     use super::*;
 
     #[test]
@@ -616,27 +530,214 @@ mod tests {
         });
     }
 
-    #[test]
-    fn every_verbatim_key_is_a_text_setting() {
-        // Each key, set to a number-like text, must load as that text: a key listed by mistake
-        // (a number setting) or misspelt (unknown) fails here.
-        for key in VERBATIM_KEYS {
-            let variable = format!("VAS_{}", key.to_ascii_uppercase().replace('.', "__"));
-            assert_eq!(verbatim_key(&variable), Some(*key));
-            figment::Jail::expect_with(|jail| {
-                jail.set_env(&variable, "42");
-                let config = Config::load(None).expect("loads");
-                let value = serde_json::to_value(&config).unwrap();
-                let pointer = format!("/{}", key.replace('.', "/"));
-                assert_eq!(
-                    value.pointer(&pointer),
-                    Some(&serde_json::json!("42")),
-                    "{key}"
-                );
-                Ok(())
-            });
+    /// Every key of `Config`, all sections and nested ones (`providers.wema_bank.url`), with
+    /// whether its default is unset.
+    fn config_keys() -> BTreeMap<String, bool> {
+        fn walk(prefix: &str, value: &serde_json::Value, keys: &mut BTreeMap<String, bool>) {
+            match value {
+                serde_json::Value::Object(fields) => {
+                    for (name, inner) in fields {
+                        walk(&format!("{prefix}{name}."), inner, keys);
+                    }
+                }
+                leaf => {
+                    keys.insert(prefix.trim_end_matches('.').to_owned(), leaf.is_null());
+                }
+            }
         }
+        let mut keys = BTreeMap::new();
+        walk(
+            "",
+            &serde_json::to_value(Config::default()).unwrap(),
+            &mut keys,
+        );
+        keys
+    }
+
+    /// A key as config.default.toml writes it.
+    struct FileKey {
+        /// Written `# key = example`: no default.
+        commented_out: bool,
+        /// The line above is a comment that is not itself a key.
+        explained: bool,
+    }
+
+    /// The keys of config.default.toml, line by line (so that the commented-out ones count).
+    fn file_keys() -> BTreeMap<String, FileKey> {
+        let mut keys = BTreeMap::new();
+        let mut table = String::new();
+        let mut previous = "";
+        for line in DEFAULTS_TOML.lines() {
+            let trimmed = line.trim();
+            let written = match commented_key(trimmed) {
+                Some(text) => Some((text, true)),
+                None if !trimmed.starts_with('#') && trimmed.contains('=') => {
+                    Some((trimmed, false))
+                }
+                None => None,
+            };
+            if let Some(name) = trimmed.strip_prefix('[').and_then(|t| t.strip_suffix(']')) {
+                table = format!("{name}.");
+            } else if let Some((text, commented_out)) = written {
+                let name = text.split_once('=').map_or(text, |(name, _)| name).trim();
+                let above = previous.trim();
+                let key = FileKey {
+                    commented_out,
+                    explained: above.starts_with('#') && commented_key(above).is_none(),
+                };
+                assert!(
+                    keys.insert(format!("{table}{name}"), key).is_none(),
+                    "{table}{name} is written twice in config.default.toml"
+                );
+            }
+            previous = line;
+        }
+        keys
+    }
+
+    #[test]
+    fn every_key_is_in_the_defaults_file_with_a_comment() {
+        let config = config_keys();
+        let file = file_keys();
+        let missing: Vec<_> = config.keys().filter(|k| !file.contains_key(*k)).collect();
+        let unknown: Vec<_> = file.keys().filter(|k| !config.contains_key(*k)).collect();
+        let unexplained: Vec<_> = file
+            .iter()
+            .filter(|(_, k)| !k.explained)
+            .map(|(n, _)| n)
+            .collect();
+        // A key with no default is written commented out (`# url = "…"`), and only such a key.
+        let misstated: Vec<_> = file
+            .iter()
+            .filter(|(name, k)| {
+                config
+                    .get(*name)
+                    .is_some_and(|unset| *unset != k.commented_out)
+            })
+            .map(|(name, _)| name)
+            .collect();
+        assert!(
+            missing.is_empty()
+                && unknown.is_empty()
+                && unexplained.is_empty()
+                && misstated.is_empty(),
+            "config.default.toml is out of step with ops::config::Config.\n\
+             Keys missing from it (add each, under its [section], with its default and a comment \
+             above saying what it does and who reads it; `# key = example` if it has no default): \
+             {missing:?}\n\
+             Keys in it that Config does not have: {unknown:?}\n\
+             Keys with no comment line directly above: {unexplained:?}\n\
+             Keys commented out that have a default, or written in that have none: {misstated:?}"
+        );
+    }
+
+    #[test]
+    fn the_defaults_file_is_what_loads_when_nothing_is_set() {
+        figment::Jail::expect_with(|_| {
+            let alone: Config = Figment::from(Toml::string(DEFAULTS_TOML)).extract()?;
+            let loaded = Config::load(None).expect("loads with no file and no variables");
+            assert_eq!(
+                serde_json::to_value(&loaded).unwrap(),
+                serde_json::to_value(&alone).unwrap()
+            );
+            // The example of each key with no default is a valid value of it.
+            let examples: Config =
+                Figment::from(Toml::string(&defaults_with_examples())).extract()?;
+            let unset: Vec<_> = config_keys()
+                .into_keys()
+                .filter(|key| {
+                    let pointer = format!("/{}", key.replace('.', "/"));
+                    serde_json::to_value(&examples).unwrap().pointer(&pointer)
+                        == Some(&serde_json::Value::Null)
+                })
+                .collect();
+            assert!(
+                unset.is_empty(),
+                "keys with neither a default nor an example: {unset:?}"
+            );
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn todays_defaults_are_kept() {
+        let config = Config::default();
+        assert_eq!(
+            config.webhooks.retry_schedule,
+            vec![5, 300, 1800, 7200, 18000, 36000, 36000]
+        );
+        assert_eq!(
+            config.http.server_timeouts(),
+            Timeouts {
+                header_read: Duration::from_secs(10),
+                body_read: Duration::from_secs(30),
+                idle: Duration::from_secs(60),
+            }
+        );
+        assert_eq!(Timeouts::default(), config.http.server_timeouts());
+        assert_eq!(config.provisioning.give_up_after_secs, 24 * 3600);
+        assert_eq!(config.dashboard.absolute_timeout_secs, 12 * 3600);
+        assert_eq!(config.payouts.max_amount, 500_000_000);
+        assert_eq!(config.limits.list_exact_total, 10_000);
+        assert_eq!(config.sandbox.transfer_delay_secs, 2);
+        assert_eq!(config.sandbox.failure_rate, 0.0);
+        assert_eq!(config.http.bind, SocketAddr::from(([127, 0, 0, 1], 8080)));
+        assert_eq!(config.ops.bind, SocketAddr::from(([127, 0, 0, 1], 0)));
+        assert_eq!(config.dev.data_dir, PathBuf::from(".vas-dev"));
+        assert_eq!(config.amqp.prefix, "vas");
+        assert!(config.http.trusted_proxies.is_empty());
+        assert!(config.crypto.previous_keys.is_empty());
+        assert!(!config.webhooks.allow_private_addresses);
+        for unset in [
+            &config.database.url,
+            &config.amqp.url,
+            &config.crypto.key,
+            &config.sandbox.url,
+            &config.sandbox.notify_url,
+            &config.providers.wema_bank.url,
+            &config.providers.titan_trust_bank.secret,
+            &config.dashboard.public_url,
+        ] {
+            assert_eq!(unset, &None);
+        }
+        assert_eq!(config.amqp.ca_file, None);
+        assert_eq!(config.sandbox.state_file, None);
+        assert_eq!(config.payouts.test_kill_at, None);
+        // A section's own default is the same file.
+        assert_eq!(
+            SandboxConfig::default().secret,
+            "sandbox-notification-secret"
+        );
+        assert_eq!(DashboardConfig::default().sign_ins_per_minute, 20);
+    }
+
+    #[test]
+    fn text_keys_are_the_keys_with_text_or_no_default() {
+        // Derived from the file's quotes, checked against the types' own defaults: a number, a
+        // flag or a list is never taken verbatim, and every text key is.
+        let text: Vec<_> = config_keys()
+            .into_keys()
+            .filter(|key| {
+                let pointer = format!("/{}", key.replace('.', "/"));
+                matches!(
+                    serde_json::to_value(Config::default())
+                        .unwrap()
+                        .pointer(&pointer),
+                    Some(serde_json::Value::String(_) | serde_json::Value::Null)
+                )
+            })
+            .collect();
+        let mut verbatim = VERBATIM_KEYS.clone();
+        verbatim.sort();
+        assert_eq!(verbatim, text);
+        assert_eq!(verbatim_key("VAS_SANDBOX__SECRET"), Some("sandbox.secret"));
+        assert_eq!(
+            verbatim_key("VAS_PROVIDERS__TITAN_TRUST_BANK__KEY"),
+            Some("providers.titan_trust_bank.key")
+        );
         assert_eq!(verbatim_key("VAS_LIMITS__ACCOUNTS_PER_HOUR"), None);
+        assert_eq!(verbatim_key("VAS_WEBHOOKS__RETRY_SCHEDULE"), None);
+        assert_eq!(verbatim_key("VAS_HTTP__TRUSTED_PROXIES"), None);
         assert_eq!(verbatim_key("SANDBOX__SECRET"), None);
     }
 

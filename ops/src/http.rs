@@ -40,27 +40,13 @@ use tokio::sync::Notify;
 use tokio::time::{Instant, Sleep};
 use tokio_util::sync::CancellationToken;
 
-/// How long a client may take over each part of a request (see the module's documentation).
+/// How long a client may take over each part of a request (see the module's documentation). Its
+/// `Default` is the configuration's (`[http]` in config.default.toml).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Timeouts {
     pub header_read: Duration,
     pub body_read: Duration,
     pub idle: Duration,
-}
-
-impl Timeouts {
-    /// The limits when nothing is configured (`VAS_HTTP__…_TIMEOUT_SECS`).
-    pub const DEFAULT: Timeouts = Timeouts {
-        header_read: Duration::from_secs(10),
-        body_read: Duration::from_secs(30),
-        idle: Duration::from_secs(60),
-    };
-}
-
-impl Default for Timeouts {
-    fn default() -> Self {
-        Self::DEFAULT
-    }
 }
 
 /// A listener on `addr`; the error names the address.
