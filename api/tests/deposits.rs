@@ -541,13 +541,14 @@ async fn a_recheck_fails_after_provider_errors(backend: Backend) {
     config.sandbox.url = Some("http://127.0.0.1:9".into());
     config.recheck.max_attempts = 2;
     config.recheck.initial_retry_secs = 1;
-    let (db, broker, relay, stop) = (
-        app.db.clone(),
-        app.broker.clone(),
-        app.relay.clone(),
-        app.shutdown.clone(),
-    );
-    tokio::spawn(async move { worker_recheck::run_with(&config, db, broker, relay, stop).await });
+    let parts = shared::bootstrap::WorkerParts {
+        db: app.db.clone(),
+        cipher: std::sync::Arc::new(app.cipher()),
+        broker: app.broker.clone(),
+        relay: app.relay.clone(),
+        shutdown: app.shutdown.clone(),
+    };
+    tokio::spawn(worker_recheck::run_with(config, parts));
     let r = json(recheck(&app, &id, None).await).await;
     let done = wait_recheck(&app, &id, r["id"].as_str().unwrap()).await;
     assert_eq!(done["status"], "failed");

@@ -274,36 +274,46 @@ pub struct WorkerParts {
     pub shutdown: CancellationToken,
 }
 
-/// A worker process: checks the production configuration, opens the database, key and broker,
-/// serves the ops port, runs the relay beside `consume`, and returns once SIGTERM has drained it.
-pub async fn run_worker<F, Fut>(name: &str, config: &Config, consume: F) -> anyhow::Result<()>
-where
-    F: FnOnce(WorkerParts) -> Fut,
-    Fut: std::future::Future<Output = ()>,
-{
-    config.require_production()?;
-    let url = config.database.url.clone().expect("checked above");
-    let db = connect_database(&url, config).await?;
-    let cipher = Arc::new(configured_cipher(config)?);
-    let broker = connect_broker(config).await?;
-    let shutdown = CancellationToken::new();
-    cancel_on_signal(shutdown.clone());
-    // The ops port outlives the drain, so health and metrics stay readable while work finishes.
-    let ops_stop = CancellationToken::new();
-    let ops = serve_ops(config, db.clone(), broker.clone(), ops_stop.clone()).await?;
-    tracing::info!(address = %ops, "{name} ops listening");
-    let relay = crate::relay::Relay::new(db.clone(), broker.clone());
-    let relay_task = tokio::spawn(relay.clone().run(shutdown.clone()));
-    consume(WorkerParts {
-        db,
-        cipher,
-        broker,
-        relay,
-        shutdown,
-    })
-    .await;
-    let _ = relay_task.await;
-    ops_stop.cancel();
-    tracing::info!("{name} stopped");
-    Ok(())
+/// A worker as `api dev`, the test app and its own binary all start it: its name and one entry
+/// point taking the configuration and the parts opened for it.
+#[derive(Clone, Copy)]
+pub struct Worker {
+    pub name: &'static str,
+    pub run: fn(Config, WorkerParts) -> futures::future::BoxFuture<'static, anyhow::Result<()>>,
+}
+
+impl Worker {
+    /// The worker as its own process: checks the production configuration, opens the database,
+    /// key and broker, serves the ops port, runs the relay beside the worker, and returns once
+    /// SIGTERM has drained it (or at once, with the error, when the worker cannot run).
+    pub async fn run_process(self, config: Config) -> anyhow::Result<()> {
+        config.require_production()?;
+        let url = config.database.url.clone().expect("checked above");
+        let db = connect_database(&url, &config).await?;
+        let cipher = Arc::new(configured_cipher(&config)?);
+        let broker = connect_broker(&config).await?;
+        let shutdown = CancellationToken::new();
+        cancel_on_signal(shutdown.clone());
+        // The ops port outlives the drain, so health and metrics stay readable while work
+        // finishes.
+        let ops_stop = CancellationToken::new();
+        let ops = serve_ops(&config, db.clone(), broker.clone(), ops_stop.clone()).await?;
+        tracing::info!(address = %ops, "{} ops listening", self.name);
+        let relay = crate::relay::Relay::new(db.clone(), broker.clone());
+        let relay_task = tokio::spawn(relay.clone().run(shutdown.clone()));
+        let parts = WorkerParts {
+            db,
+            cipher,
+            broker,
+            relay,
+            shutdown: shutdown.clone(),
+        };
+        let result = (self.run)(config, parts).await;
+        // A worker that could not run stops the relay too, rather than waiting for a signal.
+        shutdown.cancel();
+        let _ = relay_task.await;
+        ops_stop.cancel();
+        tracing::info!("{} stopped", self.name);
+        result
+    }
 }

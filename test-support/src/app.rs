@@ -147,15 +147,29 @@ pub async fn start_instance(app: &TestApp) -> SocketAddr {
     addr
 }
 
+/// Runs `worker` in this process until `stop`, as `api dev` runs it.
+pub fn start_worker(
+    app: &TestApp,
+    worker: shared::bootstrap::Worker,
+    stop: CancellationToken,
+) -> tokio::task::JoinHandle<()> {
+    let parts = shared::bootstrap::WorkerParts {
+        db: app.db.clone(),
+        cipher: Arc::new(app.cipher()),
+        broker: app.broker.clone(),
+        relay: app.relay.clone(),
+        shutdown: stop,
+    };
+    let run = (worker.run)(app.config.clone(), parts);
+    tokio::spawn(async move {
+        run.await
+            .unwrap_or_else(|e| panic!("{} runs: {e}", worker.name))
+    })
+}
+
 /// Runs a worker-recheck consumer in this process until `stop`.
 pub fn start_recheck_worker(app: &TestApp, stop: CancellationToken) -> tokio::task::JoinHandle<()> {
-    let (config, db, broker, relay) = (
-        app.config.clone(),
-        app.db.clone(),
-        app.broker.clone(),
-        app.relay.clone(),
-    );
-    tokio::spawn(async move { worker_recheck::run_with(&config, db, broker, relay, stop).await })
+    start_worker(app, worker_recheck::WORKER, stop)
 }
 
 /// Runs a worker-provisioning consumer in this process until `stop`.
@@ -163,31 +177,12 @@ pub fn start_provisioning_worker(
     app: &TestApp,
     stop: CancellationToken,
 ) -> tokio::task::JoinHandle<()> {
-    let cipher = Arc::new(app.cipher());
-    let (config, db, broker, relay) = (
-        app.config.clone(),
-        app.db.clone(),
-        app.broker.clone(),
-        app.relay.clone(),
-    );
-    tokio::spawn(async move {
-        worker_provisioning::run_with(&config, db, cipher, broker, relay, stop).await
-    })
+    start_worker(app, worker_provisioning::WORKER, stop)
 }
 
 /// Runs a worker-payouts consumer and daily schedule in this process until `stop`.
 pub fn start_payouts_worker(app: &TestApp, stop: CancellationToken) -> tokio::task::JoinHandle<()> {
-    let (config, db, broker, relay) = (
-        app.config.clone(),
-        app.db.clone(),
-        app.broker.clone(),
-        app.relay.clone(),
-    );
-    tokio::spawn(async move {
-        worker_payouts::run_with(&config, db, broker, relay, stop)
-            .await
-            .expect("worker-payouts runs")
-    })
+    start_worker(app, worker_payouts::WORKER, stop)
 }
 
 /// Runs a worker-webhooks consumer in this process until `stop`.
@@ -195,16 +190,7 @@ pub fn start_webhooks_worker(
     app: &TestApp,
     stop: CancellationToken,
 ) -> tokio::task::JoinHandle<()> {
-    let cipher = Arc::new(app.cipher());
-    let (config, db, broker, relay) = (
-        app.config.clone(),
-        app.db.clone(),
-        app.broker.clone(),
-        app.relay.clone(),
-    );
-    tokio::spawn(async move {
-        worker_webhooks::run_with(&config, db, cipher, broker, relay, stop).await
-    })
+    start_worker(app, worker_webhooks::WORKER, stop)
 }
 
 impl TestApp {

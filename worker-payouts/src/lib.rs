@@ -19,13 +19,13 @@ use domain::payout::{
 use domain::{Bank, Mode};
 use ops::config::{Config, KillPoint, PayoutsConfig};
 use sea_orm::{ColumnTrait, DatabaseConnection, DbErr, EntityTrait, QueryFilter, QuerySelect};
+use shared::bootstrap::{Worker, WorkerParts};
 use shared::db::entities::{payout, settlement_account};
 use shared::db::ledger;
 use shared::db::outbox::{JobOutcome, JobRow};
 use shared::db::payouts::{self, CreateOutcome, CreateRequest, Lease, Payout, Reported};
 use shared::jobs::{PayoutJob, QueueJob};
 use shared::providers::{NewTransfer, ProviderError, Providers, RemoteTransfer};
-use shared::queue::Broker;
 use shared::relay::Relay;
 use shared::worker::{Consumer, JobHandler};
 use tokio_util::sync::CancellationToken;
@@ -468,13 +468,14 @@ impl DailySchedule {
 
 /// The consumer and the daily schedule, on any broker (RabbitMQ, or the in-process one of
 /// `api dev`). Returns when `shutdown` is cancelled and in-flight jobs have finished.
-pub async fn run_with(
-    config: &Config,
-    db: DatabaseConnection,
-    broker: Arc<dyn Broker>,
-    relay: Relay,
-    shutdown: CancellationToken,
-) -> anyhow::Result<()> {
+pub async fn run_with(config: Config, parts: WorkerParts) -> anyhow::Result<()> {
+    let WorkerParts {
+        db,
+        broker,
+        relay,
+        shutdown,
+        ..
+    } = parts;
     if let Some(step) = config.payouts.test_kill_at {
         tracing::warn!(
             step = step.as_str(),
@@ -482,10 +483,10 @@ pub async fn run_with(
              reaches that step (for end-to-end tests only; unset it anywhere else)"
         );
     }
-    let schedule = DailySchedule::from_config(config, db.clone(), relay.clone())?;
+    let schedule = DailySchedule::from_config(&config, db.clone(), relay.clone())?;
     let handler = Arc::new(Payer {
         db: db.clone(),
-        providers: Providers::from_config(config),
+        providers: Providers::from_config(&config),
         config: config.payouts.clone(),
     });
     let daily = tokio::spawn(schedule.run(shutdown.clone()));
@@ -499,16 +500,17 @@ pub async fn run_with(
     Ok(())
 }
 
+/// This worker, as `api dev`, the test app and its binary start it.
+pub const WORKER: Worker = Worker {
+    name: "worker-payouts",
+    run: |config, parts| Box::pin(run_with(config, parts)),
+};
+
 /// The `worker-payouts` process.
 pub async fn run(config: Config) -> anyhow::Result<()> {
     // A bad time of day stops the process at start, not at the first check.
     parse_daily_at(&config.payouts.daily_at)?;
-    let mut result = Ok(());
-    shared::bootstrap::run_worker("worker-payouts", &config, |p| async {
-        result = run_with(&config, p.db, p.broker, p.relay, p.shutdown).await;
-    })
-    .await?;
-    result
+    WORKER.run_process(config).await
 }
 
 #[cfg(test)]

@@ -11,16 +11,14 @@ use domain::provider::{Settlement, settlement};
 use domain::{AccountStatus, Bank, Mode};
 use ops::config::{Config, ProvisioningConfig};
 use sea_orm::{DatabaseConnection, EntityTrait, TransactionTrait};
+use shared::bootstrap::{Worker, WorkerParts};
 use shared::crypto::Cipher;
 use shared::db::accounts::{self, Account, Settled};
 use shared::db::entities::virtual_account;
 use shared::db::outbox::{self, JobOutcome, JobRow};
 use shared::jobs::{ProvisioningJob, QueueJob};
 use shared::providers::{self, ProviderError, Providers, RemoteAccount};
-use shared::queue::Broker;
-use shared::relay::Relay;
 use shared::worker::{Consumer, JobHandler};
-use tokio_util::sync::CancellationToken;
 
 pub const QUEUE: &str = ProvisioningJob::QUEUE;
 
@@ -226,33 +224,30 @@ impl Provisioner {
 
 /// The consumer, on any broker (RabbitMQ, or the in-process one of `api dev`). Returns when
 /// `shutdown` is cancelled and in-flight jobs have finished.
-pub async fn run_with(
-    config: &Config,
-    db: DatabaseConnection,
-    cipher: Arc<Cipher>,
-    broker: Arc<dyn Broker>,
-    relay: Relay,
-    shutdown: CancellationToken,
-) {
+pub async fn run_with(config: Config, parts: WorkerParts) -> anyhow::Result<()> {
     let handler = Arc::new(Provisioner {
-        db: db.clone(),
-        cipher,
-        providers: Providers::from_config(config),
+        db: parts.db.clone(),
+        cipher: parts.cipher,
+        providers: Providers::from_config(&config),
         config: config.provisioning.clone(),
     });
-    Consumer::new(db, broker, relay, handler)
+    Consumer::new(parts.db, parts.broker, parts.relay, handler)
         .prefetch(32)
         .grace(Duration::from_secs(20))
-        .run(shutdown)
+        .run(parts.shutdown)
         .await;
+    Ok(())
 }
+
+/// This worker, as `api dev`, the test app and its binary start it.
+pub const WORKER: Worker = Worker {
+    name: "worker-provisioning",
+    run: |config, parts| Box::pin(run_with(config, parts)),
+};
 
 /// The `worker-provisioning` process.
 pub async fn run(config: Config) -> anyhow::Result<()> {
-    shared::bootstrap::run_worker("worker-provisioning", &config, |p| async {
-        run_with(&config, p.db, p.cipher, p.broker, p.relay, p.shutdown).await
-    })
-    .await
+    WORKER.run_process(config).await
 }
 
 #[cfg(test)]

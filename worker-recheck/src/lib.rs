@@ -10,15 +10,14 @@ use async_trait::async_trait;
 use domain::RecheckStatus;
 use ops::config::{Config, RecheckConfig};
 use sea_orm::DatabaseConnection;
+use shared::bootstrap::{Worker, WorkerParts};
 use shared::db::deposits::{self, Recorded, Source};
 use shared::db::outbox::{JobOutcome, JobRow};
 use shared::db::{accounts, rechecks};
 use shared::jobs::{QueueJob, RecheckJob};
 use shared::providers::Providers;
-use shared::queue::Broker;
 use shared::relay::Relay;
 use shared::worker::{Consumer, JobHandler};
-use tokio_util::sync::CancellationToken;
 
 pub const QUEUE: &str = RecheckJob::QUEUE;
 
@@ -158,30 +157,28 @@ impl Rechecker {
 }
 
 /// The consumer, on any broker. Returns when `shutdown` is cancelled and in-flight jobs finished.
-pub async fn run_with(
-    config: &Config,
-    db: DatabaseConnection,
-    broker: Arc<dyn Broker>,
-    relay: Relay,
-    shutdown: CancellationToken,
-) {
+pub async fn run_with(config: Config, parts: WorkerParts) -> anyhow::Result<()> {
     let handler = Arc::new(Rechecker {
-        db: db.clone(),
-        providers: Providers::from_config(config),
+        db: parts.db.clone(),
+        providers: Providers::from_config(&config),
         config: config.recheck.clone(),
-        relay: relay.clone(),
+        relay: parts.relay.clone(),
     });
-    Consumer::new(db, broker, relay, handler)
+    Consumer::new(parts.db, parts.broker, parts.relay, handler)
         .prefetch(8)
         .grace(Duration::from_secs(30))
-        .run(shutdown)
+        .run(parts.shutdown)
         .await;
+    Ok(())
 }
+
+/// This worker, as `api dev`, the test app and its binary start it.
+pub const WORKER: Worker = Worker {
+    name: "worker-recheck",
+    run: |config, parts| Box::pin(run_with(config, parts)),
+};
 
 /// The `worker-recheck` process.
 pub async fn run(config: Config) -> anyhow::Result<()> {
-    shared::bootstrap::run_worker("worker-recheck", &config, |p| async {
-        run_with(&config, p.db, p.broker, p.relay, p.shutdown).await
-    })
-    .await
+    WORKER.run_process(config).await
 }

@@ -21,9 +21,7 @@ use std::time::Duration;
 
 use ops::config::Config;
 use sea_orm::DatabaseConnection;
-use shared::crypto::Cipher;
-use shared::queue::Broker;
-use shared::relay::Relay;
+use shared::bootstrap::{Worker, WorkerParts};
 use shared::worker::Consumer;
 use tokio_util::sync::CancellationToken;
 
@@ -33,14 +31,14 @@ pub const QUEUE: &str = <shared::jobs::WebhookJob as shared::jobs::QueueJob>::QU
 
 /// The consumer, on any broker (RabbitMQ, or the in-process one of `api dev`). Returns when
 /// `shutdown` is cancelled and in-flight deliveries have finished.
-pub async fn run_with(
-    config: &Config,
-    db: DatabaseConnection,
-    cipher: Arc<Cipher>,
-    broker: Arc<dyn Broker>,
-    relay: Relay,
-    shutdown: CancellationToken,
-) {
+pub async fn run_with(config: Config, parts: WorkerParts) -> anyhow::Result<()> {
+    let WorkerParts {
+        db,
+        cipher,
+        broker,
+        relay,
+        shutdown,
+    } = parts;
     let gauge = tokio::spawn(count_dead_letters(db.clone(), shutdown.clone()));
     let handler = Arc::new(Deliverer::new(db.clone(), cipher, config.webhooks.clone()));
     Consumer::new(db, broker, relay, handler)
@@ -50,7 +48,14 @@ pub async fn run_with(
         .run(shutdown)
         .await;
     let _ = gauge.await;
+    Ok(())
 }
+
+/// This worker, as `api dev`, the test app and its binary start it.
+pub const WORKER: Worker = Worker {
+    name: "worker-webhooks",
+    run: |config, parts| Box::pin(run_with(config, parts)),
+};
 
 /// How often `webhook_dead_letters` is recounted from the database. Deaths raise it at once
 /// (`deliver::observe`); replays, made by an operator command elsewhere, show at the next count.
@@ -73,8 +78,5 @@ pub async fn count_dead_letters(db: DatabaseConnection, shutdown: CancellationTo
 /// The `worker-webhooks` process.
 pub async fn run(config: Config) -> anyhow::Result<()> {
     shared::ssrf::TargetPolicy::from_config(&config.webhooks).warn_at_start("worker-webhooks");
-    shared::bootstrap::run_worker("worker-webhooks", &config, |p| async {
-        run_with(&config, p.db, p.cipher, p.broker, p.relay, p.shutdown).await
-    })
-    .await
+    WORKER.run_process(config).await
 }

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use domain::Mode;
 use ops::config::Config;
+use shared::bootstrap::WorkerParts;
 use shared::crypto::Cipher;
 use shared::queue::Broker;
 use shared::relay::Relay;
@@ -70,16 +71,14 @@ impl Rig {
     fn start_consumers(&self, n: usize) {
         for _ in 0..n {
             let cipher = Arc::new(Cipher::new(&self.setup.crypto_key, &[]).unwrap());
-            let (config, db, broker, relay, stop) = (
-                self.config.clone(),
-                self.setup.db.clone(),
-                self.broker.clone(),
-                self.relay.clone(),
-                self.stop.clone(),
-            );
-            tokio::spawn(async move {
-                worker_webhooks::run_with(&config, db, cipher, broker, relay, stop).await
-            });
+            let parts = WorkerParts {
+                db: self.setup.db.clone(),
+                cipher,
+                broker: self.broker.clone(),
+                relay: self.relay.clone(),
+                shutdown: self.stop.clone(),
+            };
+            tokio::spawn(worker_webhooks::run_with(self.config.clone(), parts));
         }
     }
 

@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 use domain::Mode;
 use ops::config::Config;
 use sea_orm::TransactionTrait;
+use shared::bootstrap::WorkerParts;
 use shared::crypto::Cipher;
 use shared::db::events;
 use shared::queue::Broker;
@@ -64,17 +65,15 @@ impl Rig {
     /// One `worker-webhooks` as the process runs it: a consumer and its outbox relay.
     fn start_worker(&self, config: &Config) {
         let cipher = Arc::new(Cipher::new(&self.setup.crypto_key, &[]).unwrap());
-        let (config, db, broker, relay, stop) = (
-            config.clone(),
-            self.setup.db.clone(),
-            self.broker.clone(),
-            self.relay.clone(),
-            self.stop.clone(),
-        );
-        tokio::spawn(relay.clone().run(stop.clone()));
-        tokio::spawn(async move {
-            worker_webhooks::run_with(&config, db, cipher, broker, relay, stop).await
-        });
+        let parts = WorkerParts {
+            db: self.setup.db.clone(),
+            cipher,
+            broker: self.broker.clone(),
+            relay: self.relay.clone(),
+            shutdown: self.stop.clone(),
+        };
+        tokio::spawn(parts.relay.clone().run(parts.shutdown.clone()));
+        tokio::spawn(worker_webhooks::run_with(config.clone(), parts));
     }
 
     /// A `deposit.received` event committed as a deposit commits it; returns its id and when

@@ -7,7 +7,7 @@ use anyhow::Context;
 use domain::KybStatus;
 use ops::config::Config;
 use sea_orm::{EntityTrait, PaginatorTrait, QueryOrder};
-use shared::bootstrap;
+use shared::bootstrap::{self, WorkerParts};
 use shared::db::{businesses, entities::business};
 use shared::queue::{Broker, MemoryBroker};
 use shared::relay::Relay;
@@ -61,57 +61,25 @@ pub async fn run(mut config: Config) -> anyhow::Result<()> {
     }
     let relay = Relay::new(db.clone(), broker.clone());
     let mut background = vec![tokio::spawn(relay.clone().run(shutdown.clone()))];
-    {
-        let (config, db, cipher, broker, relay, shutdown) = (
-            config.clone(),
-            db.clone(),
-            cipher.clone(),
-            broker.clone(),
-            relay.clone(),
-            shutdown.clone(),
-        );
+    // Checked here so a bad VAS_PAYOUTS__DAILY_AT stops `api dev` at start.
+    worker_payouts::parse_daily_at(&config.payouts.daily_at)?;
+    for worker in [
+        worker_provisioning::WORKER,
+        worker_recheck::WORKER,
+        worker_webhooks::WORKER,
+        worker_payouts::WORKER,
+    ] {
+        let parts = WorkerParts {
+            db: db.clone(),
+            cipher: cipher.clone(),
+            broker: broker.clone(),
+            relay: relay.clone(),
+            shutdown: shutdown.clone(),
+        };
+        let run = (worker.run)(config.clone(), parts);
         background.push(tokio::spawn(async move {
-            worker_provisioning::run_with(&config, db, cipher, broker, relay, shutdown).await
-        }));
-    }
-    {
-        let (config, db, broker, relay, shutdown) = (
-            config.clone(),
-            db.clone(),
-            broker.clone(),
-            relay.clone(),
-            shutdown.clone(),
-        );
-        background.push(tokio::spawn(async move {
-            worker_recheck::run_with(&config, db, broker, relay, shutdown).await
-        }));
-    }
-    {
-        let (config, db, cipher, broker, relay, shutdown) = (
-            config.clone(),
-            db.clone(),
-            cipher.clone(),
-            broker.clone(),
-            relay.clone(),
-            shutdown.clone(),
-        );
-        background.push(tokio::spawn(async move {
-            worker_webhooks::run_with(&config, db, cipher, broker, relay, shutdown).await
-        }));
-    }
-    {
-        // Checked here so a bad VAS_PAYOUTS__DAILY_AT stops `api dev` at start.
-        worker_payouts::parse_daily_at(&config.payouts.daily_at)?;
-        let (config, db, broker, relay, shutdown) = (
-            config.clone(),
-            db.clone(),
-            broker.clone(),
-            relay.clone(),
-            shutdown.clone(),
-        );
-        background.push(tokio::spawn(async move {
-            if let Err(e) = worker_payouts::run_with(&config, db, broker, relay, shutdown).await {
-                tracing::error!(error = %e, "worker-payouts stopped");
+            if let Err(e) = run.await {
+                tracing::error!(worker = worker.name, error = %e, "worker stopped");
             }
         }));
     }
