@@ -4,7 +4,8 @@
 //!
 //! The service never writes these counts: database triggers keep them with every INSERT, DELETE
 //! and bucket-changing UPDATE of the counted tables, in the writer's transaction (at its commit
-//! on PostgreSQL), so they are exact whoever writes and however many write at once.
+//! on PostgreSQL), so they are exact whoever writes and however many write at once. Accounts
+//! keep theirs in code instead (`tallies`), because their count is also the creation limit's.
 
 use sea_orm::sea_query::{Alias, Expr, ExprTrait, Query};
 use sea_orm::{ConnectionTrait, DbErr};

@@ -8,6 +8,11 @@
 //! counting only the accounts that left the window since the last mark (each account is counted
 //! once as it leaves); the hour then holds `created - expired`. That is exact as long as the mark
 //! never passes an account that is not yet committed, which [`count_creation`] makes sure of.
+//!
+//! Why accounts keep their tallies in code while the other lists use triggers (`list_counts`): the
+//! creation limit must read and move its count in the statement that locks the business row, and
+//! return it to the caller (`RateLimit` headers, the 501st refused); a trigger can keep a total but
+//! cannot hand the creation its rolling hour under that lock.
 
 use chrono::{DateTime, Duration, Utc};
 use sea_orm::sea_query::{Alias, Expr, ExprTrait, Func, OnConflict, Query, SelectStatement};
