@@ -196,10 +196,14 @@ async fn five_hundred_sign_ins_at_once_keep_memory_bounded_and_the_api_answering
             "a sign-in answered {status} (Retry-After: {retry_after})"
         );
     }
-    // Memory stayed bounded: 2 hashes of 19 MiB at once, whatever the number of sign-ins.
+    // Memory stayed bounded: 2 hashes of 19 MiB at once, whatever the number of sign-ins. This
+    // process also holds the binary's earlier tests (the other backend's app), so what the flood
+    // added is what counts, against 256 MiB less what an idle api holds (about 31 MiB).
+    const IDLE_API_KIB: u64 = 40 * 1024;
+    let added = peak.max(rss_after).saturating_sub(rss_before);
     assert!(
-        hwm < 256 * 1024,
-        "the process's peak resident memory: {hwm} KiB"
+        added + IDLE_API_KIB < 256 * 1024,
+        "the flood added {added} KiB (the process's peak: {hwm} KiB)"
     );
     // The API kept answering meanwhile.
     assert!(!api_answers.is_empty());
