@@ -308,7 +308,7 @@ async fn live_payouts_wait_for_the_hold_and_test_keys_never_see_live_money(backe
         &app.business.id,
         domain::Mode::Live,
         &shared::db::payouts::VerifiedAccount {
-            bank: domain::banks::check_settlement_account("058", &number).unwrap(),
+            bank: domain::settlement_banks::check_settlement_account("058", &number).unwrap(),
             account_number: &number,
             account_name: "ACME LTD",
             schedule: domain::payout::Schedule::Manual,

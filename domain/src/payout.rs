@@ -4,7 +4,7 @@
 use chrono::{DateTime, Duration, FixedOffset, NaiveDate, NaiveTime, Utc};
 use serde_json::{Map, Value};
 
-use crate::banks::{SettlementBank, check_settlement_account};
+use crate::settlement_banks::{SettlementBank, check_settlement_account};
 use crate::text_enum::text_enum;
 use crate::validation::{
     FieldError, bounded_text, optional_string, reject_unknown, required_string,

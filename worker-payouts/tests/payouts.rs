@@ -491,7 +491,7 @@ async fn live_daily_payouts_wait_for_kyb_and_a_working_live_key(backend: Backend
     let app = app(backend, true, 1).await;
     let business = app.business.id.clone();
     let number = domain::nuban::account_number("058", 12_345_678).unwrap();
-    let bank = domain::banks::check_settlement_account("058", &number).unwrap();
+    let bank = domain::settlement_banks::check_settlement_account("058", &number).unwrap();
     // A live settlement account set two days ago (past its 24-hour hold), paid out daily, and
     // live money in the balance.
     shared::db::payouts::set_settlement_account(

@@ -7,8 +7,8 @@ use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use domain::banks::SETTLEMENT_BANKS;
 use domain::payout::SettlementRequest;
+use domain::settlement_banks::SETTLEMENT_BANKS;
 use shared::db::audit::Actor;
 use shared::db::{ledger, payouts};
 use shared::views::{BalanceTransactionView, BalanceView, Page, SettlementAccountView};

@@ -16,9 +16,9 @@ use super::ledger;
 use super::outbox::enqueue;
 use crate::jobs::PayoutJob;
 use crate::views::{PayoutView, SettlementAccountView};
-use domain::banks::SettlementBank;
 use domain::ids::new_id;
 use domain::payout::{EntryType, LIVE_HOLD, NewPayout, PayoutStatus, Schedule, TransferState};
+use domain::settlement_banks::SettlementBank;
 use domain::{AuditAction, EventType, Mode};
 
 pub use payout::Model as Payout;

@@ -9,8 +9,8 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect};
 use chrono::Utc;
 use domain::Role;
-use domain::banks::SETTLEMENT_BANKS;
 use domain::payout::{EntryType, PayoutStatus, Schedule, SettlementRequest};
+use domain::settlement_banks::SETTLEMENT_BANKS;
 use shared::db::paging::Filter;
 use shared::db::{ledger, payouts};
 

@@ -1,4 +1,5 @@
-//! The banks a settlement account can be at: Nigeria's commercial (and non-interest) banks with
+//! The banks a settlement account can be at (payouts go there; the provider banks that hold virtual
+//! accounts are `bank.rs`): Nigeria's commercial (and non-interest) banks with
 //! their 3-digit CBN codes, over which the NUBAN check digit is computed.
 
 use crate::nuban;
