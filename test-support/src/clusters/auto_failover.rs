@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::{folder_for, kill_group, run_as, run_as_ok};
+use super::{chown, folder_for, kill_group, run_as, run_as_ok};
 use crate::http::free_port;
 
 const USER: &str = "postgres";
@@ -16,6 +16,8 @@ const PATH: &str = "/usr/lib/postgresql/15/bin:/usr/bin:/bin";
 
 pub struct AutoFailover {
     monitor: PathBuf,
+    /// The formation's own `XDG_*` homes: nothing shared with other runs or the user's home.
+    xdg: PathBuf,
     nodes: Vec<PathBuf>,
     children: Vec<Child>,
     _dir: tempfile::TempDir,
@@ -33,12 +35,21 @@ impl AutoFailover {
         let base = dir.path().to_path_buf();
         let monitor = base.join("monitor");
         let monitor_port = free_port();
+        let xdg = base.join("xdg");
         let mut this = AutoFailover {
             monitor: monitor.clone(),
+            xdg,
             nodes: Vec::new(),
             children: Vec::new(),
             _dir: dir,
         };
+        // Every pg_autoctl call creates its state folders with a check-then-mkdir, and two calls at
+        // once (the monitor starting, the first `show state` polling it) failed one of them with
+        // "File exists" in CI: the folders exist before any call.
+        for pgdata in ["monitor", "node1", "node2"].map(|n| base.join(n)) {
+            this.prepare_state_folders(&pgdata);
+        }
+        chown(USER, &base);
         this.spawn(
             &base,
             "monitor",
@@ -124,26 +135,41 @@ impl AutoFailover {
     }
 
     fn autoctl(&self, args: &[&str]) -> String {
-        run_as_ok(USER, &[("PATH", PATH.into())], "pg_autoctl", args)
+        run_as_ok(USER, &self.env(), "pg_autoctl", args)
+    }
+
+    /// PATH for PostgreSQL's binaries and the formation's own `XDG_*` homes.
+    fn env(&self) -> Vec<(&'static str, String)> {
+        let home = |n: &str| self.xdg.join(n).display().to_string();
+        vec![
+            ("PATH", PATH.into()),
+            ("XDG_CONFIG_HOME", home("config")),
+            ("XDG_DATA_HOME", home("data")),
+            ("XDG_RUNTIME_DIR", home("run")),
+        ]
+    }
+
+    /// pg_autoctl keeps a node's files at `$XDG_*_HOME/pg_autoctl/<its PGDATA>`.
+    fn prepare_state_folders(&self, pgdata: &std::path::Path) {
+        let relative = pgdata.strip_prefix("/").expect("an absolute PGDATA");
+        for kind in ["config", "data", "run"] {
+            std::fs::create_dir_all(self.xdg.join(kind).join("pg_autoctl").join(relative))
+                .expect("pg_autoctl's state folder");
+        }
     }
 
     fn spawn(&mut self, base: &std::path::Path, name: &str, args: &[&str]) {
         let log = std::fs::File::create(base.join(format!("{name}.log"))).unwrap();
         let mut cmd = Command::new("runuser");
-        cmd.args([
-            "-u",
-            USER,
-            "--",
-            "env",
-            &format!("PATH={PATH}"),
-            "pg_autoctl",
-        ])
-        .args(args)
-        .current_dir(base)
-        .stdin(Stdio::null())
-        .stdout(log.try_clone().unwrap())
-        .stderr(log)
-        .process_group(0);
+        cmd.args(["-u", USER, "--", "env"])
+            .args(self.env().into_iter().map(|(k, v)| format!("{k}={v}")))
+            .arg("pg_autoctl")
+            .args(args)
+            .current_dir(base)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .process_group(0);
         self.children.push(cmd.spawn().expect("pg_autoctl starts"));
     }
 
@@ -151,7 +177,7 @@ impl AutoFailover {
         let started = Instant::now();
         while !run_as(
             USER,
-            &[("PATH", PATH.into())],
+            &self.env(),
             "pg_autoctl",
             &[
                 "show",
