@@ -15,12 +15,12 @@ use super::outbox::enqueue;
 use super::paging;
 use super::tallies;
 use crate::crypto::Cipher;
-use crate::jobs::ProvisioningJob;
+use crate::messaging::jobs::ProvisioningJob;
 use domain::ids::new_id;
 use domain::provider::OpenAccount;
 use domain::{AccountStatus, EventType, IdentityNumber, Mode, NewAccount};
 
-pub use domain::provider::Settlement;
+use domain::provider::ProvisioningOutcome;
 pub use virtual_account::Model as Account;
 
 pub use super::tallies::LIMIT_WINDOW;
@@ -176,14 +176,14 @@ pub async fn settle_creation(
     req: &CreateRequest<'_>,
     account_id: &str,
     job_id: &str,
-    settlement: Settlement,
+    outcome: ProvisioningOutcome,
     now: DateTime<Utc>,
 ) -> Result<(Account, u16), DbErr> {
-    match settle_creation_once(db, req, account_id, job_id, &settlement, now).await {
+    match settle_creation_once(db, req, account_id, job_id, &outcome, now).await {
         // Another account was given the same number at the same instant: once that one has
         // committed, this attempt finds the number held.
         Err(e) if super::is_unique_violation(&e) => {
-            settle_creation_once(db, req, account_id, job_id, &settlement, now).await
+            settle_creation_once(db, req, account_id, job_id, &outcome, now).await
         }
         settled => settled,
     }
@@ -194,18 +194,18 @@ async fn settle_creation_once(
     req: &CreateRequest<'_>,
     account_id: &str,
     job_id: &str,
-    settlement: &Settlement,
+    outcome: &ProvisioningOutcome,
     now: DateTime<Utc>,
 ) -> Result<(Account, u16), DbErr> {
     let txn = db.begin().await?;
     // Active from creation is answered by the 201 itself: no `virtualaccount.active` event.
-    let changed = match settle(&txn, account_id, settlement, false, now).await? {
+    let changed = match settle(&txn, account_id, outcome, false, now).await? {
         Settled::Changed(account) => {
             super::outbox::complete(&txn, job_id, now).await?;
             Some(*account)
         }
         // The job settled it first: its result stands.
-        Settled::Unchanged if *settlement != Settlement::Pending => {
+        Settled::Unchanged if *outcome != ProvisioningOutcome::Pending => {
             super::outbox::complete(&txn, job_id, now).await?;
             None
         }
@@ -244,7 +244,7 @@ fn status_for(account: &Account) -> u16 {
 pub async fn settle<C: ConnectionTrait + TransactionTrait>(
     db: &C,
     account_id: &str,
-    settlement: &Settlement,
+    outcome: &ProvisioningOutcome,
     announce_active: bool,
     now: DateTime<Utc>,
 ) -> Result<Settled, DbErr> {
@@ -253,9 +253,9 @@ pub async fn settle<C: ConnectionTrait + TransactionTrait>(
         .col_expr(Col::UpdatedAt, now.into())
         .filter(Col::Id.eq(account_id))
         .filter(Col::Status.eq(AccountStatus::Pending));
-    let (update, event) = match settlement {
-        Settlement::Pending => return Ok(Settled::Unchanged),
-        Settlement::Active { account_number } => (
+    let (update, event) = match outcome {
+        ProvisioningOutcome::Pending => return Ok(Settled::Unchanged),
+        ProvisioningOutcome::Active { account_number } => (
             update
                 .col_expr(Col::Status, AccountStatus::Active.into())
                 .col_expr(Col::AccountNumber, Some(account_number.clone()).into())
@@ -266,7 +266,7 @@ pub async fn settle<C: ConnectionTrait + TransactionTrait>(
                 .filter(number_free(account_number)),
             announce_active.then_some(EventType::VirtualAccountActive),
         ),
-        Settlement::Rejected { reason } => (
+        ProvisioningOutcome::Rejected { reason } => (
             update
                 .col_expr(Col::Status, AccountStatus::Failed.into())
                 .col_expr(Col::FailureReason, Some(reason.clone()).into()),
@@ -274,7 +274,7 @@ pub async fn settle<C: ConnectionTrait + TransactionTrait>(
         ),
     };
     let Some(account) = update.exec_with_returning(db).await?.pop() else {
-        if let Settlement::Active { account_number } = settlement {
+        if let ProvisioningOutcome::Active { account_number } = outcome {
             let pending = virtual_account::Entity::find_by_id(account_id.to_owned())
                 .filter(Col::Status.eq(AccountStatus::Pending))
                 .one(db)
@@ -423,7 +423,7 @@ async fn record_account_event<C: ConnectionTrait>(
         &account.business_id,
         account.mode,
         event_type,
-        &crate::views::AccountView::from(account),
+        &crate::json::AccountView::from(account),
         now,
     )
     .await?;

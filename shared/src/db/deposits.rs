@@ -11,10 +11,9 @@ use sea_orm::{
 use super::entities::{deposit, deposit_conflict, provider_notification, virtual_account};
 use super::list_counts::{self, List};
 use super::paging;
-use crate::providers::RemoteTransaction;
-use crate::views::{AccountView, DepositView};
+use crate::json::{AccountView, DepositView};
 use domain::ids::new_id;
-use domain::provider::NotificationOutcome;
+use domain::provider::{NotificationOutcome, RemoteTransaction};
 use domain::{Bank, DepositSource, DepositStatus, EventType, Mode};
 
 pub use deposit::Model as Deposit;
@@ -344,7 +343,7 @@ pub async fn accept_transfer_notification(
     bank: Bank,
     payout_bank: Option<Bank>,
     body: &str,
-    transfer: &crate::providers::RemoteTransfer,
+    transfer: &domain::provider::RemoteTransfer,
     now: DateTime<Utc>,
 ) -> Result<Accepted, DbErr> {
     let txn = db.begin().await?;

@@ -21,7 +21,7 @@ use sea_orm::{
 use serde::{Deserialize, Serialize};
 
 use super::entities::outbox;
-use crate::jobs::QueueJob;
+use crate::messaging::jobs::QueueJob;
 use domain::ids::new_id;
 
 pub use outbox::Model as JobRow;
