@@ -27,6 +27,16 @@ pub const QUEUES: [&str; 4] = [
     PayoutJob::QUEUE,
 ];
 
+/// The work queue named `queue`, as the one static name both brokers key their queues by; a
+/// name that is none of them is unroutable, whichever broker is asked.
+fn known(queue: &str) -> Result<&'static str, QueueError> {
+    QUEUES
+        .iter()
+        .copied()
+        .find(|q| *q == queue)
+        .ok_or_else(|| QueueError::Unroutable(queue.to_owned()))
+}
+
 /// How much a dead-letter queue keeps: at most `max_length` messages (the oldest go first) and
 /// none older than `ttl`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
