@@ -15,7 +15,7 @@ use shared::bootstrap::{Worker, WorkerParts};
 use shared::crypto::Cipher;
 use shared::db::accounts::{self, Account, Settled};
 use shared::db::entities::virtual_account;
-use shared::db::outbox::{self, JobOutcome, JobRow};
+use shared::db::outbox::{JobOutcome, JobRow};
 use shared::messaging::jobs::{ProvisioningJob, QueueJob};
 use shared::messaging::worker::{Consumer, JobHandler};
 use shared::outbound::providers::{self, ProviderError, Providers, RemoteAccount};
@@ -150,15 +150,7 @@ impl Provisioner {
         )
         .await?;
         if matches!(settled, Settled::Changed(_)) {
-            outbox::enqueue(
-                &txn,
-                &ProvisioningJob::Close {
-                    account_id: account.id.clone(),
-                },
-                now,
-                now,
-            )
-            .await?;
+            accounts::enqueue_close(&txn, &account.id, now).await?;
         }
         txn.commit().await?;
         tracing::warn!(account_id = %account.id, "gave up waiting for an account number");
@@ -190,16 +182,7 @@ impl Provisioner {
                     .await
                     .map(|_| ())
             }
-            None => outbox::enqueue(
-                &txn,
-                &ProvisioningJob::Close {
-                    account_id: account.id.clone(),
-                },
-                now,
-                now,
-            )
-            .await
-            .map(|_| ()),
+            None => accounts::enqueue_close(&txn, &account.id, now).await,
         }?;
         txn.commit().await?;
         Ok(JobOutcome::Done)

@@ -395,15 +395,7 @@ async fn close_late_number<C: ConnectionTrait + TransactionTrait>(
         }
     };
     if kept == 1 {
-        enqueue(
-            db,
-            &ProvisioningJob::Close {
-                account_id: account_id.to_owned(),
-            },
-            now,
-            now,
-        )
-        .await?;
+        enqueue_close(db, account_id, now).await?;
         tracing::info!(
             account_id,
             "a number came for a deactivated account; closing it at the bank"
@@ -791,17 +783,22 @@ pub async fn deactivate(
     let account = active.update(&txn).await?;
     tallies::status_changed(&txn, &account, status, AccountStatus::Deactivated).await?;
     record_account_event(&txn, &account, EventType::VirtualAccountDeactivated, now).await?;
-    enqueue(
-        &txn,
-        &ProvisioningJob::Close {
-            account_id: account.id.clone(),
-        },
-        now,
-        now,
-    )
-    .await?;
+    enqueue_close(&txn, &account.id, now).await?;
     txn.commit().await?;
     Ok(DeactivateOutcome::Deactivated(account))
+}
+
+/// Enqueues closing the account at its provider bank, due now: after a deactivation, and
+/// whenever a bank may hold open an account the service no longer wants.
+pub async fn enqueue_close<C: ConnectionTrait>(
+    db: &C,
+    account_id: &str,
+    now: DateTime<Utc>,
+) -> Result<(), DbErr> {
+    let close = ProvisioningJob::Close {
+        account_id: account_id.to_owned(),
+    };
+    enqueue(db, &close, now, now).await.map(|_| ())
 }
 
 /// Forgets idempotency keys older than `keep` (at least 24 hours by contract).
