@@ -261,7 +261,7 @@ async fn admin(command: AdminCommand, config: Config) -> anyhow::Result<()> {
             WebhookCommand::Set { id, mode, url } => {
                 let mode = Mode::from(mode);
                 // The same rules as the dashboard's Developers page.
-                let policy = shared::ssrf::TargetPolicy::from_config(&config.webhooks);
+                let policy = shared::outbound::ssrf::TargetPolicy::from_config(&config.webhooks);
                 policy.warn_at_start("api admin webhook set");
                 let parsed =
                     actions::webhooks::set_url(&db, policy, &Actor::operator(), &id, mode, &url)

@@ -62,14 +62,14 @@ pub const BEARER: &str = "bearerAuth";
     components(
         schemas(
             crate::error::Problem,
-            shared::views::schema::Mode,
-            shared::views::schema::AccountStatus,
-            shared::views::schema::Bank,
-            shared::views::schema::IdentityType,
-            shared::views::schema::DepositStatus,
-            shared::views::schema::DepositSource,
-            shared::views::schema::RecheckStatus,
-            shared::views::schema::EventType,
+            shared::json::schema::Mode,
+            shared::json::schema::AccountStatus,
+            shared::json::schema::Bank,
+            shared::json::schema::IdentityType,
+            shared::json::schema::DepositStatus,
+            shared::json::schema::DepositSource,
+            shared::json::schema::RecheckStatus,
+            shared::json::schema::EventType,
         ),
     ),
     tags(

@@ -9,8 +9,8 @@ use ops::config::Config;
 use sea_orm::DatabaseConnection;
 use shared::crypto::Cipher;
 use shared::db::keys::KeyOwner;
-use shared::providers::Providers;
-use shared::relay::Relay;
+use shared::messaging::relay::Relay;
+use shared::outbound::providers::Providers;
 
 use crate::dashboard::auth::CookiePolicy;
 use crate::passwords::Hashing;

@@ -13,10 +13,10 @@ use std::time::Duration;
 
 use axum::http::Method;
 use chrono::Utc;
+use domain::provider::RemoteTransaction;
 use domain::{Bank, Mode, Role};
 use serde_json::{Value, json};
 use shared::db::deposits::{self, Recorded, Source};
-use shared::providers::RemoteTransaction;
 use test_support::browser::fantoccini::wd::WebDriverCompatibleCommand;
 use test_support::browser::fantoccini::{Client, Locator};
 use test_support::browser::{

@@ -7,6 +7,7 @@
 
 use chrono::Utc;
 use domain::payout::{PayoutStatus, TransferState};
+use domain::provider::RemoteTransaction;
 use domain::{Bank, DepositStatus, EventType, Mode};
 use reqwest::StatusCode;
 use sea_orm::sea_query::Expr;
@@ -20,7 +21,6 @@ use shared::db::entities::{deposit, event, ledger_entry, payout};
 use shared::db::list_counts::{self, List};
 use shared::db::paging::Total;
 use shared::db::payouts::{self, Reported};
-use shared::providers::RemoteTransaction;
 use test_support::{Backend, TestApp, TestDb, account_body, id_of, json, spawn_app};
 
 test_support::on_both_databases!(

@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use api::AppState;
 use shared::crypto::Cipher;
-use shared::queue::MemoryBroker;
-use shared::relay::Relay;
+use shared::messaging::queue::MemoryBroker;
+use shared::messaging::relay::Relay;
 use test_support::metrics::{assert_no_series_added, rss_kib};
 use test_support::{Backend, TestDb};
 use tokio_util::sync::CancellationToken;

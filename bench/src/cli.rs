@@ -44,19 +44,10 @@ pub enum Command {
 
 #[derive(Debug, Args)]
 pub struct PayoutsArgs {
-    /// The PostgreSQL database `api serve` uses: the business's test webhook URL is pointed at
-    /// this bench's receiver there.
-    #[arg(long, env = "BENCH_DATABASE_URL", hide_env_values = true)]
-    pub database_url: String,
-    /// The service's base URL (without /v1).
-    #[arg(long, default_value = "http://127.0.0.1:8080", env = "BENCH_BASE")]
-    pub api: String,
-    /// A test secret key (sk_test_…) of the business that pays out.
-    #[arg(long, env = "BENCH_KEY", hide_env_values = true)]
-    pub key: String,
-    /// The business's id, when the key is not in this database's api_keys.
-    #[arg(long)]
-    pub business: Option<String>,
+    // The business that pays out (its key a test key, sk_test_…); its test webhook URL is
+    // pointed at this bench's receiver in the database.
+    #[command(flatten)]
+    pub service: ServiceArgs,
     /// Where the webhook receiver listens (worker-webhooks must reach it).
     #[arg(long, default_value = "127.0.0.1:0")]
     pub receiver: std::net::SocketAddr,
@@ -163,18 +154,9 @@ fn parse_labelled_pid(text: &str) -> Result<(String, u32), String> {
 
 #[derive(Debug, Args)]
 pub struct ListsArgs {
-    /// The PostgreSQL database `api serve` uses (`api migrate` made its schema).
-    #[arg(long, env = "BENCH_DATABASE_URL", hide_env_values = true)]
-    pub database_url: String,
-    /// The service's base URL (without /v1).
-    #[arg(long, default_value = "http://127.0.0.1:8080", env = "BENCH_BASE")]
-    pub api: String,
-    /// A secret key of the business whose accounts are listed (its mode is the one loaded).
-    #[arg(long, env = "BENCH_KEY", hide_env_values = true)]
-    pub key: String,
-    /// The business's id, when the key is not in this database's api_keys.
-    #[arg(long)]
-    pub business: Option<String>,
+    // The business whose accounts are listed (its key's mode is the one loaded).
+    #[command(flatten)]
+    pub service: ServiceArgs,
     /// Accounts the business must have in the key's mode: loaded up to this many (a rerun loads
     /// none).
     #[arg(long, default_value_t = 1_000_000)]
@@ -198,6 +180,24 @@ pub struct ListsArgs {
     /// Per-request timeout.
     #[arg(long, value_parser = parse_duration, default_value = "30s")]
     pub timeout: Duration,
+}
+
+/// The service under test and the business it is driven as, with the database `api serve` uses
+/// (`bench lists` and `bench payouts` write rows there).
+#[derive(Debug, Args)]
+pub struct ServiceArgs {
+    /// The PostgreSQL database `api serve` uses (`api migrate` made its schema).
+    #[arg(long, env = "BENCH_DATABASE_URL", hide_env_values = true)]
+    pub database_url: String,
+    /// The service's base URL (without /v1).
+    #[arg(long, default_value = "http://127.0.0.1:8080", env = "BENCH_BASE")]
+    pub api: String,
+    /// A secret key of the business.
+    #[arg(long, env = "BENCH_KEY", hide_env_values = true)]
+    pub key: String,
+    /// The business's id, when the key is not in this database's api_keys.
+    #[arg(long)]
+    pub business: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -340,10 +340,10 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
 
 async fn lists(args: ListsArgs) -> anyhow::Result<ExitCode> {
     let settings = ListsSettings {
-        database_url: args.database_url,
-        api: args.api,
-        key: args.key,
-        business: args.business,
+        database_url: args.service.database_url,
+        api: args.service.api,
+        key: args.service.key,
+        business: args.service.business,
         accounts: args.accounts,
         rows: args.rows,
         requests: args.requests,
@@ -360,10 +360,10 @@ async fn lists(args: ListsArgs) -> anyhow::Result<ExitCode> {
 
 async fn payouts(args: PayoutsArgs) -> anyhow::Result<ExitCode> {
     let settings = crate::payouts::PayoutsSettings {
-        database_url: args.database_url,
-        api: args.api,
-        key: args.key,
-        business: args.business,
+        database_url: args.service.database_url,
+        api: args.service.api,
+        key: args.service.key,
+        business: args.service.business,
         receiver: args.receiver,
         concurrency: usize::try_from(args.concurrency)?,
         requests: args.requests,
@@ -525,7 +525,7 @@ mod tests {
             (args.requests, args.warmup, args.deep_page),
             (200, 20, 40_000)
         );
-        assert_eq!(args.api, "http://127.0.0.1:9000");
+        assert_eq!(args.service.api, "http://127.0.0.1:9000");
         assert!(
             Cli::try_parse_from([
                 "bench",

@@ -760,10 +760,7 @@ impl Run<'_> {
         if let Some((_, db)) = &self.sender.business {
             wait_until_queued(db, Duration::from_secs(120)).await?;
         }
-        let before = self.probe.snapshot(&[]);
-        let bench_before = Self::own_cpu_ms();
-        let started = Instant::now();
-        let started_us = self.tracker.now_us();
+        let measured = self.measure(None);
         let worker = self.start_worker()?;
         eprintln!(
             "drain: worker {} started; waiting for the last delivery…",
@@ -772,25 +769,17 @@ impl Run<'_> {
         self.tracker
             .wait_for(range.clone(), self.settings.timeout)
             .await;
-        let elapsed = match self.tracker.missing(&range) {
-            0 => {
-                Duration::from_micros(self.tracker.last_arrival(&range).saturating_sub(started_us))
-            }
-            _ => started.elapsed(),
-        };
-        let after = self.probe.snapshot(&[("worker".to_owned(), worker.pid())]);
-        let bench_cpu_ms = Self::own_cpu_ms() - bench_before;
-        worker.stop().await;
-        Ok(self.outcome(
+        let elapsed = self.until_last_arrival(&range, &measured);
+        let outcome = self.outcome(
             Scenario::Drain,
             range,
+            measured,
+            &worker,
             elapsed,
-            None,
             Vec::new(),
-            &before,
-            &after,
-            bench_cpu_ms,
-        ))
+        );
+        worker.stop().await;
+        Ok(outcome)
     }
 
     async fn saturate(&self) -> anyhow::Result<Outcome> {
@@ -803,10 +792,7 @@ impl Run<'_> {
                 "saturate: {n} events by {} callers…",
                 self.settings.concurrency
             );
-            let before = self.probe.snapshot(&[("worker".to_owned(), worker.pid())]);
-            let bench_before = Self::own_cpu_ms();
-            let started_us = self.tracker.now_us();
-            let started = Instant::now();
+            let measured = self.measure(Some(&worker));
             let errors = self
                 .sender
                 .send_all(&self.tracker, range.clone(), self.settings.concurrency)
@@ -814,24 +800,14 @@ impl Run<'_> {
             self.tracker
                 .wait_for(range.clone(), self.settings.timeout)
                 .await;
-            let elapsed = match self.tracker.missing(&range) {
-                0 => Duration::from_micros(
-                    self.tracker.last_arrival(&range).saturating_sub(started_us),
-                ),
-                _ => started.elapsed(),
-            };
-            let after = self.probe.snapshot(&[("worker".to_owned(), worker.pid())]);
-            let bench_cpu_ms = Self::own_cpu_ms() - bench_before;
-            let latency = Percentiles::of(&self.tracker.latencies(&range));
+            let elapsed = self.until_last_arrival(&range, &measured);
             Ok(self.outcome(
                 Scenario::Saturate,
                 range,
+                measured,
+                &worker,
                 elapsed,
-                latency,
                 errors,
-                &before,
-                &after,
-                bench_cpu_ms,
             ))
         }
         .await;
@@ -850,9 +826,7 @@ impl Run<'_> {
                 "steady: {rate}/s for {:.0} s ({n} events)…",
                 self.settings.steady_for.as_secs_f64()
             );
-            let before = self.probe.snapshot(&[("worker".to_owned(), worker.pid())]);
-            let bench_before = Self::own_cpu_ms();
-            let started = Instant::now();
+            let measured = self.measure(Some(&worker));
             let mut ticker = tokio::time::interval(Duration::from_secs_f64(1.0 / rate as f64));
             ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
             let mut sends = Vec::with_capacity(n as usize);
@@ -870,38 +844,61 @@ impl Run<'_> {
             self.tracker
                 .wait_for(range.clone(), self.settings.timeout)
                 .await;
-            let elapsed = started.elapsed();
-            let after = self.probe.snapshot(&[("worker".to_owned(), worker.pid())]);
-            let bench_cpu_ms = Self::own_cpu_ms() - bench_before;
-            let latency = Percentiles::of(&self.tracker.latencies(&range));
-            Ok(self.outcome(
-                Scenario::Steady,
-                range,
-                elapsed,
-                latency,
-                errors,
-                &before,
-                &after,
-                bench_cpu_ms,
-            ))
+            let elapsed = measured.started.elapsed();
+            Ok(self.outcome(Scenario::Steady, range, measured, &worker, elapsed, errors))
         }
         .await;
         worker.stop().await;
         result
     }
 
-    #[allow(clippy::too_many_arguments)]
+    /// Starts measuring a scenario: the CPU so far of every process watched (the worker too
+    /// when it is already running) and of the bench itself, and the clocks.
+    fn measure(&self, worker: Option<&Worker>) -> Measured {
+        let extra: Vec<_> = worker
+            .map(|w| ("worker".to_owned(), w.pid()))
+            .into_iter()
+            .collect();
+        Measured {
+            before: self.probe.snapshot(&extra),
+            bench_before: Self::own_cpu_ms(),
+            started_us: self.tracker.now_us(),
+            started: Instant::now(),
+        }
+    }
+
+    /// From the start of `measured` to the last arrival of `range`; to now when some never
+    /// arrived.
+    fn until_last_arrival(&self, range: &std::ops::Range<u64>, measured: &Measured) -> Duration {
+        match self.tracker.missing(range) {
+            0 => Duration::from_micros(
+                self.tracker
+                    .last_arrival(range)
+                    .saturating_sub(measured.started_us),
+            ),
+            _ => measured.started.elapsed(),
+        }
+    }
+
+    /// A scenario's figures, its CPU measured from `measured` to now (the worker's included).
+    /// Latencies exist where the bench sent the events itself (not for a drain's backlog).
     fn outcome(
         &self,
         scenario: Scenario,
         range: std::ops::Range<u64>,
+        measured: Measured,
+        worker: &Worker,
         elapsed: Duration,
-        latency: Option<Percentiles>,
         errors: Vec<String>,
-        before: &Snapshot,
-        after: &Snapshot,
-        bench_cpu_ms: f64,
     ) -> Outcome {
+        let after = self.probe.snapshot(&[("worker".to_owned(), worker.pid())]);
+        let bench_cpu_ms = Self::own_cpu_ms() - measured.bench_before;
+        let latency = match scenario {
+            Scenario::Drain => None,
+            Scenario::Saturate | Scenario::Steady => {
+                Percentiles::of(&self.tracker.latencies(&range))
+            }
+        };
         Outcome {
             scenario,
             events: range.end - range.start,
@@ -911,10 +908,18 @@ impl Run<'_> {
             first_error: errors.into_iter().next(),
             elapsed,
             latency,
-            cpu: CpuProbe::spent(before, after),
+            cpu: CpuProbe::spent(&measured.before, &after),
             bench_cpu_ms,
         }
     }
+}
+
+/// Where a scenario's measuring started.
+struct Measured {
+    before: Snapshot,
+    bench_before: f64,
+    started_us: u64,
+    started: Instant,
 }
 
 /// Runs the scenarios in order; prints progress on stderr.

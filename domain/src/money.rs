@@ -5,6 +5,15 @@ use serde_json::Value;
 /// The one currency the service moves: every amount is kobo of it.
 pub const CURRENCY: &str = "NGN";
 
+/// The OpenAPI schema of a `currency` field: a string that is always [`CURRENCY`].
+#[cfg(feature = "openapi")]
+pub fn currency_schema() -> utoipa::openapi::Object {
+    utoipa::openapi::ObjectBuilder::new()
+        .schema_type(utoipa::openapi::Type::String)
+        .enum_values(Some([CURRENCY]))
+        .build()
+}
+
 /// An integer, or a float with no fraction (JSON writers that only know doubles), in kobo.
 /// Floats at or past 2^53 are refused: beyond it a double no longer holds every whole number.
 pub fn whole_kobo(value: &Value) -> Option<i64> {

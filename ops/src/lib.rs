@@ -80,3 +80,34 @@ where
         }
     }
 }
+
+/// The whole `main` of a process whose only option is `--config FILE` (each worker, the
+/// sandbox): its name, what it does (the doc comment becomes `--help`'s text) and its `run`.
+/// The caller's crate depends on `clap` and `tokio` (the derive and `#[tokio::main]` expand
+/// there, so `--version` is the caller's own).
+///
+/// ```ignore
+/// ops::config_main! {
+///     /// Asks the provider banks again for deposits that were not recorded.
+///     "worker-recheck" => worker_recheck::run
+/// }
+/// ```
+#[macro_export]
+macro_rules! config_main {
+    ($(#[$about:meta])* $name:literal => $run:expr) => {
+        $(#[$about])*
+        #[derive(clap::Parser)]
+        #[command(name = $name, version)]
+        struct Cli {
+            /// A TOML configuration file (else VAS_CONFIG; VAS_… variables override it).
+            #[arg(long)]
+            config: Option<std::path::PathBuf>,
+        }
+
+        #[tokio::main]
+        async fn main() -> std::process::ExitCode {
+            let cli = <Cli as clap::Parser>::parse();
+            $crate::main_with(cli.config.as_deref(), $run).await
+        }
+    };
+}

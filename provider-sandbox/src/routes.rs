@@ -11,6 +11,7 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use chrono::{DateTime, SubsecRound, Utc};
 use domain::Bank;
+use domain::provider::{NewTransfer, RemoteTransferStatus};
 use rand::Rng;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -21,7 +22,7 @@ use crate::Sandbox;
 use crate::error::ApiError;
 use crate::notify;
 use crate::state::{Account, NewAccount, Status, Transaction};
-use crate::transfers::{self, NewTransfer, TransferStatus, TransferView};
+use crate::transfers::{self, TransferView};
 
 pub fn router(sandbox: Sandbox) -> Router {
     // Latency and failures apply to the bank protocol only: the control call is the test
@@ -382,9 +383,9 @@ async fn create_transfer(
         .update(|ledger| ledger.create_transfer(bank, new, domain::time::now(), delay))
         .await?;
     if transfer.requests == 1 {
-        watch_transfer(sandbox.clone(), bank, transfer.reference.clone());
+        watch_transfer(sandbox.clone(), bank, transfer.asked.reference.clone());
     }
-    let view = json!({"reference": transfer.reference, "status": transfer.status});
+    let view = json!({"reference": transfer.asked.reference, "status": transfer.status});
     Ok((StatusCode::ACCEPTED, Json(view)).into_response())
 }
 
@@ -406,9 +407,9 @@ async fn control_transfers(State(sandbox): State<Sandbox>) -> Result<Response, A
     let data: Vec<Value> = all
         .into_iter()
         .map(|(bank, t)| {
-            json!({"bank": bank, "reference": t.reference, "amount": t.amount,
+            json!({"bank": bank, "reference": t.asked.reference, "amount": t.asked.amount,
                    "status": t.status, "requests": t.requests,
-                   "accountNumber": t.account_number, "bankCode": t.bank_code})
+                   "accountNumber": t.asked.account_number, "bankCode": t.asked.bank_code})
         })
         .collect();
     Ok(Json(json!({ "data": data })).into_response())
@@ -452,8 +453,8 @@ pub(crate) fn watch_transfer(sandbox: Sandbox, bank: domain::Bank, reference: St
                 }
             }
             let next = match transfer.status {
-                TransferStatus::Processing => transfer.settles_at,
-                TransferStatus::Succeeded if transfer.amount.rem_euclid(100) == 2 => {
+                RemoteTransferStatus::Processing => transfer.settles_at,
+                RemoteTransferStatus::Succeeded if transfer.asked.amount.rem_euclid(100) == 2 => {
                     transfer.settles_at + transfers::REVERSAL_AFTER
                 }
                 _ => return,

@@ -6,10 +6,11 @@ use std::collections::{BTreeMap, HashMap};
 use chrono::{DateTime, Duration, Utc};
 use domain::Bank;
 use domain::nuban;
+use domain::provider::{NewTransfer, RemoteTransferStatus};
 use rand::Rng;
 use serde::{Deserialize, Serialize};
 
-use crate::transfers::{NewTransfer, Transfer, TransferStatus, Transfers};
+use crate::transfers::{Transfer, Transfers};
 
 /// An identity number starting with this is rejected, so callers can exercise the failure path.
 const REJECTED_IDENTITY_PREFIX: &str = "99999";
@@ -260,7 +261,7 @@ impl Ledger {
         &mut self,
         bank: Bank,
         reference: &str,
-        status: TransferStatus,
+        status: RemoteTransferStatus,
     ) -> bool {
         let first = self
             .transfers

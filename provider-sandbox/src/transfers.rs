@@ -7,60 +7,21 @@ use std::collections::BTreeMap;
 
 use chrono::{DateTime, Duration, Utc};
 use domain::nuban;
-use domain::provider::ProviderEvent;
+use domain::provider::{NewTransfer, RemoteTransferStatus};
 use rand::Rng;
 use serde::{Deserialize, Serialize};
 
 /// How long after success a `02` transfer is reversed.
 pub const REVERSAL_AFTER: Duration = Duration::seconds(1);
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum TransferStatus {
-    Processing,
-    Succeeded,
-    Failed,
-    Reversed,
-}
-
-impl TransferStatus {
-    /// The notification event that announces this status, if any.
-    pub fn event(self) -> Option<ProviderEvent> {
-        match self {
-            TransferStatus::Processing => None,
-            TransferStatus::Succeeded => Some(ProviderEvent::TransferSucceeded),
-            TransferStatus::Failed => Some(ProviderEvent::TransferFailed),
-            TransferStatus::Reversed => Some(ProviderEvent::TransferReversed),
-        }
-    }
-}
-
-/// What a caller asks a bank to send.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct NewTransfer {
-    pub reference: String,
-    pub amount: i64,
-    pub currency: String,
-    pub bank_code: String,
-    pub account_number: String,
-    pub account_name: String,
-    #[serde(default)]
-    pub narration: Option<String>,
-}
-
 /// A transfer as the bank keeps it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Transfer {
-    pub reference: String,
-    pub amount: i64,
-    pub currency: String,
-    pub bank_code: String,
-    pub account_number: String,
-    pub account_name: String,
-    pub narration: Option<String>,
-    pub status: TransferStatus,
+    /// What the caller asked for, as it asked the first time.
+    #[serde(flatten)]
+    pub asked: NewTransfer,
+    pub status: RemoteTransferStatus,
     pub session_id: Option<String>,
     pub failure_reason: Option<String>,
     pub created_at: DateTime<Utc>,
@@ -69,7 +30,7 @@ pub struct Transfer {
     pub requests: u32,
     /// The last status whose notification was sent (or deliberately lost).
     #[serde(default)]
-    pub announced: Option<TransferStatus>,
+    pub announced: Option<RemoteTransferStatus>,
 }
 
 /// The transfer as the protocol shows it (`GET /transfers/{reference}` and notifications).
@@ -77,7 +38,7 @@ pub struct Transfer {
 #[serde(rename_all = "camelCase")]
 pub struct TransferView {
     pub reference: String,
-    pub status: TransferStatus,
+    pub status: RemoteTransferStatus,
     pub amount: i64,
     pub currency: String,
     pub bank_code: String,
@@ -89,12 +50,12 @@ pub struct TransferView {
 impl From<&Transfer> for TransferView {
     fn from(t: &Transfer) -> Self {
         Self {
-            reference: t.reference.clone(),
+            reference: t.asked.reference.clone(),
             status: t.status,
-            amount: t.amount,
-            currency: t.currency.clone(),
-            bank_code: t.bank_code.clone(),
-            account_number: t.account_number.clone(),
+            amount: t.asked.amount,
+            currency: t.asked.currency.clone(),
+            bank_code: t.asked.bank_code.clone(),
+            account_number: t.asked.account_number.clone(),
             session_id: t.session_id.clone(),
             failure_reason: t.failure_reason.clone(),
         }
@@ -153,15 +114,10 @@ impl Transfers {
             existing.requests += 1;
             return existing.clone();
         }
+        let reference = new.reference.clone();
         let transfer = Transfer {
-            reference: new.reference.clone(),
-            amount: new.amount,
-            currency: new.currency,
-            bank_code: new.bank_code,
-            account_number: new.account_number,
-            account_name: new.account_name,
-            narration: new.narration,
-            status: TransferStatus::Processing,
+            asked: new,
+            status: RemoteTransferStatus::Processing,
             session_id: None,
             failure_reason: None,
             created_at: now,
@@ -169,7 +125,7 @@ impl Transfers {
             requests: 1,
             announced: None,
         };
-        self.by_reference.insert(new.reference, transfer.clone());
+        self.by_reference.insert(reference, transfer.clone());
         transfer
     }
 
@@ -183,7 +139,7 @@ impl Transfers {
     }
 
     /// Marks `status` as announced; true when it had not been.
-    pub fn announce(&mut self, reference: &str, status: TransferStatus) -> bool {
+    pub fn announce(&mut self, reference: &str, status: RemoteTransferStatus) -> bool {
         match self.by_reference.get_mut(reference) {
             Some(t) if t.announced != Some(status) => {
                 t.announced = Some(status);
@@ -205,41 +161,41 @@ impl Transfers {
         self.by_reference
             .values()
             .filter(|t| t.announced != Some(final_status(t)))
-            .map(|t| t.reference.clone())
+            .map(|t| t.asked.reference.clone())
             .collect()
     }
 }
 
 /// Where a transfer ends, decided by its amount.
-fn final_status(t: &Transfer) -> TransferStatus {
-    match t.amount.rem_euclid(100) {
-        1 => TransferStatus::Failed,
-        2 => TransferStatus::Reversed,
-        _ => TransferStatus::Succeeded,
+fn final_status(t: &Transfer) -> RemoteTransferStatus {
+    match t.asked.amount.rem_euclid(100) {
+        1 => RemoteTransferStatus::Failed,
+        2 => RemoteTransferStatus::Reversed,
+        _ => RemoteTransferStatus::Succeeded,
     }
 }
 
 /// True when the notification of a transfer's success is lost on purpose (`03`): only a status
 /// query learns it.
 pub fn notification_lost(t: &Transfer) -> bool {
-    t.amount.rem_euclid(100) == 3 && t.status == TransferStatus::Succeeded
+    t.asked.amount.rem_euclid(100) == 3 && t.status == RemoteTransferStatus::Succeeded
 }
 
 fn advance(t: &mut Transfer, now: DateTime<Utc>) {
-    if t.status == TransferStatus::Processing && now >= t.settles_at {
-        if final_status(t) == TransferStatus::Failed {
-            t.status = TransferStatus::Failed;
+    if t.status == RemoteTransferStatus::Processing && now >= t.settles_at {
+        if final_status(t) == RemoteTransferStatus::Failed {
+            t.status = RemoteTransferStatus::Failed;
             t.failure_reason = Some("beneficiary account is dormant".into());
         } else {
-            t.status = TransferStatus::Succeeded;
+            t.status = RemoteTransferStatus::Succeeded;
             t.session_id = Some(session_id());
         }
     }
-    if t.status == TransferStatus::Succeeded
-        && final_status(t) == TransferStatus::Reversed
+    if t.status == RemoteTransferStatus::Succeeded
+        && final_status(t) == RemoteTransferStatus::Reversed
         && now >= t.settles_at + REVERSAL_AFTER
     {
-        t.status = TransferStatus::Reversed;
+        t.status = RemoteTransferStatus::Reversed;
         t.failure_reason = Some("the beneficiary bank returned the funds".into());
     }
 }
@@ -274,13 +230,13 @@ mod tests {
         let delay = Duration::seconds(2);
         let mut transfers = Transfers::default();
         for (reference, amount, status) in [
-            ("ok", 100_000, TransferStatus::Succeeded),
-            ("fail", 100_001, TransferStatus::Failed),
-            ("lost", 100_003, TransferStatus::Succeeded),
+            ("ok", 100_000, RemoteTransferStatus::Succeeded),
+            ("fail", 100_001, RemoteTransferStatus::Failed),
+            ("lost", 100_003, RemoteTransferStatus::Succeeded),
         ] {
             transfers.create(new(reference, amount), t0, delay);
             let (early, _) = transfers.get(reference, t0 + Duration::seconds(1)).unwrap();
-            assert_eq!(early.status, TransferStatus::Processing);
+            assert_eq!(early.status, RemoteTransferStatus::Processing);
             let (late, changed) = transfers.get(reference, t0 + delay).unwrap();
             assert_eq!(late.status, status, "{reference}");
             assert!(changed);
@@ -291,12 +247,12 @@ mod tests {
 
         transfers.create(new("rev", 100_002), t0, delay);
         let (ok, _) = transfers.get("rev", t0 + delay).unwrap();
-        assert_eq!(ok.status, TransferStatus::Succeeded);
+        assert_eq!(ok.status, RemoteTransferStatus::Succeeded);
         let (reversed, _) = transfers.get("rev", t0 + delay + REVERSAL_AFTER).unwrap();
-        assert_eq!(reversed.status, TransferStatus::Reversed);
+        assert_eq!(reversed.status, RemoteTransferStatus::Reversed);
 
         let again = transfers.create(new("ok", 999), t0, delay);
-        assert_eq!(again.amount, 100_000, "the first transfer stands");
+        assert_eq!(again.asked.amount, 100_000, "the first transfer stands");
         assert_eq!(again.requests, 2);
         assert_eq!(transfers.all().len(), 4);
     }

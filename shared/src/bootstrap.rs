@@ -21,7 +21,7 @@ use ops::config::Config;
 use ops::{cancel_on_signal, redact_url};
 
 use crate::crypto::Cipher;
-use crate::queue::{Broker, RabbitBroker};
+use crate::messaging::queue::{Broker, RabbitBroker};
 
 /// The database URL: the configured one, else the dev data folder's SQLite file (the folder is
 /// created).
@@ -270,7 +270,7 @@ pub struct WorkerParts {
     pub db: DatabaseConnection,
     pub cipher: Arc<Cipher>,
     pub broker: Arc<dyn Broker>,
-    pub relay: crate::relay::Relay,
+    pub relay: crate::messaging::relay::Relay,
     pub shutdown: CancellationToken,
 }
 
@@ -299,7 +299,7 @@ impl Worker {
         let ops_stop = CancellationToken::new();
         let ops = serve_ops(&config, db.clone(), broker.clone(), ops_stop.clone()).await?;
         tracing::info!(address = %ops, "{} ops listening", self.name);
-        let relay = crate::relay::Relay::new(db.clone(), broker.clone());
+        let relay = crate::messaging::relay::Relay::new(db.clone(), broker.clone());
         let relay_task = tokio::spawn(relay.clone().run(shutdown.clone()));
         let parts = WorkerParts {
             db,

@@ -7,7 +7,7 @@
 use std::io::Write;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use shared::queue::{Broker, RabbitBroker};
+use shared::messaging::queue::{Broker, RabbitBroker};
 use test_support::with_rabbit;
 
 #[derive(Clone, Default)]

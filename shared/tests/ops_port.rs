@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ops::config::Config;
-use shared::queue::MemoryBroker;
+use shared::messaging::queue::MemoryBroker;
 use test_support::http::trickle;
 use tokio_util::sync::CancellationToken;
 

@@ -15,7 +15,7 @@ use axum::routing::{any, get, post};
 use domain::provider::OpenAccount;
 use domain::{Bank, IdentityNumber, IdentityType, Mode};
 use ops::config::Config;
-use shared::providers::{ProviderError, Providers};
+use shared::outbound::providers::{ProviderError, Providers};
 
 async fn serve(router: Router) -> SocketAddr {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -8,7 +8,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use lapin::options::QueueDeleteOptions;
-use shared::queue::{Broker, Delivery, MemoryBroker, QUEUES, QueueError, RabbitBroker};
+use shared::messaging::queue::{Broker, Delivery, MemoryBroker, QUEUES, QueueError, RabbitBroker};
 use test_support::{on_both_brokers, with_rabbit};
 use tokio::time::{Instant, sleep, timeout};
 

@@ -14,12 +14,12 @@ use futures::stream::BoxStream;
 use migrations::MigratorTrait;
 use sea_orm::{ConnectionTrait, DatabaseConnection};
 use shared::db::outbox::{self, JobMessage, JobOutcome, JobRow};
-use shared::jobs::{ProvisioningJob, WebhookJob};
-use shared::queue::{
+use shared::messaging::jobs::{ProvisioningJob, WebhookJob};
+use shared::messaging::queue::{
     Broker, DeadLetterBounds, Delivery, MemoryBroker, Outgoing, QueueError, RabbitBroker,
 };
-use shared::relay::{Relay, RelayTimings};
-use shared::worker::{Consumer, JobHandler};
+use shared::messaging::relay::{Relay, RelayTimings};
+use shared::messaging::worker::{Consumer, JobHandler};
 use tokio::time::{Instant, sleep, timeout};
 use tokio_util::sync::CancellationToken;
 
@@ -151,7 +151,7 @@ impl Env {
         self.shutdown.cancel();
         self.db.clone().close().await.ok();
         if let Some((url, prefix)) = &self.rabbit {
-            shared::queue::delete_topology(url, prefix).await;
+            shared::messaging::queue::delete_topology(url, prefix).await;
         }
         if let Some((admin, name)) = &self.postgres
             && let Ok(conn) = sea_orm::Database::connect(admin.as_str()).await
@@ -239,7 +239,7 @@ impl<J> Recorder<J> {
 #[async_trait]
 impl<J> JobHandler for Recorder<J>
 where
-    J: shared::jobs::QueueJob + Clone + PartialEq,
+    J: shared::messaging::jobs::QueueJob + Clone + PartialEq,
 {
     type Job = J;
 
@@ -817,7 +817,7 @@ async fn an_earlier_versions_dead_letter_queues_are_retired() {
     })
     .catch_unwind()
     .await;
-    shared::queue::delete_topology(&url, &prefix).await;
+    shared::messaging::queue::delete_topology(&url, &prefix).await;
     if let Err(panic) = outcome {
         std::panic::resume_unwind(panic);
     }

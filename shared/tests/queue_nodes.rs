@@ -2,7 +2,7 @@
 //! and `/metrics` says which (`rabbitmq_node`). The failover itself, on a real three-node
 //! cluster, is `api/tests/ha_clusters.rs`.
 
-use shared::queue::{Broker, RabbitBroker};
+use shared::messaging::queue::{Broker, RabbitBroker};
 use test_support::RabbitPrefix;
 
 /// A port nothing listens on: connections to it are refused at once.

@@ -3,7 +3,7 @@
 
 use axum::http::StatusCode;
 use serde_json::json;
-use shared::queue::MemoryBroker;
+use shared::messaging::queue::MemoryBroker;
 
 #[tokio::test]
 async fn readiness_names_what_does_not_answer() {

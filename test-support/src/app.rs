@@ -11,8 +11,8 @@ use sea_orm::DatabaseConnection;
 use serde_json::{Value, json};
 use shared::crypto::Cipher;
 use shared::db::businesses::{self, IssuedBusiness};
-use shared::queue::Broker;
-use shared::relay::Relay;
+use shared::messaging::queue::Broker;
+use shared::messaging::relay::Relay;
 use tokio_util::sync::CancellationToken;
 
 use crate::{Backend, RabbitPrefix, TestBroker, TestDb};

@@ -79,5 +79,5 @@ pub use logs::captured_logs;
 #[doc(hidden)]
 pub mod __private {
     #[cfg(feature = "backends")]
-    pub use shared::queue::MemoryBroker;
+    pub use shared::messaging::queue::MemoryBroker;
 }

@@ -16,6 +16,7 @@ use chrono::{DateTime, NaiveTime, Utc};
 use domain::payout::{
     MIN_PAYOUT, NewPayout, PayoutStatus, Schedule, TransferState, daily_payout_day, daily_reference,
 };
+use domain::provider::{NewTransfer, RemoteTransfer};
 use domain::{Bank, Mode};
 use ops::config::{Config, KillPoint, PayoutsConfig};
 use sea_orm::{ColumnTrait, DatabaseConnection, DbErr, EntityTrait, QueryFilter, QuerySelect};
@@ -24,10 +25,10 @@ use shared::db::entities::{payout, settlement_account};
 use shared::db::ledger;
 use shared::db::outbox::{JobOutcome, JobRow};
 use shared::db::payouts::{self, CreateOutcome, CreateRequest, Lease, Payout, Reported};
-use shared::jobs::{PayoutJob, QueueJob};
-use shared::providers::{NewTransfer, ProviderError, Providers, RemoteTransfer};
-use shared::relay::Relay;
-use shared::worker::{Consumer, JobHandler};
+use shared::messaging::jobs::{PayoutJob, QueueJob};
+use shared::messaging::relay::Relay;
+use shared::messaging::worker::{Consumer, JobHandler};
+use shared::outbound::providers::{ProviderError, Providers};
 use tokio_util::sync::CancellationToken;
 
 pub const QUEUE: &str = PayoutJob::QUEUE;
@@ -35,7 +36,7 @@ pub const QUEUE: &str = PayoutJob::QUEUE;
 /// The delay before status query number `attempt + 1`: doubling from the initial delay up to
 /// the maximum, with ±20 % jitter so many payouts do not poll in step.
 pub fn poll_delay(config: &PayoutsConfig, attempt: i32) -> Duration {
-    shared::retry::jittered_delay(
+    shared::messaging::retry::jittered_delay(
         Duration::from_secs(config.initial_poll_secs),
         Duration::from_secs(config.max_poll_secs),
         attempt,

@@ -435,8 +435,8 @@ async fn flaky_bank() -> (Arc<FlakyBank>, String) {
 /// or the bank holds none and the payout failed with its money returned once; never a transfer
 /// made and refunded.
 async fn two_runs_of_one_payout_never_send_it_and_refund_it(backend: Backend) {
-    use shared::jobs::{PayoutJob, QueueJob};
-    use shared::worker::JobHandler;
+    use shared::messaging::jobs::{PayoutJob, QueueJob};
+    use shared::messaging::worker::JobHandler;
     let app = app(backend, false, 1).await;
     set_settlement(&app, "manual").await;
     fund(&app, 1_000_000).await;
@@ -446,7 +446,7 @@ async fn two_runs_of_one_payout_never_send_it_and_refund_it(backend: Backend) {
     config.sandbox.url = Some(url);
     let payer = worker_payouts::Payer {
         db: app.db.clone(),
-        providers: shared::providers::Providers::from_config(&config),
+        providers: shared::outbound::providers::Providers::from_config(&config),
         config: config.payouts.clone(),
     };
     let rows = store::open_job_rows(&app.db, PayoutJob::QUEUE).await;

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use domain::provider::{Settlement, settlement};
+use domain::provider::{ProvisioningOutcome, provisioning_outcome};
 use domain::{AccountStatus, Bank, Mode};
 use ops::config::{Config, ProvisioningConfig};
 use sea_orm::{DatabaseConnection, EntityTrait, TransactionTrait};
@@ -15,10 +15,10 @@ use shared::bootstrap::{Worker, WorkerParts};
 use shared::crypto::Cipher;
 use shared::db::accounts::{self, Account, Settled};
 use shared::db::entities::virtual_account;
-use shared::db::outbox::{self, JobOutcome, JobRow};
-use shared::jobs::{ProvisioningJob, QueueJob};
-use shared::providers::{self, ProviderError, Providers, RemoteAccount};
-use shared::worker::{Consumer, JobHandler};
+use shared::db::outbox::{JobOutcome, JobRow};
+use shared::messaging::jobs::{ProvisioningJob, QueueJob};
+use shared::messaging::worker::{Consumer, JobHandler};
+use shared::outbound::providers::{self, ProviderError, Providers, RemoteAccount};
 
 pub const QUEUE: &str = ProvisioningJob::QUEUE;
 
@@ -32,7 +32,7 @@ pub struct Provisioner {
 /// The delay before poll number `attempt + 1`: doubling from the initial delay up to the
 /// maximum, with ±20 % jitter so many pending accounts do not poll in step.
 pub fn poll_delay(config: &ProvisioningConfig, attempt: i32) -> Duration {
-    shared::retry::jittered_delay(
+    shared::messaging::retry::jittered_delay(
         Duration::from_secs(config.initial_poll_secs),
         Duration::from_secs(config.max_poll_secs),
         attempt,
@@ -92,11 +92,11 @@ impl Provisioner {
             _ => {}
         }
         let now = domain::time::now();
-        let settlement = settlement(providers::answer(remote));
+        let outcome = provisioning_outcome(providers::answer(remote));
         let mut waiting_for = "no account number yet";
-        if settlement != Settlement::Pending {
+        if outcome != ProvisioningOutcome::Pending {
             let txn = self.db.begin().await?;
-            let settled = accounts::settle(&txn, &account.id, &settlement, true, now).await?;
+            let settled = accounts::settle(&txn, &account.id, &outcome, true, now).await?;
             txn.commit().await?;
             match settled {
                 Settled::Changed(account) => {
@@ -144,21 +144,13 @@ impl Provisioner {
         let settled = accounts::settle(
             &txn,
             &account.id,
-            &Settlement::Rejected { reason },
+            &ProvisioningOutcome::Rejected { reason },
             true,
             now,
         )
         .await?;
         if matches!(settled, Settled::Changed(_)) {
-            outbox::enqueue(
-                &txn,
-                &ProvisioningJob::Close {
-                    account_id: account.id.clone(),
-                },
-                now,
-                now,
-            )
-            .await?;
+            accounts::enqueue_close(&txn, &account.id, now).await?;
         }
         txn.commit().await?;
         tracing::warn!(account_id = %account.id, "gave up waiting for an account number");
@@ -183,23 +175,14 @@ impl Provisioner {
         match remote.account_number {
             Some(number) => {
                 // Keeps the number and enqueues the close, both only if still unnumbered.
-                let settlement = Settlement::Active {
+                let outcome = ProvisioningOutcome::Active {
                     account_number: number,
                 };
-                accounts::settle(&txn, &account.id, &settlement, false, now)
+                accounts::settle(&txn, &account.id, &outcome, false, now)
                     .await
                     .map(|_| ())
             }
-            None => outbox::enqueue(
-                &txn,
-                &ProvisioningJob::Close {
-                    account_id: account.id.clone(),
-                },
-                now,
-                now,
-            )
-            .await
-            .map(|_| ()),
+            None => accounts::enqueue_close(&txn, &account.id, now).await,
         }?;
         txn.commit().await?;
         Ok(JobOutcome::Done)

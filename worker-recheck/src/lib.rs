@@ -14,10 +14,10 @@ use shared::bootstrap::{Worker, WorkerParts};
 use shared::db::deposits::{self, Recorded, Source};
 use shared::db::outbox::{JobOutcome, JobRow};
 use shared::db::{accounts, rechecks};
-use shared::jobs::{QueueJob, RecheckJob};
-use shared::providers::Providers;
-use shared::relay::Relay;
-use shared::worker::{Consumer, JobHandler};
+use shared::messaging::jobs::{QueueJob, RecheckJob};
+use shared::messaging::relay::Relay;
+use shared::messaging::worker::{Consumer, JobHandler};
+use shared::outbound::providers::Providers;
 
 pub const QUEUE: &str = RecheckJob::QUEUE;
 
@@ -30,7 +30,7 @@ pub struct Rechecker {
 
 /// The delay before retry number `attempt + 1` of a provider error (the shared backoff).
 pub fn retry_delay(config: &RecheckConfig, attempt: i32) -> Duration {
-    shared::retry::jittered_delay(
+    shared::messaging::retry::jittered_delay(
         Duration::from_secs(config.initial_retry_secs),
         Duration::from_secs(config.max_retry_secs),
         attempt,

@@ -5,7 +5,7 @@
 //! and tell the consumer when to run again (or that the delivery is dead).
 //!
 //! The reads before an attempt and the record after it are each made in rounds shared with the
-//! attempts running at the same moment ([`shared::batch`]): under load, three statements read
+//! attempts running at the same moment ([`shared::messaging::batch`]): under load, three statements read
 //! what many attempts need, and one transaction records many attempts.
 
 use std::sync::Arc;
@@ -17,17 +17,17 @@ use domain::{DeliveryStatus, Mode};
 use ops::config::WebhooksConfig;
 use reqwest::header::{CONTENT_TYPE, HeaderValue, RETRY_AFTER};
 use sea_orm::DatabaseConnection;
-use shared::batch::Coalescer;
 use shared::crypto::Cipher;
 use shared::db::businesses::webhook_secret_context;
 use shared::db::deliveries::{self, AttemptRecord, AttemptWrite, Delivery, ForAttempt, Next};
 use shared::db::entities::business_mode;
 use shared::db::events;
 use shared::db::outbox::{JobOutcome, JobRow};
-use shared::jobs::WebhookJob;
-use shared::signing::{self, SigningKey};
-use shared::ssrf::{GuardedResolver, TargetPolicy};
-use shared::worker::JobHandler;
+use shared::messaging::batch::Coalescer;
+use shared::messaging::jobs::WebhookJob;
+use shared::messaging::worker::JobHandler;
+use shared::outbound::signing::{self, SigningKey};
+use shared::outbound::ssrf::{GuardedResolver, TargetPolicy};
 
 use crate::endpoints::{Admission, Endpoints, Limits, Outcome};
 
@@ -490,15 +490,18 @@ fn client(timeout: Duration, policy: TargetPolicy) -> reqwest::Client {
         .expect("the HTTP client builds")
 }
 
-/// What is kept of the reply (`shared::webhook_reply`): nothing for a 2xx. The body is still
+/// What is kept of the reply (`shared::outbound::webhook_reply`): nothing for a 2xx. The body is still
 /// read up to that bound, so a short reply leaves the connection reusable; the rest of a longer
 /// one is never downloaded.
 async fn read_excerpt(status: u16, response: &mut reqwest::Response) -> Option<String> {
     // The read every body from outside goes through; a body that breaks off gives no excerpt.
-    let body = shared::http::read_capped(response, shared::webhook_reply::EXCERPT_BYTES)
-        .await
-        .ok()?;
-    shared::webhook_reply::excerpt(i32::from(status), &body.bytes)
+    let body = shared::outbound::http::read_capped(
+        response,
+        shared::outbound::webhook_reply::EXCERPT_BYTES,
+    )
+    .await
+    .ok()?;
+    shared::outbound::webhook_reply::excerpt(i32::from(status), &body.bytes)
 }
 
 /// A reqwest error with its causes (the resolver's SSRF refusal is one of them).

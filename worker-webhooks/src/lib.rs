@@ -22,12 +22,13 @@ use std::time::Duration;
 use ops::config::Config;
 use sea_orm::DatabaseConnection;
 use shared::bootstrap::{Worker, WorkerParts};
-use shared::worker::Consumer;
+use shared::messaging::worker::Consumer;
 use tokio_util::sync::CancellationToken;
 
 pub use deliver::Deliverer;
 
-pub const QUEUE: &str = <shared::jobs::WebhookJob as shared::jobs::QueueJob>::QUEUE;
+pub const QUEUE: &str =
+    <shared::messaging::jobs::WebhookJob as shared::messaging::jobs::QueueJob>::QUEUE;
 
 /// The consumer, on any broker (RabbitMQ, or the in-process one of `api dev`). Returns when
 /// `shutdown` is cancelled and in-flight deliveries have finished.
@@ -77,6 +78,7 @@ pub async fn count_dead_letters(db: DatabaseConnection, shutdown: CancellationTo
 
 /// The `worker-webhooks` process.
 pub async fn run(config: Config) -> anyhow::Result<()> {
-    shared::ssrf::TargetPolicy::from_config(&config.webhooks).warn_at_start("worker-webhooks");
+    shared::outbound::ssrf::TargetPolicy::from_config(&config.webhooks)
+        .warn_at_start("worker-webhooks");
     WORKER.run_process(config).await
 }

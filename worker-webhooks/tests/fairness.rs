@@ -23,8 +23,8 @@ use sea_orm::TransactionTrait;
 use shared::bootstrap::WorkerParts;
 use shared::crypto::Cipher;
 use shared::db::events;
-use shared::queue::Broker;
-use shared::relay::Relay;
+use shared::messaging::queue::Broker;
+use shared::messaging::relay::Relay;
 use test_support::{RabbitPrefix, Receiver, Reply, Setup, TestBroker, TestDb, setup, store};
 use tokio_util::sync::CancellationToken;
 

@@ -10,7 +10,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use serde_json::Value;
-use shared::queue::{Broker, RabbitBroker};
+use shared::messaging::queue::{Broker, RabbitBroker};
 use support::binary;
 use test_support::process::Process;
 use test_support::store::{count_deliveries_with_status, delivery_state, delivery_states_of_event};

@@ -4,7 +4,7 @@ use domain::Mode;
 use domain::payout::SettlementRequest;
 use shared::db::audit::Actor;
 use shared::db::payouts::{self, SettlementAccount, VerifiedAccount};
-use shared::providers::ProviderError;
+use shared::outbound::providers::ProviderError;
 
 use crate::state::AppState;
 

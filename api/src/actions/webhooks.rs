@@ -6,15 +6,15 @@ use sea_orm::DatabaseConnection;
 use shared::crypto::Cipher;
 use shared::db::audit::Actor;
 use shared::db::businesses::{self, Rotation};
-use shared::ssrf::TargetPolicy;
-use shared::webhook_url::{self, WebhookUrlError};
+use shared::outbound::ssrf::TargetPolicy;
+use shared::outbound::webhook_url::{self, WebhookUrlError};
 
 /// How long the previous webhook secret keeps signing after a rotation (SPEC §6).
 pub const SECRET_OVERLAP: Duration = Duration::hours(24);
 
 #[derive(Debug, thiserror::Error)]
 pub enum WebhookError {
-    /// The URL breaks a rule of `shared::webhook_url`.
+    /// The URL breaks a rule of `shared::outbound::webhook_url`.
     #[error(transparent)]
     Refused(#[from] WebhookUrlError),
     #[error("no business {0}")]
@@ -23,7 +23,7 @@ pub enum WebhookError {
     Db(#[from] sea_orm::DbErr),
 }
 
-/// Sets the URL that receives the mode's events, after the rules of `shared::webhook_url`
+/// Sets the URL that receives the mode's events, after the rules of `shared::outbound::webhook_url`
 /// under `policy`, recorded in the audit log as `actor`'s. Returns the URL as stored.
 pub async fn set_url(
     db: &DatabaseConnection,

@@ -338,7 +338,10 @@ impl AttemptRow {
             },
             ok: (200..300).contains(&a.status_code),
             duration_ms: a.duration_ms,
-            response: shared::webhook_reply::shown(a.status_code, a.response_excerpt.as_deref()),
+            response: shared::outbound::webhook_reply::shown(
+                a.status_code,
+                a.response_excerpt.as_deref(),
+            ),
             error: a.error.clone(),
         }
     }

@@ -14,16 +14,16 @@ use utoipa::{PartialSchema, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use domain::provider::settlement;
+use domain::provider::{ProvisioningOutcome, provisioning_outcome};
 use domain::validation::{FieldError, reject_unknown};
 use domain::{AccountStatus, Mode, NewAccount};
 use shared::crypto::RequestDigest;
 use shared::db::accounts::{
-    self, CreateOutcome, CreateRequest, DeactivateOutcome, LimitState, ListQuery, Settlement,
+    self, CreateOutcome, CreateRequest, DeactivateOutcome, LimitState, ListQuery,
 };
 use shared::db::paging::Filter;
-use shared::providers::{self, ProviderError};
-use shared::views::{AccountView, Page};
+use shared::json::{AccountView, Page};
+use shared::outbound::providers::{self, ProviderError};
 
 use super::fields::Text;
 use super::paging::Paging;
@@ -76,7 +76,7 @@ struct CreateAccountFields {
     #[schema(value_type = String, required = false, pattern = "^[0-9]{11}$", min_length = 11, max_length = 11)]
     customer_nin: Option<String>,
     /// One allowed in the key's mode: `test-bank` is refused with a live key.
-    #[schema(value_type = shared::views::schema::Bank)]
+    #[schema(value_type = shared::json::schema::Bank)]
     preferred_bank: String,
     /// Your reference for the customer, 1–100 characters. While it has a `pending` or `active`
     /// account, creating again returns that account with 200.
@@ -205,7 +205,7 @@ async fn create(
             account: created,
             job_id,
         } => {
-            let settlement = open_at_provider(
+            let answered = open_at_provider(
                 &state,
                 &created,
                 account.preferred_bank,
@@ -218,7 +218,7 @@ async fn create(
                 &request,
                 &created.id,
                 &job_id,
-                settlement,
+                answered,
                 domain::time::now(),
             )
             .await?;
@@ -255,22 +255,22 @@ async fn create(
     Ok((status, headers, Json(AccountView::from(&account))).into_response())
 }
 
-/// Asks the bank for the account within `timeout`; [`settlement`] reads the answer, as the
-/// provisioning worker's are read. Anything but a clear answer (timeout, outage, an unconfigured
-/// bank) is `Pending`: the account waits and the provisioning job takes over, so a provider outage
-/// never fails a creation.
+/// Asks the bank for the account within `timeout`; [`provisioning_outcome`] reads the answer, as
+/// the provisioning worker's are read. Anything but a clear answer (timeout, outage, an
+/// unconfigured bank) is `Pending`: the account waits and the provisioning job takes over, so a
+/// provider outage never fails a creation.
 async fn open_at_provider(
     state: &AppState,
     created: &accounts::Account,
     bank: domain::Bank,
     mode: Mode,
     timeout: Duration,
-) -> Settlement {
+) -> ProvisioningOutcome {
     let open = match accounts::open_request(&state.cipher, created) {
         Ok(open) => open,
         Err(e) => {
             tracing::error!(account_id = %created.id, error = %e, "cannot build the open request; the worker takes over");
-            return Settlement::Pending;
+            return ProvisioningOutcome::Pending;
         }
     };
     let result = state
@@ -282,7 +282,7 @@ async fn open_at_provider(
     {
         tracing::warn!(account_id = %created.id, bank = bank.slug(), error = %e, "provider did not settle the creation; the worker takes over");
     }
-    settlement(providers::answer(result))
+    provisioning_outcome(providers::answer(result))
 }
 
 fn rate_limit_headers(limit: &LimitState) -> HeaderMap {
@@ -318,7 +318,7 @@ fn canonical_body(body: Map<String, Value>) -> String {
         ("pageSize" = Option<u64>, Query, minimum = 1, maximum = 100, description = "1–100 (default 20)."),
         ("cursor" = Option<String>, Query, max_length = 1000, description = "A `nextCursor` of this list with the same filter: the next page, in constant time however deep. Instead of `page`."),
         ("q" = Option<String>, Query, max_length = 200, description = "Search text, at most 200 characters."),
-        ("status" = Option<shared::views::schema::AccountStatus>, Query, description = "Only accounts in this status."),
+        ("status" = Option<shared::json::schema::AccountStatus>, Query, description = "Only accounts in this status."),
     ),
     responses(
         (status = 200, description = "A page of accounts.", body = Page<AccountView>),
@@ -500,7 +500,7 @@ mod tests {
     fn schema_accepts(property: &Value, value: &str) -> bool {
         let property = match property.get("$ref").and_then(Value::as_str) {
             Some("#/components/schemas/Bank") => {
-                serde_json::to_value(shared::views::schema::Bank::schema()).unwrap()
+                serde_json::to_value(shared::json::schema::Bank::schema()).unwrap()
             }
             Some(other) => panic!("unexpected reference {other}"),
             None => property.clone(),

@@ -5,6 +5,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use chrono::{DateTime, Utc};
 use domain::provider::NotificationOutcome;
+use domain::provider::RemoteTransaction;
 use domain::validation::{FieldError, optional_string, reject_unknown};
 use domain::{AccountStatus, Bank, Mode};
 use serde::Serialize;
@@ -13,9 +14,9 @@ use shared::db::accounts::{self, Account};
 use shared::db::deposits::{self, Accepted, Recorded, Unmatched};
 use shared::db::paging::Filter;
 use shared::db::rechecks;
-use shared::providers::notification::{self, Announced, Notification};
-use shared::providers::{ProviderError, RemoteTransaction, SimulatedDeposit};
-use shared::views::{DepositView, Page, RecheckView};
+use shared::json::{DepositView, Page, RecheckView};
+use shared::outbound::providers::notification::{self, Announced, Notification};
+use shared::outbound::providers::{ProviderError, SimulatedDeposit};
 use utoipa::ToSchema;
 use utoipa::openapi::schema::{Object, ObjectBuilder, Type};
 use utoipa_axum::router::OpenApiRouter;
@@ -512,7 +513,7 @@ fn always_true() -> Object {
         deposit, a duplicate, an event not acted on, or a transaction for an unknown account number \
         (kept for operators).",
     params(
-        ("bank" = shared::views::schema::Bank, Path, description = "The provider bank sending the notification."),
+        ("bank" = shared::json::schema::Bank, Path, description = "The provider bank sending the notification."),
         ("X-Provider-Signature" = String, Header, pattern = "^[0-9a-fA-F]{128}$",
             description = "Hex HMAC-SHA512 of the raw body with the bank's notification secret."),
     ),

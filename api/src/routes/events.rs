@@ -10,7 +10,7 @@ use serde_json::Value;
 use shared::db::deliveries::{self, Attempt, Delivery};
 use shared::db::events::{self, Event};
 use shared::db::paging::Filter;
-use shared::views::Page;
+use shared::json::Page;
 use utoipa::ToSchema;
 use utoipa::openapi::schema::{Object, ObjectBuilder, Type};
 use utoipa_axum::router::OpenApiRouter;
@@ -139,7 +139,7 @@ impl DeliveryView {
                     url: a.url.clone(),
                     status_code: a.status_code,
                     duration_ms: a.duration_ms,
-                    response_body: shared::webhook_reply::shown(
+                    response_body: shared::outbound::webhook_reply::shown(
                         a.status_code,
                         a.response_excerpt.as_deref(),
                     ),
@@ -162,7 +162,7 @@ impl DeliveryView {
         ("page" = Option<u64>, Query, minimum = 1, maximum = 1000000, description = "From 1 (default 1)."),
         ("pageSize" = Option<u64>, Query, minimum = 1, maximum = 100, description = "1–100 (default 20)."),
         ("cursor" = Option<String>, Query, max_length = 1000, description = "A `nextCursor` of this list with the same filter: the next page, in constant time however deep. Instead of `page`."),
-        ("type" = Option<shared::views::schema::EventType>, Query, description = "Only events of this type."),
+        ("type" = Option<shared::json::schema::EventType>, Query, description = "Only events of this type."),
     ),
     responses(
         (status = 200, description = "A page of events.", body = Page<EventView>),

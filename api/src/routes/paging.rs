@@ -7,7 +7,7 @@ use shared::db::paging::{
     self, Fetched, Filter, Keyset, MAX_CURSOR_CHARS, MAX_PAGE, MAX_PAGE_SIZE, PageRequest,
     Position, Total,
 };
-use shared::views::Page;
+use shared::json::Page;
 
 use crate::error::{ApiError, ApiResult};
 use crate::extract::QueryPairs;

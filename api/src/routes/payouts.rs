@@ -13,7 +13,7 @@ use domain::payout::{NewPayout, PayoutStatus};
 use shared::crypto::RequestDigest;
 use shared::db::idempotency::{Key, Scope};
 use shared::db::payouts::{self, CreateOutcome, CreateRequest};
-use shared::views::{Page, PayoutView};
+use shared::json::{Page, PayoutView};
 
 use crate::error::responses as problem;
 use crate::error::{ApiError, ApiResult};

@@ -11,7 +11,7 @@ use domain::payout::SettlementRequest;
 use domain::settlement_banks::SETTLEMENT_BANKS;
 use shared::db::audit::Actor;
 use shared::db::{ledger, payouts};
-use shared::views::{BalanceTransactionView, BalanceView, Page, SettlementAccountView};
+use shared::json::{BalanceTransactionView, BalanceView, Page, SettlementAccountView};
 
 use crate::actions::{self, settlement::SettlementError};
 use crate::error::responses as problem;

@@ -9,8 +9,8 @@ use ops::config::Config;
 use sea_orm::{EntityTrait, PaginatorTrait, QueryOrder};
 use shared::bootstrap::{self, WorkerParts};
 use shared::db::{businesses, entities::business};
-use shared::queue::{Broker, MemoryBroker};
-use shared::relay::Relay;
+use shared::messaging::queue::{Broker, MemoryBroker};
+use shared::messaging::relay::Relay;
 use tokio_util::sync::CancellationToken;
 
 use crate::AppState;
@@ -23,7 +23,7 @@ pub async fn run(mut config: Config) -> anyhow::Result<()> {
     // Development delivers to receivers on this machine: webhook URLs may be loopback or
     // private (said at start, like any process that allows them).
     config.webhooks.allow_private_addresses = true;
-    shared::ssrf::TargetPolicy::from_config(&config.webhooks).warn_at_start("api dev");
+    shared::outbound::ssrf::TargetPolicy::from_config(&config.webhooks).warn_at_start("api dev");
     let url = bootstrap::database_url_or_dev(&config)?;
     let db = bootstrap::connect_database(&url, &config).await?;
     bootstrap::migrate(&db).await?;

@@ -36,14 +36,14 @@ pub async fn serve_production(config: Config) -> anyhow::Result<()> {
         );
     }
     // The Developers page validates webhook URLs.
-    shared::ssrf::TargetPolicy::from_config(&config.webhooks).warn_at_start("api");
+    shared::outbound::ssrf::TargetPolicy::from_config(&config.webhooks).warn_at_start("api");
     let url = config.database.url.clone().expect("checked above");
     let db = bootstrap::connect_database(&url, &config).await?;
     let cipher = Arc::new(bootstrap::configured_cipher(&config)?);
     let broker = bootstrap::connect_broker(&config).await?;
     let shutdown = CancellationToken::new();
     ops::cancel_on_signal(shutdown.clone());
-    let relay = shared::relay::Relay::new(db.clone(), broker);
+    let relay = shared::messaging::relay::Relay::new(db.clone(), broker);
     let relay_task = tokio::spawn(relay.clone().run(shutdown.clone()));
     let listener = ops::http::bind(config.http.bind).await?;
     tracing::info!(address = %listener.local_addr()?, "api listening");

@@ -15,12 +15,12 @@ use super::outbox::enqueue;
 use super::paging;
 use super::tallies;
 use crate::crypto::Cipher;
-use crate::jobs::ProvisioningJob;
+use crate::messaging::jobs::ProvisioningJob;
 use domain::ids::new_id;
 use domain::provider::OpenAccount;
 use domain::{AccountStatus, EventType, IdentityNumber, Mode, NewAccount};
 
-pub use domain::provider::Settlement;
+use domain::provider::ProvisioningOutcome;
 pub use virtual_account::Model as Account;
 
 pub use super::tallies::LIMIT_WINDOW;
@@ -176,14 +176,14 @@ pub async fn settle_creation(
     req: &CreateRequest<'_>,
     account_id: &str,
     job_id: &str,
-    settlement: Settlement,
+    outcome: ProvisioningOutcome,
     now: DateTime<Utc>,
 ) -> Result<(Account, u16), DbErr> {
-    match settle_creation_once(db, req, account_id, job_id, &settlement, now).await {
+    match settle_creation_once(db, req, account_id, job_id, &outcome, now).await {
         // Another account was given the same number at the same instant: once that one has
         // committed, this attempt finds the number held.
         Err(e) if super::is_unique_violation(&e) => {
-            settle_creation_once(db, req, account_id, job_id, &settlement, now).await
+            settle_creation_once(db, req, account_id, job_id, &outcome, now).await
         }
         settled => settled,
     }
@@ -194,18 +194,18 @@ async fn settle_creation_once(
     req: &CreateRequest<'_>,
     account_id: &str,
     job_id: &str,
-    settlement: &Settlement,
+    outcome: &ProvisioningOutcome,
     now: DateTime<Utc>,
 ) -> Result<(Account, u16), DbErr> {
     let txn = db.begin().await?;
     // Active from creation is answered by the 201 itself: no `virtualaccount.active` event.
-    let changed = match settle(&txn, account_id, settlement, false, now).await? {
+    let changed = match settle(&txn, account_id, outcome, false, now).await? {
         Settled::Changed(account) => {
             super::outbox::complete(&txn, job_id, now).await?;
             Some(*account)
         }
         // The job settled it first: its result stands.
-        Settled::Unchanged if *settlement != Settlement::Pending => {
+        Settled::Unchanged if *outcome != ProvisioningOutcome::Pending => {
             super::outbox::complete(&txn, job_id, now).await?;
             None
         }
@@ -244,7 +244,7 @@ fn status_for(account: &Account) -> u16 {
 pub async fn settle<C: ConnectionTrait + TransactionTrait>(
     db: &C,
     account_id: &str,
-    settlement: &Settlement,
+    outcome: &ProvisioningOutcome,
     announce_active: bool,
     now: DateTime<Utc>,
 ) -> Result<Settled, DbErr> {
@@ -253,9 +253,9 @@ pub async fn settle<C: ConnectionTrait + TransactionTrait>(
         .col_expr(Col::UpdatedAt, now.into())
         .filter(Col::Id.eq(account_id))
         .filter(Col::Status.eq(AccountStatus::Pending));
-    let (update, event) = match settlement {
-        Settlement::Pending => return Ok(Settled::Unchanged),
-        Settlement::Active { account_number } => (
+    let (update, event) = match outcome {
+        ProvisioningOutcome::Pending => return Ok(Settled::Unchanged),
+        ProvisioningOutcome::Active { account_number } => (
             update
                 .col_expr(Col::Status, AccountStatus::Active.into())
                 .col_expr(Col::AccountNumber, Some(account_number.clone()).into())
@@ -266,7 +266,7 @@ pub async fn settle<C: ConnectionTrait + TransactionTrait>(
                 .filter(number_free(account_number)),
             announce_active.then_some(EventType::VirtualAccountActive),
         ),
-        Settlement::Rejected { reason } => (
+        ProvisioningOutcome::Rejected { reason } => (
             update
                 .col_expr(Col::Status, AccountStatus::Failed.into())
                 .col_expr(Col::FailureReason, Some(reason.clone()).into()),
@@ -274,7 +274,7 @@ pub async fn settle<C: ConnectionTrait + TransactionTrait>(
         ),
     };
     let Some(account) = update.exec_with_returning(db).await?.pop() else {
-        if let Settlement::Active { account_number } = settlement {
+        if let ProvisioningOutcome::Active { account_number } = outcome {
             let pending = virtual_account::Entity::find_by_id(account_id.to_owned())
                 .filter(Col::Status.eq(AccountStatus::Pending))
                 .one(db)
@@ -395,15 +395,7 @@ async fn close_late_number<C: ConnectionTrait + TransactionTrait>(
         }
     };
     if kept == 1 {
-        enqueue(
-            db,
-            &ProvisioningJob::Close {
-                account_id: account_id.to_owned(),
-            },
-            now,
-            now,
-        )
-        .await?;
+        enqueue_close(db, account_id, now).await?;
         tracing::info!(
             account_id,
             "a number came for a deactivated account; closing it at the bank"
@@ -423,7 +415,7 @@ async fn record_account_event<C: ConnectionTrait>(
         &account.business_id,
         account.mode,
         event_type,
-        &crate::views::AccountView::from(account),
+        &crate::json::AccountView::from(account),
         now,
     )
     .await?;
@@ -791,17 +783,22 @@ pub async fn deactivate(
     let account = active.update(&txn).await?;
     tallies::status_changed(&txn, &account, status, AccountStatus::Deactivated).await?;
     record_account_event(&txn, &account, EventType::VirtualAccountDeactivated, now).await?;
-    enqueue(
-        &txn,
-        &ProvisioningJob::Close {
-            account_id: account.id.clone(),
-        },
-        now,
-        now,
-    )
-    .await?;
+    enqueue_close(&txn, &account.id, now).await?;
     txn.commit().await?;
     Ok(DeactivateOutcome::Deactivated(account))
+}
+
+/// Enqueues closing the account at its provider bank, due now: after a deactivation, and
+/// whenever a bank may hold open an account the service no longer wants.
+pub async fn enqueue_close<C: ConnectionTrait>(
+    db: &C,
+    account_id: &str,
+    now: DateTime<Utc>,
+) -> Result<(), DbErr> {
+    let close = ProvisioningJob::Close {
+        account_id: account_id.to_owned(),
+    };
+    enqueue(db, &close, now, now).await.map(|_| ())
 }
 
 /// Forgets idempotency keys older than `keep` (at least 24 hours by contract).

@@ -12,7 +12,7 @@ use super::businesses::webhook_url;
 use super::entities::event::Model as Event;
 use super::entities::{business_mode, delivery, delivery_attempt, event};
 use super::outbox;
-use crate::jobs::WebhookJob;
+use crate::messaging::jobs::WebhookJob;
 use domain::DeliveryStatus;
 use domain::ids::new_id;
 

@@ -2,7 +2,6 @@
 //! path brought it (a notification, a recheck) and however many times.
 
 use chrono::{DateTime, Utc};
-use sea_orm::sea_query::OnConflict;
 use sea_orm::{
     ActiveValue::Set, ColumnTrait, ConnectionTrait, DatabaseConnection, DbErr, EntityTrait,
     PaginatorTrait, QueryFilter, QuerySelect, TransactionTrait,
@@ -11,10 +10,9 @@ use sea_orm::{
 use super::entities::{deposit, deposit_conflict, provider_notification, virtual_account};
 use super::list_counts::{self, List};
 use super::paging;
-use crate::providers::RemoteTransaction;
-use crate::views::{AccountView, DepositView};
+use crate::json::{AccountView, DepositView};
 use domain::ids::new_id;
-use domain::provider::NotificationOutcome;
+use domain::provider::{NotificationOutcome, RemoteTransaction};
 use domain::{Bank, DepositSource, DepositStatus, EventType, Mode};
 
 pub use deposit::Model as Deposit;
@@ -146,37 +144,12 @@ async fn record_in<C: ConnectionTrait>(
         received_at: tx.paid_at,
         created_at: now,
     };
-    let inserted = deposit::Entity::insert(deposit::ActiveModel {
-        id: Set(row.id.clone()),
-        account_id: Set(row.account_id.clone()),
-        business_id: Set(row.business_id.clone()),
-        mode: Set(row.mode),
-        bank: Set(row.bank),
-        status: Set(row.status),
-        amount: Set(row.amount),
-        currency: Set(row.currency.clone()),
-        provider_reference: Set(row.provider_reference.clone()),
-        sender_name: Set(row.sender_name.clone()),
-        sender_account_number: Set(row.sender_account_number.clone()),
-        sender_bank_name: Set(row.sender_bank_name.clone()),
-        narration: Set(row.narration.clone()),
-        source: Set(row.source),
-        recheck_id: Set(row.recheck_id.clone()),
-        received_at: Set(row.received_at),
-        created_at: Set(row.created_at),
-    })
-    .on_conflict(
-        OnConflict::columns([
-            deposit::Column::Mode,
-            deposit::Column::Bank,
-            deposit::Column::ProviderReference,
-        ])
-        .do_nothing()
-        .to_owned(),
-    )
-    .exec_without_returning(db)
-    .await?;
-    if inserted == 0 {
+    let key = [
+        deposit::Column::Mode,
+        deposit::Column::Bank,
+        deposit::Column::ProviderReference,
+    ];
+    if !super::insert_once(db, deposit::ActiveModel::from(row.clone()), key).await? {
         keep_conflict(db, mode, bank, tx, source, now).await?;
         return Ok((Recorded::Duplicate, None));
     }
@@ -286,12 +259,7 @@ pub async fn accept_notification(
     let txn = db.begin().await?;
     let id = match claim_notification(&txn, mode, bank, body, now).await? {
         Claim::New(id) => id,
-        Claim::Seen(first) => {
-            return Ok(Accepted::Repeated {
-                id: first.id,
-                outcome: first.outcome,
-            });
-        }
+        Claim::Seen(first) => return Ok(Accepted::repeated(first)),
     };
     let (recorded, credit) = match transaction {
         Some(tx) => record_in(&txn, mode, bank, tx, &Source::Notification, now).await?,
@@ -303,19 +271,8 @@ pub async fn accept_notification(
         (Recorded::Duplicate, _) => (NotificationOutcome::Duplicate, None),
         (Recorded::Unmatched, _) => (NotificationOutcome::Unmatched, None),
     };
-    provider_notification::Entity::update_many()
-        .col_expr(
-            provider_notification::Column::Outcome,
-            outcome.as_str().into(),
-        )
-        .col_expr(
-            provider_notification::Column::ProviderReference,
-            transaction.map(|t| t.reference.clone()).into(),
-        )
-        .col_expr(provider_notification::Column::DepositId, deposit_id.into())
-        .filter(provider_notification::Column::Id.eq(id.as_str()))
-        .exec(&txn)
-        .await?;
+    let reference = transaction.map(|t| t.reference.clone());
+    record_outcome(&txn, &id, outcome, reference, deposit_id).await?;
     if let Some(credit) = credit {
         credit.apply(&txn).await?;
     }
@@ -344,18 +301,13 @@ pub async fn accept_transfer_notification(
     bank: Bank,
     payout_bank: Option<Bank>,
     body: &str,
-    transfer: &crate::providers::RemoteTransfer,
+    transfer: &domain::provider::RemoteTransfer,
     now: DateTime<Utc>,
 ) -> Result<Accepted, DbErr> {
     let txn = db.begin().await?;
     let id = match claim_notification(&txn, mode, bank, body, now).await? {
         Claim::New(id) => id,
-        Claim::Seen(first) => {
-            return Ok(Accepted::Repeated {
-                id: first.id,
-                outcome: first.outcome,
-            });
-        }
+        Claim::Seen(first) => return Ok(Accepted::repeated(first)),
     };
     let reported = super::payouts::Reported {
         state: transfer.status.into(),
@@ -382,18 +334,8 @@ pub async fn accept_transfer_notification(
         Ok(false) => NotificationOutcome::Duplicate,
         Err(_) => NotificationOutcome::Unmatched,
     };
-    provider_notification::Entity::update_many()
-        .col_expr(
-            provider_notification::Column::Outcome,
-            outcome.as_str().into(),
-        )
-        .col_expr(
-            provider_notification::Column::ProviderReference,
-            Some(transfer.reference.clone()).into(),
-        )
-        .filter(provider_notification::Column::Id.eq(id.as_str()))
-        .exec(&txn)
-        .await?;
+    let reference = Some(transfer.reference.clone());
+    record_outcome(&txn, &id, outcome, reference, None).await?;
     txn.commit().await?;
     Ok(Accepted::Transfer {
         id,
@@ -414,14 +356,7 @@ pub async fn keep_invalid_notification(
     let txn = db.begin().await?;
     let id = match claim_notification(&txn, mode, bank, body, now).await? {
         Claim::New(id) => {
-            provider_notification::Entity::update_many()
-                .col_expr(
-                    provider_notification::Column::Outcome,
-                    NotificationOutcome::Invalid.as_str().into(),
-                )
-                .filter(provider_notification::Column::Id.eq(id.as_str()))
-                .exec(&txn)
-                .await?;
+            record_outcome(&txn, &id, NotificationOutcome::Invalid, None, None).await?;
             id
         }
         Claim::Seen(first) => first.id,
@@ -430,9 +365,39 @@ pub async fn keep_invalid_notification(
     Ok(id)
 }
 
+impl Accepted {
+    /// A body stored before: what became of it the first time.
+    fn repeated(first: provider_notification::Model) -> Self {
+        Accepted::Repeated {
+            id: first.id,
+            outcome: first.outcome,
+        }
+    }
+}
+
 enum Claim {
     New(String),
     Seen(provider_notification::Model),
+}
+
+/// What became of a notification just claimed (still `received`, no reference and no deposit
+/// yet): its outcome, the reference it carried and the deposit it recorded, if any.
+async fn record_outcome<C: ConnectionTrait>(
+    db: &C,
+    id: &str,
+    outcome: NotificationOutcome,
+    reference: Option<String>,
+    deposit_id: Option<String>,
+) -> Result<(), DbErr> {
+    use provider_notification::Column as Col;
+    provider_notification::Entity::update_many()
+        .col_expr(Col::Outcome, outcome.as_str().into())
+        .col_expr(Col::ProviderReference, reference.into())
+        .col_expr(Col::DepositId, deposit_id.into())
+        .filter(Col::Id.eq(id))
+        .exec(db)
+        .await?;
+    Ok(())
 }
 
 /// Inserts the notification row first, keyed by (mode, bank, body digest): a concurrent copy
@@ -446,7 +411,7 @@ async fn claim_notification<C: ConnectionTrait>(
 ) -> Result<Claim, DbErr> {
     let digest = domain::keys::sha256_hex(body);
     let id = new_id("ntf");
-    let inserted = provider_notification::Entity::insert(provider_notification::ActiveModel {
+    let row = provider_notification::ActiveModel {
         id: Set(id.clone()),
         bank: Set(bank),
         mode: Set(mode),
@@ -456,19 +421,13 @@ async fn claim_notification<C: ConnectionTrait>(
         outcome: Set(NotificationOutcome::Received),
         deposit_id: Set(None),
         received_at: Set(now),
-    })
-    .on_conflict(
-        OnConflict::columns([
-            provider_notification::Column::Mode,
-            provider_notification::Column::Bank,
-            provider_notification::Column::BodyDigest,
-        ])
-        .do_nothing()
-        .to_owned(),
-    )
-    .exec_without_returning(db)
-    .await?;
-    if inserted == 1 {
+    };
+    let key = [
+        provider_notification::Column::Mode,
+        provider_notification::Column::Bank,
+        provider_notification::Column::BodyDigest,
+    ];
+    if super::insert_once(db, row, key).await? {
         return Ok(Claim::New(id));
     }
     let first = provider_notification::Entity::find()

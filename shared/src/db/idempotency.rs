@@ -5,7 +5,6 @@
 //! never meet: each operation (`Scope`) has its own namespace.
 
 use chrono::{DateTime, Utc};
-use sea_orm::sea_query::OnConflict;
 use sea_orm::{
     ActiveModelTrait, ActiveValue::Set, ConnectionTrait, DatabaseTransaction, DbBackend, DbErr,
     EntityTrait, Statement,
@@ -111,7 +110,7 @@ impl Key<'_> {
         now: DateTime<Utc>,
     ) -> Result<Claim, DbErr> {
         let (business_id, mode, key) = self.id();
-        let inserted = idempotency_key::Entity::insert(idempotency_key::ActiveModel {
+        let row = idempotency_key::ActiveModel {
             business_id: Set(business_id),
             mode: Set(mode),
             key: Set(key),
@@ -121,19 +120,13 @@ impl Key<'_> {
             account_id: Set(resource_id.map(str::to_owned)),
             created_at: Set(now),
             updated_at: Set(now),
-        })
-        .on_conflict(
-            OnConflict::columns([
-                idempotency_key::Column::BusinessId,
-                idempotency_key::Column::Mode,
-                idempotency_key::Column::Key,
-            ])
-            .do_nothing()
-            .to_owned(),
-        )
-        .exec_without_returning(db)
-        .await?;
-        if inserted == 1 {
+        };
+        let key = [
+            idempotency_key::Column::BusinessId,
+            idempotency_key::Column::Mode,
+            idempotency_key::Column::Key,
+        ];
+        if super::insert_once(db, row, key).await? {
             return Ok(Claim::New);
         }
         self.find(db)

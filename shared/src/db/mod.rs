@@ -138,6 +138,27 @@ pub(crate) fn row_values<A: sea_orm::ActiveModelTrait>(
     Ok(values)
 }
 
+/// Inserts `row` unless a row with the same `key` (a unique key: the one that makes the fact it
+/// records happen once) is there already; true when this call inserted it. The row already there
+/// is left as it is, and the caller reads it if it needs it.
+pub(crate) async fn insert_once<A, C>(
+    db: &C,
+    row: A,
+    key: impl IntoIterator<Item = <A::Entity as sea_orm::EntityTrait>::Column>,
+) -> Result<bool, DbErr>
+where
+    A: sea_orm::ActiveModelTrait,
+    C: sea_orm::ConnectionTrait,
+{
+    use sea_orm::EntityTrait;
+    use sea_orm::sea_query::OnConflict;
+    let inserted = A::Entity::insert(row)
+        .on_conflict(OnConflict::columns(key).do_nothing().to_owned())
+        .exec_without_returning(db)
+        .await?;
+    Ok(inserted == 1)
+}
+
 /// True when the error is a unique-constraint violation (a duplicate that the schema refused),
 /// told by its SQLSTATE (PostgreSQL 23505; SQLite's extended codes 2067 and 1555) through sea-orm,
 /// never by the message text, which a server with another `lc_messages` words differently.

@@ -12,6 +12,7 @@
 use std::time::Duration;
 
 use chrono::{DateTime, DurationRound, Utc};
+use sea_orm::UpdateMany;
 use sea_orm::sea_query::{LockBehavior, LockType};
 use sea_orm::{
     ActiveValue::Set, ColumnTrait, Condition, ConnectionTrait, DatabaseConnection, DbBackend,
@@ -21,7 +22,7 @@ use sea_orm::{
 use serde::{Deserialize, Serialize};
 
 use super::entities::outbox;
-use crate::jobs::QueueJob;
+use crate::messaging::jobs::QueueJob;
 use domain::ids::new_id;
 
 pub use outbox::Model as JobRow;
@@ -100,22 +101,51 @@ pub fn claim_until(now: DateTime<Utc>, lease: Duration) -> DateTime<Utc> {
         .unwrap_or(until)
 }
 
-/// Due rows that no relay has published, or whose publish a relay claimed and never confirmed
-/// within its lease (the relay died, or the broker never answered).
-fn unclaimed_due(now: DateTime<Utc>) -> Condition {
+/// A job still to run: neither completed nor dead.
+fn unfinished() -> Condition {
     Condition::all()
         .add(outbox::Column::CompletedAt.is_null())
         .add(outbox::Column::DeadAt.is_null())
-        .add(outbox::Column::RunAt.lte(now))
-        .add(
-            Condition::any()
-                .add(
-                    Condition::all()
-                        .add(outbox::Column::PublishedAt.is_null())
-                        .add(outbox::Column::PublishingUntil.is_null()),
-                )
-                .add(outbox::Column::PublishingUntil.lt(now)),
-        )
+}
+
+/// An update of job `id`, stamped `now`, that leaves a completed job as it is.
+fn update_open(id: &str, now: DateTime<Utc>) -> UpdateMany<outbox::Entity> {
+    outbox::Entity::update_many()
+        .col_expr(outbox::Column::UpdatedAt, now.into())
+        .filter(outbox::Column::Id.eq(id))
+        .filter(outbox::Column::CompletedAt.is_null())
+}
+
+/// `update`, also making its rows unpublished and unclaimed: the relay publishes them again
+/// when they are due.
+fn unpublish(update: UpdateMany<outbox::Entity>) -> UpdateMany<outbox::Entity> {
+    let none = || Option::<DateTime<Utc>>::None;
+    update
+        .col_expr(outbox::Column::PublishedAt, none().into())
+        .col_expr(outbox::Column::PublishingUntil, none().into())
+}
+
+/// `update`, also making its rows unpublished and unstarted: any run or message of them is
+/// over, and the relay publishes them again when they are due.
+fn republish(update: UpdateMany<outbox::Entity>) -> UpdateMany<outbox::Entity> {
+    unpublish(update).col_expr(
+        outbox::Column::StartedAt,
+        Option::<DateTime<Utc>>::None.into(),
+    )
+}
+
+/// Due rows that no relay has published, or whose publish a relay claimed and never confirmed
+/// within its lease (the relay died, or the broker never answered).
+fn unclaimed_due(now: DateTime<Utc>) -> Condition {
+    unfinished().add(outbox::Column::RunAt.lte(now)).add(
+        Condition::any()
+            .add(
+                Condition::all()
+                    .add(outbox::Column::PublishedAt.is_null())
+                    .add(outbox::Column::PublishingUntil.is_null()),
+            )
+            .add(outbox::Column::PublishingUntil.lt(now)),
+    )
 }
 
 /// Claims up to `batch` due rows for this relay to publish now, unconfirmed until `until` (see
@@ -187,10 +217,7 @@ pub async fn release_claims<C: ConnectionTrait>(
     if ids.is_empty() {
         return Ok(0);
     }
-    let none = || Option::<DateTime<Utc>>::None;
-    Ok(outbox::Entity::update_many()
-        .col_expr(outbox::Column::PublishedAt, none().into())
-        .col_expr(outbox::Column::PublishingUntil, none().into())
+    Ok(unpublish(outbox::Entity::update_many())
         .filter(outbox::Column::Id.is_in(ids.iter().cloned()))
         .filter(outbox::Column::PublishingUntil.eq(until))
         .exec(db)
@@ -202,9 +229,7 @@ pub async fn release_claims<C: ConnectionTrait>(
 /// not finished, and not started, or started longer than `lease` ago (that run is presumed dead:
 /// its message went back to the queue, or was lost with it).
 fn waiting(now: DateTime<Utc>, lease: Duration) -> Condition {
-    Condition::all()
-        .add(outbox::Column::CompletedAt.is_null())
-        .add(outbox::Column::DeadAt.is_null())
+    unfinished()
         .add(outbox::Column::PublishedAt.is_not_null())
         .add(outbox::Column::PublishingUntil.is_null())
         .add(
@@ -283,11 +308,7 @@ pub async fn release_lost<C: ConnectionTrait>(
     if rows.is_empty() {
         return Ok(0);
     }
-    let none = || Option::<DateTime<Utc>>::None;
-    Ok(outbox::Entity::update_many()
-        .col_expr(outbox::Column::PublishedAt, none().into())
-        .col_expr(outbox::Column::PublishingUntil, none().into())
-        .col_expr(outbox::Column::StartedAt, none().into())
+    Ok(republish(outbox::Entity::update_many())
         .col_expr(outbox::Column::UpdatedAt, now.into())
         .filter(outbox::Column::Id.is_in(rows.iter().map(|r| r.id.clone())))
         .filter(overdue(now, lease))
@@ -349,8 +370,7 @@ pub async fn start<C: ConnectionTrait>(
     outbox::Entity::update_many()
         .col_expr(outbox::Column::StartedAt, Some(now).into())
         .filter(outbox::Column::Id.eq(job.id.as_str()))
-        .filter(outbox::Column::CompletedAt.is_null())
-        .filter(outbox::Column::DeadAt.is_null())
+        .filter(unfinished())
         .exec(db)
         .await?;
     Ok(())
@@ -395,8 +415,7 @@ pub async fn start_due<C: ConnectionTrait>(
         .col_expr(outbox::Column::StartedAt, Some(now).into())
         .filter(outbox::Column::Id.is_in(job_ids.iter().cloned()))
         .filter(outbox::Column::Queue.eq(queue))
-        .filter(outbox::Column::CompletedAt.is_null())
-        .filter(outbox::Column::DeadAt.is_null())
+        .filter(unfinished())
         .filter(outbox::Column::RunAt.lte(now + chrono::Duration::seconds(1)));
     if db.support_returning() {
         return update.exec_with_returning(db).await;
@@ -407,8 +426,7 @@ pub async fn start_due<C: ConnectionTrait>(
     outbox::Entity::find()
         .filter(outbox::Column::Id.is_in(job_ids.iter().cloned()))
         .filter(outbox::Column::StartedAt.eq(now))
-        .filter(outbox::Column::CompletedAt.is_null())
-        .filter(outbox::Column::DeadAt.is_null())
+        .filter(unfinished())
         .all(db)
         .await
 }
@@ -422,20 +440,9 @@ pub async fn not_yet_due<C: ConnectionTrait>(
     job: &JobRow,
     now: DateTime<Utc>,
 ) -> Result<(), DbErr> {
-    outbox::Entity::update_many()
-        .col_expr(
-            outbox::Column::PublishedAt,
-            Option::<DateTime<Utc>>::None.into(),
-        )
-        .col_expr(
-            outbox::Column::PublishingUntil,
-            Option::<DateTime<Utc>>::None.into(),
-        )
-        .col_expr(outbox::Column::UpdatedAt, now.into())
-        .filter(outbox::Column::Id.eq(job.id.as_str()))
-        .filter(outbox::Column::RunAt.gt(now + chrono::Duration::seconds(1)))
-        .filter(outbox::Column::CompletedAt.is_null())
+    unpublish(update_open(&job.id, now))
         .filter(outbox::Column::DeadAt.is_null())
+        .filter(outbox::Column::RunAt.gt(now + chrono::Duration::seconds(1)))
         .exec(db)
         .await?;
     Ok(())
@@ -463,22 +470,15 @@ pub async fn finish<C: ConnectionTrait>(
     outcome: &JobOutcome,
     now: DateTime<Utc>,
 ) -> Result<(), DbErr> {
-    let update = outbox::Entity::update_many()
-        .col_expr(outbox::Column::UpdatedAt, now.into())
-        .filter(outbox::Column::Id.eq(job.id.as_str()))
-        .filter(outbox::Column::CompletedAt.is_null());
-    let none = || Option::<DateTime<Utc>>::None;
+    let update = update_open(&job.id, now);
     let update = match outcome {
         // The same statement as a batch of runs done (`finish_many`).
         JobOutcome::Done => return complete_runs(db, std::slice::from_ref(&job.id), now).await,
-        JobOutcome::Retry { after, error } => update
+        JobOutcome::Retry { after, error } => republish(update)
             .col_expr(
                 outbox::Column::RunAt,
                 (now + chrono::Duration::from_std(*after).unwrap_or_default()).into(),
             )
-            .col_expr(outbox::Column::PublishedAt, none().into())
-            .col_expr(outbox::Column::PublishingUntil, none().into())
-            .col_expr(outbox::Column::StartedAt, none().into())
             .col_expr(outbox::Column::Attempts, (job.attempts + 1).into())
             .col_expr(outbox::Column::LastError, Some(error.clone()).into()),
         JobOutcome::Dead { error } => update
@@ -573,11 +573,8 @@ pub async fn make_due<C: ConnectionTrait>(
     job_id: &str,
     now: DateTime<Utc>,
 ) -> Result<(), DbErr> {
-    outbox::Entity::update_many()
+    update_open(job_id, now)
         .col_expr(outbox::Column::RunAt, now.into())
-        .col_expr(outbox::Column::UpdatedAt, now.into())
-        .filter(outbox::Column::Id.eq(job_id))
-        .filter(outbox::Column::CompletedAt.is_null())
         .exec(db)
         .await?;
     Ok(())
@@ -590,11 +587,8 @@ pub async fn complete<C: ConnectionTrait>(
     job_id: &str,
     now: DateTime<Utc>,
 ) -> Result<(), DbErr> {
-    outbox::Entity::update_many()
+    update_open(job_id, now)
         .col_expr(outbox::Column::CompletedAt, now.into())
-        .col_expr(outbox::Column::UpdatedAt, now.into())
-        .filter(outbox::Column::Id.eq(job_id))
-        .filter(outbox::Column::CompletedAt.is_null())
         .exec(db)
         .await?;
     Ok(())
@@ -604,18 +598,13 @@ pub async fn complete<C: ConnectionTrait>(
 /// For a broker that starts empty (the in-process one of `api dev`): whatever was published to
 /// the previous process's queue went with it. Returns how many jobs were affected.
 pub async fn forget_publications<C: ConnectionTrait>(db: &C) -> Result<u64, DbErr> {
-    let none = || Option::<DateTime<Utc>>::None;
-    Ok(outbox::Entity::update_many()
-        .col_expr(outbox::Column::PublishedAt, none().into())
-        .col_expr(outbox::Column::PublishingUntil, none().into())
-        .col_expr(outbox::Column::StartedAt, none().into())
+    Ok(republish(outbox::Entity::update_many())
         .filter(
             Condition::any()
                 .add(outbox::Column::PublishedAt.is_not_null())
                 .add(outbox::Column::PublishingUntil.is_not_null()),
         )
-        .filter(outbox::Column::CompletedAt.is_null())
-        .filter(outbox::Column::DeadAt.is_null())
+        .filter(unfinished())
         .exec(db)
         .await?
         .rows_affected)
@@ -624,8 +613,7 @@ pub async fn forget_publications<C: ConnectionTrait>(db: &C) -> Result<u64, DbEr
 /// Due jobs not yet finished, by queue: the backlog operators watch.
 pub async fn backlog<C: ConnectionTrait>(db: &C, now: DateTime<Utc>) -> Result<u64, DbErr> {
     outbox::Entity::find()
-        .filter(outbox::Column::CompletedAt.is_null())
-        .filter(outbox::Column::DeadAt.is_null())
+        .filter(unfinished())
         .filter(outbox::Column::RunAt.lte(now))
         .count(db)
         .await

@@ -9,7 +9,8 @@
 
 use sea_orm::sea_query::Expr;
 use sea_orm::{
-    ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QueryOrder, QuerySelect,
+    ColumnTrait, Condition, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QueryOrder,
+    QuerySelect,
 };
 use serde::Serialize;
 
@@ -53,24 +54,76 @@ pub async fn run<C: ConnectionTrait>(
     cipher: &Cipher,
     dry_run: bool,
 ) -> Result<Report, DbErr> {
-    let mut report = Report {
-        key_id: cipher.key_id().to_owned(),
-        ..Report::default()
+    let mut pass = Pass {
+        cipher,
+        dry_run,
+        report: Report {
+            key_id: cipher.key_id().to_owned(),
+            ..Report::default()
+        },
     };
-    identities(db, cipher, dry_run, &mut report).await?;
-    webhook_secrets(db, cipher, dry_run, &mut report).await?;
-    totp_secrets(db, cipher, dry_run, &mut report).await?;
-    Ok(report)
+    identities(db, &mut pass).await?;
+    webhook_secrets(db, &mut pass).await?;
+    totp_secrets(db, &mut pass).await?;
+    Ok(pass.report)
 }
 
-async fn identities<C: ConnectionTrait>(
-    db: &C,
-    cipher: &Cipher,
+/// One run: the key, whether it writes, and what it found so far.
+struct Pass<'a> {
+    cipher: &'a Cipher,
     dry_run: bool,
-    report: &mut Report,
-) -> Result<(), DbErr> {
+    report: Report,
+}
+
+/// One stored secret: the row it is in, its column, the sealed text read from it, the context it
+/// is sealed with, and how the report names its row.
+struct Stored<'s, E: EntityTrait> {
+    row: Condition,
+    column: E::Column,
+    sealed: &'s str,
+    context: &'s str,
+    label: &'s str,
+}
+
+impl Pass<'_> {
+    /// Seals one value again when another key sealed it, and writes it back only if it still
+    /// holds what was read (compare-and-set): done when it did, skipped when the value changed
+    /// since it was read. `count` is the report's tally of this kind of secret.
+    async fn reseal<E: EntityTrait, C: ConnectionTrait>(
+        &mut self,
+        db: &C,
+        stored: Stored<'_, E>,
+        count: fn(&mut Report) -> &mut u64,
+    ) -> Result<(), DbErr> {
+        let resealed = match self.cipher.reseal(stored.sealed, stored.context) {
+            Ok(Some(resealed)) => resealed,
+            Ok(None) => return Ok(()),
+            Err(_) => {
+                self.report.unreadable.push(stored.label.to_owned());
+                return Ok(());
+            }
+        };
+        if !self.dry_run {
+            let replaced = E::update_many()
+                .col_expr(stored.column, Expr::value(resealed))
+                .filter(stored.row)
+                .filter(stored.column.eq(stored.sealed))
+                .exec(db)
+                .await?
+                .rows_affected;
+            if replaced != 1 {
+                self.report.skipped += 1;
+                return Ok(());
+            }
+        }
+        *count(&mut self.report) += 1;
+        Ok(())
+    }
+}
+
+async fn identities<C: ConnectionTrait>(db: &C, pass: &mut Pass<'_>) -> Result<(), DbErr> {
     use virtual_account::Column as Col;
-    let current = format!("{}%", cipher.current_prefix());
+    let current = format!("{}%", pass.cipher.current_prefix());
     let mut after = String::new();
     loop {
         // Keyset pages over stale rows only: a page's rows leave the set as they are done, and
@@ -91,36 +144,19 @@ async fn identities<C: ConnectionTrait>(
         };
         after = last.clone();
         for (id, sealed) in rows {
-            let resealed = match cipher.reseal(&sealed, &identity_context(&id)) {
-                Ok(Some(resealed)) => resealed,
-                Ok(None) => continue,
-                Err(_) => {
-                    report.unreadable.push(id);
-                    continue;
-                }
+            let stored = Stored::<virtual_account::Entity> {
+                row: Condition::all().add(Col::Id.eq(id.as_str())),
+                column: Col::IdentityEnc,
+                sealed: &sealed,
+                context: &identity_context(&id),
+                label: &id,
             };
-            if dry_run {
-                report.identities += 1;
-                continue;
-            }
-            let replaced = virtual_account::Entity::update_many()
-                .col_expr(Col::IdentityEnc, Expr::value(resealed))
-                .filter(Col::Id.eq(id.as_str()))
-                .filter(Col::IdentityEnc.eq(sealed.as_str()))
-                .exec(db)
-                .await?
-                .rows_affected;
-            tally(replaced, &mut report.identities, &mut report.skipped);
+            pass.reseal(db, stored, |r| &mut r.identities).await?;
         }
     }
 }
 
-async fn webhook_secrets<C: ConnectionTrait>(
-    db: &C,
-    cipher: &Cipher,
-    dry_run: bool,
-    report: &mut Report,
-) -> Result<(), DbErr> {
+async fn webhook_secrets<C: ConnectionTrait>(db: &C, pass: &mut Pass<'_>) -> Result<(), DbErr> {
     use business_mode::Column as Col;
     // One row per business and mode: few enough to read whole.
     let rows = business_mode::Entity::find()
@@ -140,43 +176,27 @@ async fn webhook_secrets<C: ConnectionTrait>(
         ];
         for (column, sealed) in columns {
             let Some(sealed) = sealed else { continue };
-            let resealed = match cipher.reseal(sealed, &context) {
-                Ok(Some(resealed)) => resealed,
-                Ok(None) => continue,
-                Err(_) => {
-                    report.unreadable.push(label.clone());
-                    continue;
-                }
+            let stored = Stored::<business_mode::Entity> {
+                row: Condition::all()
+                    .add(Col::BusinessId.eq(row.business_id.as_str()))
+                    .add(Col::Mode.eq(row.mode)),
+                column,
+                sealed,
+                context: &context,
+                label: &label,
             };
-            if dry_run {
-                report.webhook_secrets += 1;
-                continue;
-            }
-            let replaced = business_mode::Entity::update_many()
-                .col_expr(column, Expr::value(resealed))
-                .filter(Col::BusinessId.eq(row.business_id.as_str()))
-                .filter(Col::Mode.eq(row.mode))
-                .filter(column.eq(sealed))
-                .exec(db)
-                .await?
-                .rows_affected;
-            tally(replaced, &mut report.webhook_secrets, &mut report.skipped);
+            pass.reseal(db, stored, |r| &mut r.webhook_secrets).await?;
         }
     }
     Ok(())
 }
 
-async fn totp_secrets<C: ConnectionTrait>(
-    db: &C,
-    cipher: &Cipher,
-    dry_run: bool,
-    report: &mut Report,
-) -> Result<(), DbErr> {
+async fn totp_secrets<C: ConnectionTrait>(db: &C, pass: &mut Pass<'_>) -> Result<(), DbErr> {
     use user::Column as Col;
     // The people of the businesses: few enough to read whole.
     let rows = user::Entity::find()
         .filter(
-            sea_orm::Condition::any()
+            Condition::any()
                 .add(Col::TotpSecretEnc.is_not_null())
                 .add(Col::TotpPendingEnc.is_not_null()),
         )
@@ -191,37 +211,15 @@ async fn totp_secrets<C: ConnectionTrait>(
         ];
         for (column, sealed) in columns {
             let Some(sealed) = sealed else { continue };
-            let resealed = match cipher.reseal(sealed, &context) {
-                Ok(Some(resealed)) => resealed,
-                Ok(None) => continue,
-                Err(_) => {
-                    report.unreadable.push(row.id.clone());
-                    continue;
-                }
+            let stored = Stored::<user::Entity> {
+                row: Condition::all().add(Col::Id.eq(row.id.as_str())),
+                column,
+                sealed,
+                context: &context,
+                label: &row.id,
             };
-            if dry_run {
-                report.totp_secrets += 1;
-                continue;
-            }
-            let replaced = user::Entity::update_many()
-                .col_expr(column, Expr::value(resealed))
-                .filter(Col::Id.eq(row.id.as_str()))
-                .filter(column.eq(sealed))
-                .exec(db)
-                .await?
-                .rows_affected;
-            tally(replaced, &mut report.totp_secrets, &mut report.skipped);
+            pass.reseal(db, stored, |r| &mut r.totp_secrets).await?;
         }
     }
     Ok(())
-}
-
-/// Counts one compare-and-set: done when it replaced the value, skipped when the value had
-/// changed since it was read.
-fn tally(replaced: u64, done: &mut u64, skipped: &mut u64) {
-    if replaced == 1 {
-        *done += 1;
-    } else {
-        *skipped += 1;
-    }
 }

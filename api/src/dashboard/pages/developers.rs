@@ -377,7 +377,7 @@ pub async fn set_webhook_url(
     if let Some(refused) = refused(&state, &scope, &fields, Some(typed.clone())).await? {
         return Ok(refused);
     }
-    let policy = shared::ssrf::TargetPolicy::from_config(&state.config.webhooks);
+    let policy = shared::outbound::ssrf::TargetPolicy::from_config(&state.config.webhooks);
     let set = actions::webhooks::set_url(
         &state.db,
         policy,

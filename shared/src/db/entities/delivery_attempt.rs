@@ -15,8 +15,8 @@ pub struct Model {
     /// The HTTP status, or 0 when no response came (network error, timeout, refused target).
     pub status_code: i32,
     pub duration_ms: i64,
-    /// What `shared::webhook_reply` keeps of the reply: up to 256 bytes of a non-2xx answer
-    /// (rows from before that rule may hold more, and are cut when shown).
+    /// What `shared::outbound::webhook_reply` keeps of the reply: up to 256 bytes of a non-2xx
+    /// answer (rows from before that rule may hold more, and are cut when shown).
     pub response_excerpt: Option<String>,
     /// Why no response came (operators only).
     pub error: Option<String>,

@@ -48,10 +48,25 @@ mod tests {
     /// Every `text_enum!` the domain declares, read from its source: the list of enumerations
     /// is found, not typed, so a new one cannot be left out of the test below.
     fn declared_enumerations() -> BTreeSet<String> {
-        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../domain/src");
+        // Every source file of the domain, in its folders too (`provider/`).
+        let mut dirs = vec![std::path::PathBuf::from(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../domain/src"
+        ))];
+        let mut files = Vec::new();
+        while let Some(dir) = dirs.pop() {
+            for entry in std::fs::read_dir(&dir).expect("domain/src is readable") {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    dirs.push(path);
+                } else {
+                    files.push(path);
+                }
+            }
+        }
         let mut names = BTreeSet::new();
-        for entry in std::fs::read_dir(dir).expect("domain/src is readable") {
-            let source = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+        for file in files {
+            let source = std::fs::read_to_string(file).unwrap();
             for invocation in source.split("text_enum! {").skip(1) {
                 let after = invocation
                     .split("pub enum ")

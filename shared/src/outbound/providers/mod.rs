@@ -11,11 +11,14 @@ use chrono::{DateTime, Utc};
 use reqwest::StatusCode;
 use serde::{Deserialize, Serialize};
 
-use domain::provider::{ProviderAccountStatus, ProviderAnswer};
+use domain::provider::{
+    NewTransfer, OpenAccount, ProviderAccountStatus, ProviderAnswer, RemoteTransaction,
+    RemoteTransfer,
+};
 use domain::{Bank, Mode};
 use ops::config::{Config, ProviderConfig, ProvidersConfig};
 
-use crate::http::{PROVIDER_BODY_LIMIT, read_capped};
+use crate::outbound::http::{PROVIDER_BODY_LIMIT, read_capped};
 
 pub mod notification;
 
@@ -28,8 +31,6 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(15);
 /// A transaction list can be long (a month of a busy account's deposits, with no paging in the
 /// protocol): about 25,000 transactions fit.
 const TRANSACTIONS_BODY_LIMIT: usize = 8 * PROVIDER_BODY_LIMIT;
-
-pub use domain::provider::OpenAccount;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ProviderError {
@@ -119,91 +120,6 @@ pub fn scrub_identity_numbers(text: &str) -> String {
     out
 }
 
-// Its schema (the notification body's `data`) states what `problems` checks.
-/// A transaction as the provider reports it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase")]
-#[schema(as = ProviderTransaction)]
-pub struct RemoteTransaction {
-    /// The provider's transaction reference: one deposit per reference.
-    #[schema(min_length = 1, max_length = 200)]
-    pub reference: String,
-    /// The virtual account's number.
-    #[schema(min_length = 1, max_length = 200, example = "0123456789")]
-    pub account_number: String,
-    /// Integer kobo, positive.
-    #[schema(minimum = 1)]
-    pub amount: i64,
-    #[schema(schema_with = crate::views::schema::currency)]
-    pub currency: String,
-    #[serde(default)]
-    pub sender_name: Option<String>,
-    #[serde(default)]
-    pub sender_account_number: Option<String>,
-    #[serde(default)]
-    pub sender_bank_name: Option<String>,
-    #[serde(default)]
-    pub narration: Option<String>,
-    #[schema(value_type = String, format = DateTime)]
-    pub paid_at: DateTime<Utc>,
-}
-
-impl RemoteTransaction {
-    /// Why this transaction cannot be a deposit (fields named as in the transaction); empty when
-    /// it can. Notifications and rechecks both ask, so a transaction is judged the same whichever
-    /// way it arrives. `max_deposit` is `VAS_LIMITS__MAX_DEPOSIT`.
-    pub fn problems(&self, max_deposit: i64) -> Vec<domain::FieldError> {
-        use domain::FieldError;
-        let mut errors = Vec::new();
-        if let Err(e) = domain::deposit::check_deposit_amount(self.amount, max_deposit) {
-            errors.push(e);
-        }
-        if self.currency != domain::money::CURRENCY {
-            errors.push(FieldError::new(
-                "currency",
-                "invalid_value",
-                "currency must be NGN",
-            ));
-        }
-        let identifier =
-            |s: &str| !s.is_empty() && s.len() <= 200 && !s.chars().any(char::is_control);
-        if !identifier(&self.reference) {
-            errors.push(FieldError::new(
-                "reference",
-                "invalid_format",
-                "reference must be 1–200 characters, none of them control characters",
-            ));
-        }
-        if !identifier(&self.account_number) {
-            errors.push(FieldError::new(
-                "accountNumber",
-                "invalid_format",
-                "accountNumber must be 1–200 characters, none of them control characters",
-            ));
-        }
-        errors
-    }
-
-    /// The free-text fields without NUL characters, which PostgreSQL text cannot hold; everything
-    /// else is kept as the provider sent it.
-    pub fn without_nul(mut self) -> Self {
-        for text in [
-            &mut self.sender_name,
-            &mut self.sender_account_number,
-            &mut self.sender_bank_name,
-            &mut self.narration,
-        ]
-        .into_iter()
-        .flatten()
-        {
-            if text.contains('\0') {
-                *text = text.replace('\0', "");
-            }
-        }
-        self
-    }
-}
-
 /// The transactions of a provider's list that can be deposits, without NUL in their free text.
 /// The others are logged (reference and what is wrong, never the whole item) and left out: a
 /// notification of the same transaction would be refused the same way.
@@ -255,55 +171,6 @@ pub struct SimulatedDeposit {
 #[serde(rename_all = "camelCase")]
 struct NameEnquiry {
     account_name: String,
-}
-
-/// `POST /transfers` (SPEC §5): the payout id is the reference.
-#[derive(Debug, Clone, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct NewTransfer {
-    pub reference: String,
-    pub amount: i64,
-    pub currency: String,
-    pub bank_code: String,
-    pub account_number: String,
-    pub account_name: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub narration: Option<String>,
-}
-
-/// A transfer's status as the provider words it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum RemoteTransferStatus {
-    Processing,
-    Succeeded,
-    Failed,
-    Reversed,
-}
-
-impl From<RemoteTransferStatus> for domain::payout::TransferState {
-    fn from(s: RemoteTransferStatus) -> Self {
-        use domain::payout::TransferState as T;
-        match s {
-            RemoteTransferStatus::Processing => T::Processing,
-            RemoteTransferStatus::Succeeded => T::Succeeded,
-            RemoteTransferStatus::Failed => T::Failed,
-            RemoteTransferStatus::Reversed => T::Reversed,
-        }
-    }
-}
-
-/// A transfer as the provider reports it (an answer, a status query or a `transfer.*`
-/// notification's `data`).
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct RemoteTransfer {
-    pub reference: String,
-    pub status: RemoteTransferStatus,
-    #[serde(default)]
-    pub session_id: Option<String>,
-    #[serde(default)]
-    pub failure_reason: Option<String>,
 }
 
 /// Items are read one by one: one the provider got wrong must not hide the others.

@@ -3,12 +3,12 @@
 //! endpoint stores and acts on it; worker-recheck reads the same transactions from a bank's list
 //! through [`RemoteTransaction::problems`], so a transaction is judged the same either way.
 
-use domain::provider::ProviderEvent;
+use domain::provider::{ProviderEvent, RemoteTransaction, RemoteTransfer};
 use domain::{Bank, FieldError, Mode};
 use ops::config::Config;
 use serde_json::Value;
 
-use super::{RemoteTransaction, RemoteTransfer, live_config};
+use super::live_config;
 use crate::crypto::verify_provider_signature;
 
 /// A signed notification's text and what it announces.

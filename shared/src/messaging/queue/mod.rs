@@ -17,7 +17,7 @@ use futures::stream::BoxStream;
 pub use memory::MemoryBroker;
 pub use rabbit::{RabbitBroker, delete_topology};
 
-use crate::jobs::{PayoutJob, ProvisioningJob, QueueJob, RecheckJob, WebhookJob};
+use crate::messaging::jobs::{PayoutJob, ProvisioningJob, QueueJob, RecheckJob, WebhookJob};
 
 /// The work queues, one per job type. Each has a dead-letter queue beside it.
 pub const QUEUES: [&str; 4] = [
@@ -26,6 +26,16 @@ pub const QUEUES: [&str; 4] = [
     RecheckJob::QUEUE,
     PayoutJob::QUEUE,
 ];
+
+/// The work queue named `queue`, as the one static name both brokers key their queues by; a
+/// name that is none of them is unroutable, whichever broker is asked.
+fn known(queue: &str) -> Result<&'static str, QueueError> {
+    QUEUES
+        .iter()
+        .copied()
+        .find(|q| *q == queue)
+        .ok_or_else(|| QueueError::Unroutable(queue.to_owned()))
+}
 
 /// How much a dead-letter queue keeps: at most `max_length` messages (the oldest go first) and
 /// none older than `ttl`.

@@ -13,7 +13,7 @@ use futures::stream::BoxStream;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use super::{Acker, Broker, DeadLetterBounds, Delivery, QUEUES, QueueError};
+use super::{Acker, Broker, DeadLetterBounds, Delivery, QUEUES, QueueError, known};
 
 /// An in-process broker. Clones share the same queues.
 #[derive(Clone, Default)]
@@ -145,14 +145,6 @@ impl Shared {
         unacked.fetch_sub(1, Ordering::SeqCst);
         queues.entry(key).or_default().changed.notify_waiters();
     }
-}
-
-fn known(queue: &str) -> Result<&'static str, QueueError> {
-    QUEUES
-        .iter()
-        .copied()
-        .find(|q| *q == queue)
-        .ok_or_else(|| QueueError::Unroutable(queue.to_owned()))
 }
 
 #[async_trait]

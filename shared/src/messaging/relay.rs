@@ -24,7 +24,7 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use crate::db::outbox::{self, JobMessage, JobRow};
-use crate::queue::{Broker, Outgoing, QueueError};
+use crate::messaging::queue::{Broker, Outgoing, QueueError};
 
 /// How often the relay sweeps, and the leases it works with.
 #[derive(Debug, Clone, Copy)]

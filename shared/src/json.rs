@@ -142,7 +142,7 @@ pub struct DepositView {
     /// Integer kobo (150000 is NGN 1,500.00).
     #[schema(minimum = 1, example = 150000)]
     pub amount: i64,
-    #[schema(schema_with = schema::currency)]
+    #[schema(schema_with = domain::money::currency_schema)]
     pub currency: String,
     /// The provider's transaction reference.
     pub provider_reference: String,
@@ -275,10 +275,6 @@ pub mod schema {
     pub fn balance_transaction_object() -> Object {
         constant("balance_transaction")
     }
-
-    pub fn currency() -> Object {
-        constant(domain::money::CURRENCY)
-    }
 }
 
 /// A payout to the business's settlement account.
@@ -295,7 +291,7 @@ pub struct PayoutView {
     /// Integer kobo.
     #[schema(minimum = 10000, example = 500000)]
     pub amount: i64,
-    #[schema(schema_with = schema::currency)]
+    #[schema(schema_with = domain::money::currency_schema)]
     pub currency: String,
     /// Your own id for the payout, unique per business and mode.
     #[schema(required = true)]
@@ -401,7 +397,7 @@ pub struct BalanceView {
     #[schema(schema_with = schema::balance_object)]
     pub object: &'static str,
     pub mode: Mode,
-    #[schema(schema_with = schema::currency)]
+    #[schema(schema_with = domain::money::currency_schema)]
     pub currency: String,
     /// Kobo that can be paid out now; never negative.
     #[schema(minimum = 0)]

@@ -4,7 +4,7 @@
 
 use domain::Mode;
 
-use crate::ssrf::{SsrfError, TargetPolicy};
+use crate::outbound::ssrf::{SsrfError, TargetPolicy};
 
 /// Longer than any real endpoint; a bound for a form field.
 pub const MAX_URL_CHARS: usize = 2000;

@@ -45,7 +45,7 @@ use tokio::sync::{Mutex, MutexGuard};
 use tokio::time::{Instant, timeout};
 
 use super::{
-    Acker, Broker, DeadLetterBounds, Delivery, Outgoing, QUEUES, QueueError, reconnect_delay,
+    Acker, Broker, DeadLetterBounds, Delivery, Outgoing, QUEUES, QueueError, known, reconnect_delay,
 };
 
 /// How long opening a connection (TCP and the AMQP handshake) may take.
@@ -544,14 +544,6 @@ fn parse_nodes(urls: &str) -> Result<Vec<Node>, QueueError> {
         return Err(QueueError::Other("the RabbitMQ URL is empty".into()));
     }
     Ok(nodes)
-}
-
-fn known(queue: &str) -> Result<&'static str, QueueError> {
-    QUEUES
-        .iter()
-        .copied()
-        .find(|q| *q == queue)
-        .ok_or_else(|| QueueError::Unroutable(queue.to_owned()))
 }
 
 /// Maps a lapin error: a missing exchange or queue is unroutable, another channel-level

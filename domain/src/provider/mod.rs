@@ -1,12 +1,22 @@
-//! The provider bank's side of an account (SPEC §5): the request that opens it, the answers a
-//! provider gives about it, and what an answer makes of a pending account. The api's synchronous
-//! create and worker-provisioning both go through [`settlement`] and [`OpenAccount::new`], so an
-//! answer means the same, and the bank is asked the same, wherever it happens.
+//! The provider banks' side of the protocol (SPEC §5), as plain data and rules: the request that
+//! opens an account, the answers a provider gives about it, and what an answer makes of a
+//! pending account ([`ProvisioningOutcome`]); a bank's transactions ([`RemoteTransaction`]) and
+//! transfers ([`NewTransfer`], [`RemoteTransfer`]). The api's synchronous create and
+//! worker-provisioning both go through [`provisioning_outcome`] and [`OpenAccount::new`], so an
+//! answer means the same, and the bank is asked the same, wherever it happens; the provider
+//! client, storage and the sandbox take the transaction and transfer shapes from here, so the
+//! two sides of the protocol cannot drift apart and storage needs no HTTP client to name them.
 
 use serde::{Deserialize, Serialize};
 
 use crate::text_enum::text_enum;
 use crate::{IdentityNumber, IdentityType};
+
+mod transaction;
+mod transfer;
+
+pub use transaction::RemoteTransaction;
+pub use transfer::{NewTransfer, RemoteTransfer, RemoteTransferStatus};
 
 text_enum! {
     /// What a provider bank's notification announces (SPEC §5): the banks send it, the sandbox
@@ -79,7 +89,7 @@ pub enum ProviderAnswer {
 
 /// What a provider answer makes of a pending account.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Settlement {
+pub enum ProvisioningOutcome {
     /// `pending → active` with this number.
     Active { account_number: String },
     /// `pending → failed` for this reason (shown as `failureReason`, and as the 422's `detail`
@@ -97,7 +107,7 @@ pub enum Settlement {
 ///   so no answer applies to it). Waiting would only hold the customer's reference until the
 ///   give-up rule failed it hours later for a reason that is not the real one;
 /// - `pending`, `active` without a (well-formed) number, and any unusable answer → pending.
-pub fn settlement(answer: ProviderAnswer) -> Settlement {
+pub fn provisioning_outcome(answer: ProviderAnswer) -> ProvisioningOutcome {
     let reason_or = |reason: Option<String>, default: &str| {
         reason
             .filter(|r| !r.trim().is_empty())
@@ -108,30 +118,30 @@ pub fn settlement(answer: ProviderAnswer) -> Settlement {
             status: ProviderAccountStatus::Active,
             account_number: Some(number),
             ..
-        } if is_account_number(&number) => Settlement::Active {
+        } if is_account_number(&number) => ProvisioningOutcome::Active {
             account_number: number,
         },
         ProviderAnswer::Account {
             status: ProviderAccountStatus::Failed,
             failure_reason,
             ..
-        } => Settlement::Rejected {
+        } => ProvisioningOutcome::Rejected {
             reason: reason_or(failure_reason, "the provider bank refused the account"),
         },
         ProviderAnswer::Account {
             status: ProviderAccountStatus::Closed,
             failure_reason,
             ..
-        } => Settlement::Rejected {
+        } => ProvisioningOutcome::Rejected {
             reason: reason_or(
                 failure_reason,
                 "the provider bank closed the account before it was active",
             ),
         },
-        ProviderAnswer::IdentityRejected { reason } => Settlement::Rejected {
+        ProviderAnswer::IdentityRejected { reason } => ProvisioningOutcome::Rejected {
             reason: reason_or(Some(reason), "the provider bank rejected the identity"),
         },
-        ProviderAnswer::Account { .. } | ProviderAnswer::Unusable => Settlement::Pending,
+        ProviderAnswer::Account { .. } | ProviderAnswer::Unusable => ProvisioningOutcome::Pending,
     }
 }
 
@@ -238,10 +248,10 @@ mod tests {
     #[test]
     fn every_provider_answer_has_one_outcome() {
         use ProviderAccountStatus::*;
-        let active = |n: &str| Settlement::Active {
+        let active = |n: &str| ProvisioningOutcome::Active {
             account_number: n.to_owned(),
         };
-        let rejected = |r: &str| Settlement::Rejected {
+        let rejected = |r: &str| ProvisioningOutcome::Rejected {
             reason: r.to_owned(),
         };
         let cases = [
@@ -251,18 +261,24 @@ mod tests {
                 active("0123456789"),
             ),
             // active without a number, or with one no bank issues: the provider's error, wait.
-            (account(Active, None, None), Settlement::Pending),
-            (account(Active, Some(""), None), Settlement::Pending),
-            (account(Active, Some("12345"), None), Settlement::Pending),
+            (account(Active, None, None), ProvisioningOutcome::Pending),
+            (
+                account(Active, Some(""), None),
+                ProvisioningOutcome::Pending,
+            ),
+            (
+                account(Active, Some("12345"), None),
+                ProvisioningOutcome::Pending,
+            ),
             (
                 account(Active, Some("01234567ab"), None),
-                Settlement::Pending,
+                ProvisioningOutcome::Pending,
             ),
             // pending, whatever else it says.
-            (account(Pending, None, None), Settlement::Pending),
+            (account(Pending, None, None), ProvisioningOutcome::Pending),
             (
                 account(Pending, Some("0123456789"), None),
-                Settlement::Pending,
+                ProvisioningOutcome::Pending,
             ),
             // failed: the provider's reason, or a default one.
             (
@@ -299,10 +315,10 @@ mod tests {
             ),
             (account(Closed, None, Some("dormant")), rejected("dormant")),
             // errors and timeouts (and a number already held): wait.
-            (ProviderAnswer::Unusable, Settlement::Pending),
+            (ProviderAnswer::Unusable, ProvisioningOutcome::Pending),
         ];
         for (answer, outcome) in cases {
-            assert_eq!(settlement(answer.clone()), outcome, "{answer:?}");
+            assert_eq!(provisioning_outcome(answer.clone()), outcome, "{answer:?}");
         }
     }
 
