@@ -10,9 +10,10 @@ use axum::http::header;
 use axum::http::request::Parts;
 use chrono::{DateTime, Utc};
 use domain::keys::{hash_secret_key, secret_key_mode};
-use domain::{KybStatus, Mode};
+use domain::Mode;
 use serde_json::{Map, Value};
-use shared::db::keys::{KeyOwner, find_owner, record_use};
+use shared::crypto::{Cipher, RequestDigest};
+use shared::db::keys::{KeyOwner, find_owner, kyb_allows, record_use};
 
 use crate::error::ApiError;
 use crate::state::{AppState, CachedKey};
@@ -168,7 +169,7 @@ async fn authenticated(
         tracing::warn!(error = %e, "recording a key's last use failed");
     }
     let owner = &key.owner;
-    if owner.mode == Mode::Live && owner.kyb_status != KybStatus::Approved {
+    if !kyb_allows(owner.mode, owner.kyb_status) {
         return Err(ApiError::KybNotApproved);
     }
     Ok(Caller(owner.clone()))

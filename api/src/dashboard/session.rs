@@ -9,13 +9,14 @@ use axum::http::request::Parts;
 use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use chrono::Duration;
-use domain::user::SessionLimits;
-use domain::{KybStatus, Mode, Role};
+use domain::{Mode, Role};
 use shared::db::audit::Actor;
+use shared::db::keys::kyb_allows;
 use shared::db::users::{self, SessionOwner};
 
-use super::auth::{self, SESSION_COOKIE};
+use super::auth;
 use super::view::{self, Frame, FrameInput, Section};
+use crate::cookies::{self, SESSION_COOKIE};
 use crate::extract::client_addr;
 use crate::state::AppState;
 
@@ -38,14 +39,6 @@ impl MinRole for Owner {
     const ROLE: Role = Role::Owner;
 }
 
-pub fn limits(state: &AppState) -> SessionLimits {
-    let c = &state.config.dashboard;
-    SessionLimits {
-        idle: Duration::seconds(c.idle_timeout_secs as i64),
-        absolute: Duration::seconds(c.absolute_timeout_secs as i64),
-    }
-}
-
 /// A signed-in user whose role is at least `R`'s.
 pub struct Signed<R: MinRole = Viewer> {
     pub owner: SessionOwner,
@@ -62,7 +55,7 @@ impl<R: MinRole> Signed<R> {
     }
 
     pub fn live_available(&self) -> bool {
-        self.owner.kyb_status() == KybStatus::Approved
+        kyb_allows(Mode::Live, self.owner.kyb_status())
     }
 
     /// This user, acting from this request's address: what the audit log records.
@@ -106,7 +99,7 @@ impl<R: MinRole> FromRequestParts<AppState> for Signed<R> {
     type Rejection = Response;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Response> {
-        let Some(token) = auth::cookie(&parts.headers, SESSION_COOKIE) else {
+        let Some(token) = cookies::cookie(&parts.headers, SESSION_COOKIE) else {
             return Err(to_sign_in(parts, false));
         };
         let found = users::find_session(&state.db, &auth::token_hash(token))
@@ -119,7 +112,7 @@ impl<R: MinRole> FromRequestParts<AppState> for Signed<R> {
             None => return Err(to_sign_in(parts, true)),
         };
         let now = domain::time::now();
-        let limits = limits(state);
+        let limits = state.session_limits();
         let session = &owner.session;
         if !limits.is_live(session.created_at, session.last_seen_at, now) {
             if let Err(e) = users::end_session(&state.db, &session.id).await {
@@ -165,7 +158,7 @@ fn to_sign_in(parts: &Parts, ended: bool) -> Response {
     let location = format!("/dashboard/sign-in{}", view::query(&pairs));
     let mut response = Redirect::to(&location).into_response();
     if ended {
-        let clear = auth::clear_cookie(SESSION_COOKIE);
+        let clear = cookies::clear_cookie(SESSION_COOKIE);
         if let Ok(value) = HeaderValue::from_str(&clear) {
             response.headers_mut().append(header::SET_COOKIE, value);
         }
