@@ -16,7 +16,7 @@ use utoipa::openapi::schema::{Object, ObjectBuilder, Type};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::paging::Paging;
+use super::paging::{PageParams, Paging};
 use crate::actions::{self, events::ResendError};
 use crate::error::responses as problem;
 use crate::error::{ApiError, ApiResult};
@@ -159,17 +159,12 @@ impl DeliveryView {
     tag = "Events",
     security(("bearerAuth" = [])),
     params(
-        ("page" = Option<u64>, Query, minimum = 1, maximum = 1000000, description = "From 1 (default 1)."),
-        ("pageSize" = Option<u64>, Query, minimum = 1, maximum = 100, description = "1–100 (default 20)."),
-        ("cursor" = Option<String>, Query, max_length = 1000, description = "A `nextCursor` of this list with the same filter: the next page, in constant time however deep. Instead of `page`."),
+        PageParams,
         ("type" = Option<shared::views::schema::EventType>, Query, description = "Only events of this type."),
     ),
     responses(
         (status = 200, description = "A page of events.", body = Page<EventView>),
-        (status = 401, response = problem::Unauthorized),
-        (status = 403, response = problem::Forbidden),
-        (status = 422, response = problem::ValidationFailed),
-        (status = 500, response = problem::InternalError),
+        problem::List,
     ),
 )]
 async fn list(
@@ -218,10 +213,7 @@ async fn with_deliveries(state: &AppState, event: &Event) -> ApiResult<EventView
     params(("id" = String, Path, description = "The event id, `evt_…`.")),
     responses(
         (status = 200, description = "The event, with its deliveries.", body = EventView),
-        (status = 401, response = problem::Unauthorized),
-        (status = 403, response = problem::Forbidden),
-        (status = 404, response = problem::NotFound),
-        (status = 500, response = problem::InternalError),
+        problem::ById,
     ),
 )]
 async fn read(
@@ -249,11 +241,8 @@ async fn read(
     params(("id" = String, Path, description = "The event id, `evt_…`.")),
     responses(
         (status = 202, description = "Scheduled: the event, with its deliveries.", body = EventView),
-        (status = 401, response = problem::Unauthorized),
-        (status = 403, response = problem::Forbidden),
-        (status = 404, response = problem::NotFound),
+        problem::ById,
         (status = 409, response = problem::InvalidState),
-        (status = 500, response = problem::InternalError),
     ),
 )]
 async fn resend(
