@@ -6,13 +6,13 @@
 use std::collections::BTreeMap;
 
 use serde_json::json;
-use utoipa::{IntoResponses, ToResponse};
 use utoipa::openapi::example::ExampleBuilder;
 use utoipa::openapi::extensions::Extensions;
 use utoipa::openapi::header::{Header, HeaderBuilder};
 use utoipa::openapi::response::{Response, ResponseBuilder};
 use utoipa::openapi::schema::{ObjectBuilder, Schema, Type};
 use utoipa::openapi::{ContentBuilder, Ref, RefOr};
+use utoipa::{IntoResponses, ToResponse};
 
 use super::ProblemCode;
 

@@ -173,10 +173,7 @@ impl ToSchema for CreateAccountRequest {
         (status = 429, response = problem::RateLimited),
     ),
 )]
-async fn create(
-    State(state): State<AppState>,
-    create: IdempotentCreate,
-) -> ApiResult<Response> {
+async fn create(State(state): State<AppState>, create: IdempotentCreate) -> ApiResult<Response> {
     let caller = &create.caller;
     let account = NewAccount::parse(&create.body, caller.mode()).map_err(ApiError::Validation)?;
     let digest = create.digest(&state.cipher);

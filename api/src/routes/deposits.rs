@@ -477,10 +477,7 @@ pub struct NotificationReceipt {
 }
 
 fn always_true() -> Object {
-    ObjectBuilder::new()
-        .schema_type(Type::Boolean)
-        .enum_values(Some([true]))
-        .build()
+    super::fields::constant(Type::Boolean, true)
 }
 
 /// `POST /providers/{bank}/notifications`: a bank tells us money arrived. The signature decides

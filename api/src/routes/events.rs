@@ -12,7 +12,7 @@ use shared::db::events::{self, Event};
 use shared::db::paging::Filter;
 use shared::views::Page;
 use utoipa::ToSchema;
-use utoipa::openapi::schema::{Object, ObjectBuilder, Type};
+use utoipa::openapi::schema::{Object, Type};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -98,15 +98,8 @@ pub struct AttemptView {
     pub response_body: Option<String>,
 }
 
-fn string_enum(values: &[&str]) -> Object {
-    ObjectBuilder::new()
-        .schema_type(Type::String)
-        .enum_values(Some(values.iter().copied()))
-        .build()
-}
-
 fn event_object() -> Object {
-    string_enum(&["event"])
+    super::fields::constant(Type::String, "event")
 }
 
 impl EventView {

@@ -75,10 +75,7 @@ struct CreatePayoutRequest {
         (status = 422, response = problem::PayoutUnprocessable),
     ),
 )]
-async fn create(
-    State(state): State<AppState>,
-    create: IdempotentCreate,
-) -> ApiResult<Response> {
+async fn create(State(state): State<AppState>, create: IdempotentCreate) -> ApiResult<Response> {
     let caller = &create.caller;
     let payout = NewPayout::parse(&create.body, state.config.payouts.max_amount)
         .map_err(ApiError::Validation)?;
