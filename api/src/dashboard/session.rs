@@ -4,7 +4,7 @@
 
 use std::marker::PhantomData;
 
-use axum::extract::{FromRequestParts, RawPathParams};
+use axum::extract::{FromRequestParts, Path, RawPathParams};
 use axum::http::request::Parts;
 use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
@@ -15,7 +15,7 @@ use shared::db::keys::kyb_allows;
 use shared::db::users::{self, SessionOwner};
 
 use super::auth;
-use super::view::{self, Frame, FrameInput, Section};
+use super::view::{self, Frame, NavLink, Section};
 use crate::cookies::{self, SESSION_COOKIE};
 use crate::extract::client_addr;
 use crate::state::AppState;
@@ -81,17 +81,34 @@ impl<R: MinRole> Signed<R> {
         .await
     }
 
+    /// The frame of this user's page of `section` in `mode`: the navigation their role may use,
+    /// and the same section in the other mode.
     pub fn frame(&self, section: Section, mode: Mode, title: impl Into<String>) -> Frame {
-        Frame::new(FrameInput {
+        let role = self.role();
+        let nav = view::NAV
+            .iter()
+            .filter(|e| role.allows(e.min_role))
+            .map(|e| NavLink {
+                label: e.label,
+                href: e.section.href(mode),
+                current: e.section == section,
+            })
+            .collect();
+        Frame {
             title: title.into(),
-            section,
-            mode,
-            role: self.role(),
-            business_name: &self.owner.business.name,
-            user_email: &self.owner.user.email,
+            business_name: self.owner.business.name.clone(),
+            user_email: self.owner.user.email.clone(),
+            role_label: role.label(),
+            mode: mode.as_str(),
+            is_test: mode == Mode::Test,
             live_available: self.live_available(),
+            test_href: section.href(Mode::Test),
+            live_href: section.href(Mode::Live),
+            profile_href: Section::Profile.href(mode),
+            home_href: Section::Accounts.href(mode),
             form_token: self.form_token.clone(),
-        })
+            nav,
+        }
     }
 }
 
@@ -166,6 +183,24 @@ fn to_sign_in(parts: &Parts, ended: bool) -> Response {
     response
 }
 
+/// The id of an item page's path (`/dashboard/{mode}/…/{id}`); None when the path cannot name
+/// one (unreadable, or holding a control character: no id holds one, and PostgreSQL text cannot
+/// hold NUL), which the page answers as not found, like an unknown id.
+pub struct ItemId(pub Option<String>);
+
+impl<S: Send + Sync> FromRequestParts<S> for ItemId {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let path = Path::<(String, String)>::from_request_parts(parts, state).await;
+        Ok(ItemId(
+            path.ok()
+                .map(|Path((_, id))| id)
+                .filter(|id| !id.chars().any(char::is_control)),
+        ))
+    }
+}
+
 /// A signed-in page of one mode: `/dashboard/{mode}/…`.
 pub struct Scoped<R: MinRole = Viewer> {
     pub signed: Signed<R>,
@@ -179,6 +214,27 @@ impl<R: MinRole> Scoped<R> {
 
     pub fn frame(&self, section: Section, title: impl Into<String>) -> Frame {
         self.signed.frame(section, self.mode, title)
+    }
+
+    /// 404 in the frame of `section`, whose list (`/dashboard/{mode}/{list}`) has no such
+    /// `item` in this mode: a link back to it.
+    pub fn not_found(&self, section: Section, (item, list): (&str, &str)) -> Response {
+        let mut title = format!("{item} not found");
+        if let Some(first) = title.get_mut(0..1) {
+            first.make_ascii_uppercase();
+        }
+        view::render(
+            StatusCode::NOT_FOUND,
+            &view::FramedMessage {
+                frame: self.frame(section, title),
+                message: format!(
+                    "There is no such {item} in {} mode of {}.",
+                    self.mode, self.signed.owner.business.name
+                ),
+                link_href: format!("/dashboard/{}/{list}", self.mode),
+                link_label: format!("Back to {list}"),
+            },
+        )
     }
 }
 

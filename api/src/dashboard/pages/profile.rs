@@ -7,14 +7,15 @@ use askama::Template;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
+use chrono::{DateTime, Utc};
 use domain::user::check_password;
 use domain::{AuditAction, Mode};
-use sea_orm::TransactionTrait;
+use sea_orm::{DatabaseTransaction, DbErr, TransactionTrait};
 use shared::db::audit::{self, Entry};
 use shared::db::users;
 
 use crate::dashboard::auth;
-use crate::dashboard::forms::FormFields;
+use crate::dashboard::forms::Posted;
 use crate::dashboard::session::Signed;
 use crate::dashboard::view::{self, Frame, PageResult, Section};
 use crate::extract::QueryPairs;
@@ -45,15 +46,18 @@ fn mode_of(signed: &Signed, value: Option<&str>) -> Mode {
     }
 }
 
-/// Messages after a change, by a fixed key in the URL (no text from the URL reaches the page).
-fn notice(done: Option<&str>) -> Option<&'static str> {
-    Some(match done? {
-        "password" => "Password changed. Your other sessions were signed out.",
-        "totp_on" => "Two-step verification is on. Signing in now asks for a code.",
-        "totp_off" => "Two-step verification is off.",
-        _ => return None,
-    })
-}
+/// Messages after a change, by the key its redirect puts in the URL (`view::notice`).
+const NOTICES: &[(&str, &str)] = &[
+    (
+        "password",
+        "Password changed. Your other sessions were signed out.",
+    ),
+    (
+        "totp_on",
+        "Two-step verification is on. Signing in now asks for a code.",
+    ),
+    ("totp_off", "Two-step verification is off."),
+];
 
 fn render(
     state: &AppState,
@@ -93,13 +97,39 @@ fn render(
     ))
 }
 
+/// The page again with `error`: 422, nothing changed.
+fn refused(state: &AppState, signed: &Signed, mode: Mode, error: &'static str) -> PageResult {
+    render(
+        state,
+        signed,
+        mode,
+        None,
+        Some(error),
+        StatusCode::UNPROCESSABLE_ENTITY,
+    )
+}
+
+/// Records a change of the user's own two-step verification in the audit log, in `txn`, and
+/// commits both.
+async fn record_and_commit(
+    txn: DatabaseTransaction,
+    signed: &Signed,
+    action: AuditAction,
+    now: DateTime<Utc>,
+) -> Result<(), DbErr> {
+    let user = &signed.owner.user;
+    let entry = Entry::new(&user.business_id, action).target(user.email.as_str());
+    audit::record(&txn, &signed.actor(), entry, now).await?;
+    txn.commit().await
+}
+
 pub async fn show(signed: Signed, State(state): State<AppState>, query: QueryPairs) -> PageResult {
     let mode = mode_of(&signed, query.get("mode"));
     render(
         &state,
         &signed,
         mode,
-        notice(query.get("done")),
+        view::notice(query.get("done"), NOTICES),
         None,
         StatusCode::OK,
     )
@@ -113,22 +143,9 @@ fn back(mode: Mode) -> Response {
     Redirect::to(&format!("/dashboard/profile?mode={mode}")).into_response()
 }
 
-pub async fn change_password(
-    signed: Signed,
-    State(state): State<AppState>,
-    fields: FormFields,
-) -> PageResult {
+pub async fn change_password(Posted(signed, state, fields): Posted<Signed>) -> PageResult {
     let mode = mode_of(&signed, Some(fields.get("mode")));
-    let fail = |error| {
-        render(
-            &state,
-            &signed,
-            mode,
-            None,
-            Some(error),
-            StatusCode::UNPROCESSABLE_ENTITY,
-        )
-    };
+    let fail = |error| refused(&state, &signed, mode, error);
     let user = &signed.owner.user;
     let (new, confirm) = (fields.get("new"), fields.get("confirm"));
     if !signed
@@ -161,11 +178,7 @@ pub async fn change_password(
     Ok(done(mode, "password"))
 }
 
-pub async fn totp_start(
-    signed: Signed,
-    State(state): State<AppState>,
-    fields: FormFields,
-) -> PageResult {
+pub async fn totp_start(Posted(signed, state, fields): Posted<Signed>) -> PageResult {
     let mode = mode_of(&signed, Some(fields.get("mode")));
     let user = &signed.owner.user;
     if !user.has_totp() {
@@ -177,11 +190,7 @@ pub async fn totp_start(
     Ok(back(mode))
 }
 
-pub async fn totp_confirm(
-    signed: Signed,
-    State(state): State<AppState>,
-    fields: FormFields,
-) -> PageResult {
+pub async fn totp_confirm(Posted(signed, state, fields): Posted<Signed>) -> PageResult {
     let mode = mode_of(&signed, Some(fields.get("mode")));
     let user = &signed.owner.user;
     let Some(sealed) = user
@@ -195,28 +204,22 @@ pub async fn totp_confirm(
         .password_reentered(&state, fields.get("password"))
         .await?
     {
-        return render(
+        return refused(
             &state,
             &signed,
             mode,
-            None,
-            Some("Your password is not right: two-step verification stays off."),
-            StatusCode::UNPROCESSABLE_ENTITY,
+            "Your password is not right: two-step verification stays off.",
         );
     }
     let (_, totp) = auth::unseal_totp(&state.cipher, user, sealed)?;
     let now = domain::time::now();
     let Some(step) = auth::check_code(&totp, fields.get("code"), now.timestamp().max(0) as u64)
     else {
-        return render(
+        return refused(
             &state,
             &signed,
             mode,
-            None,
-            Some(
-                "That code is not right. Check the app shows this account, then try the next code.",
-            ),
-            StatusCode::UNPROCESSABLE_ENTITY,
+            "That code is not right. Check the app shows this account, then try the next code.",
         );
     };
     // The enrolment and its audit entry commit together.
@@ -224,18 +227,12 @@ pub async fn totp_confirm(
     if !users::confirm_totp(&txn, &user.id, sealed, step, now).await? {
         return Ok(back(mode));
     }
-    let entry = Entry::new(&user.business_id, AuditAction::TotpEnabled).target(user.email.as_str());
-    audit::record(&txn, &signed.actor(), entry, now).await?;
-    txn.commit().await?;
+    record_and_commit(txn, &signed, AuditAction::TotpEnabled, now).await?;
     tracing::info!(user_id = %user.id, "dashboard TOTP enrolled");
     Ok(done(mode, "totp_on"))
 }
 
-pub async fn totp_cancel(
-    signed: Signed,
-    State(state): State<AppState>,
-    fields: FormFields,
-) -> PageResult {
+pub async fn totp_cancel(Posted(signed, state, fields): Posted<Signed>) -> PageResult {
     let mode = mode_of(&signed, Some(fields.get("mode")));
     let user = &signed.owner.user;
     if !user.has_totp() {
@@ -244,32 +241,24 @@ pub async fn totp_cancel(
     Ok(back(mode))
 }
 
-pub async fn totp_remove(
-    signed: Signed,
-    State(state): State<AppState>,
-    fields: FormFields,
-) -> PageResult {
+pub async fn totp_remove(Posted(signed, state, fields): Posted<Signed>) -> PageResult {
     let mode = mode_of(&signed, Some(fields.get("mode")));
     let user = &signed.owner.user;
     if !signed
         .password_reentered(&state, fields.get("password"))
         .await?
     {
-        return render(
+        return refused(
             &state,
             &signed,
             mode,
-            None,
-            Some("Your password is not right: two-step verification stays on."),
-            StatusCode::UNPROCESSABLE_ENTITY,
+            "Your password is not right: two-step verification stays on.",
         );
     }
     let now = domain::time::now();
     let txn = state.db.begin().await?;
     users::remove_totp(&txn, &user.id, now).await?;
-    let entry = Entry::new(&user.business_id, AuditAction::TotpRemoved).target(user.email.as_str());
-    audit::record(&txn, &signed.actor(), entry, now).await?;
-    txn.commit().await?;
+    record_and_commit(txn, &signed, AuditAction::TotpRemoved, now).await?;
     tracing::info!(user_id = %user.id, "dashboard TOTP removed");
     Ok(done(mode, "totp_off"))
 }
