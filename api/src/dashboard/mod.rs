@@ -6,9 +6,11 @@
 //!
 //! Adding a page: a handler taking `Scoped<R>` (per mode) or `Signed<R>` (R the least role:
 //! `Viewer`, `Developer`, `Owner`), a template that extends `base.html` and has a `frame` field
-//! (`scope.frame(Section::…, title)`), its route in [`router`] and
-//! its `view::NAV` row. POST handlers take `forms::FormFields` (already token-checked) and
-//! their forms carry `<input type="hidden" name="form_token" value="{{ frame.form_token }}">`.
+//! (`scope.frame(Section::…, title)`), its route in [`router`] and its `view::NAV` row; the
+//! pieces pages share (tables, the search form, the pager) are macros in `templates/parts.html`.
+//! POST handlers take `forms::Posted<Scoped<R>>` or `forms::Posted<Signed<R>>` (who posted, the
+//! state, and the fields, already token-checked) and their forms carry
+//! `<input type="hidden" name="form_token" value="{{ frame.form_token }}">`.
 
 pub mod auth;
 pub mod forms;
