@@ -17,7 +17,7 @@ use shared::db::users;
 use crate::dashboard::auth;
 use crate::dashboard::forms::Posted;
 use crate::dashboard::session::Signed;
-use crate::dashboard::view::{self, Frame, PageResult, Section};
+use crate::dashboard::view::{self, Frame, PageError, PageResult, Section};
 use crate::extract::QueryPairs;
 use crate::state::AppState;
 
@@ -123,6 +123,21 @@ async fn record_and_commit(
     txn.commit().await
 }
 
+/// The page again with `error` (422) when `typed` is not the user's password, or the e-mail is
+/// locked (`Signed::password_reentered`); None when it is theirs.
+async fn password_refused(
+    state: &AppState,
+    signed: &Signed,
+    mode: Mode,
+    typed: &str,
+    error: &'static str,
+) -> Result<Option<Response>, PageError> {
+    if signed.password_reentered(state, typed).await? {
+        return Ok(None);
+    }
+    refused(state, signed, mode, error).map(Some)
+}
+
 pub async fn show(signed: Signed, State(state): State<AppState>, query: QueryPairs) -> PageResult {
     let mode = mode_of(&signed, query.get("mode"));
     render(
@@ -148,11 +163,11 @@ pub async fn change_password(Posted(signed, state, fields): Posted<Signed>) -> P
     let fail = |error| refused(&state, &signed, mode, error);
     let user = &signed.owner.user;
     let (new, confirm) = (fields.get("new"), fields.get("confirm"));
-    if !signed
-        .password_reentered(&state, fields.get("current"))
-        .await?
+    let wrong = "Your current password is not right.";
+    if let Some(refused) =
+        password_refused(&state, &signed, mode, fields.get("current"), wrong).await?
     {
-        return fail("Your current password is not right.");
+        return Ok(refused);
     }
     if let Err(why) = check_password(new) {
         return fail(if why.contains("least") {
@@ -178,16 +193,25 @@ pub async fn change_password(Posted(signed, state, fields): Posted<Signed>) -> P
     Ok(done(mode, "password"))
 }
 
-pub async fn totp_start(Posted(signed, state, fields): Posted<Signed>) -> PageResult {
+/// Starts an enrolment (a new secret, sealed) or, `start` false, cancels it; nothing once
+/// two-step verification is on.
+async fn set_pending(form: Posted<Signed>, start: bool) -> PageResult {
+    let Posted(signed, state, fields) = form;
     let mode = mode_of(&signed, Some(fields.get("mode")));
     let user = &signed.owner.user;
     if !user.has_totp() {
-        let sealed = state
-            .cipher
-            .encrypt(&auth::new_totp_secret(), &users::totp_context(&user.id));
-        users::set_totp_pending(&state.db, &user.id, Some(sealed), domain::time::now()).await?;
+        let sealed = start.then(|| {
+            state
+                .cipher
+                .encrypt(&auth::new_totp_secret(), &users::totp_context(&user.id))
+        });
+        users::set_totp_pending(&state.db, &user.id, sealed, domain::time::now()).await?;
     }
     Ok(back(mode))
+}
+
+pub async fn totp_start(form: Posted<Signed>) -> PageResult {
+    set_pending(form, true).await
 }
 
 pub async fn totp_confirm(Posted(signed, state, fields): Posted<Signed>) -> PageResult {
@@ -200,16 +224,11 @@ pub async fn totp_confirm(Posted(signed, state, fields): Posted<Signed>) -> Page
     else {
         return Ok(back(mode));
     };
-    if !signed
-        .password_reentered(&state, fields.get("password"))
-        .await?
+    let wrong = "Your password is not right: two-step verification stays off.";
+    if let Some(refused) =
+        password_refused(&state, &signed, mode, fields.get("password"), wrong).await?
     {
-        return refused(
-            &state,
-            &signed,
-            mode,
-            "Your password is not right: two-step verification stays off.",
-        );
+        return Ok(refused);
     }
     let (_, totp) = auth::unseal_totp(&state.cipher, user, sealed)?;
     let now = domain::time::now();
@@ -232,28 +251,18 @@ pub async fn totp_confirm(Posted(signed, state, fields): Posted<Signed>) -> Page
     Ok(done(mode, "totp_on"))
 }
 
-pub async fn totp_cancel(Posted(signed, state, fields): Posted<Signed>) -> PageResult {
-    let mode = mode_of(&signed, Some(fields.get("mode")));
-    let user = &signed.owner.user;
-    if !user.has_totp() {
-        users::set_totp_pending(&state.db, &user.id, None, domain::time::now()).await?;
-    }
-    Ok(back(mode))
+pub async fn totp_cancel(form: Posted<Signed>) -> PageResult {
+    set_pending(form, false).await
 }
 
 pub async fn totp_remove(Posted(signed, state, fields): Posted<Signed>) -> PageResult {
     let mode = mode_of(&signed, Some(fields.get("mode")));
     let user = &signed.owner.user;
-    if !signed
-        .password_reentered(&state, fields.get("password"))
-        .await?
+    let wrong = "Your password is not right: two-step verification stays on.";
+    if let Some(refused) =
+        password_refused(&state, &signed, mode, fields.get("password"), wrong).await?
     {
-        return refused(
-            &state,
-            &signed,
-            mode,
-            "Your password is not right: two-step verification stays on.",
-        );
+        return Ok(refused);
     }
     let now = domain::time::now();
     let txn = state.db.begin().await?;
