@@ -9,10 +9,11 @@ use axum::extract::{ConnectInfo, FromRequest, FromRequestParts, Request};
 use axum::http::header;
 use axum::http::request::Parts;
 use chrono::{DateTime, Utc};
+use domain::Mode;
 use domain::keys::{hash_secret_key, secret_key_mode};
-use domain::{KybStatus, Mode};
 use serde_json::{Map, Value};
-use shared::db::keys::{KeyOwner, find_owner, record_use};
+use shared::crypto::{Cipher, RequestDigest};
+use shared::db::keys::{KeyOwner, find_owner, kyb_allows, record_use};
 
 use crate::error::ApiError;
 use crate::state::{AppState, CachedKey};
@@ -168,7 +169,7 @@ async fn authenticated(
         tracing::warn!(error = %e, "recording a key's last use failed");
     }
     let owner = &key.owner;
-    if owner.mode == Mode::Live && owner.kyb_status != KybStatus::Approved {
+    if !kyb_allows(owner.mode, owner.kyb_status) {
         return Err(ApiError::KybNotApproved);
     }
     Ok(Caller(owner.clone()))
@@ -305,6 +306,42 @@ impl<S: Send + Sync> FromRequestParts<S> for IdempotencyKey {
     }
 }
 
+/// A create that may be retried under an `Idempotency-Key` (accounts, payouts): the caller, the
+/// key and the JSON object body, read in that order (so refused in that order), as the three
+/// extractors would be one after another.
+pub struct IdempotentCreate {
+    pub caller: Caller,
+    pub key: String,
+    pub body: Map<String, Value>,
+}
+
+impl FromRequest<AppState> for IdempotentCreate {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &AppState) -> Result<Self, ApiError> {
+        let (mut parts, body) = req.into_parts();
+        let caller = Caller::from_request_parts(&mut parts, state).await?;
+        let IdempotencyKey(key) = IdempotencyKey::from_request_parts(&mut parts, state).await?;
+        let JsonObject(body) =
+            JsonObject::from_request(Request::from_parts(parts, body), state).await?;
+        Ok(Self { caller, key, body })
+    }
+}
+
+impl IdempotentCreate {
+    /// What tells a retry from another request under the same key: the digest of the body's
+    /// [`canonical_body`].
+    pub fn digest(&self, cipher: &Cipher) -> RequestDigest {
+        RequestDigest::new(cipher, &canonical_body(&self.body))
+    }
+}
+
+/// The request as one text: `serde_json` maps keep their keys sorted (no `preserve_order`), so
+/// the same fields in any order, with any spacing, give the same text (and the same digest).
+fn canonical_body(body: &Map<String, Value>) -> String {
+    Value::Object(body.clone()).to_string()
+}
+
 /// The raw query pairs (the last value of a repeated name wins); handlers validate each one so a
 /// bad value is a 422 naming the field.
 #[derive(Debug, Default)]
@@ -368,5 +405,23 @@ impl QueryPairs {
             ));
         }
         parsed
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_canonical_body_ignores_key_order_and_spacing_only() {
+        let parse = |s: &str| match serde_json::from_str(s).unwrap() {
+            Value::Object(map) => map,
+            _ => unreachable!(),
+        };
+        let a = canonical_body(&parse(r#"{"b":1,"a":{"d":2,"c":[{"f":1,"e":2}]}}"#));
+        let b = canonical_body(&parse(r#"{ "a": {"c": [{"e":2, "f":1}], "d":2}, "b": 1 }"#));
+        assert_eq!(a, b);
+        let c = canonical_body(&parse(r#"{"a":{"c":[{"e":2,"f":1}],"d":3},"b":1}"#));
+        assert_ne!(a, c);
     }
 }

@@ -2,6 +2,7 @@
 
 pub mod actions;
 pub mod cli;
+pub mod cookies;
 pub mod dashboard;
 pub mod error;
 pub mod extract;

@@ -4,6 +4,7 @@ use std::sync::atomic::{AtomicI64, AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
+use domain::user::SessionLimits;
 use moka::sync::Cache;
 use ops::config::Config;
 use sea_orm::DatabaseConnection;
@@ -12,7 +13,7 @@ use shared::db::keys::KeyOwner;
 use shared::messaging::relay::Relay;
 use shared::outbound::providers::Providers;
 
-use crate::dashboard::auth::CookiePolicy;
+use crate::cookies::CookiePolicy;
 use crate::passwords::Hashing;
 
 /// What every handler shares.
@@ -62,6 +63,16 @@ impl AppState {
         self.cookies =
             CookiePolicy::new(self.config.dashboard.public_url.as_deref(), Some(listener));
         self
+    }
+
+    /// How long a dashboard session lasts idle and at most: what the session extractor ends and
+    /// the maintenance task purges.
+    pub fn session_limits(&self) -> SessionLimits {
+        let c = &self.config.dashboard;
+        SessionLimits {
+            idle: chrono::Duration::seconds(c.idle_timeout_secs as i64),
+            absolute: chrono::Duration::seconds(c.absolute_timeout_secs as i64),
+        }
     }
 
     /// Lists and search read from `reads` (a replica) instead of the primary.

@@ -11,6 +11,7 @@ use axum::middleware::Next;
 use axum::response::Response;
 
 use super::{auth, view};
+use crate::state::AppState;
 
 /// A form is small: the largest is a password change.
 const MAX_FORM_BYTES: usize = 16 * 1024;
@@ -34,6 +35,23 @@ impl<S: Send + Sync> FromRequestParts<S> for FormFields {
             .extensions
             .remove::<FormFields>()
             .ok_or_else(refused_form)
+    }
+}
+
+/// What a form's handler takes: who sent it (`W`: `Signed<R>` or `Scoped<R>`, read first, so
+/// refused first), the state, and the form's [`FormFields`].
+pub struct Posted<W>(pub W, pub AppState, pub FormFields);
+
+impl<W> FromRequestParts<AppState> for Posted<W>
+where
+    W: FromRequestParts<AppState, Rejection = Response> + Send,
+{
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Response> {
+        let who = W::from_request_parts(parts, state).await?;
+        let fields = FormFields::from_request_parts(parts, state).await?;
+        Ok(Posted(who, state.clone(), fields))
     }
 }
 

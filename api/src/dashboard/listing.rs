@@ -3,7 +3,7 @@
 //! cursor, constant time however deep), with a page number for going back.
 
 use shared::db::paging::{
-    self, Filter, Keyset, MAX_CURSOR_CHARS, MAX_PAGE, PageRequest, Position, Total,
+    self, Fetched, Filter, Keyset, MAX_CURSOR_CHARS, MAX_PAGE, PageRequest, Position, Total,
 };
 
 use crate::dashboard::view;
@@ -22,33 +22,74 @@ pub const PLAIN: Params = Params {
     page: "page",
 };
 
-/// What the query asks of a list bound to `filter`: a cursor this service issued for that filter
-/// (one for another filter, or forged, reads as the first page: a stale link is not worth an
-/// error page), else a page number.
-pub fn request(
-    state: &AppState,
-    query: &QueryPairs,
-    params: Params,
-    filter: &Filter,
-    page_size: u64,
-) -> PageRequest {
-    let after = query
-        .get(params.cursor)
-        .filter(|c| c.len() <= MAX_CURSOR_CHARS)
-        .and_then(|c| paging::decode_cursor(&state.cipher, filter, c));
-    let position = match after {
-        Some(key) => Position::After(key),
-        None => Position::Page(
-            query
-                .get(params.page)
-                .and_then(|p| p.parse::<u64>().ok())
-                .filter(|p| (1..=MAX_PAGE).contains(p))
-                .unwrap_or(1),
-        ),
-    };
-    PageRequest {
-        page_size,
-        position,
+/// One list on a page: its query parameters, the filter its cursors are bound to, and what the
+/// query asks of it.
+pub struct List {
+    pub params: Params,
+    pub filter: Filter,
+    pub request: PageRequest,
+}
+
+impl List {
+    /// What the query asks of a list bound to `filter`: a cursor this service issued for that
+    /// filter (one for another filter, or forged, reads as the first page: a stale link is not
+    /// worth an error page), else a page number.
+    pub fn read(
+        state: &AppState,
+        query: &QueryPairs,
+        params: Params,
+        filter: Filter,
+        page_size: u64,
+    ) -> List {
+        let after = query
+            .get(params.cursor)
+            .filter(|c| c.len() <= MAX_CURSOR_CHARS)
+            .and_then(|c| paging::decode_cursor(&state.cipher, &filter, c));
+        let position = match after {
+            Some(key) => Position::After(key),
+            None => Position::Page(
+                query
+                    .get(params.page)
+                    .and_then(|p| p.parse::<u64>().ok())
+                    .filter(|p| (1..=MAX_PAGE).contains(p))
+                    .unwrap_or(1),
+            ),
+        };
+        List {
+            params,
+            filter,
+            request: PageRequest {
+                page_size,
+                position,
+            },
+        }
+    }
+
+    /// The pager under this list at `path`, which read `fetched` of `total`; its links keep
+    /// `keep`. `noun`: the item, singular and plural.
+    pub fn pager<M>(
+        &self,
+        state: &AppState,
+        path: &str,
+        keep: &[(&str, &str)],
+        fetched: &Fetched<M>,
+        total: Total,
+        noun: (&str, &str),
+    ) -> Pager {
+        Pager::new(
+            state,
+            PagerInput {
+                path,
+                keep,
+                params: self.params,
+                request: &self.request,
+                rows: fetched.rows.len(),
+                total,
+                next: fetched.next.as_ref(),
+                filter: &self.filter,
+                noun,
+            },
+        )
     }
 }
 
@@ -63,7 +104,7 @@ pub struct Pager {
     pub next_href: Option<String>,
 }
 
-pub struct PagerInput<'a> {
+struct PagerInput<'a> {
     /// The page's path.
     pub path: &'a str,
     /// The query parameters every link keeps (filters, the other list's position).
@@ -79,7 +120,7 @@ pub struct PagerInput<'a> {
 }
 
 impl Pager {
-    pub fn new(state: &AppState, input: PagerInput<'_>) -> Pager {
+    fn new(state: &AppState, input: PagerInput<'_>) -> Pager {
         let page = input.request.page();
         let size = input.request.page_size.max(1);
         let href = |extra: (&str, &str)| {

@@ -6,9 +6,11 @@
 //!
 //! Adding a page: a handler taking `Scoped<R>` (per mode) or `Signed<R>` (R the least role:
 //! `Viewer`, `Developer`, `Owner`), a template that extends `base.html` and has a `frame` field
-//! (`scope.frame(Section::…, title)`), its route in [`router`] and
-//! its `view::NAV` row. POST handlers take `forms::FormFields` (already token-checked) and
-//! their forms carry `<input type="hidden" name="form_token" value="{{ frame.form_token }}">`.
+//! (`scope.frame(Section::…, title)`), its route in [`router`] and its `view::NAV` row; the
+//! pieces pages share (tables, the search form, the pager) are macros in `templates/parts.html`.
+//! POST handlers take `forms::Posted<Scoped<R>>` or `forms::Posted<Signed<R>>` (who posted, the
+//! state, and the fields, already token-checked) and their forms carry
+//! `<input type="hidden" name="form_token" value="{{ frame.form_token }}">`.
 
 pub mod auth;
 pub mod forms;
@@ -24,6 +26,7 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 
+use crate::cookies::CookiePolicy;
 use crate::state::AppState;
 
 pub const CONTENT_SECURITY_POLICY: &str = "default-src 'self'; frame-ancestors 'none'";
@@ -31,7 +34,7 @@ pub const CONTENT_SECURITY_POLICY: &str = "default-src 'self'; frame-ancestors '
 /// Every dashboard route, under `/dashboard` (full paths, merged into the app's router, so
 /// `/dashboard` and `/dashboard/` both answer). Unknown paths below it are [`not_found`]'s, called
 /// from the app's fallback.
-pub fn router(cookies: auth::CookiePolicy) -> Router<AppState> {
+pub fn router(cookies: CookiePolicy) -> Router<AppState> {
     Router::new()
         .route("/dashboard", get(pages::home))
         .route("/dashboard/", get(pages::home))
@@ -178,11 +181,11 @@ async fn security_headers(request: Request, next: Next) -> Response {
     with_security_headers(next.run(request).await)
 }
 
-/// Cookies as configured (`auth::CookiePolicy`): the request's `Cookie` header is read back
+/// Cookies as configured ([`CookiePolicy`]): the request's `Cookie` header is read back
 /// into the names the handlers use before anything reads it (the form guard included), and
 /// every `Set-Cookie` of ours is sent with the policy's name, path and `Secure`.
 async fn cookie_policy(
-    State(policy): State<auth::CookiePolicy>,
+    State(policy): State<CookiePolicy>,
     mut request: Request,
     next: Next,
 ) -> Response {

@@ -4,18 +4,19 @@
 
 use std::marker::PhantomData;
 
-use axum::extract::{FromRequestParts, RawPathParams};
+use axum::extract::{FromRequestParts, Path, RawPathParams};
 use axum::http::request::Parts;
 use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use chrono::Duration;
-use domain::user::SessionLimits;
-use domain::{KybStatus, Mode, Role};
+use domain::{Mode, Role};
 use shared::db::audit::Actor;
+use shared::db::keys::kyb_allows;
 use shared::db::users::{self, SessionOwner};
 
-use super::auth::{self, SESSION_COOKIE};
-use super::view::{self, Frame, FrameInput, Section};
+use super::auth;
+use super::view::{self, Frame, NavLink, Section};
+use crate::cookies::{self, SESSION_COOKIE};
 use crate::extract::client_addr;
 use crate::state::AppState;
 
@@ -38,14 +39,6 @@ impl MinRole for Owner {
     const ROLE: Role = Role::Owner;
 }
 
-pub fn limits(state: &AppState) -> SessionLimits {
-    let c = &state.config.dashboard;
-    SessionLimits {
-        idle: Duration::seconds(c.idle_timeout_secs as i64),
-        absolute: Duration::seconds(c.absolute_timeout_secs as i64),
-    }
-}
-
 /// A signed-in user whose role is at least `R`'s.
 pub struct Signed<R: MinRole = Viewer> {
     pub owner: SessionOwner,
@@ -62,7 +55,7 @@ impl<R: MinRole> Signed<R> {
     }
 
     pub fn live_available(&self) -> bool {
-        self.owner.kyb_status() == KybStatus::Approved
+        kyb_allows(Mode::Live, self.owner.kyb_status())
     }
 
     /// This user, acting from this request's address: what the audit log records.
@@ -88,17 +81,34 @@ impl<R: MinRole> Signed<R> {
         .await
     }
 
+    /// The frame of this user's page of `section` in `mode`: the navigation their role may use,
+    /// and the same section in the other mode.
     pub fn frame(&self, section: Section, mode: Mode, title: impl Into<String>) -> Frame {
-        Frame::new(FrameInput {
+        let role = self.role();
+        let nav = view::NAV
+            .iter()
+            .filter(|e| role.allows(e.min_role))
+            .map(|e| NavLink {
+                label: e.label,
+                href: e.section.href(mode),
+                current: e.section == section,
+            })
+            .collect();
+        Frame {
             title: title.into(),
-            section,
-            mode,
-            role: self.role(),
-            business_name: &self.owner.business.name,
-            user_email: &self.owner.user.email,
+            business_name: self.owner.business.name.clone(),
+            user_email: self.owner.user.email.clone(),
+            role_label: role.label(),
+            mode: mode.as_str(),
+            is_test: mode == Mode::Test,
             live_available: self.live_available(),
+            test_href: section.href(Mode::Test),
+            live_href: section.href(Mode::Live),
+            profile_href: Section::Profile.href(mode),
+            home_href: Section::Accounts.href(mode),
             form_token: self.form_token.clone(),
-        })
+            nav,
+        }
     }
 }
 
@@ -106,7 +116,7 @@ impl<R: MinRole> FromRequestParts<AppState> for Signed<R> {
     type Rejection = Response;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Response> {
-        let Some(token) = auth::cookie(&parts.headers, SESSION_COOKIE) else {
+        let Some(token) = cookies::cookie(&parts.headers, SESSION_COOKIE) else {
             return Err(to_sign_in(parts, false));
         };
         let found = users::find_session(&state.db, &auth::token_hash(token))
@@ -119,7 +129,7 @@ impl<R: MinRole> FromRequestParts<AppState> for Signed<R> {
             None => return Err(to_sign_in(parts, true)),
         };
         let now = domain::time::now();
-        let limits = limits(state);
+        let limits = state.session_limits();
         let session = &owner.session;
         if !limits.is_live(session.created_at, session.last_seen_at, now) {
             if let Err(e) = users::end_session(&state.db, &session.id).await {
@@ -165,12 +175,30 @@ fn to_sign_in(parts: &Parts, ended: bool) -> Response {
     let location = format!("/dashboard/sign-in{}", view::query(&pairs));
     let mut response = Redirect::to(&location).into_response();
     if ended {
-        let clear = auth::clear_cookie(SESSION_COOKIE);
+        let clear = cookies::clear_cookie(SESSION_COOKIE);
         if let Ok(value) = HeaderValue::from_str(&clear) {
             response.headers_mut().append(header::SET_COOKIE, value);
         }
     }
     response
+}
+
+/// The id of an item page's path (`/dashboard/{mode}/…/{id}`); None when the path cannot name
+/// one (unreadable, or holding a control character: no id holds one, and PostgreSQL text cannot
+/// hold NUL), which the page answers as not found, like an unknown id.
+pub struct ItemId(pub Option<String>);
+
+impl<S: Send + Sync> FromRequestParts<S> for ItemId {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let path = Path::<(String, String)>::from_request_parts(parts, state).await;
+        Ok(ItemId(
+            path.ok()
+                .map(|Path((_, id))| id)
+                .filter(|id| !id.chars().any(char::is_control)),
+        ))
+    }
 }
 
 /// A signed-in page of one mode: `/dashboard/{mode}/…`.
@@ -186,6 +214,27 @@ impl<R: MinRole> Scoped<R> {
 
     pub fn frame(&self, section: Section, title: impl Into<String>) -> Frame {
         self.signed.frame(section, self.mode, title)
+    }
+
+    /// 404 in the frame of `section`, whose list (`/dashboard/{mode}/{list}`) has no such
+    /// `item` in this mode: a link back to it.
+    pub fn not_found(&self, section: Section, (item, list): (&str, &str)) -> Response {
+        let mut title = format!("{item} not found");
+        if let Some(first) = title.get_mut(0..1) {
+            first.make_ascii_uppercase();
+        }
+        view::render(
+            StatusCode::NOT_FOUND,
+            &view::FramedMessage {
+                frame: self.frame(section, title),
+                message: format!(
+                    "There is no such {item} in {} mode of {}.",
+                    self.mode, self.signed.owner.business.name
+                ),
+                link_href: format!("/dashboard/{}/{list}", self.mode),
+                link_label: format!("Back to {list}"),
+            },
+        )
     }
 }
 

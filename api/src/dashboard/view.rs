@@ -8,7 +8,7 @@ use chrono::{DateTime, FixedOffset, Utc};
 use domain::payout::PayoutStatus;
 use domain::{AccountStatus, DeliveryStatus, DepositStatus, Mode, RecheckStatus, Role, TextEnum};
 
-use shared::db::deliveries::Attempt;
+use shared::db::deliveries::{Attempt, Delivery};
 
 use crate::passwords::Busy;
 
@@ -78,6 +78,17 @@ pub fn nav_entry(section: Section) -> Option<&'static NavEntry> {
     NAV.iter().find(|e| e.section == section)
 }
 
+impl Section {
+    /// This section's page in `mode`, `/dashboard/{mode}/{slug}` (the profile, not per mode,
+    /// keeps the mode in its query).
+    pub fn href(self, mode: Mode) -> String {
+        match nav_entry(self) {
+            Some(entry) => format!("/dashboard/{mode}/{}", entry.slug),
+            None => format!("/dashboard/profile?mode={mode}"),
+        }
+    }
+}
+
 pub struct NavLink {
     pub label: &'static str,
     pub href: String,
@@ -103,55 +114,6 @@ pub struct Frame {
     /// Bound to the session: every form that posts carries it.
     pub form_token: String,
     pub nav: Vec<NavLink>,
-}
-
-pub struct FrameInput<'a> {
-    pub title: String,
-    pub section: Section,
-    pub mode: Mode,
-    pub role: Role,
-    pub business_name: &'a str,
-    pub user_email: &'a str,
-    pub live_available: bool,
-    pub form_token: String,
-}
-
-impl Frame {
-    pub fn new(input: FrameInput<'_>) -> Frame {
-        let mode = input.mode.as_str();
-        let slug = nav_entry(input.section).map_or("accounts", |e| e.slug);
-        let nav = NAV
-            .iter()
-            .filter(|e| input.role.allows(e.min_role))
-            .map(|e| NavLink {
-                label: e.label,
-                href: format!("/dashboard/{mode}/{}", e.slug),
-                current: e.section == input.section,
-            })
-            .collect();
-        let switch_to = |m: &str| {
-            if input.section == Section::Profile {
-                format!("/dashboard/profile?mode={m}")
-            } else {
-                format!("/dashboard/{m}/{slug}")
-            }
-        };
-        Frame {
-            title: input.title,
-            business_name: input.business_name.to_owned(),
-            user_email: input.user_email.to_owned(),
-            role_label: input.role.label(),
-            mode,
-            is_test: input.mode == Mode::Test,
-            live_available: input.live_available,
-            test_href: switch_to("test"),
-            live_href: switch_to("live"),
-            profile_href: format!("/dashboard/profile?mode={mode}"),
-            home_href: format!("/dashboard/{mode}/accounts"),
-            form_token: input.form_token,
-            nav,
-        }
-    }
 }
 
 /// Renders a page; a template that fails to render is a logged 500, never a half page.
@@ -389,54 +351,27 @@ pub trait Status: TextEnum {
     fn tone(self) -> Tone;
 }
 
-impl Status for AccountStatus {
-    fn tone(self) -> Tone {
-        match self {
-            AccountStatus::Active => Tone::Good,
-            AccountStatus::Pending => Tone::Wait,
-            AccountStatus::Failed => Tone::Bad,
-            AccountStatus::Deactivated => Tone::Quiet,
-        }
-    }
+/// Each status's tone, as an exhaustive `match` per status type.
+macro_rules! tones {
+    ($($status:ident { $($($variant:ident)|+ => $tone:ident),+ $(,)? })*) => {
+        $(
+            impl Status for $status {
+                fn tone(self) -> Tone {
+                    match self {
+                        $($($status::$variant)|+ => Tone::$tone),+
+                    }
+                }
+            }
+        )*
+    };
 }
 
-impl Status for DepositStatus {
-    fn tone(self) -> Tone {
-        match self {
-            DepositStatus::Credited => Tone::Good,
-            DepositStatus::Flagged => Tone::Bad,
-        }
-    }
-}
-
-impl Status for RecheckStatus {
-    fn tone(self) -> Tone {
-        match self {
-            RecheckStatus::Completed => Tone::Good,
-            RecheckStatus::Queued | RecheckStatus::Running => Tone::Wait,
-            RecheckStatus::Failed => Tone::Bad,
-        }
-    }
-}
-
-impl Status for DeliveryStatus {
-    fn tone(self) -> Tone {
-        match self {
-            DeliveryStatus::Succeeded => Tone::Good,
-            DeliveryStatus::Pending => Tone::Wait,
-            DeliveryStatus::Dead => Tone::Bad,
-        }
-    }
-}
-
-impl Status for PayoutStatus {
-    fn tone(self) -> Tone {
-        match self {
-            PayoutStatus::Succeeded => Tone::Good,
-            PayoutStatus::Pending | PayoutStatus::Processing => Tone::Wait,
-            PayoutStatus::Failed | PayoutStatus::Reversed => Tone::Bad,
-        }
-    }
+tones! {
+    AccountStatus { Active => Good, Pending => Wait, Failed => Bad, Deactivated => Quiet }
+    DepositStatus { Credited => Good, Flagged => Bad }
+    RecheckStatus { Completed => Good, Queued | Running => Wait, Failed => Bad }
+    DeliveryStatus { Succeeded => Good, Pending => Wait, Dead => Bad }
+    PayoutStatus { Succeeded => Good, Pending | Processing => Wait, Failed | Reversed => Bad }
 }
 
 /// A status as a badge: its words and its colour class.
@@ -456,6 +391,65 @@ impl Badge {
             tone: status.tone().class(),
         }
     }
+}
+
+/// One choice of a status filter: the status, its badge's words, and whether it is chosen.
+pub struct StatusOption {
+    pub value: &'static str,
+    pub label: String,
+    pub selected: bool,
+}
+
+impl StatusOption {
+    /// Every status of `S`, in declaration order, with `chosen` selected.
+    pub fn all<S: Status + PartialEq>(chosen: Option<S>) -> Vec<StatusOption> {
+        S::variants()
+            .iter()
+            .map(|&s| StatusOption {
+                value: s.text(),
+                label: Badge::of(s).label,
+                selected: Some(s) == chosen,
+            })
+            .collect()
+    }
+}
+
+/// What a list's search form shows (`parts::search_form`): where it sends, the search text, the
+/// statuses to choose from, and whether a filter is on (then a "Clear" link shows).
+pub struct SearchForm {
+    pub action: String,
+    pub q: String,
+    pub statuses: Vec<StatusOption>,
+    pub filtered: bool,
+}
+
+impl SearchForm {
+    pub fn new<S: Status + PartialEq>(action: String, q: &str, status: Option<S>) -> SearchForm {
+        SearchForm {
+            action,
+            filtered: !q.is_empty() || status.is_some(),
+            q: q.to_owned(),
+            statuses: StatusOption::all(status),
+        }
+    }
+}
+
+/// The badge of the latest of `sent` (oldest first) made for `event_id`: where the event stands.
+pub fn latest_delivery(sent: &[Delivery], event_id: &str) -> Option<Badge> {
+    sent.iter()
+        .rev()
+        .find(|d| d.event_id == event_id)
+        .map(|d| Badge::of(d.status))
+}
+
+/// The message after a change, by the fixed key a redirect put in the URL (`?done=…`): no text
+/// from the URL reaches the page.
+pub fn notice(done: Option<&str>, notices: &[(&str, &'static str)]) -> Option<&'static str> {
+    let done = done?;
+    notices
+        .iter()
+        .find(|(key, _)| *key == done)
+        .map(|(_, text)| *text)
 }
 
 /// A query string built from pairs (empty values left out), for links that keep a filter.

@@ -3,14 +3,16 @@
 //! one error type; the codes a response may carry are in its description, in one example each,
 //! and in `x-problem-codes`. Status, titles and descriptions come from [`ProblemCode`].
 
+use std::collections::BTreeMap;
+
 use serde_json::json;
-use utoipa::ToResponse;
 use utoipa::openapi::example::ExampleBuilder;
 use utoipa::openapi::extensions::Extensions;
 use utoipa::openapi::header::{Header, HeaderBuilder};
 use utoipa::openapi::response::{Response, ResponseBuilder};
 use utoipa::openapi::schema::{ObjectBuilder, Schema, Type};
 use utoipa::openapi::{ContentBuilder, Ref, RefOr};
+use utoipa::{IntoResponses, ToResponse};
 
 use super::ProblemCode;
 
@@ -81,6 +83,38 @@ problem_responses! {
     ServiceUnavailable => [ServiceUnavailable];
     /// 503 where a bank is also called: the bank or the database.
     ProviderOrServiceUnavailable => [ProviderUnavailable, ServiceUnavailable];
+}
+
+/// Declares sets of error responses that kinds of operation list alike, each an
+/// [`IntoResponses`] an operation names in `responses(…)` beside its own: the same `$ref`s as
+/// listing them one by one (responses are keyed by status, so where the set stands is no matter).
+macro_rules! response_sets {
+    ($($(#[$doc:meta])* $name:ident => [$($status:literal => $response:ident),+ $(,)?];)*) => {
+        $(
+            $(#[$doc])*
+            pub struct $name;
+
+            impl IntoResponses for $name {
+                fn responses() -> BTreeMap<String, RefOr<Response>> {
+                    BTreeMap::from([$((
+                        $status.to_string(),
+                        RefOr::Ref(Ref::from_response_name(<$response as ToResponse>::response().0)),
+                    )),+])
+                }
+            }
+        )*
+    };
+}
+
+response_sets! {
+    /// Any operation with a secret key.
+    Authenticated => [401 => Unauthorized, 403 => Forbidden, 500 => InternalError];
+    /// An operation on one resource of the key's business and mode, named by its id.
+    ById => [401 => Unauthorized, 403 => Forbidden, 404 => NotFound, 500 => InternalError];
+    /// A list: its query parameters are checked.
+    List => [401 => Unauthorized, 403 => Forbidden, 422 => ValidationFailed, 500 => InternalError];
+    /// A JSON body, before it is read.
+    JsonBody => [413 => PayloadTooLarge, 415 => UnsupportedMediaType];
 }
 
 /// A response header carried by some codes.

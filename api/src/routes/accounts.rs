@@ -17,7 +17,6 @@ use utoipa_axum::routes;
 use domain::provider::{ProvisioningOutcome, provisioning_outcome};
 use domain::validation::{FieldError, reject_unknown};
 use domain::{AccountStatus, Mode, NewAccount};
-use shared::crypto::RequestDigest;
 use shared::db::accounts::{
     self, CreateOutcome, CreateRequest, DeactivateOutcome, LimitState, ListQuery,
 };
@@ -26,10 +25,10 @@ use shared::json::{AccountView, Page};
 use shared::outbound::providers::{self, ProviderError};
 
 use super::fields::Text;
-use super::paging::Paging;
+use super::paging::{PageParams, Paging};
 use crate::error::responses as problem;
 use crate::error::{ApiError, ApiResult};
-use crate::extract::{Caller, IdempotencyKey, JsonObject, OptionalJsonObject, Path, QueryPairs};
+use crate::extract::{Caller, IdempotentCreate, OptionalJsonObject, Path, QueryPairs};
 use crate::state::AppState;
 
 pub fn routes() -> OpenApiRouter<AppState> {
@@ -167,30 +166,23 @@ impl ToSchema for CreateAccountRequest {
                 ("RateLimit-Policy" = String, description = "`\"accounts\";q=500;w=3600`: 500 new accounts per business and mode in any rolling hour."),
                 ("Idempotent-Replayed" = String, description = "`true` when this answer replays an earlier request with the same Idempotency-Key."))),
         (status = 400, response = problem::CreateBadRequest),
-        (status = 401, response = problem::Unauthorized),
-        (status = 403, response = problem::Forbidden),
+        problem::Authenticated,
         (status = 409, response = problem::IdempotencyKeyInUse),
-        (status = 413, response = problem::PayloadTooLarge),
-        (status = 415, response = problem::UnsupportedMediaType),
+        problem::JsonBody,
         (status = 422, response = problem::CreateUnprocessable),
         (status = 429, response = problem::RateLimited),
-        (status = 500, response = problem::InternalError),
     ),
 )]
-async fn create(
-    State(state): State<AppState>,
-    caller: Caller,
-    IdempotencyKey(key): IdempotencyKey,
-    JsonObject(body): JsonObject,
-) -> ApiResult<Response> {
-    let account = NewAccount::parse(&body, caller.mode()).map_err(ApiError::Validation)?;
-    let digest = RequestDigest::new(&state.cipher, &canonical_body(body));
+async fn create(State(state): State<AppState>, create: IdempotentCreate) -> ApiResult<Response> {
+    let caller = &create.caller;
+    let account = NewAccount::parse(&create.body, caller.mode()).map_err(ApiError::Validation)?;
+    let digest = create.digest(&state.cipher);
     let provider_timeout = Duration::from_millis(state.config.http.provider_timeout_ms);
     let request = CreateRequest {
         business_id: caller.business_id(),
         business_name: &caller.0.business_name,
         mode: caller.mode(),
-        idempotency_key: &key,
+        idempotency_key: &create.key,
         request: &digest,
         account: &account,
         limit_per_hour: state.config.limits.accounts_per_hour,
@@ -297,12 +289,6 @@ fn rate_limit_headers(limit: &LimitState) -> HeaderMap {
     headers
 }
 
-/// The request as one text: `serde_json` maps keep their keys sorted (no `preserve_order`), so
-/// the same fields in any order, with any spacing, give the same text (and the same digest).
-fn canonical_body(body: Map<String, Value>) -> String {
-    Value::Object(body).to_string()
-}
-
 /// List virtual accounts
 ///
 /// The key's business and mode only, newest first. `q` matches, case-insensitively, a substring
@@ -314,18 +300,13 @@ fn canonical_body(body: Map<String, Value>) -> String {
     tag = "Virtual accounts",
     security(("bearerAuth" = [])),
     params(
-        ("page" = Option<u64>, Query, minimum = 1, maximum = 1000000, description = "From 1 (default 1)."),
-        ("pageSize" = Option<u64>, Query, minimum = 1, maximum = 100, description = "1–100 (default 20)."),
-        ("cursor" = Option<String>, Query, max_length = 1000, description = "A `nextCursor` of this list with the same filter: the next page, in constant time however deep. Instead of `page`."),
+        PageParams,
         ("q" = Option<String>, Query, max_length = 200, description = "Search text, at most 200 characters."),
         ("status" = Option<shared::json::schema::AccountStatus>, Query, description = "Only accounts in this status."),
     ),
     responses(
         (status = 200, description = "A page of accounts.", body = Page<AccountView>),
-        (status = 401, response = problem::Unauthorized),
-        (status = 403, response = problem::Forbidden),
-        (status = 422, response = problem::ValidationFailed),
-        (status = 500, response = problem::InternalError),
+        problem::List,
     ),
 )]
 async fn list(
@@ -381,10 +362,7 @@ async fn list(
     params(("id" = String, Path, description = "The account id, `va_…`.")),
     responses(
         (status = 200, description = "The account.", body = AccountView),
-        (status = 401, response = problem::Unauthorized),
-        (status = 403, response = problem::Forbidden),
-        (status = 404, response = problem::NotFound),
-        (status = 500, response = problem::InternalError),
+        problem::ById,
     ),
 )]
 async fn read(
@@ -448,14 +426,10 @@ impl DeactivateRequest {
     responses(
         (status = 200, description = "The account, now deactivated.", body = AccountView),
         (status = 400, response = problem::BadRequest),
-        (status = 401, response = problem::Unauthorized),
-        (status = 403, response = problem::Forbidden),
-        (status = 404, response = problem::NotFound),
+        problem::ById,
         (status = 409, response = problem::InvalidState),
-        (status = 413, response = problem::PayloadTooLarge),
-        (status = 415, response = problem::UnsupportedMediaType),
+        problem::JsonBody,
         (status = 422, response = problem::ValidationFailed),
-        (status = 500, response = problem::InternalError),
     ),
 )]
 async fn deactivate(
@@ -648,18 +622,5 @@ mod tests {
                 );
             }
         }
-    }
-
-    #[test]
-    fn the_canonical_body_ignores_key_order_and_spacing_only() {
-        let parse = |s: &str| match serde_json::from_str(s).unwrap() {
-            Value::Object(map) => map,
-            _ => unreachable!(),
-        };
-        let a = canonical_body(parse(r#"{"b":1,"a":{"d":2,"c":[{"f":1,"e":2}]}}"#));
-        let b = canonical_body(parse(r#"{ "a": {"c": [{"e":2, "f":1}], "d":2}, "b": 1 }"#));
-        assert_eq!(a, b);
-        let c = canonical_body(parse(r#"{"a":{"c":[{"e":2,"f":1}],"d":3},"b":1}"#));
-        assert_ne!(a, c);
     }
 }

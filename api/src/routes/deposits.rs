@@ -23,7 +23,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::fields::Text;
-use super::paging::Paging;
+use super::paging::{PageParams, Paging};
 use crate::error::responses as problem;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{Caller, JsonObject, OptionalJsonObject, Path, QueryPairs, RawBody};
@@ -59,17 +59,12 @@ async fn caller_account(state: &AppState, caller: &Caller, id: &str) -> ApiResul
     security(("bearerAuth" = [])),
     params(
         ("id" = String, Path, description = "The account id, `va_…`."),
-        ("page" = Option<u64>, Query, minimum = 1, maximum = 1000000, description = "From 1 (default 1)."),
-        ("pageSize" = Option<u64>, Query, minimum = 1, maximum = 100, description = "1–100 (default 20)."),
-        ("cursor" = Option<String>, Query, max_length = 1000, description = "A `nextCursor` of this list with the same filter: the next page, in constant time however deep. Instead of `page`."),
+        PageParams,
     ),
     responses(
         (status = 200, description = "A page of deposits.", body = Page<DepositView>),
-        (status = 401, response = problem::Unauthorized),
-        (status = 403, response = problem::Forbidden),
-        (status = 404, response = problem::NotFound),
+        problem::ById,
         (status = 422, response = problem::ValidationFailed),
-        (status = 500, response = problem::InternalError),
     ),
 )]
 async fn list_deposits(
@@ -223,8 +218,7 @@ pub struct SimulatedDepositAccepted {
         (status = 403, response = problem::ForbiddenTestOnly),
         (status = 404, response = problem::NotFound),
         (status = 409, response = problem::InvalidState),
-        (status = 413, response = problem::PayloadTooLarge),
-        (status = 415, response = problem::UnsupportedMediaType),
+        problem::JsonBody,
         (status = 422, response = problem::ValidationFailed),
         (status = 500, response = problem::InternalError),
     ),
@@ -380,14 +374,10 @@ impl RecheckRequest {
     responses(
         (status = 202, description = "The recheck, queued (or the one already queued or running).", body = RecheckView),
         (status = 400, response = problem::BadRequest),
-        (status = 401, response = problem::Unauthorized),
-        (status = 403, response = problem::Forbidden),
-        (status = 404, response = problem::NotFound),
+        problem::ById,
         (status = 409, response = problem::InvalidState),
-        (status = 413, response = problem::PayloadTooLarge),
-        (status = 415, response = problem::UnsupportedMediaType),
+        problem::JsonBody,
         (status = 422, response = problem::ValidationFailed),
-        (status = 500, response = problem::InternalError),
     ),
 )]
 async fn request_recheck(
@@ -448,10 +438,7 @@ fn parse_time(
     ),
     responses(
         (status = 200, description = "The recheck.", body = RecheckView),
-        (status = 401, response = problem::Unauthorized),
-        (status = 403, response = problem::Forbidden),
-        (status = 404, response = problem::NotFound),
-        (status = 500, response = problem::InternalError),
+        problem::ById,
     ),
 )]
 async fn read_recheck(
@@ -491,10 +478,7 @@ pub struct NotificationReceipt {
 }
 
 fn always_true() -> Object {
-    ObjectBuilder::new()
-        .schema_type(Type::Boolean)
-        .enum_values(Some([true]))
-        .build()
+    super::fields::constant(Type::Boolean, true)
 }
 
 /// `POST /providers/{bank}/notifications`: a bank tells us money arrived. The signature decides

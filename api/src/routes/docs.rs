@@ -3,7 +3,7 @@
 
 use axum::Extension;
 use axum::body::Bytes;
-use axum::http::{HeaderValue, header};
+use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -36,14 +36,7 @@ pub struct Document(pub Bytes);
     ),
 )]
 pub async fn openapi_json(Extension(Document(document)): Extension<Document>) -> Response {
-    (
-        [(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("application/json"),
-        )],
-        document,
-    )
-        .into_response()
+    ([(header::CONTENT_TYPE, "application/json")], document).into_response()
 }
 
 /// The API reference page
@@ -63,21 +56,13 @@ pub async fn openapi_json(Extension(Document(document)): Extension<Document>) ->
 pub async fn docs() -> Response {
     (
         [
-            (
-                header::CONTENT_TYPE,
-                HeaderValue::from_static("text/html; charset=utf-8"),
-            ),
+            (header::CONTENT_TYPE, "text/html; charset=utf-8"),
             (
                 header::CONTENT_SECURITY_POLICY,
-                HeaderValue::from_static(
-                    "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; \
-                     connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
-                ),
+                "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; \
+                 connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
             ),
-            (
-                header::X_CONTENT_TYPE_OPTIONS,
-                HeaderValue::from_static("nosniff"),
-            ),
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
         ],
         include_str!("../docs.html"),
     )

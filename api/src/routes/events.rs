@@ -12,11 +12,11 @@ use shared::db::events::{self, Event};
 use shared::db::paging::Filter;
 use shared::json::Page;
 use utoipa::ToSchema;
-use utoipa::openapi::schema::{Object, ObjectBuilder, Type};
+use utoipa::openapi::schema::{Object, Type};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::paging::Paging;
+use super::paging::{PageParams, Paging};
 use crate::actions::{self, events::ResendError};
 use crate::error::responses as problem;
 use crate::error::{ApiError, ApiResult};
@@ -98,15 +98,8 @@ pub struct AttemptView {
     pub response_body: Option<String>,
 }
 
-fn string_enum(values: &[&str]) -> Object {
-    ObjectBuilder::new()
-        .schema_type(Type::String)
-        .enum_values(Some(values.iter().copied()))
-        .build()
-}
-
 fn event_object() -> Object {
-    string_enum(&["event"])
+    super::fields::constant(Type::String, "event")
 }
 
 impl EventView {
@@ -159,17 +152,12 @@ impl DeliveryView {
     tag = "Events",
     security(("bearerAuth" = [])),
     params(
-        ("page" = Option<u64>, Query, minimum = 1, maximum = 1000000, description = "From 1 (default 1)."),
-        ("pageSize" = Option<u64>, Query, minimum = 1, maximum = 100, description = "1–100 (default 20)."),
-        ("cursor" = Option<String>, Query, max_length = 1000, description = "A `nextCursor` of this list with the same filter: the next page, in constant time however deep. Instead of `page`."),
+        PageParams,
         ("type" = Option<shared::json::schema::EventType>, Query, description = "Only events of this type."),
     ),
     responses(
         (status = 200, description = "A page of events.", body = Page<EventView>),
-        (status = 401, response = problem::Unauthorized),
-        (status = 403, response = problem::Forbidden),
-        (status = 422, response = problem::ValidationFailed),
-        (status = 500, response = problem::InternalError),
+        problem::List,
     ),
 )]
 async fn list(
@@ -218,10 +206,7 @@ async fn with_deliveries(state: &AppState, event: &Event) -> ApiResult<EventView
     params(("id" = String, Path, description = "The event id, `evt_…`.")),
     responses(
         (status = 200, description = "The event, with its deliveries.", body = EventView),
-        (status = 401, response = problem::Unauthorized),
-        (status = 403, response = problem::Forbidden),
-        (status = 404, response = problem::NotFound),
-        (status = 500, response = problem::InternalError),
+        problem::ById,
     ),
 )]
 async fn read(
@@ -249,11 +234,8 @@ async fn read(
     params(("id" = String, Path, description = "The event id, `evt_…`.")),
     responses(
         (status = 202, description = "Scheduled: the event, with its deliveries.", body = EventView),
-        (status = 401, response = problem::Unauthorized),
-        (status = 403, response = problem::Forbidden),
-        (status = 404, response = problem::NotFound),
+        problem::ById,
         (status = 409, response = problem::InvalidState),
-        (status = 500, response = problem::InternalError),
     ),
 )]
 async fn resend(

@@ -5,6 +5,15 @@ use domain::validation::{FieldError, bounded_text, optional_string};
 use serde_json::{Map, Value};
 use utoipa::openapi::schema::{Object, ObjectBuilder, SchemaType, Type};
 
+/// A member that only ever holds `value` (`"object": "event"`, `"received": true`): its type
+/// and that one value.
+pub fn constant(schema_type: Type, value: impl Into<Value>) -> Object {
+    ObjectBuilder::new()
+        .schema_type(schema_type)
+        .enum_values(Some([value.into()]))
+        .build()
+}
+
 /// No control characters; with `trim`, at least one visible character.
 const UNTRIMMED: &str = r"^[^\x00-\x1f\x7f-\x9f]*[^\s\x00-\x1f\x7f-\x9f][^\x00-\x1f\x7f-\x9f]*$";
 const TRIMMED: &str = r"^\s*[^\s\x00-\x1f\x7f-\x9f][^\x00-\x1f\x7f-\x9f]*$";

@@ -28,10 +28,7 @@ pub struct Health {
 }
 
 fn ok() -> utoipa::openapi::schema::Object {
-    utoipa::openapi::schema::ObjectBuilder::new()
-        .schema_type(utoipa::openapi::schema::Type::String)
-        .enum_values(Some(["ok"]))
-        .build()
+    super::fields::constant(utoipa::openapi::schema::Type::String, "ok")
 }
 
 /// Alive: answers as long as the process serves HTTP.

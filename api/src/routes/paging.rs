@@ -8,10 +8,28 @@ use shared::db::paging::{
     Position, Total,
 };
 use shared::json::Page;
+use utoipa::IntoParams;
 
 use crate::error::{ApiError, ApiResult};
 use crate::extract::QueryPairs;
 use crate::state::AppState;
+
+/// The paging parameters as the document states them: every list names this in its `params(…)`.
+/// The rules are [`Paging::read`]'s (`MAX_PAGE`, `MAX_PAGE_SIZE`, `MAX_CURSOR_CHARS`).
+#[derive(IntoParams)]
+#[into_params(parameter_in = Query)]
+#[allow(dead_code)] // read by `Paging::read` from the query pairs, not through this type
+pub struct PageParams {
+    /// From 1 (default 1).
+    #[param(minimum = 1, maximum = 1000000)]
+    page: Option<u64>,
+    /// 1–100 (default 20).
+    #[param(rename = "pageSize", minimum = 1, maximum = 100)]
+    page_size: Option<u64>,
+    /// A `nextCursor` of this list with the same filter: the next page, in constant time however deep. Instead of `page`.
+    #[param(max_length = 1000)]
+    cursor: Option<String>,
+}
 
 /// What a list was asked for, and the filter its cursors are bound to.
 pub struct Paging {

@@ -4,21 +4,19 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use serde_json::Value;
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use domain::payout::{NewPayout, PayoutStatus};
-use shared::crypto::RequestDigest;
 use shared::db::idempotency::{Key, Scope};
 use shared::db::payouts::{self, CreateOutcome, CreateRequest};
 use shared::json::{Page, PayoutView};
 
 use crate::error::responses as problem;
 use crate::error::{ApiError, ApiResult};
-use crate::extract::{Caller, IdempotencyKey, JsonObject, Path, QueryPairs};
-use crate::routes::paging::Paging;
+use crate::extract::{Caller, IdempotentCreate, Path, QueryPairs};
+use crate::routes::paging::{PageParams, Paging};
 use crate::state::AppState;
 use shared::db::paging::Filter;
 
@@ -71,25 +69,17 @@ struct CreatePayoutRequest {
             body = PayoutView, headers(
                 ("Idempotent-Replayed" = String, description = "`true` when this answer replays an earlier request with the same Idempotency-Key."))),
         (status = 400, response = problem::CreateBadRequest),
-        (status = 401, response = problem::Unauthorized),
-        (status = 403, response = problem::Forbidden),
+        problem::Authenticated,
         (status = 409, response = problem::PayoutConflict),
-        (status = 413, response = problem::PayloadTooLarge),
-        (status = 415, response = problem::UnsupportedMediaType),
+        problem::JsonBody,
         (status = 422, response = problem::PayoutUnprocessable),
-        (status = 500, response = problem::InternalError),
     ),
 )]
-async fn create(
-    State(state): State<AppState>,
-    caller: Caller,
-    IdempotencyKey(key): IdempotencyKey,
-    JsonObject(body): JsonObject,
-) -> ApiResult<Response> {
-    let payout =
-        NewPayout::parse(&body, state.config.payouts.max_amount).map_err(ApiError::Validation)?;
-    // serde_json maps keep their keys sorted: the same fields in any order give the same digest.
-    let digest = RequestDigest::new(&state.cipher, &Value::Object(body).to_string());
+async fn create(State(state): State<AppState>, create: IdempotentCreate) -> ApiResult<Response> {
+    let caller = &create.caller;
+    let payout = NewPayout::parse(&create.body, state.config.payouts.max_amount)
+        .map_err(ApiError::Validation)?;
+    let digest = create.digest(&state.cipher);
     let request = CreateRequest {
         business_id: caller.business_id(),
         mode: caller.mode(),
@@ -97,7 +87,7 @@ async fn create(
             business_id: caller.business_id(),
             mode: caller.mode(),
             scope: Scope::Payouts,
-            key: &key,
+            key: &create.key,
             request: &digest,
         }),
         payout: &payout,
@@ -138,17 +128,12 @@ async fn create(
     tag = "Settlement and payouts",
     security(("bearerAuth" = [])),
     params(
-        ("page" = Option<u64>, Query, minimum = 1, maximum = 1000000, description = "From 1 (default 1)."),
-        ("pageSize" = Option<u64>, Query, minimum = 1, maximum = 100, description = "1–100 (default 20)."),
-        ("cursor" = Option<String>, Query, max_length = 1000, description = "A `nextCursor` of this list with the same filter: the next page, in constant time however deep. Instead of `page`."),
+        PageParams,
         ("status" = Option<PayoutStatus>, Query, description = "Only payouts in this status."),
     ),
     responses(
         (status = 200, description = "A page of payouts.", body = Page<PayoutView>),
-        (status = 401, response = problem::Unauthorized),
-        (status = 403, response = problem::Forbidden),
-        (status = 422, response = problem::ValidationFailed),
-        (status = 500, response = problem::InternalError),
+        problem::List,
     ),
 )]
 async fn list(
@@ -186,10 +171,7 @@ async fn list(
     params(("id" = String, Path, description = "The payout id, `po_…`.")),
     responses(
         (status = 200, description = "The payout.", body = PayoutView),
-        (status = 401, response = problem::Unauthorized),
-        (status = 403, response = problem::Forbidden),
-        (status = 404, response = problem::NotFound),
-        (status = 500, response = problem::InternalError),
+        problem::ById,
     ),
 )]
 async fn read(

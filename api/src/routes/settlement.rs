@@ -17,7 +17,7 @@ use crate::actions::{self, settlement::SettlementError};
 use crate::error::responses as problem;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{Caller, ClientAddr, JsonObject, QueryPairs};
-use crate::routes::paging::Paging;
+use crate::routes::paging::{PageParams, Paging};
 use crate::state::AppState;
 use shared::db::paging::Filter;
 
@@ -62,12 +62,9 @@ struct SettlementAccountRequest {
     responses(
         (status = 200, description = "Stored.", body = SettlementAccountView),
         (status = 400, response = problem::BadRequest),
-        (status = 401, response = problem::Unauthorized),
-        (status = 403, response = problem::Forbidden),
-        (status = 413, response = problem::PayloadTooLarge),
-        (status = 415, response = problem::UnsupportedMediaType),
+        problem::Authenticated,
+        problem::JsonBody,
         (status = 422, response = problem::SettlementUnprocessable),
-        (status = 500, response = problem::InternalError),
         (status = 503, response = problem::ProviderUnavailable),
     ),
 )]
@@ -99,10 +96,7 @@ async fn put_settlement_account(
     security(("bearerAuth" = [])),
     responses(
         (status = 200, description = "The mode's settlement account.", body = SettlementAccountView),
-        (status = 401, response = problem::Unauthorized),
-        (status = 403, response = problem::Forbidden),
-        (status = 404, response = problem::NotFound),
-        (status = 500, response = problem::InternalError),
+        problem::ById,
     ),
 )]
 async fn get_settlement_account(
@@ -141,9 +135,7 @@ pub struct BankList {
     security(("bearerAuth" = [])),
     responses(
         (status = 200, description = "The banks.", body = BankList),
-        (status = 401, response = problem::Unauthorized),
-        (status = 403, response = problem::Forbidden),
-        (status = 500, response = problem::InternalError),
+        problem::Authenticated,
     ),
 )]
 async fn banks(_caller: Caller) -> Json<BankList> {
@@ -170,9 +162,7 @@ async fn banks(_caller: Caller) -> Json<BankList> {
     security(("bearerAuth" = [])),
     responses(
         (status = 200, description = "The balance.", body = BalanceView),
-        (status = 401, response = problem::Unauthorized),
-        (status = 403, response = problem::Forbidden),
-        (status = 500, response = problem::InternalError),
+        problem::Authenticated,
     ),
 )]
 async fn balance(State(state): State<AppState>, caller: Caller) -> ApiResult<Json<BalanceView>> {
@@ -195,16 +185,11 @@ async fn balance(State(state): State<AppState>, caller: Caller) -> ApiResult<Jso
     tag = "Settlement and payouts",
     security(("bearerAuth" = [])),
     params(
-        ("page" = Option<u64>, Query, minimum = 1, maximum = 1000000, description = "From 1 (default 1)."),
-        ("pageSize" = Option<u64>, Query, minimum = 1, maximum = 100, description = "1–100 (default 20)."),
-        ("cursor" = Option<String>, Query, max_length = 1000, description = "A `nextCursor` of this list with the same filter: the next page, in constant time however deep. Instead of `page`."),
+        PageParams,
     ),
     responses(
         (status = 200, description = "A page of entries.", body = Page<BalanceTransactionView>),
-        (status = 401, response = problem::Unauthorized),
-        (status = 403, response = problem::Forbidden),
-        (status = 422, response = problem::ValidationFailed),
-        (status = 500, response = problem::InternalError),
+        problem::List,
     ),
 )]
 async fn balance_transactions(

@@ -85,7 +85,7 @@ async fn maintenance(state: AppState, shutdown: CancellationToken) {
         {
             tracing::warn!(error = %e, "purging finished jobs failed");
         }
-        let limits = crate::dashboard::session::limits(&state);
+        let limits = state.session_limits();
         if let Err(e) =
             shared::db::users::purge_sessions(&db, now - limits.absolute, now - limits.idle).await
         {

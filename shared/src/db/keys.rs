@@ -53,6 +53,15 @@ fn working_at(at: DateTime<Utc>) -> Condition {
         )
 }
 
+/// The KYB status live mode needs (SPEC §1): for every live request, and for [`live_mode_usable`].
+pub const LIVE_MODE_KYB: KybStatus = KybStatus::Approved;
+
+/// Whether a business whose KYB is `kyb` may act in `mode`: test mode always, live mode only
+/// with [`LIVE_MODE_KYB`]. The API's key check and the dashboard's live view ask this.
+pub fn kyb_allows(mode: Mode, kyb: KybStatus) -> bool {
+    mode != Mode::Live || kyb == LIVE_MODE_KYB
+}
+
 /// The businesses among `ids` whose live mode may move money unattended (the daily automatic
 /// payout): KYB `approved`, as every live request needs (SPEC §1), and at least one working live
 /// key. Revoking every live key is what an owner does when one leaked; until a key works again
@@ -70,7 +79,7 @@ pub async fn live_mode_usable<C: ConnectionTrait>(
         .select_only()
         .column(business::Column::Id)
         .filter(business::Column::Id.is_in(ids.iter().cloned()))
-        .filter(business::Column::KybStatus.eq(KybStatus::Approved))
+        .filter(business::Column::KybStatus.eq(LIVE_MODE_KYB))
         .into_tuple()
         .all(db)
         .await?;

@@ -3,17 +3,16 @@
 //! with its deposits, rechecks and events. Nothing here creates an account.
 
 use askama::Template;
-use axum::extract::rejection::PathRejection;
-use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::extract::State;
+use axum::http::{HeaderMap, header};
 use domain::{AccountStatus, Bank, IdentityType, Mode};
 use shared::db::accounts::{self, Account, ListQuery};
 use shared::db::paging::{MAX_PAGE, MAX_PAGE_SIZE};
 use shared::db::{deliveries, deposits, events, rechecks};
 
-use crate::dashboard::listing::grouped;
-use crate::dashboard::session::{Scoped, Viewer};
-use crate::dashboard::view::{self, Badge, Frame, PageResult, Section, When, naira};
+use crate::dashboard::listing::{self, grouped};
+use crate::dashboard::session::{ItemId, Scoped, Viewer};
+use crate::dashboard::view::{self, Badge, Frame, PageResult, SearchForm, Section, When, naira};
 use crate::extract::QueryPairs;
 use crate::state::AppState;
 
@@ -21,12 +20,6 @@ const PAGE_SIZE: u64 = 25;
 const DEPOSITS_PAGE_SIZE: u64 = 20;
 const RECHECKS_SHOWN: u64 = 10;
 const EVENTS_SHOWN: u64 = 20;
-
-struct StatusOption {
-    value: &'static str,
-    label: String,
-    selected: bool,
-}
 
 struct AccountRow {
     href: String,
@@ -42,10 +35,7 @@ struct AccountRow {
 #[template(path = "accounts.html")]
 struct ListPage {
     frame: Frame,
-    action: String,
-    q: String,
-    statuses: Vec<StatusOption>,
-    filtered: bool,
+    search: SearchForm,
     error: Option<&'static str>,
     rows: Vec<AccountRow>,
     showing: String,
@@ -75,16 +65,8 @@ pub async fn list(
     let page = number(&query, "page", 1, MAX_PAGE);
     let page_size = number(&query, "pageSize", PAGE_SIZE, MAX_PAGE_SIZE);
     let status = query.get("status").and_then(AccountStatus::parse);
-    let raw_q = query.get("q").unwrap_or("").trim();
     // The API's limits on q (it answers 422; a person gets the reason and the unfiltered list).
-    let error = if raw_q.chars().count() > 200 {
-        Some("Search text is at most 200 characters.")
-    } else if raw_q.chars().any(char::is_control) {
-        Some("Search text cannot hold control characters.")
-    } else {
-        None
-    };
-    let q = if error.is_some() { "" } else { raw_q };
+    let (q, error) = listing::search_text(&query, "q");
     // Page numbers (links a person can follow); the list itself is the JSON API's.
     let request = shared::db::paging::PageRequest {
         page_size,
@@ -106,7 +88,7 @@ pub async fn list(
     let estimate = total.estimate;
     let total = total.value;
     let mode = scope.mode.as_str();
-    let action = format!("/dashboard/{mode}/accounts");
+    let action = Section::Accounts.href(scope.mode);
     let status_value = status.map_or("", AccountStatus::as_str);
     let size_value = if page_size == PAGE_SIZE {
         String::new()
@@ -151,19 +133,9 @@ pub async fn list(
             created: When::of(&a.created_at),
         })
         .collect();
-    let statuses = AccountStatus::ALL
-        .into_iter()
-        .map(|s| StatusOption {
-            value: s.as_str(),
-            label: Badge::of(s).label,
-            selected: Some(s) == status,
-        })
-        .collect();
     let page_view = ListPage {
         frame: scope.frame(Section::Accounts, "Accounts"),
-        filtered: !q.is_empty() || status.is_some(),
-        q: q.to_owned(),
-        statuses,
+        search: SearchForm::new(action.clone(), q, status),
         error,
         rows,
         showing,
@@ -172,7 +144,6 @@ pub async fn list(
         prev_href: (page > 1).then(|| href(page - 1)),
         next_href: (page < total_pages).then(|| href(page + 1)),
         curl: curl_example(&state, &headers, scope.mode),
-        action,
     };
     Ok(view::page(&page_view))
 }
@@ -307,29 +278,11 @@ struct AccountPage {
 pub async fn show(
     scope: Scoped<Viewer>,
     State(state): State<AppState>,
-    path: Result<Path<(String, String)>, PathRejection>,
+    ItemId(id): ItemId,
     query: QueryPairs,
 ) -> PageResult {
-    let not_found = || {
-        view::render(
-            StatusCode::NOT_FOUND,
-            &view::FramedMessage {
-                frame: scope.frame(Section::Accounts, "Account not found"),
-                message: format!(
-                    "There is no such account in {} mode of {}.",
-                    scope.mode, scope.signed.owner.business.name
-                ),
-                link_href: format!("/dashboard/{}/accounts", scope.mode),
-                link_label: "Back to accounts".into(),
-            },
-        )
-    };
-    // No id holds a control character (and PostgreSQL text cannot hold NUL).
-    let Some(id) = path
-        .ok()
-        .map(|Path((_, id))| id)
-        .filter(|id| !id.chars().any(char::is_control))
-    else {
+    let not_found = || scope.not_found(Section::Accounts, ("account", "accounts"));
+    let Some(id) = id else {
         return Ok(not_found());
     };
     // Another business's or mode's account is not found, exactly like an unknown id.
@@ -409,11 +362,7 @@ pub async fn show(
             event_type: e.event_type.as_str().to_owned(),
             created: When::of(&e.created_at),
             // The latest delivery tells where the event stands.
-            delivery: sent
-                .iter()
-                .rev()
-                .find(|d| d.event_id == e.id)
-                .map(|d| Badge::of(d.status)),
+            delivery: view::latest_delivery(&sent, &e.id),
         })
         .collect();
     let page_view = AccountPage {

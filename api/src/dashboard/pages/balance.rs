@@ -15,10 +15,10 @@ use shared::db::paging::Filter;
 use shared::db::{ledger, payouts};
 
 use crate::actions::settlement::{self, SettlementError};
-use crate::dashboard::forms::FormFields;
-use crate::dashboard::listing::{self, Pager, PagerInput, Params};
+use crate::dashboard::forms::Posted;
+use crate::dashboard::listing::{List, Pager, Params};
 use crate::dashboard::session::{MinRole, Owner, Scoped, Viewer};
-use crate::dashboard::view::{self, Badge, Frame, PageResult, Section, When, naira};
+use crate::dashboard::view::{self, Badge, Frame, PageResult, Section, StatusOption, When, naira};
 use crate::extract::QueryPairs;
 use crate::state::AppState;
 
@@ -78,12 +78,6 @@ struct EntryRow {
     source: String,
 }
 
-struct StatusOption {
-    value: &'static str,
-    label: String,
-    selected: bool,
-}
-
 #[derive(Template)]
 #[template(path = "balance.html")]
 struct BalancePage {
@@ -110,16 +104,15 @@ struct BalancePage {
     ledger_pager: Pager,
 }
 
+/// Messages after a change, by the key its redirect puts in the URL (`view::notice`).
+const NOTICES: &[(&str, &str)] = &[("settlement", "Settlement account saved.")];
+
 pub async fn show(
     scope: Scoped<Viewer>,
     State(state): State<AppState>,
     query: QueryPairs,
 ) -> PageResult {
-    // Fixed messages by key: no text from the URL reaches the page.
-    let notice = match query.get("done") {
-        Some("settlement") => Some("Settlement account saved."),
-        _ => None,
-    };
+    let notice = view::notice(query.get("done"), NOTICES);
     render(
         &state,
         &scope,
@@ -158,59 +151,54 @@ async fn render<R: MinRole>(
         &[("status", payout_status.map(PayoutStatus::as_str))],
     );
     let ledger_filter = Filter::new("ledger", business_id, mode, &[]);
-    let payouts_request = listing::request(state, query, PAYOUTS, &payouts_filter, PAGE_SIZE);
-    let ledger_request = listing::request(state, query, LEDGER, &ledger_filter, PAGE_SIZE);
+    let payouts_list = List::read(state, query, PAYOUTS, payouts_filter, PAGE_SIZE);
+    let ledger_list = List::read(state, query, LEDGER, ledger_filter, PAGE_SIZE);
     let (payout_rows, payouts_total) = payouts::list(
         &state.reads.db().await,
         business_id,
         mode,
         payout_status,
-        &payouts_request,
+        &payouts_list.request,
     )
     .await?;
-    let (entry_rows, ledger_total) =
-        ledger::list(&state.reads.db().await, business_id, mode, &ledger_request).await?;
+    let (entry_rows, ledger_total) = ledger::list(
+        &state.reads.db().await,
+        business_id,
+        mode,
+        &ledger_list.request,
+    )
+    .await?;
 
-    let action = format!("/dashboard/{m}/balance");
+    let action = Section::Balance.href(mode);
     let raw = |name: &str| query.get(name).unwrap_or("").to_owned();
     let (ledger_cursor, ledger_page) = (raw(LEDGER.cursor), raw(LEDGER.page));
     let (payouts_cursor, payouts_page) = (raw(PAYOUTS.cursor), raw(PAYOUTS.page));
     // Each list's links keep the other list where it is.
-    let payouts_pager = Pager::new(
+    let payouts_keep = [
+        ("payoutStatus", payout_status_value),
+        (LEDGER.cursor, ledger_cursor.as_str()),
+        (LEDGER.page, ledger_page.as_str()),
+    ];
+    let payouts_pager = payouts_list.pager(
         state,
-        PagerInput {
-            path: &action,
-            keep: &[
-                ("payoutStatus", payout_status_value),
-                (LEDGER.cursor, ledger_cursor.as_str()),
-                (LEDGER.page, ledger_page.as_str()),
-            ],
-            params: PAYOUTS,
-            request: &payouts_request,
-            rows: payout_rows.rows.len(),
-            total: payouts_total,
-            next: payout_rows.next.as_ref(),
-            filter: &payouts_filter,
-            noun: ("payout", "payouts"),
-        },
+        &action,
+        &payouts_keep,
+        &payout_rows,
+        payouts_total,
+        ("payout", "payouts"),
     );
-    let ledger_pager = Pager::new(
+    let ledger_keep = [
+        ("payoutStatus", payout_status_value),
+        (PAYOUTS.cursor, payouts_cursor.as_str()),
+        (PAYOUTS.page, payouts_page.as_str()),
+    ];
+    let ledger_pager = ledger_list.pager(
         state,
-        PagerInput {
-            path: &action,
-            keep: &[
-                ("payoutStatus", payout_status_value),
-                (PAYOUTS.cursor, payouts_cursor.as_str()),
-                (PAYOUTS.page, payouts_page.as_str()),
-            ],
-            params: LEDGER,
-            request: &ledger_request,
-            rows: entry_rows.rows.len(),
-            total: ledger_total,
-            next: entry_rows.next.as_ref(),
-            filter: &ledger_filter,
-            noun: ("entry", "entries"),
-        },
+        &action,
+        &ledger_keep,
+        &entry_rows,
+        ledger_total,
+        ("entry", "entries"),
     );
     let payouts = payout_rows
         .rows
@@ -251,14 +239,7 @@ async fn render<R: MinRole>(
             source: e.source_id.clone(),
         })
         .collect();
-    let payout_statuses = PayoutStatus::ALL
-        .into_iter()
-        .map(|s| StatusOption {
-            value: s.as_str(),
-            label: Badge::of(s).label,
-            selected: Some(s) == payout_status,
-        })
-        .collect();
+    let payout_statuses = StatusOption::all(payout_status);
     let (sent_bank, sent_number, sent_schedule) = match (sent, &account) {
         (Some(sent), _) => sent,
         (None, Some(a)) => (
@@ -316,11 +297,7 @@ async fn render<R: MinRole>(
 
 /// An owner changes the settlement account: the password first, then exactly what
 /// `PUT /settlement-account` does with the same fields.
-pub async fn change_settlement(
-    scope: Scoped<Owner>,
-    State(state): State<AppState>,
-    fields: FormFields,
-) -> PageResult {
+pub async fn change_settlement(Posted(scope, state, fields): Posted<Scoped<Owner>>) -> PageResult {
     let (bank, number, schedule) = (
         fields.get("bankCode").trim(),
         fields.get("accountNumber").trim(),

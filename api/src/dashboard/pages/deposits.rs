@@ -16,21 +16,15 @@ use shared::db::accounts;
 use shared::db::deposits::{self, Deposit, ModeQuery};
 use shared::db::paging::{Keyset, PageRequest, Position};
 
-use crate::dashboard::listing::{self, Pager, PagerInput};
+use crate::dashboard::listing::{self, List, Pager};
 use crate::dashboard::session::{Scoped, Viewer};
-use crate::dashboard::view::{self, Badge, Frame, PageResult, Section, When, naira};
+use crate::dashboard::view::{self, Badge, Frame, PageResult, SearchForm, Section, When, naira};
 use crate::extract::QueryPairs;
 use crate::state::AppState;
 
 const PAGE_SIZE: u64 = 25;
 /// Rows read per query while exporting.
 const EXPORT_BATCH: u64 = 500;
-
-struct StatusOption {
-    value: &'static str,
-    label: String,
-    selected: bool,
-}
 
 struct DepositRow {
     received: When,
@@ -51,10 +45,7 @@ struct DepositRow {
 #[template(path = "deposits.html")]
 struct ListPage {
     frame: Frame,
-    action: String,
-    q: String,
-    statuses: Vec<StatusOption>,
-    filtered: bool,
+    search: SearchForm,
     error: Option<&'static str>,
     rows: Vec<DepositRow>,
     flagged_note: bool,
@@ -106,31 +97,30 @@ pub async fn list(
 ) -> PageResult {
     let (q, status, error) = read_filter(&query);
     let filter_query = mode_query(&scope, &q, status);
-    let filter = filter_query.filter();
-    let request = listing::request(&state, &query, listing::PLAIN, &filter, PAGE_SIZE);
+    let list = List::read(
+        &state,
+        &query,
+        listing::PLAIN,
+        filter_query.filter(),
+        PAGE_SIZE,
+    );
     let reads = state.reads.db().await;
-    let fetched = deposits::page_for_mode(&reads, &filter_query, &request).await?;
+    let fetched = deposits::page_for_mode(&reads, &filter_query, &list.request).await?;
     let total =
         deposits::total_for_mode(&reads, &filter_query, state.config.limits.list_exact_total)
             .await?;
     let accounts = accounts_of(&reads, scope.business_id(), scope.mode, &fetched.rows).await?;
     let mode = scope.mode.as_str();
-    let action = format!("/dashboard/{mode}/deposits");
+    let action = Section::Deposits.href(scope.mode);
     let status_value = status.map_or("", DepositStatus::as_str);
     let keep = [("q", q.as_str()), ("status", status_value)];
-    let pager = Pager::new(
+    let pager = list.pager(
         &state,
-        PagerInput {
-            path: &action,
-            keep: &keep,
-            params: listing::PLAIN,
-            request: &request,
-            rows: fetched.rows.len(),
-            total,
-            next: fetched.next.as_ref(),
-            filter: &filter,
-            noun: ("deposit", "deposits"),
-        },
+        &action,
+        &keep,
+        &fetched,
+        total,
+        ("deposit", "deposits"),
     );
     let rows: Vec<DepositRow> = fetched
         .rows
@@ -152,25 +142,14 @@ pub async fn list(
             }
         })
         .collect();
-    let statuses = DepositStatus::ALL
-        .into_iter()
-        .map(|s| StatusOption {
-            value: s.as_str(),
-            label: Badge::of(s).label,
-            selected: Some(s) == status,
-        })
-        .collect();
     let page = ListPage {
         frame: scope.frame(Section::Deposits, "Deposits"),
         export_href: format!("/dashboard/{mode}/deposits/export{}", view::query(&keep)),
-        filtered: !q.is_empty() || status.is_some(),
+        search: SearchForm::new(action, &q, status),
         flagged_note: rows.iter().any(|r| r.flagged),
-        q,
-        statuses,
         error,
         rows,
         pager,
-        action,
     };
     Ok(view::page(&page))
 }

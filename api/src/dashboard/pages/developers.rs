@@ -22,8 +22,8 @@ use shared::db::keys::{self, Expect, KeyAction, KeyChange};
 use shared::db::paging::{PageRequest, Position};
 use shared::db::{deliveries, events};
 
-use crate::actions::{self, webhooks::WebhookError};
-use crate::dashboard::forms::FormFields;
+use crate::actions::{self, keys::KeyError, webhooks::WebhookError};
+use crate::dashboard::forms::{FormFields, Posted};
 use crate::dashboard::session::{Developer, Scoped};
 use crate::dashboard::view::{
     self, AttemptRow, Badge, Frame, PageError, PageResult, Section, When,
@@ -164,10 +164,6 @@ async fn refused(
 const PASSWORD_NEEDED: &str =
     "Your password was not right. Live keys and webhooks change only with your password.";
 
-fn base(mode: Mode) -> String {
-    format!("/dashboard/{mode}/developers")
-}
-
 async fn render(
     state: &AppState,
     scope: &Scoped<Developer>,
@@ -225,7 +221,7 @@ async fn render(
     }
     let page = DevelopersPage {
         frame: scope.frame(Section::Developers, "Developers"),
-        base: base(mode),
+        base: Section::Developers.href(mode),
         notice: extra.notice,
         error: extra.error,
         needs_password: mode == Mode::Live,
@@ -253,18 +249,21 @@ async fn render(
     Ok(view::render(status, &page))
 }
 
-/// Messages after a change, by a fixed key in the URL (no text from the URL reaches the page).
-fn notice(done: Option<&str>) -> Option<&'static str> {
-    Some(match done? {
-        "revoked" => "The key was revoked: requests with it now get 401.",
-        "url" => "Webhook URL saved. New events go there.",
-        "test" => "Test event sent. Reload this page to see its delivery attempts.",
-        _ => return None,
-    })
-}
+/// Messages after a change, by the key its redirect puts in the URL (`view::notice`).
+const NOTICES: &[(&str, &str)] = &[
+    (
+        "revoked",
+        "The key was revoked: requests with it now get 401.",
+    ),
+    ("url", "Webhook URL saved. New events go there."),
+    (
+        "test",
+        "Test event sent. Reload this page to see its delivery attempts.",
+    ),
+];
 
 fn done(mode: Mode, what: &str) -> Response {
-    Redirect::to(&format!("{}?done={what}", base(mode))).into_response()
+    Redirect::to(&format!("{}?done={what}", Section::Developers.href(mode))).into_response()
 }
 
 fn failed(error: impl Into<String>) -> Extra {
@@ -283,17 +282,32 @@ pub async fn show(
         return Ok(refused);
     }
     let extra = Extra {
-        notice: notice(query.get("done")),
+        notice: view::notice(query.get("done"), NOTICES),
         ..Extra::default()
     };
     render(&state, &scope, extra, StatusCode::OK).await
 }
 
-pub async fn roll(
-    scope: Scoped<Developer>,
-    State(state): State<AppState>,
-    fields: FormFields,
-) -> PageResult {
+/// The page's key change, by this user in this mode (`actions::keys::change`).
+async fn change_keys(
+    state: &AppState,
+    scope: &Scoped<Developer>,
+    action: KeyAction,
+    expect: Expect<'_>,
+) -> Result<KeyChange, KeyError> {
+    actions::keys::change(
+        &state.db,
+        Some(&state.auth_cache),
+        &scope.signed.actor(),
+        scope.business_id(),
+        scope.mode,
+        action,
+        expect,
+    )
+    .await
+}
+
+pub async fn roll(Posted(scope, state, fields): Posted<Scoped<Developer>>) -> PageResult {
     if let Some(refused) = refused(&state, &scope, &fields, None).await? {
         return Ok(refused);
     }
@@ -302,12 +316,9 @@ pub async fn roll(
         return render(&state, &scope, error, StatusCode::UNPROCESSABLE_ENTITY).await;
     };
     let shown_with = Some(fields.get("current_key")).filter(|id| !id.is_empty());
-    let change = actions::keys::change(
-        &state.db,
-        Some(&state.auth_cache),
-        &scope.signed.actor(),
-        scope.business_id(),
-        scope.mode,
+    let change = change_keys(
+        &state,
+        &scope,
         KeyAction::Roll(grace),
         Expect::Newest(shown_with),
     )
@@ -341,24 +352,12 @@ pub async fn roll(
     }
 }
 
-pub async fn revoke(
-    scope: Scoped<Developer>,
-    State(state): State<AppState>,
-    fields: FormFields,
-) -> PageResult {
+pub async fn revoke(Posted(scope, state, fields): Posted<Scoped<Developer>>) -> PageResult {
     if let Some(refused) = refused(&state, &scope, &fields, None).await? {
         return Ok(refused);
     }
-    let change = actions::keys::change(
-        &state.db,
-        Some(&state.auth_cache),
-        &scope.signed.actor(),
-        scope.business_id(),
-        scope.mode,
-        KeyAction::RevokeKey(fields.get("key_id").to_owned()),
-        Expect::Anything,
-    )
-    .await?;
+    let action = KeyAction::RevokeKey(fields.get("key_id").to_owned());
+    let change = change_keys(&state, &scope, action, Expect::Anything).await?;
     match change {
         KeyChange::Revoked(_) => Ok(done(scope.mode, "revoked")),
         _ => {
@@ -369,9 +368,7 @@ pub async fn revoke(
 }
 
 pub async fn set_webhook_url(
-    scope: Scoped<Developer>,
-    State(state): State<AppState>,
-    fields: FormFields,
+    Posted(scope, state, fields): Posted<Scoped<Developer>>,
 ) -> PageResult {
     let typed = fields.get("url").trim().to_owned();
     if let Some(refused) = refused(&state, &scope, &fields, Some(typed.clone())).await? {
@@ -404,11 +401,7 @@ pub async fn set_webhook_url(
     }
 }
 
-pub async fn rotate_secret(
-    scope: Scoped<Developer>,
-    State(state): State<AppState>,
-    fields: FormFields,
-) -> PageResult {
+pub async fn rotate_secret(Posted(scope, state, fields): Posted<Scoped<Developer>>) -> PageResult {
     if let Some(refused) = refused(&state, &scope, &fields, None).await? {
         return Ok(refused);
     }
@@ -440,11 +433,7 @@ pub async fn rotate_secret(
     }
 }
 
-pub async fn send_test_event(
-    scope: Scoped<Developer>,
-    State(state): State<AppState>,
-    _: FormFields,
-) -> PageResult {
+pub async fn send_test_event(Posted(scope, state, _): Posted<Scoped<Developer>>) -> PageResult {
     if let Some(refused) = owners_only(&scope) {
         return Ok(refused);
     }

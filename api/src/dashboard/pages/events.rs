@@ -3,10 +3,9 @@
 //! API's action (`actions::events`).
 
 use askama::Template;
-use axum::extract::rejection::PathRejection;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
-use axum::response::{IntoResponse, Redirect, Response};
+use axum::response::{IntoResponse, Redirect};
 use domain::{AuditAction, EventType, Role};
 use shared::db::audit::{self, Entry};
 use shared::db::deliveries;
@@ -15,8 +14,8 @@ use shared::db::paging::Filter;
 
 use crate::actions::{self, events::ResendError};
 use crate::dashboard::forms::FormFields;
-use crate::dashboard::listing::{self, Pager, PagerInput};
-use crate::dashboard::session::{Developer, MinRole, Scoped, Viewer};
+use crate::dashboard::listing::{self, List, Pager};
+use crate::dashboard::session::{Developer, ItemId, MinRole, Scoped, Viewer};
 use crate::dashboard::view::{self, AttemptRow, Badge, Frame, PageResult, Section, When};
 use crate::extract::QueryPairs;
 use crate::state::AppState;
@@ -61,34 +60,21 @@ pub async fn list(
         scope.mode,
         &[("type", event_type.map(EventType::as_str))],
     );
-    let request = listing::request(&state, &query, listing::PLAIN, &filter, PAGE_SIZE);
+    let list = List::read(&state, &query, listing::PLAIN, filter, PAGE_SIZE);
     let (fetched, total) = events::list(
         &state.reads.db().await,
         scope.business_id(),
         scope.mode,
         event_type,
-        &request,
+        &list.request,
     )
     .await?;
     let ids: Vec<String> = fetched.rows.iter().map(|e| e.id.clone()).collect();
     let sent = deliveries::for_events(&state.db, &ids).await?;
     let mode = scope.mode.as_str();
-    let action = format!("/dashboard/{mode}/events");
+    let action = Section::Events.href(scope.mode);
     let keep = [("type", event_type.map_or("", EventType::as_str))];
-    let pager = Pager::new(
-        &state,
-        PagerInput {
-            path: &action,
-            keep: &keep,
-            params: listing::PLAIN,
-            request: &request,
-            rows: fetched.rows.len(),
-            total,
-            next: fetched.next.as_ref(),
-            filter: &filter,
-            noun: ("event", "events"),
-        },
-    );
+    let pager = list.pager(&state, &action, &keep, &fetched, total, ("event", "events"));
     let rows = fetched
         .rows
         .iter()
@@ -97,11 +83,7 @@ pub async fn list(
             id: e.id.clone(),
             event_type: e.event_type.as_str(),
             created: When::of(&e.created_at),
-            delivery: sent
-                .iter()
-                .rev()
-                .find(|d| d.event_id == e.id)
-                .map(|d| Badge::of(d.status)),
+            delivery: view::latest_delivery(&sent, &e.id),
         })
         .collect();
     let types = EventType::ALL
@@ -153,31 +135,12 @@ struct EventPage {
 async fn find_event<R: MinRole>(
     state: &AppState,
     scope: &Scoped<R>,
-    path: Result<Path<(String, String)>, PathRejection>,
+    ItemId(id): ItemId,
 ) -> Result<Option<Event>, sea_orm::DbErr> {
-    let Some(id) = path
-        .ok()
-        .map(|Path((_, id))| id)
-        .filter(|id| !id.chars().any(char::is_control))
-    else {
+    let Some(id) = id else {
         return Ok(None);
     };
     events::find(&state.db, scope.business_id(), scope.mode, &id).await
-}
-
-fn not_found<R: MinRole>(scope: &Scoped<R>) -> Response {
-    view::render(
-        StatusCode::NOT_FOUND,
-        &view::FramedMessage {
-            frame: scope.frame(Section::Events, "Event not found"),
-            message: format!(
-                "There is no such event in {} mode of {}.",
-                scope.mode, scope.signed.owner.business.name
-            ),
-            link_href: format!("/dashboard/{}/events", scope.mode),
-            link_label: "Back to events".into(),
-        },
-    )
 }
 
 async fn render_event<R: MinRole>(
@@ -232,11 +195,11 @@ async fn render_event<R: MinRole>(
 pub async fn show(
     scope: Scoped<Viewer>,
     State(state): State<AppState>,
-    path: Result<Path<(String, String)>, PathRejection>,
+    path: ItemId,
     query: QueryPairs,
 ) -> PageResult {
     let Some(event) = find_event(&state, &scope, path).await? else {
-        return Ok(not_found(&scope));
+        return Ok(scope.not_found(Section::Events, ("event", "events")));
     };
     // A fixed message by key: no text from the URL reaches the page.
     let notice = match query.get("done") {
@@ -250,11 +213,11 @@ pub async fn show(
 pub async fn resend(
     scope: Scoped<Developer>,
     State(state): State<AppState>,
-    path: Result<Path<(String, String)>, PathRejection>,
+    path: ItemId,
     _: FormFields,
 ) -> PageResult {
     let Some(event) = find_event(&state, &scope, path).await? else {
-        return Ok(not_found(&scope));
+        return Ok(scope.not_found(Section::Events, ("event", "events")));
     };
     let delivery = match actions::events::resend(&state, &event).await {
         Ok(delivery) => delivery,

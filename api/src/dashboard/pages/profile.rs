@@ -7,16 +7,17 @@ use askama::Template;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
+use chrono::{DateTime, Utc};
 use domain::user::check_password;
 use domain::{AuditAction, Mode};
-use sea_orm::TransactionTrait;
+use sea_orm::{DatabaseTransaction, DbErr, TransactionTrait};
 use shared::db::audit::{self, Entry};
 use shared::db::users;
 
 use crate::dashboard::auth;
-use crate::dashboard::forms::FormFields;
+use crate::dashboard::forms::Posted;
 use crate::dashboard::session::Signed;
-use crate::dashboard::view::{self, Frame, PageResult, Section};
+use crate::dashboard::view::{self, Frame, PageError, PageResult, Section};
 use crate::extract::QueryPairs;
 use crate::state::AppState;
 
@@ -45,15 +46,18 @@ fn mode_of(signed: &Signed, value: Option<&str>) -> Mode {
     }
 }
 
-/// Messages after a change, by a fixed key in the URL (no text from the URL reaches the page).
-fn notice(done: Option<&str>) -> Option<&'static str> {
-    Some(match done? {
-        "password" => "Password changed. Your other sessions were signed out.",
-        "totp_on" => "Two-step verification is on. Signing in now asks for a code.",
-        "totp_off" => "Two-step verification is off.",
-        _ => return None,
-    })
-}
+/// Messages after a change, by the key its redirect puts in the URL (`view::notice`).
+const NOTICES: &[(&str, &str)] = &[
+    (
+        "password",
+        "Password changed. Your other sessions were signed out.",
+    ),
+    (
+        "totp_on",
+        "Two-step verification is on. Signing in now asks for a code.",
+    ),
+    ("totp_off", "Two-step verification is off."),
+];
 
 fn render(
     state: &AppState,
@@ -93,13 +97,54 @@ fn render(
     ))
 }
 
+/// The page again with `error`: 422, nothing changed.
+fn refused(state: &AppState, signed: &Signed, mode: Mode, error: &'static str) -> PageResult {
+    render(
+        state,
+        signed,
+        mode,
+        None,
+        Some(error),
+        StatusCode::UNPROCESSABLE_ENTITY,
+    )
+}
+
+/// Records a change of the user's own two-step verification in the audit log, in `txn`, and
+/// commits both.
+async fn record_and_commit(
+    txn: DatabaseTransaction,
+    signed: &Signed,
+    action: AuditAction,
+    now: DateTime<Utc>,
+) -> Result<(), DbErr> {
+    let user = &signed.owner.user;
+    let entry = Entry::new(&user.business_id, action).target(user.email.as_str());
+    audit::record(&txn, &signed.actor(), entry, now).await?;
+    txn.commit().await
+}
+
+/// The page again with `error` (422) when `typed` is not the user's password, or the e-mail is
+/// locked (`Signed::password_reentered`); None when it is theirs.
+async fn password_refused(
+    state: &AppState,
+    signed: &Signed,
+    mode: Mode,
+    typed: &str,
+    error: &'static str,
+) -> Result<Option<Response>, PageError> {
+    if signed.password_reentered(state, typed).await? {
+        return Ok(None);
+    }
+    refused(state, signed, mode, error).map(Some)
+}
+
 pub async fn show(signed: Signed, State(state): State<AppState>, query: QueryPairs) -> PageResult {
     let mode = mode_of(&signed, query.get("mode"));
     render(
         &state,
         &signed,
         mode,
-        notice(query.get("done")),
+        view::notice(query.get("done"), NOTICES),
         None,
         StatusCode::OK,
     )
@@ -113,29 +158,16 @@ fn back(mode: Mode) -> Response {
     Redirect::to(&format!("/dashboard/profile?mode={mode}")).into_response()
 }
 
-pub async fn change_password(
-    signed: Signed,
-    State(state): State<AppState>,
-    fields: FormFields,
-) -> PageResult {
+pub async fn change_password(Posted(signed, state, fields): Posted<Signed>) -> PageResult {
     let mode = mode_of(&signed, Some(fields.get("mode")));
-    let fail = |error| {
-        render(
-            &state,
-            &signed,
-            mode,
-            None,
-            Some(error),
-            StatusCode::UNPROCESSABLE_ENTITY,
-        )
-    };
+    let fail = |error| refused(&state, &signed, mode, error);
     let user = &signed.owner.user;
     let (new, confirm) = (fields.get("new"), fields.get("confirm"));
-    if !signed
-        .password_reentered(&state, fields.get("current"))
-        .await?
+    let wrong = "Your current password is not right.";
+    if let Some(refused) =
+        password_refused(&state, &signed, mode, fields.get("current"), wrong).await?
     {
-        return fail("Your current password is not right.");
+        return Ok(refused);
     }
     if let Err(why) = check_password(new) {
         return fail(if why.contains("least") {
@@ -161,27 +193,28 @@ pub async fn change_password(
     Ok(done(mode, "password"))
 }
 
-pub async fn totp_start(
-    signed: Signed,
-    State(state): State<AppState>,
-    fields: FormFields,
-) -> PageResult {
+/// Starts an enrolment (a new secret, sealed) or, `start` false, cancels it; nothing once
+/// two-step verification is on.
+async fn set_pending(form: Posted<Signed>, start: bool) -> PageResult {
+    let Posted(signed, state, fields) = form;
     let mode = mode_of(&signed, Some(fields.get("mode")));
     let user = &signed.owner.user;
     if !user.has_totp() {
-        let sealed = state
-            .cipher
-            .encrypt(&auth::new_totp_secret(), &users::totp_context(&user.id));
-        users::set_totp_pending(&state.db, &user.id, Some(sealed), domain::time::now()).await?;
+        let sealed = start.then(|| {
+            state
+                .cipher
+                .encrypt(&auth::new_totp_secret(), &users::totp_context(&user.id))
+        });
+        users::set_totp_pending(&state.db, &user.id, sealed, domain::time::now()).await?;
     }
     Ok(back(mode))
 }
 
-pub async fn totp_confirm(
-    signed: Signed,
-    State(state): State<AppState>,
-    fields: FormFields,
-) -> PageResult {
+pub async fn totp_start(form: Posted<Signed>) -> PageResult {
+    set_pending(form, true).await
+}
+
+pub async fn totp_confirm(Posted(signed, state, fields): Posted<Signed>) -> PageResult {
     let mode = mode_of(&signed, Some(fields.get("mode")));
     let user = &signed.owner.user;
     let Some(sealed) = user
@@ -191,32 +224,21 @@ pub async fn totp_confirm(
     else {
         return Ok(back(mode));
     };
-    if !signed
-        .password_reentered(&state, fields.get("password"))
-        .await?
+    let wrong = "Your password is not right: two-step verification stays off.";
+    if let Some(refused) =
+        password_refused(&state, &signed, mode, fields.get("password"), wrong).await?
     {
-        return render(
-            &state,
-            &signed,
-            mode,
-            None,
-            Some("Your password is not right: two-step verification stays off."),
-            StatusCode::UNPROCESSABLE_ENTITY,
-        );
+        return Ok(refused);
     }
     let (_, totp) = auth::unseal_totp(&state.cipher, user, sealed)?;
     let now = domain::time::now();
     let Some(step) = auth::check_code(&totp, fields.get("code"), now.timestamp().max(0) as u64)
     else {
-        return render(
+        return refused(
             &state,
             &signed,
             mode,
-            None,
-            Some(
-                "That code is not right. Check the app shows this account, then try the next code.",
-            ),
-            StatusCode::UNPROCESSABLE_ENTITY,
+            "That code is not right. Check the app shows this account, then try the next code.",
         );
     };
     // The enrolment and its audit entry commit together.
@@ -224,52 +246,28 @@ pub async fn totp_confirm(
     if !users::confirm_totp(&txn, &user.id, sealed, step, now).await? {
         return Ok(back(mode));
     }
-    let entry = Entry::new(&user.business_id, AuditAction::TotpEnabled).target(user.email.as_str());
-    audit::record(&txn, &signed.actor(), entry, now).await?;
-    txn.commit().await?;
+    record_and_commit(txn, &signed, AuditAction::TotpEnabled, now).await?;
     tracing::info!(user_id = %user.id, "dashboard TOTP enrolled");
     Ok(done(mode, "totp_on"))
 }
 
-pub async fn totp_cancel(
-    signed: Signed,
-    State(state): State<AppState>,
-    fields: FormFields,
-) -> PageResult {
-    let mode = mode_of(&signed, Some(fields.get("mode")));
-    let user = &signed.owner.user;
-    if !user.has_totp() {
-        users::set_totp_pending(&state.db, &user.id, None, domain::time::now()).await?;
-    }
-    Ok(back(mode))
+pub async fn totp_cancel(form: Posted<Signed>) -> PageResult {
+    set_pending(form, false).await
 }
 
-pub async fn totp_remove(
-    signed: Signed,
-    State(state): State<AppState>,
-    fields: FormFields,
-) -> PageResult {
+pub async fn totp_remove(Posted(signed, state, fields): Posted<Signed>) -> PageResult {
     let mode = mode_of(&signed, Some(fields.get("mode")));
     let user = &signed.owner.user;
-    if !signed
-        .password_reentered(&state, fields.get("password"))
-        .await?
+    let wrong = "Your password is not right: two-step verification stays on.";
+    if let Some(refused) =
+        password_refused(&state, &signed, mode, fields.get("password"), wrong).await?
     {
-        return render(
-            &state,
-            &signed,
-            mode,
-            None,
-            Some("Your password is not right: two-step verification stays on."),
-            StatusCode::UNPROCESSABLE_ENTITY,
-        );
+        return Ok(refused);
     }
     let now = domain::time::now();
     let txn = state.db.begin().await?;
     users::remove_totp(&txn, &user.id, now).await?;
-    let entry = Entry::new(&user.business_id, AuditAction::TotpRemoved).target(user.email.as_str());
-    audit::record(&txn, &signed.actor(), entry, now).await?;
-    txn.commit().await?;
+    record_and_commit(txn, &signed, AuditAction::TotpRemoved, now).await?;
     tracing::info!(user_id = %user.id, "dashboard TOTP removed");
     Ok(done(mode, "totp_off"))
 }

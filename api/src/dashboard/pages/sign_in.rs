@@ -17,9 +17,9 @@ use sea_orm::TransactionTrait;
 use shared::db::audit::{self, Actor, Entry};
 use shared::db::users::{self, SessionOwner, User};
 
+use crate::cookies::{self, SESSION_COOKIE, SIGN_IN_COOKIE};
 use crate::dashboard::auth::{
-    self, Checked, SESSION_COOKIE, SIGN_IN_COOKIE, TOTP_STEP_SECS, counted_check, record_failure,
-    throttle_key,
+    self, Checked, TOTP_STEP_SECS, counted_check, record_failure, throttle_key,
 };
 use crate::dashboard::forms::FormFields;
 use crate::dashboard::session::Signed;
@@ -114,7 +114,7 @@ fn sign_in_page(
         Some(token) => (token.to_owned(), None),
         None => {
             let token = auth::random_token();
-            let cookie = auth::set_cookie(SIGN_IN_COOKIE, &token, Some(3600));
+            let cookie = cookies::set_cookie(SIGN_IN_COOKIE, &token, Some(3600));
             (token, Some(cookie))
         }
     };
@@ -220,7 +220,7 @@ pub async fn submit(
         let location = format!("/dashboard/sign-in/code{}", view::query(&[("next", next)]));
         return Ok(with_cookies(
             Redirect::to(&location).into_response(),
-            &[auth::set_cookie(SESSION_COOKIE, &token, None)],
+            &[cookies::set_cookie(SESSION_COOKIE, &token, None)],
         ));
     }
     start_session(&state, &user, next, addr).await
@@ -250,8 +250,8 @@ async fn start_session(
     Ok(with_cookies(
         Redirect::to(next).into_response(),
         &[
-            auth::set_cookie(SESSION_COOKIE, &token, None),
-            auth::clear_cookie(SIGN_IN_COOKIE),
+            cookies::set_cookie(SESSION_COOKIE, &token, None),
+            cookies::clear_cookie(SIGN_IN_COOKIE),
         ],
     ))
 }
@@ -262,7 +262,7 @@ async fn end_presented_session(
     state: &AppState,
     headers: &HeaderMap,
 ) -> anyhow::Result<Option<SessionOwner>> {
-    if let Some(token) = auth::cookie(headers, SESSION_COOKIE)
+    if let Some(token) = cookies::cookie(headers, SESSION_COOKIE)
         && let Some(owner) = users::find_session(&state.db, &auth::token_hash(token)).await?
     {
         users::end_session(&state.db, &owner.session.id).await?;
@@ -276,7 +276,7 @@ async fn awaiting_code(
     state: &AppState,
     headers: &HeaderMap,
 ) -> anyhow::Result<Option<SessionOwner>> {
-    let Some(token) = auth::cookie(headers, SESSION_COOKIE) else {
+    let Some(token) = cookies::cookie(headers, SESSION_COOKIE) else {
         return Ok(None);
     };
     let Some(owner) = users::find_session(&state.db, &auth::token_hash(token)).await? else {
@@ -294,7 +294,7 @@ pub async fn code_form(
     let Some(owner) = awaiting_code(&state, &headers).await? else {
         return Ok(Redirect::to("/dashboard/sign-in").into_response());
     };
-    let token = auth::cookie(&headers, SESSION_COOKIE).unwrap_or_default();
+    let token = cookies::cookie(&headers, SESSION_COOKIE).unwrap_or_default();
     Ok(view::page(&CodePage {
         form_token: auth::form_token(token),
         email: &owner.user.email,
@@ -319,10 +319,10 @@ pub async fn code_submit(
         users::end_session(&state.db, &owner.session.id).await?;
         Ok::<_, anyhow::Error>(with_cookies(
             Redirect::to("/dashboard/sign-in?locked=1").into_response(),
-            &[auth::clear_cookie(SESSION_COOKIE)],
+            &[cookies::clear_cookie(SESSION_COOKIE)],
         ))
     };
-    let token = auth::cookie(&headers, SESSION_COOKIE).unwrap_or_default();
+    let token = cookies::cookie(&headers, SESSION_COOKIE).unwrap_or_default();
     if let Some(secs) = address_limit(&state, addr.as_deref()) {
         let page = CodePage {
             form_token: auth::form_token(token),
@@ -394,7 +394,7 @@ pub async fn sign_out(
     }
     Ok(with_cookies(
         Redirect::to("/dashboard/sign-in?signed_out=1").into_response(),
-        &[auth::clear_cookie(SESSION_COOKIE)],
+        &[cookies::clear_cookie(SESSION_COOKIE)],
     ))
 }
 

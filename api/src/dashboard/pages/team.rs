@@ -14,7 +14,7 @@ use shared::db::paging::{PageRequest, Position};
 use shared::db::users::{self, MemberChange, MemberOutcome};
 
 use crate::actions::users::{CreateUserError, create_user_by};
-use crate::dashboard::forms::FormFields;
+use crate::dashboard::forms::{FormFields, Posted};
 use crate::dashboard::session::{Owner, Scoped};
 use crate::dashboard::view::{self, Frame, PageResult, Section, When};
 use crate::extract::QueryPairs;
@@ -94,10 +94,6 @@ struct TeamPage {
     audit_next: Option<String>,
 }
 
-fn base(mode: Mode) -> String {
-    format!("/dashboard/{mode}/team")
-}
-
 async fn render(
     state: &AppState,
     scope: &Scoped<Owner>,
@@ -154,7 +150,7 @@ async fn render(
             from: e.client_addr,
         })
         .collect();
-    let base = base(scope.mode);
+    let base = Section::Team.href(scope.mode);
     let href = |p: u64| {
         if p == 1 {
             format!("{base}#audit")
@@ -181,14 +177,11 @@ async fn render(
     Ok(view::render(status, &page_view))
 }
 
-/// Messages after a change, by a fixed key in the URL (no text from the URL reaches the page).
-fn notice(done: Option<&str>) -> Option<&'static str> {
-    Some(match done? {
-        "role" => "Role changed. It applies to their next page.",
-        "removed" => "User removed. Their sessions have ended.",
-        _ => return None,
-    })
-}
+/// Messages after a change, by the key its redirect puts in the URL (`view::notice`).
+const NOTICES: &[(&str, &str)] = &[
+    ("role", "Role changed. It applies to their next page."),
+    ("removed", "User removed. Their sessions have ended."),
+];
 
 pub async fn show(
     scope: Scoped<Owner>,
@@ -201,18 +194,14 @@ pub async fn show(
         .filter(|p| (1..=shared::db::paging::MAX_PAGE).contains(p))
         .unwrap_or(1);
     let extra = Extra {
-        notice: notice(query.get("done")),
+        notice: view::notice(query.get("done"), NOTICES),
         audit_page,
         ..Extra::default()
     };
     render(&state, &scope, extra, StatusCode::OK).await
 }
 
-pub async fn add(
-    scope: Scoped<Owner>,
-    State(state): State<AppState>,
-    fields: FormFields,
-) -> PageResult {
+pub async fn add(Posted(scope, state, fields): Posted<Scoped<Owner>>) -> PageResult {
     let typed = fields.get("email").trim().to_owned();
     let refuse = |error: &str| Extra {
         error: Some(error.to_owned()),
@@ -310,7 +299,7 @@ async fn change(
         }
         MemberOutcome::Done(_) => Ok(Redirect::to(&format!(
             "{}?done={}",
-            base(scope.mode),
+            Section::Team.href(scope.mode),
             if change == MemberChange::Remove {
                 "removed"
             } else {
@@ -339,11 +328,7 @@ async fn change(
     }
 }
 
-pub async fn set_role(
-    scope: Scoped<Owner>,
-    State(state): State<AppState>,
-    fields: FormFields,
-) -> PageResult {
+pub async fn set_role(Posted(scope, state, fields): Posted<Scoped<Owner>>) -> PageResult {
     let Some(role) = Role::parse(fields.get("role")) else {
         let extra = Extra {
             error: Some("Choose a role.".into()),
@@ -354,10 +339,6 @@ pub async fn set_role(
     change(scope, state, fields, MemberChange::Role(role)).await
 }
 
-pub async fn remove(
-    scope: Scoped<Owner>,
-    State(state): State<AppState>,
-    fields: FormFields,
-) -> PageResult {
+pub async fn remove(Posted(scope, state, fields): Posted<Scoped<Owner>>) -> PageResult {
     change(scope, state, fields, MemberChange::Remove).await
 }
