@@ -546,7 +546,9 @@ async fn a_replayed_dead_job_leaves_no_copy_in_the_dead_letter_queue(env: Arc<En
 
     // The replay of A.
     let now = domain::time::now();
-    outbox::complete(&env.db, &a, now).await.unwrap();
+    outbox::mark(&env.db, &a, outbox::Mark::Completed, now)
+        .await
+        .unwrap();
     outbox::enqueue(&env.db, &deliver("whd_a2"), now, now)
         .await
         .unwrap();

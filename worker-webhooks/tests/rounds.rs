@@ -45,7 +45,9 @@ async fn a_round_starts_only_due_unfinished_jobs_of_its_queue(backend: Backend) 
         .await
         .unwrap();
     let finished = outbox::enqueue(&setup.db, &job(3), now, now).await.unwrap();
-    outbox::complete(&setup.db, &finished, now).await.unwrap();
+    outbox::mark(&setup.db, &finished, outbox::Mark::Completed, now)
+        .await
+        .unwrap();
     let other = ProvisioningJob::Provision {
         account_id: "va_1".into(),
     };

@@ -11,7 +11,7 @@ use sea_orm::{
 
 use super::entities::{business_mode, idempotency_key, virtual_account};
 use super::idempotency::{self, Claim, Scope, StoredKey};
-use super::outbox::enqueue;
+use super::outbox::{Mark, enqueue};
 use super::paging;
 use super::tallies;
 use crate::crypto::Cipher;
@@ -201,16 +201,16 @@ async fn settle_creation_once(
     // Active from creation is answered by the 201 itself: no `virtualaccount.active` event.
     let changed = match settle(&txn, account_id, outcome, false, now).await? {
         Settled::Changed(account) => {
-            super::outbox::complete(&txn, job_id, now).await?;
+            super::outbox::mark(&txn, job_id, Mark::Completed, now).await?;
             Some(*account)
         }
         // The job settled it first: its result stands.
         Settled::Unchanged if *outcome != ProvisioningOutcome::Pending => {
-            super::outbox::complete(&txn, job_id, now).await?;
+            super::outbox::mark(&txn, job_id, Mark::Completed, now).await?;
             None
         }
         Settled::Unchanged | Settled::NumberHeld => {
-            super::outbox::make_due(&txn, job_id, now).await?;
+            super::outbox::mark(&txn, job_id, Mark::DueNow, now).await?;
             None
         }
     };

@@ -278,7 +278,7 @@ pub async fn restart<C: ConnectionTrait>(
         .exec(db)
         .await?;
     if let Some(old) = &current.job_id {
-        outbox::complete(db, old, now).await?;
+        outbox::mark(db, old, outbox::Mark::Completed, now).await?;
     }
     find(db, delivery_id).await
 }

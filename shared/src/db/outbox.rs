@@ -193,19 +193,11 @@ pub async fn confirm_published<C: ConnectionTrait>(
     ids: &[String],
     until: DateTime<Utc>,
 ) -> Result<u64, DbErr> {
-    if ids.is_empty() {
-        return Ok(0);
-    }
-    Ok(outbox::Entity::update_many()
-        .col_expr(
-            outbox::Column::PublishingUntil,
-            Option::<DateTime<Utc>>::None.into(),
-        )
-        .filter(outbox::Column::Id.is_in(ids.iter().cloned()))
-        .filter(outbox::Column::PublishingUntil.eq(until))
-        .exec(db)
-        .await?
-        .rows_affected)
+    let published = outbox::Entity::update_many().col_expr(
+        outbox::Column::PublishingUntil,
+        Option::<DateTime<Utc>>::None.into(),
+    );
+    still_claimed(db, published, ids, until).await
 }
 
 /// Gives back claims whose publish failed: unpublished, so the next sweep tries them again.
@@ -214,10 +206,20 @@ pub async fn release_claims<C: ConnectionTrait>(
     ids: &[String],
     until: DateTime<Utc>,
 ) -> Result<u64, DbErr> {
+    still_claimed(db, unpublish(outbox::Entity::update_many()), ids, until).await
+}
+
+/// Applies `update` to those of `ids` still under the claim that ends at `until`.
+async fn still_claimed<C: ConnectionTrait>(
+    db: &C,
+    update: UpdateMany<outbox::Entity>,
+    ids: &[String],
+    until: DateTime<Utc>,
+) -> Result<u64, DbErr> {
     if ids.is_empty() {
         return Ok(0);
     }
-    Ok(unpublish(outbox::Entity::update_many())
+    Ok(update
         .filter(outbox::Column::Id.is_in(ids.iter().cloned()))
         .filter(outbox::Column::PublishingUntil.eq(until))
         .exec(db)
@@ -567,28 +569,29 @@ pub async fn replayed_dead_since<C: ConnectionTrait>(
         .await
 }
 
-/// Makes a job due now (e.g. when the synchronous provider call did not settle an account).
-pub async fn make_due<C: ConnectionTrait>(
-    db: &C,
-    job_id: &str,
-    now: DateTime<Utc>,
-) -> Result<(), DbErr> {
-    update_open(job_id, now)
-        .col_expr(outbox::Column::RunAt, now.into())
-        .exec(db)
-        .await?;
-    Ok(())
+/// What the code that owns a job (not its consumer) may do to it while it is open.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mark {
+    /// Due now (e.g. the synchronous provider call did not settle the account).
+    DueNow,
+    /// Done (the API settled the account itself, or a replay supersedes it; a dead job keeps its
+    /// `dead_at` and `last_error`, and its completion says it was replayed).
+    Completed,
 }
 
-/// Marks a job done by id (the API settled the account itself, or a replay supersedes it; a dead
-/// job keeps its `dead_at` and `last_error`, and its completion says it was replayed).
-pub async fn complete<C: ConnectionTrait>(
+/// Applies `mark` to the job `job_id` if it is still open.
+pub async fn mark<C: ConnectionTrait>(
     db: &C,
     job_id: &str,
+    mark: Mark,
     now: DateTime<Utc>,
 ) -> Result<(), DbErr> {
+    let column = match mark {
+        Mark::DueNow => outbox::Column::RunAt,
+        Mark::Completed => outbox::Column::CompletedAt,
+    };
     update_open(job_id, now)
-        .col_expr(outbox::Column::CompletedAt, now.into())
+        .col_expr(column, now.into())
         .exec(db)
         .await?;
     Ok(())
