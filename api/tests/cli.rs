@@ -6,23 +6,25 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
+use reqwest::Method;
 use serde_json::{Value, json};
-use test_support::{Backend, Receiver, Reply, TestDb};
+use test_support::{Backend, Receiver, Reply, TestDb, id_of};
 
 /// The `api` binary with a clean environment, run in `dir`.
 fn api(dir: &Path) -> Command {
     test_support::process::command_in(env!("CARGO_BIN_EXE_api"), dir)
 }
 
+/// What `cmd` printed, once it succeeded.
 fn run_ok(cmd: &mut Command) -> String {
-    let out = cmd.output().expect("api runs");
-    assert!(
-        out.status.success(),
-        "failed: {}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
+    String::from_utf8(test_support::process::run_ok(cmd).stdout).unwrap()
+}
+
+/// The arguments of `api admin webhook set`.
+fn webhook_set<'a>(business: &'a str, mode: &'a str, url: &'a str) -> [&'a str; 8] {
+    [
+        "admin", "webhook", "set", business, "--mode", mode, "--url", url,
+    ]
 }
 
 #[test]
@@ -57,16 +59,7 @@ fn admin_commands_work_on_the_dev_data_folder() {
     run_ok(
         api(dir.path())
             .env("VAS_WEBHOOKS__ALLOW_PRIVATE_ADDRESSES", "true")
-            .args([
-                "admin",
-                "webhook",
-                "set",
-                id,
-                "--mode",
-                "test",
-                "--url",
-                "http://localhost:4000/hooks",
-            ]),
+            .args(webhook_set(id, "test", "http://localhost:4000/hooks")),
     );
     let rotated =
         run_ok(api(dir.path()).args(["admin", "webhook", "rotate-secret", id, "--mode", "test"]));
@@ -83,16 +76,7 @@ fn admin_commands_work_on_the_dev_data_folder() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("no business biz_nope"));
     let out = api(dir.path())
-        .args([
-            "admin",
-            "webhook",
-            "set",
-            id,
-            "--mode",
-            "live",
-            "--url",
-            "http://x.example",
-        ])
+        .args(webhook_set(id, "live", "http://x.example"))
         .output()
         .unwrap();
     assert!(!out.status.success(), "live URLs must be https");
@@ -227,11 +211,17 @@ struct Dev {
 
 impl Dev {
     fn start(dir: &Path) -> Dev {
+        Dev::start_with(dir, &[], Stdio::null())
+    }
+
+    /// `api dev` on a free port with `env` besides, its stderr to `stderr`.
+    fn start_with(dir: &Path, env: &[(&str, &str)], stderr: Stdio) -> Dev {
         let mut child = api(dir)
             .arg("dev")
             .env("VAS_HTTP__BIND", "127.0.0.1:0")
+            .envs(env.iter().copied())
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(stderr)
             .spawn()
             .unwrap();
         let stdout = child.stdout.take().unwrap();
@@ -268,33 +258,82 @@ impl Dev {
         self.child.wait().unwrap();
     }
 
-    fn terminate(mut self) -> std::process::ExitStatus {
+    /// SIGTERM, as an operator stops it: its exit status.
+    fn terminate(self) -> std::process::ExitStatus {
+        self.terminate_with_output().status
+    }
+
+    /// [`terminate`](Self::terminate), with what it wrote to a piped stderr.
+    fn terminate_with_output(self) -> std::process::Output {
         let _ = Command::new("kill")
             .arg("-TERM")
             .arg(self.child.id().to_string())
             .status();
-        self.child.wait().unwrap()
+        self.child.wait_with_output().unwrap()
     }
 }
 
-/// Ada Obi's test-bank account (with a BVN), created at `url` with `key`: the account (201).
-async fn create_account(
-    client: &reqwest::Client,
-    url: String,
-    key: &str,
-    idempotency_key: &str,
-) -> Value {
-    let resp = client
-        .post(url)
-        .bearer_auth(key)
-        .header("Idempotency-Key", idempotency_key)
-        .json(&json!({"customerName": "Ada Obi", "customerEmail": "ada@example.com", "customerPhone": "08031234567",
-                      "customerBvn": "22212345678", "preferredBank": "test-bank"}))
-        .send()
+/// A caller of a running `api dev`: its address and the demo business's test key, as its
+/// banner printed them.
+struct Caller {
+    client: reqwest::Client,
+    base: String,
+    key: String,
+}
+
+impl Caller {
+    fn of(banner: &[String]) -> Caller {
+        Caller {
+            client: reqwest::Client::new(),
+            base: field_after(banner, "(dev) at "),
+            key: field_after(banner, "test secret key:"),
+        }
+    }
+
+    /// `method` on `path` (after the printed address) with the test key, an `Idempotency-Key`
+    /// and a JSON body when given; asserts the answer's status.
+    async fn call(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        idempotency_key: Option<&str>,
+        body: Option<Value>,
+        status: u16,
+    ) -> reqwest::Response {
+        let mut request = self
+            .client
+            .request(method, format!("{}{path}", self.base))
+            .bearer_auth(&self.key);
+        if let Some(key) = idempotency_key {
+            request = request.header("Idempotency-Key", key);
+        }
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        let resp = request.send().await.unwrap();
+        assert_eq!(resp.status(), status, "{path}");
+        resp
+    }
+
+    /// `GET path` with the test key: the body as JSON.
+    async fn get(&self, path: &str) -> Value {
+        test_support::json_of(
+            self.client
+                .get(format!("{}{path}", self.base))
+                .bearer_auth(&self.key),
+        )
         .await
-        .unwrap();
-    assert_eq!(resp.status(), 201);
-    resp.json().await.unwrap()
+    }
+
+    /// Ada Obi's test-bank account (with a BVN), created at `path`: the account (201).
+    async fn create_account(&self, path: &str, idempotency_key: &str) -> Value {
+        let body = json!({"customerName": "Ada Obi", "customerEmail": "ada@example.com", "customerPhone": "08031234567",
+                          "customerBvn": "22212345678", "preferredBank": "test-bank"});
+        let resp = self
+            .call(Method::POST, path, Some(idempotency_key), Some(body), 201)
+            .await;
+        resp.json().await.unwrap()
+    }
 }
 
 fn field_after(lines: &[String], label: &str) -> String {
@@ -309,13 +348,11 @@ async fn dev_prints_a_demo_key_and_keeps_data_across_restarts() {
     let dir = tempfile::tempdir().unwrap();
     let dev = Dev::start(dir.path());
     let lines = dev.read_until("test webhook secret:");
-    let base = field_after(&lines, "(dev) at ");
-    let key = field_after(&lines, "test secret key:");
-    assert!(key.starts_with("sk_test_"));
+    let caller = Caller::of(&lines);
+    assert!(caller.key.starts_with("sk_test_"));
     assert!(field_after(&lines, "test webhook secret:").starts_with("whsec_"));
 
-    let client = reqwest::Client::new();
-    let account = create_account(&client, format!("{base}/virtual-accounts"), &key, "first").await;
+    let account = caller.create_account("/virtual-accounts", "first").await;
     assert!(dev.terminate().success(), "SIGTERM exits 0");
 
     let dev = Dev::start(dir.path());
@@ -324,17 +361,12 @@ async fn dev_prints_a_demo_key_and_keeps_data_across_restarts() {
         !lines.iter().any(|l| l.contains("sk_test_")),
         "keys are shown once only"
     );
-    let base = field_after(&lines, "(dev) at ");
-    let resp = client
-        .get(format!(
-            "{base}/v1/virtual-accounts/{}",
-            account["id"].as_str().unwrap()
-        ))
-        .bearer_auth(&key)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), 200);
+    let caller = Caller {
+        base: field_after(&lines, "(dev) at "),
+        ..caller
+    };
+    let path = format!("/v1/virtual-accounts/{}", id_of(&account));
+    let resp = caller.call(Method::GET, &path, None, None, 200).await;
     assert_eq!(
         resp.json::<Value>().await.unwrap()["accountNumber"],
         account["accountNumber"]
@@ -347,8 +379,7 @@ async fn dev_killed_mid_delivery_resumes_it_at_once_after_a_restart() {
     let dir = tempfile::tempdir().unwrap();
     let dev = Dev::start(dir.path());
     let lines = dev.read_until("test webhook secret:");
-    let base = field_after(&lines, "(dev) at ");
-    let key = field_after(&lines, "test secret key:");
+    let caller = Caller::of(&lines);
     let business = field_after(&lines, "demo business ");
     let business = business.split_whitespace().next().unwrap();
     // The first delivery hangs at the receiver until the process dies; the next is answered.
@@ -358,29 +389,14 @@ async fn dev_killed_mid_delivery_resumes_it_at_once_after_a_restart() {
     run_ok(
         api(dir.path())
             .env("VAS_WEBHOOKS__ALLOW_PRIVATE_ADDRESSES", "true")
-            .args([
-                "admin", "webhook", "set", business, "--mode", "test", "--url", &hook,
-            ]),
+            .args(webhook_set(business, "test", &hook)),
     );
 
-    let client = reqwest::Client::new();
-    let account = create_account(
-        &client,
-        format!("{base}/virtual-accounts"),
-        &key,
-        "mid-delivery",
-    )
-    .await;
-    let resp = client
-        .post(format!(
-            "{base}/virtual-accounts/{}/deactivate",
-            account["id"].as_str().unwrap()
-        ))
-        .bearer_auth(&key)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), 200);
+    let account = caller
+        .create_account("/virtual-accounts", "mid-delivery")
+        .await;
+    let path = format!("/virtual-accounts/{}/deactivate", id_of(&account));
+    caller.call(Method::POST, &path, None, None, 200).await;
     let first = receiver.wait_for(1, Duration::from_secs(20)).await;
     dev.kill();
 
@@ -397,32 +413,11 @@ async fn dev_killed_mid_delivery_resumes_it_at_once_after_a_restart() {
 #[tokio::test]
 async fn json_logs_carry_request_ids_and_no_secrets() {
     let dir = tempfile::tempdir().unwrap();
-    let mut child = api(dir.path())
-        .arg("dev")
-        .env("VAS_HTTP__BIND", "127.0.0.1:0")
-        .env("VAS_LOG__FORMAT", "json")
-        .env("VAS_LOG__LEVEL", "debug")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let (tx, lines) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            let _ = tx.send(line);
-        }
-    });
-    let mut banner = Vec::new();
-    while !banner
-        .iter()
-        .any(|l: &String| l.contains("test webhook secret:"))
-    {
-        banner.push(lines.recv_timeout(Duration::from_secs(60)).expect("banner"));
-    }
-    let base = field_after(&banner, "(dev) at ");
-    let key = field_after(&banner, "test secret key:");
-    let resp = reqwest::Client::new()
+    let logs = [("VAS_LOG__FORMAT", "json"), ("VAS_LOG__LEVEL", "debug")];
+    let dev = Dev::start_with(dir.path(), &logs, Stdio::piped());
+    let banner = dev.read_until("test webhook secret:");
+    let Caller { client, base, key } = Caller::of(&banner);
+    let resp = client
         .post(format!("{base}/virtual-accounts"))
         .bearer_auth(&key)
         .header("Idempotency-Key", "json-logs")
@@ -434,11 +429,7 @@ async fn json_logs_carry_request_ids_and_no_secrets() {
         .unwrap();
     assert_eq!(resp.status(), 202);
     tokio::time::sleep(Duration::from_secs(3)).await; // the in-process worker polls the sandbox
-    let _ = Command::new("kill")
-        .arg("-TERM")
-        .arg(child.id().to_string())
-        .status();
-    let out = child.wait_with_output().unwrap();
+    let out = dev.terminate_with_output();
     assert!(out.status.success());
     let stderr = String::from_utf8(out.stderr).unwrap();
     let records: Vec<Value> = stderr
@@ -470,49 +461,27 @@ async fn json_logs_carry_request_ids_and_no_secrets() {
 async fn dev_pays_out_through_its_in_process_worker() {
     let dir = tempfile::tempdir().unwrap();
     let dev = Dev::start(dir.path());
-    let lines = dev.read_until("test webhook secret:");
-    let base = field_after(&lines, "(dev) at ");
-    let key = field_after(&lines, "test secret key:");
-    let client = reqwest::Client::new();
+    let caller = Caller::of(&dev.read_until("test webhook secret:"));
 
     let number = domain::nuban::account_number("058", 12_345_678).unwrap();
-    let resp = client
-        .put(format!("{base}/v1/settlement-account"))
-        .bearer_auth(&key)
-        .json(&json!({"bankCode": "058", "accountNumber": number}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), 200);
-    let account = create_account(
-        &client,
-        format!("{base}/v1/virtual-accounts"),
-        &key,
-        "first",
-    )
-    .await;
-    let resp = client
-        .post(format!(
-            "{base}/v1/virtual-accounts/{}/simulate-deposit",
-            account["id"].as_str().unwrap()
-        ))
-        .bearer_auth(&key)
-        .json(&json!({"amount": 1_500_000}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), 202);
-    let balance = async || -> Value {
-        let resp = client
-            .get(format!("{base}/v1/balance"))
-            .bearer_auth(&key)
-            .send()
-            .await
-            .unwrap();
-        resp.json().await.unwrap()
-    };
+    let settlement = json!({"bankCode": "058", "accountNumber": number});
+    caller
+        .call(
+            Method::PUT,
+            "/v1/settlement-account",
+            None,
+            Some(settlement),
+            200,
+        )
+        .await;
+    let account = caller.create_account("/v1/virtual-accounts", "first").await;
+    let path = format!("/v1/virtual-accounts/{}/simulate-deposit", id_of(&account));
+    let deposit = json!({"amount": 1_500_000});
+    caller
+        .call(Method::POST, &path, None, Some(deposit), 202)
+        .await;
     test_support::eventually(Duration::from_secs(30), async || {
-        let b = balance().await;
+        let b = caller.get("/v1/balance").await;
         if b["available"] == 1_500_000 {
             Ok(())
         } else {
@@ -521,27 +490,19 @@ async fn dev_pays_out_through_its_in_process_worker() {
     })
     .await;
 
-    let resp = client
-        .post(format!("{base}/v1/payouts"))
-        .bearer_auth(&key)
-        .header("Idempotency-Key", "payout-1")
-        .json(&json!({"amount": 500_000}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), 202);
+    let resp = caller
+        .call(
+            Method::POST,
+            "/v1/payouts",
+            Some("payout-1"),
+            Some(json!({"amount": 500_000})),
+            202,
+        )
+        .await;
     let payout: Value = resp.json().await.unwrap();
-    let url = format!("{base}/v1/payouts/{}", payout["id"].as_str().unwrap());
+    let path = format!("/v1/payouts/{}", id_of(&payout));
     let done = test_support::eventually(Duration::from_secs(30), async || {
-        let p: Value = client
-            .get(&url)
-            .bearer_auth(&key)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let p = caller.get(&path).await;
         if p["status"] == "succeeded" {
             Ok(p)
         } else {
@@ -550,16 +511,8 @@ async fn dev_pays_out_through_its_in_process_worker() {
     })
     .await;
     assert!(done["sessionId"].is_string(), "{done}");
-    let events: Value = client
-        .get(format!("{base}/v1/events?type=payout.succeeded"))
-        .bearer_auth(&key)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let events = caller.get("/v1/events?type=payout.succeeded").await;
     assert_eq!(events["data"][0]["data"]["id"], payout["id"], "{events}");
-    assert_eq!(balance().await["available"], 1_000_000);
+    assert_eq!(caller.get("/v1/balance").await["available"], 1_000_000);
     assert!(dev.terminate().success());
 }

@@ -12,7 +12,7 @@ use domain::Role;
 use serde_json::Value;
 use test_support::browser::fantoccini::Locator;
 use test_support::browser::{
-    Browser, body_text, click, fill, screenshot_both_widths, sign_in, sign_out, wait_for_url,
+    self, Browser, body_text, click, fill, shoot, sign_in, sign_out, wait_for_url,
 };
 use test_support::dashboard::add_user;
 use test_support::{Backend, TestApp, account_body, spawn_app, spawn_app_with};
@@ -280,100 +280,85 @@ async fn an_expired_session_goes_back_to_sign_in() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore = "takes screenshots for people to look at; run on demand"]
 async fn screenshots() {
-    // Scripts on only so the helper can measure the page's height; the pages have none.
-    let Some(browser) = Browser::start("screenshots", true).await else {
-        return;
-    };
-    let c = &browser.client;
-    let app = spawn_app(Backend::Sqlite).await;
-    let (email, password) = add_user(&app, Role::Owner).await;
+    browser::screenshots(async |c, app, (email, password)| {
+        c.goto(&app.url("/dashboard/sign-in")).await.unwrap();
+        shoot(c, "01-sign-in").await;
+        sign_in(c, app, &email, "a wrong password!").await;
+        c.wait()
+            .for_element(Locator::Css(".notice.error"))
+            .await
+            .unwrap();
+        shoot(c, "02-sign-in-error").await;
+        sign_in(c, app, &email, &password).await;
+        wait_for_url(c, "the dashboard", |u| {
+            u.path() == "/dashboard/test/accounts"
+        })
+        .await;
+        shoot(c, "03-accounts-empty").await;
 
-    let shoot = |name: &'static str| screenshot_both_widths(c, name, 3);
+        let accounts = create_accounts(app, 28).await;
+        let first = accounts[0]["id"].as_str().unwrap();
+        // A pending one, a deactivated one, deposits (one flagged) and a recheck, for every badge.
+        let pending = app
+            .create(app.test_key(), "pending", &account_body(90, "access-bank"))
+            .await;
+        assert_eq!(pending.status(), 202);
+        app.deactivate(app.test_key(), accounts[1]["id"].as_str().unwrap())
+            .await;
+        for (amount, narration) in [
+            (150_000, "Invoice 1042"),
+            (2_500_050, "School fees, term 2"),
+        ] {
+            let r = app
+                .post(
+                    app.test_key(),
+                    &format!("/v1/virtual-accounts/{first}/simulate-deposit"),
+                    Some(&serde_json::json!({"amount": amount, "senderName": "Bola Ade", "narration": narration})),
+                )
+                .await;
+            assert_eq!(r.status(), 202);
+        }
+        app.post(
+            app.test_key(),
+            &format!("/v1/virtual-accounts/{first}/recheck"),
+            None,
+        )
+        .await;
+        tokio::time::sleep(Duration::from_millis(800)).await;
 
-    c.goto(&app.url("/dashboard/sign-in")).await.unwrap();
-    shoot("01-sign-in").await;
-    sign_in(c, &app, &email, "a wrong password!").await;
-    c.wait()
-        .for_element(Locator::Css(".notice.error"))
-        .await
-        .unwrap();
-    shoot("02-sign-in-error").await;
-    sign_in(c, &app, &email, &password).await;
-    wait_for_url(c, "the dashboard", |u| {
-        u.path() == "/dashboard/test/accounts"
+        c.goto(&app.url("/dashboard/test/accounts")).await.unwrap();
+        shoot(c, "04-accounts").await;
+        c.goto(&app.url("/dashboard/test/accounts?q=user-1"))
+            .await
+            .unwrap();
+        shoot(c, "05-accounts-search").await;
+        c.goto(&app.url("/dashboard/test/accounts?q=nobody"))
+            .await
+            .unwrap();
+        shoot(c, "06-accounts-no-match").await;
+        c.goto(&app.url(&format!("/dashboard/test/accounts/{first}")))
+            .await
+            .unwrap();
+        shoot(c, "07-account").await;
+        c.goto(&app.url("/dashboard/test/deposits")).await.unwrap();
+        shoot(c, "08-deposits").await;
+        c.goto(&app.url("/dashboard/profile")).await.unwrap();
+        shoot(c, "09-profile").await;
+        click(c, "form[action='/dashboard/profile/totp/start'] button").await;
+        c.wait().for_element(Locator::Css("svg.qr")).await.unwrap();
+        shoot(c, "10-profile-enrolling").await;
+        c.goto(&app.url("/dashboard/live/accounts")).await.unwrap();
+        shoot(c, "11-live-closed").await;
+        app.approve_kyb().await;
+        c.goto(&app.url("/dashboard/live/accounts")).await.unwrap();
+        shoot(c, "12-live-empty").await;
+        c.goto(&app.url("/dashboard/test/accounts/va_01J00000000000000000000000"))
+            .await
+            .unwrap();
+        shoot(c, "13-account-not-found").await;
+        c.goto(&app.url("/dashboard/test/accounts")).await.unwrap();
+        sign_out(c).await;
+        shoot(c, "14-signed-out").await;
     })
     .await;
-    shoot("03-accounts-empty").await;
-
-    let accounts = create_accounts(&app, 28).await;
-    let first = accounts[0]["id"].as_str().unwrap();
-    // A pending one, a deactivated one, deposits (one flagged) and a recheck, for every badge.
-    let pending = app
-        .create(app.test_key(), "pending", &account_body(90, "access-bank"))
-        .await;
-    assert_eq!(pending.status(), 202);
-    app.post(
-        app.test_key(),
-        &format!(
-            "/v1/virtual-accounts/{}/deactivate",
-            accounts[1]["id"].as_str().unwrap()
-        ),
-        None,
-    )
-    .await;
-    for (amount, narration) in [
-        (150_000, "Invoice 1042"),
-        (2_500_050, "School fees, term 2"),
-    ] {
-        let r = app
-            .post(
-                app.test_key(),
-                &format!("/v1/virtual-accounts/{first}/simulate-deposit"),
-                Some(&serde_json::json!({"amount": amount, "senderName": "Bola Ade", "narration": narration})),
-            )
-            .await;
-        assert_eq!(r.status(), 202);
-    }
-    app.post(
-        app.test_key(),
-        &format!("/v1/virtual-accounts/{first}/recheck"),
-        None,
-    )
-    .await;
-    tokio::time::sleep(Duration::from_millis(800)).await;
-
-    c.goto(&app.url("/dashboard/test/accounts")).await.unwrap();
-    shoot("04-accounts").await;
-    c.goto(&app.url("/dashboard/test/accounts?q=user-1"))
-        .await
-        .unwrap();
-    shoot("05-accounts-search").await;
-    c.goto(&app.url("/dashboard/test/accounts?q=nobody"))
-        .await
-        .unwrap();
-    shoot("06-accounts-no-match").await;
-    c.goto(&app.url(&format!("/dashboard/test/accounts/{first}")))
-        .await
-        .unwrap();
-    shoot("07-account").await;
-    c.goto(&app.url("/dashboard/test/deposits")).await.unwrap();
-    shoot("08-deposits").await;
-    c.goto(&app.url("/dashboard/profile")).await.unwrap();
-    shoot("09-profile").await;
-    click(c, "form[action='/dashboard/profile/totp/start'] button").await;
-    c.wait().for_element(Locator::Css("svg.qr")).await.unwrap();
-    shoot("10-profile-enrolling").await;
-    c.goto(&app.url("/dashboard/live/accounts")).await.unwrap();
-    shoot("11-live-closed").await;
-    app.approve_kyb().await;
-    c.goto(&app.url("/dashboard/live/accounts")).await.unwrap();
-    shoot("12-live-empty").await;
-    c.goto(&app.url("/dashboard/test/accounts/va_01J00000000000000000000000"))
-        .await
-        .unwrap();
-    shoot("13-account-not-found").await;
-    c.goto(&app.url("/dashboard/test/accounts")).await.unwrap();
-    sign_out(c).await;
-    shoot("14-signed-out").await;
-    browser.finish().await;
 }

@@ -76,14 +76,10 @@ async fn sign_in(http: &mut Http, email: &str, password: &str) -> (Answer, Answe
     assert_eq!(form.status, 200);
     let token = form.form_token();
     let posted = http
-        .post(
+        .post_form(
             "/dashboard/sign-in",
-            &[
-                ("form_token", &token),
-                ("email", email),
-                ("password", password),
-                ("next", ""),
-            ],
+            &token,
+            &[("email", email), ("password", password), ("next", "")],
         )
         .await;
     (form, posted)
@@ -129,7 +125,7 @@ async fn an_https_public_url_makes_every_cookie_secure_and_host_prefixed(backend
     // Signing out clears the prefixed cookie, as sent.
     let page = http.get("/dashboard/test/accounts").await;
     let out = http
-        .post("/dashboard/sign-out", &[("form_token", &page.form_token())])
+        .post_form("/dashboard/sign-out", &page.form_token(), &[])
         .await;
     let cleared = set_cookie_of(&out, "__Host-vas_session");
     assert_host_prefixed(&cleared);
@@ -324,10 +320,10 @@ async fn change_settlement_in_dashboard(http: &mut Http, number: &str, password:
     let page = http.get("/dashboard/test/balance").await;
     assert_eq!(page.status, 200);
     let token = page.form_token();
-    http.post(
+    http.post_form(
         "/dashboard/test/balance/settlement-account",
+        token.as_str(),
         &[
-            ("form_token", token.as_str()),
             ("bankCode", "058"),
             ("accountNumber", number),
             ("schedule", "daily"),

@@ -10,8 +10,10 @@ use sea_orm::{ConnectionTrait, Statement};
 use serde_json::Value;
 use shared::crypto::Cipher;
 use shared::db::businesses;
-use test_support::dashboard::{Http, SESSION_COOKIE, add_user, add_user_to, assert_no_secret_seen};
-use test_support::{Backend, account_body, spawn_app, spawn_app_with};
+use test_support::dashboard::{
+    Http, SESSION_COOKIE, add_user, add_user_to, assert_no_secret_seen, sign_in_status, stored_user,
+};
+use test_support::{Backend, account_body, id_of, json, spawn_app, spawn_app_with, store};
 
 test_support::on_both_databases!(
     a_post_without_its_form_token_is_refused,
@@ -84,9 +86,7 @@ async fn a_post_without_its_form_token_is_refused(backend: Backend) {
         assert_eq!(answer.status, 403, "{path}");
     }
     // With its token, the same POST works.
-    let out = http
-        .post("/dashboard/sign-out", &[("form_token", &token)])
-        .await;
+    let out = http.post_form("/dashboard/sign-out", &token, &[]).await;
     assert_eq!(out.status, 303);
     assert_eq!(
         http.get("/dashboard/test/accounts").await.status,
@@ -130,9 +130,10 @@ async fn the_json_api_never_takes_the_session_cookie(backend: Backend) {
     // ...while the dashboard takes browsers' requests: its form posts carry an Origin.
     let page = http.get("/dashboard/test/accounts").await;
     let answer = http
-        .post(
+        .post_form(
             "/dashboard/profile/totp/start",
-            &[("form_token", &page.form_token()), ("mode", "test")],
+            &page.form_token(),
+            &[("mode", "test")],
         )
         .await;
     assert_eq!(answer.status, 303, "{}", answer.body);
@@ -335,13 +336,7 @@ async fn five_failures_lock_an_email_with_the_same_answer_whether_or_not_it_exis
     Http::new(&app).sign_in(&other, &other_password).await;
 
     // Fifteen minutes later it opens again (moved back in the database rather than waited for).
-    app.db
-        .execute_unprepared(&format!(
-            "UPDATE sign_in_throttles SET locked_until = '{}'",
-            (chrono::Utc::now() - chrono::Duration::seconds(1)).to_rfc3339()
-        ))
-        .await
-        .unwrap();
+    store::end_sign_in_lockouts(&app.db).await;
     known_http.sign_in(&email, &password).await;
 }
 
@@ -352,26 +347,14 @@ async fn a_full_browse_shows_no_identity_number_or_secret(backend: Backend) {
     for n in 0..3 {
         let body = account_body(n, "test-bank");
         bvns.push(body["customerBvn"].as_str().unwrap().to_owned());
-        let resp = app.create(app.test_key(), &format!("k{n}"), &body).await;
-        assert_eq!(resp.status(), 201);
-        ids.push(
-            resp.json::<Value>().await.unwrap()["id"]
-                .as_str()
-                .unwrap()
-                .to_owned(),
-        );
+        ids.push(id_of(&app.active_account(app.test_key(), n).await));
     }
     let mut nin_body = account_body(9, "test-bank");
     nin_body.as_object_mut().unwrap().remove("customerBvn");
     nin_body["customerNin"] = "33344455566".into();
     let resp = app.create(app.test_key(), "nin", &nin_body).await;
     assert_eq!(resp.status(), 201);
-    ids.push(
-        resp.json::<Value>().await.unwrap()["id"]
-            .as_str()
-            .unwrap()
-            .to_owned(),
-    );
+    ids.push(id_of(&json(resp).await));
     bvns.push("33344455566".into());
     // A deposit and a recheck, so the account page has every section filled.
     let deposit = app
@@ -398,9 +381,10 @@ async fn a_full_browse_shows_no_identity_number_or_secret(backend: Backend) {
     http.sign_in(&email, &password).await;
     // Enrol TOTP half-way, so the profile page shows what it shows then too.
     let page = http.get("/dashboard/profile").await;
-    http.post(
+    http.post_form(
         "/dashboard/profile/totp/start",
-        &[("form_token", &page.form_token()), ("mode", "test")],
+        &page.form_token(),
+        &[("mode", "test")],
     )
     .await;
     let mut paths = vec!["/dashboard/".to_owned(), "/dashboard/profile".to_owned()];
@@ -561,10 +545,10 @@ async fn change_password(
     new: &str,
     confirm: &str,
 ) -> test_support::dashboard::Answer {
-    http.post(
+    http.post_form(
         "/dashboard/profile/password",
+        token,
         &[
-            ("form_token", token),
             ("mode", "test"),
             ("current", current),
             ("new", new),
@@ -581,7 +565,7 @@ async fn changing_the_password_ends_the_other_sessions(backend: Backend) {
     let mut elsewhere = Http::new(&app);
     here.sign_in(&email, &password).await;
     elsewhere.sign_in(&email, &password).await;
-    let token = here.get("/dashboard/profile").await.form_token();
+    let token = here.form_token_of("/dashboard/profile").await;
     let new = "a brand new password";
 
     let short = change_password(&mut here, &token, &password, "short one", "short one").await;
@@ -599,19 +583,11 @@ async fn changing_the_password_ends_the_other_sessions(backend: Backend) {
     );
 
     let done = change_password(&mut here, &token, &password, new, new).await;
-    assert_eq!(done.status, 303, "{}", done.body);
-    let page = here.follow(done).await;
-    assert!(page.body.contains("Password changed"));
+    here.assert_done(done, "Password changed").await;
     assert_eq!(here.get("/dashboard/test/accounts").await.status, 200);
     let ended = elsewhere.get("/dashboard/test/accounts").await;
     assert_eq!(ended.status, 303, "the other session ended");
-    assert_eq!(
-        Http::new(&app)
-            .sign_in_answer(&email, &password)
-            .await
-            .status,
-        401
-    );
+    assert_eq!(sign_in_status(&app, &email, &password).await, 401);
     Http::new(&app).sign_in(&email, new).await;
 }
 
@@ -689,13 +665,9 @@ async fn totp_secrets_are_sealed_and_codes_work_once(backend: Backend) {
     let (email, password) = add_user(&app, Role::Owner).await;
     let mut http = Http::new(&app);
     http.sign_in(&email, &password).await;
-    let page = http.get("/dashboard/profile").await;
-    let token = page.form_token();
+    let token = http.form_token_of("/dashboard/profile").await;
     let started = http
-        .post(
-            "/dashboard/profile/totp/start",
-            &[("form_token", &token), ("mode", "test")],
-        )
+        .post_form("/dashboard/profile/totp/start", &token, &[("mode", "test")])
         .await;
     let page = http.follow(started).await;
     assert!(page.body.contains("<svg"), "the QR code is drawn inline");
@@ -708,10 +680,10 @@ async fn totp_secrets_are_sealed_and_codes_work_once(backend: Backend) {
     let totp = api::dashboard::auth::totp(&secret, &email).unwrap();
     let now = chrono::Utc::now().timestamp() as u64;
     let wrong = http
-        .post(
+        .post_form(
             "/dashboard/profile/totp/confirm",
+            &token,
             &[
-                ("form_token", &token),
                 ("mode", "test"),
                 ("code", "000000"),
                 ("password", &password),
@@ -723,42 +695,26 @@ async fn totp_secrets_are_sealed_and_codes_work_once(backend: Backend) {
     // Turning it on takes the password too: without it, or with a wrong one, it stays off.
     for typed in ["", "not my password at all"] {
         let refused = http
-            .post(
+            .post_form(
                 "/dashboard/profile/totp/confirm",
-                &[
-                    ("form_token", &token),
-                    ("mode", "test"),
-                    ("code", &code),
-                    ("password", typed),
-                ],
+                &token,
+                &[("mode", "test"), ("code", &code), ("password", typed)],
             )
             .await;
         assert_eq!(refused.status, 422, "password {typed:?}");
         assert!(refused.body.contains("Your password is not right"));
-        let user = shared::db::users::find_by_email(&app.db, &email)
-            .await
-            .unwrap()
-            .unwrap();
+        let user = stored_user(&app, &email).await;
         assert!(!user.has_totp(), "password {typed:?}: still off");
     }
     let confirmed = http
-        .post(
+        .post_form(
             "/dashboard/profile/totp/confirm",
-            &[
-                ("form_token", &token),
-                ("mode", "test"),
-                ("code", &code),
-                ("password", &password),
-            ],
+            &token,
+            &[("mode", "test"), ("code", &code), ("password", &password)],
         )
         .await;
-    assert_eq!(confirmed.status, 303, "{}", confirmed.body);
-    assert!(
-        http.follow(confirmed)
-            .await
-            .body
-            .contains("Two-step verification is on")
-    );
+    http.assert_done(confirmed, "Two-step verification is on")
+        .await;
 
     // Signing in now takes the password, then a code; the code just used is refused.
     let mut next = Http::new(&app);
@@ -770,47 +726,33 @@ async fn totp_secrets_are_sealed_and_codes_work_once(backend: Backend) {
         303,
         "not signed in before the code"
     );
-    let form = next.get("/dashboard/sign-in/code").await;
-    let form_token = form.form_token();
+    let form_token = next.form_token_of("/dashboard/sign-in/code").await;
     let reused = next
-        .post(
-            "/dashboard/sign-in/code",
-            &[("form_token", &form_token), ("code", &code)],
-        )
+        .post_form("/dashboard/sign-in/code", &form_token, &[("code", &code)])
         .await;
     assert_eq!(reused.status, 401, "a code is accepted once");
     let fresh = totp.generate(now + 30).to_string();
     let accepted = next
-        .post(
-            "/dashboard/sign-in/code",
-            &[("form_token", &form_token), ("code", &fresh)],
-        )
+        .post_form("/dashboard/sign-in/code", &form_token, &[("code", &fresh)])
         .await;
     assert_eq!(accepted.status, 303, "{}", accepted.body);
     assert_eq!(next.get("/dashboard/test/accounts").await.status, 200);
 
     // Removing it takes the password.
-    let page = next.get("/dashboard/profile").await;
-    let token = page.form_token();
+    let token = next.form_token_of("/dashboard/profile").await;
     let refused = next
-        .post(
+        .post_form(
             "/dashboard/profile/totp/remove",
-            &[
-                ("form_token", &token),
-                ("mode", "test"),
-                ("password", "nope nope nope"),
-            ],
+            &token,
+            &[("mode", "test"), ("password", "nope nope nope")],
         )
         .await;
     assert_eq!(refused.status, 422);
     let removed = next
-        .post(
+        .post_form(
             "/dashboard/profile/totp/remove",
-            &[
-                ("form_token", &token),
-                ("mode", "test"),
-                ("password", &password),
-            ],
+            &token,
+            &[("mode", "test"), ("password", &password)],
         )
         .await;
     assert_eq!(removed.status, 303);
@@ -844,14 +786,7 @@ async fn accounts_list_searches_filters_and_pages_like_the_api(backend: Backend)
     );
 
     for n in 0..30 {
-        let resp = app
-            .create(
-                app.test_key(),
-                &format!("k{n}"),
-                &account_body(n, "test-bank"),
-            )
-            .await;
-        assert_eq!(resp.status(), 201);
+        app.active_account(app.test_key(), n).await;
     }
     let deactivated = app
         .get(app.test_key(), "/v1/virtual-accounts?q=user-7")
@@ -862,12 +797,7 @@ async fn accounts_list_searches_filters_and_pages_like_the_api(backend: Backend)
         .as_str()
         .unwrap()
         .to_owned();
-    app.post(
-        app.test_key(),
-        &format!("/v1/virtual-accounts/{deactivated}/deactivate"),
-        None,
-    )
-    .await;
+    app.deactivate(app.test_key(), &deactivated).await;
 
     let first = http.get("/dashboard/test/accounts").await;
     assert!(first.body.contains("1–25 of 30 accounts"), "{}", first.body);
@@ -877,12 +807,9 @@ async fn accounts_list_searches_filters_and_pages_like_the_api(backend: Backend)
     assert!(second.body.contains("26–30 of 30 accounts"));
     assert!(second.body.contains("Acme Ltd/Ada Obi 0<"));
     // The same search as the API's q (case-insensitive, any of the searched fields).
-    let api: Value = app
-        .get(app.test_key(), "/v1/virtual-accounts?q=ADA1&pageSize=100")
-        .await
-        .json()
-        .await
-        .unwrap();
+    let api = app
+        .get_json(app.test_key(), "/v1/virtual-accounts?q=ADA1&pageSize=100")
+        .await;
     let search = http.get("/dashboard/test/accounts?q=ADA1").await;
     assert!(
         search
@@ -912,14 +839,8 @@ async fn accounts_list_searches_filters_and_pages_like_the_api(backend: Backend)
 async fn the_migration_gives_existing_events_their_account(backend: Backend) {
     use sea_orm_migration::MigratorTrait;
     let test_db = test_support::TestDb::new(&backend).await;
-    let db = shared::db::connect(&test_db.url, 2).await.unwrap();
-    // Every migration before the dashboard's, then events as they were recorded until now.
-    // Every migration before m0011 (the one under test).
-    let before = migrations::Migrator::migrations()
-        .iter()
-        .position(|m| m.name().starts_with("m0011"))
-        .expect("m0011 is a migration") as u32;
-    migrations::Migrator::up(&db, Some(before)).await.unwrap();
+    // Every migration before m0011 (the one under test), then rows as they were stored until then.
+    let db = test_db.migrated_up_to("m0011").await;
     let now = "2026-01-02T03:04:05Z";
     db.execute_unprepared(&format!(
         "INSERT INTO businesses (id, name, kyb_status, created_at, updated_at) \
@@ -1011,32 +932,22 @@ fn api_command(dir: &std::path::Path) -> std::process::Command {
 #[tokio::test]
 async fn admin_user_create_prints_a_password_once_that_signs_in() {
     let dir = tempfile::tempdir().unwrap();
-    let out = api_command(dir.path())
-        .args(["admin", "business", "create", "--name", "Acme Ltd"])
-        .output()
-        .unwrap();
-    assert!(out.status.success());
+    let out = test_support::process::run_ok(
+        api_command(dir.path()).args(["admin", "business", "create", "--name", "Acme Ltd"]),
+    );
     let business: Value = serde_json::from_slice(&out.stdout).unwrap();
     let id = business["id"].as_str().unwrap();
-    let out = api_command(dir.path())
-        .args([
-            "admin",
-            "user",
-            "create",
-            "--business",
-            id,
-            "--email",
-            "Ada@Example.com",
-            "--role",
-            "developer",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = test_support::process::run_ok(api_command(dir.path()).args([
+        "admin",
+        "user",
+        "create",
+        "--business",
+        id,
+        "--email",
+        "Ada@Example.com",
+        "--role",
+        "developer",
+    ]));
     let user: Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
     assert!(user["id"].as_str().unwrap().starts_with("usr_"));
     assert_eq!(user["businessId"], id);
@@ -1262,10 +1173,7 @@ async fn failed_and_locked_sign_ins_are_audited_with_the_address(backend: Backen
     use shared::db::entities::audit_entry;
     let app = spawn_app(backend).await;
     let (email, password) = add_user(&app, Role::Owner).await;
-    let user = shared::db::users::find_by_email(&app.db, &email)
-        .await
-        .unwrap()
-        .unwrap();
+    let user = stored_user(&app, &email).await;
     let unknown = "Nobody-Here@Example.com";
     let typed = "the typed wrong password";
     let rows = || async {
@@ -1278,14 +1186,8 @@ async fn failed_and_locked_sign_ins_are_audited_with_the_address(backend: Backen
             .collect::<Vec<_>>()
     };
 
-    assert_eq!(
-        Http::new(&app).sign_in_answer(&email, typed).await.status,
-        401
-    );
-    assert_eq!(
-        Http::new(&app).sign_in_answer(unknown, typed).await.status,
-        401
-    );
+    assert_eq!(sign_in_status(&app, &email, typed).await, 401);
+    assert_eq!(sign_in_status(&app, unknown, typed).await, 401);
     let found = rows().await;
     assert_eq!(found.len(), 2, "{found:?}");
     let known = found.iter().find(|r| r.actor_user_id.is_some()).unwrap();
@@ -1310,13 +1212,7 @@ async fn failed_and_locked_sign_ins_are_audited_with_the_address(backend: Backen
     for _ in 0..4 {
         Http::new(&app).sign_in_answer(&email, typed).await;
     }
-    assert_eq!(
-        Http::new(&app)
-            .sign_in_answer(&email, &password)
-            .await
-            .status,
-        429
-    );
+    assert_eq!(sign_in_status(&app, &email, &password).await, 429);
     let found = rows().await;
     let of = |action| found.iter().filter(move |r| r.action == action);
     let locks: Vec<_> = of(domain::AuditAction::SignInLocked).collect();
@@ -1456,12 +1352,8 @@ async fn sign_in_attempts_that_are_over_are_purged(backend: Backend) {
 async fn the_sign_in_migration_keeps_audit_rows_and_counts(backend: Backend) {
     use sea_orm_migration::MigratorTrait;
     let test_db = test_support::TestDb::new(&backend).await;
-    let db = shared::db::connect(&test_db.url, 2).await.unwrap();
-    let before = migrations::Migrator::migrations()
-        .iter()
-        .position(|m| m.name().starts_with("m0018"))
-        .expect("m0018 is a migration") as u32;
-    migrations::Migrator::up(&db, Some(before)).await.unwrap();
+    // Every migration before m0018 (the one under test), then rows as they were stored until then.
+    let db = test_db.migrated_up_to("m0018").await;
     let now = "2026-01-02T03:04:05Z";
     for sql in [
         format!(

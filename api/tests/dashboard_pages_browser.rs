@@ -20,25 +20,17 @@ use shared::db::deposits::{self, Recorded, Source};
 use test_support::browser::fantoccini::wd::WebDriverCompatibleCommand;
 use test_support::browser::fantoccini::{Client, Locator};
 use test_support::browser::{
-    Browser, body_text, click, fill, screenshot_both_widths, signed_in, wait_for_url,
+    self, Browser, body_text, click, fill, shoot, signed_in, wait_for_url,
 };
 use test_support::dashboard::{add_user, parse_csv};
-use test_support::{Backend, Receiver, Reply, TestApp, account_body, spawn_app};
+use test_support::{Backend, Receiver, Reply, TestApp, spawn_app};
 
 async fn rows(c: &Client, css: &str) -> usize {
     c.find_all(Locator::Css(css)).await.unwrap().len()
 }
 
 async fn account(app: &TestApp, n: u32) -> Value {
-    let resp = app
-        .create(
-            app.test_key(),
-            &format!("k{n}"),
-            &account_body(n, "test-bank"),
-        )
-        .await;
-    assert_eq!(resp.status(), 201);
-    resp.json().await.unwrap()
+    app.active_account(app.test_key(), n).await
 }
 
 /// A deposit reaching `account`, recorded as a bank's notification is.
@@ -327,12 +319,7 @@ async fn a_viewer_sees_no_resend_or_settlement_change_and_an_owner_changes_it() 
     assert!(text.contains("Settlement account saved."));
     assert!(text.contains(&number));
     assert!(text.contains("Guaranty Trust Bank (058)"));
-    let api: Value = app
-        .get(app.test_key(), "/v1/settlement-account")
-        .await
-        .json()
-        .await
-        .unwrap();
+    let api = app.get_json(app.test_key(), "/v1/settlement-account").await;
     assert_eq!(api["accountNumber"], number.as_str());
     assert!(text.contains(api["accountName"].as_str().unwrap()));
     browser.finish().await;
@@ -343,150 +330,134 @@ async fn a_viewer_sees_no_resend_or_settlement_change_and_an_owner_changes_it() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore = "takes screenshots for people to look at; run on demand"]
 async fn screenshots() {
-    // Scripts on only so the helper can measure the page's height; the pages have none.
-    let Some(browser) = Browser::start("screenshots", true).await else {
-        return;
-    };
-    let c = &browser.client;
-    let app = spawn_app(Backend::Sqlite).await;
-    let (email, password) = add_user(&app, Role::Owner).await;
-    let shoot = |name: &'static str| screenshot_both_widths(c, name, 3);
-    signed_in(c, &app, &email, &password).await;
-    for (name, path) in [
-        ("20-deposits-empty", "/dashboard/test/deposits"),
-        ("21-events-empty", "/dashboard/test/events"),
-        ("22-balance-empty", "/dashboard/test/balance"),
-    ] {
-        c.goto(&app.url(path)).await.unwrap();
-        shoot(name).await;
-    }
+    browser::screenshots(async |c, app, (email, password)| {
+        signed_in(c, app, &email, &password).await;
+        for (name, path) in [
+            ("20-deposits-empty", "/dashboard/test/deposits"),
+            ("21-events-empty", "/dashboard/test/events"),
+            ("22-balance-empty", "/dashboard/test/balance"),
+        ] {
+            c.goto(&app.url(path)).await.unwrap();
+            shoot(c, name).await;
+        }
 
-    let receiver = Receiver::start().await;
-    receiver.script([Reply::status(500).body("{\"error\":\"temporarily unavailable\"}")]);
-    receiver.set_default(Reply::ok().body("ok"));
-    app.set_webhook_url(&app.business.id, Mode::Test, &receiver.url)
-        .await;
-    let _worker = test_support::start_webhooks_worker(&app, app.shutdown.clone());
-    let mut accounts = Vec::new();
-    for n in 0..4 {
-        accounts.push(account(&app, n).await);
-    }
-    let narrations = [
-        "Invoice 1042",
-        "School fees, term 2",
-        "Rent for March",
-        "Order #5521",
-    ];
-    for i in 0..32 {
-        let a = &accounts[i % 3];
+        let receiver = Receiver::start().await;
+        receiver.script([Reply::status(500).body("{\"error\":\"temporarily unavailable\"}")]);
+        receiver.set_default(Reply::ok().body("ok"));
+        app.set_webhook_url(&app.business.id, Mode::Test, &receiver.url)
+            .await;
+        let _worker = test_support::start_webhooks_worker(app, app.shutdown.clone());
+        let mut accounts = Vec::new();
+        for n in 0..4 {
+            accounts.push(account(app, n).await);
+        }
+        let narrations = [
+            "Invoice 1042",
+            "School fees, term 2",
+            "Rent for March",
+            "Order #5521",
+        ];
+        for i in 0..32 {
+            let a = &accounts[i % 3];
+            deposit(
+                app,
+                a,
+                &format!("WEMA{:012}", 880_000_000 + i),
+                [150_000, 2_500_050, 75_000_000, 1_999][i % 4],
+                narrations[i % 4],
+            )
+            .await;
+        }
+        let resp = app
+            .deactivate(app.test_key(), accounts[3]["id"].as_str().unwrap())
+            .await;
+        assert_eq!(resp.status(), 200);
+        tokio::time::sleep(Duration::from_millis(1100)).await;
         deposit(
-            &app,
-            a,
-            &format!("WEMA{:012}", 880_000_000 + i),
-            [150_000, 2_500_050, 75_000_000, 1_999][i % 4],
-            narrations[i % 4],
+            app,
+            &accounts[3],
+            "WEMA000000000LATE",
+            500_000,
+            "Late transfer",
         )
         .await;
-    }
-    let resp = app
-        .post(
-            app.test_key(),
-            &format!(
-                "/v1/virtual-accounts/{}/deactivate",
-                accounts[3]["id"].as_str().unwrap()
-            ),
-            None,
-        )
-        .await;
-    assert_eq!(resp.status(), 200);
-    tokio::time::sleep(Duration::from_millis(1100)).await;
-    deposit(
-        &app,
-        &accounts[3],
-        "WEMA000000000LATE",
-        500_000,
-        "Late transfer",
-    )
-    .await;
-    let put = app
-        .client
-        .put(app.url("/v1/settlement-account"))
-        .bearer_auth(app.test_key())
-        .json(&json!({"bankCode": "058", "accountNumber": domain::nuban::account_number("058", 12_345_678).unwrap(), "schedule": "daily"}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(put.status(), 200);
-    for (i, amount) in [500_000i64, 1_000_001, 250_000].into_iter().enumerate() {
-        let r = app
+        let put = app
             .client
-            .post(app.url("/v1/payouts"))
+            .put(app.url("/v1/settlement-account"))
             .bearer_auth(app.test_key())
-            .header("Idempotency-Key", format!("po-{i}"))
-            .json(&json!({"amount": amount, "narration": "Weekly sweep", "reference": format!("sweep-{i}")}))
+            .json(&json!({"bankCode": "058", "accountNumber": domain::nuban::account_number("058", 12_345_678).unwrap(), "schedule": "daily"}))
             .send()
             .await
             .unwrap();
-        assert_eq!(r.status(), 202);
-    }
-    receiver.wait_for(3, Duration::from_secs(20)).await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
+        assert_eq!(put.status(), 200);
+        for (i, amount) in [500_000i64, 1_000_001, 250_000].into_iter().enumerate() {
+            let r = app
+                .client
+                .post(app.url("/v1/payouts"))
+                .bearer_auth(app.test_key())
+                .header("Idempotency-Key", format!("po-{i}"))
+                .json(&json!({"amount": amount, "narration": "Weekly sweep", "reference": format!("sweep-{i}")}))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(r.status(), 202);
+        }
+        receiver.wait_for(3, Duration::from_secs(20)).await;
+        tokio::time::sleep(Duration::from_millis(500)).await;
 
-    c.goto(&app.url("/dashboard/test/deposits")).await.unwrap();
-    shoot("23-deposits").await;
-    c.goto(&app.url(&format!(
-        "/dashboard/test/deposits?q={}",
-        accounts[3]["accountNumber"].as_str().unwrap()
-    )))
-    .await
-    .unwrap();
-    shoot("24-deposits-search-flagged").await;
-    c.goto(&app.url("/dashboard/test/deposits?q=NOPE"))
+        c.goto(&app.url("/dashboard/test/deposits")).await.unwrap();
+        shoot(c, "23-deposits").await;
+        c.goto(&app.url(&format!(
+            "/dashboard/test/deposits?q={}",
+            accounts[3]["accountNumber"].as_str().unwrap()
+        )))
         .await
         .unwrap();
-    shoot("25-deposits-no-match").await;
-    c.goto(&app.url("/dashboard/test/events")).await.unwrap();
-    shoot("26-events").await;
-    let events: Value = app
-        .get(
-            app.test_key(),
-            "/v1/events?type=deposit.received&pageSize=100",
-        )
-        .await
-        .json()
-        .await
-        .unwrap();
-    let oldest = events["data"].as_array().unwrap().last().unwrap()["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    c.goto(&app.url(&format!("/dashboard/test/events/{oldest}")))
-        .await
-        .unwrap();
-    shoot("27-event").await;
-    click(c, "form[action$='/resend'] button").await;
-    wait_for_url(c, "resent", |u| u.query() == Some("done=resent")).await;
-    tokio::time::sleep(Duration::from_millis(800)).await;
-    c.refresh().await.unwrap();
-    shoot("28-event-resent").await;
-    c.goto(&app.url("/dashboard/test/balance")).await.unwrap();
-    shoot("29-balance").await;
-    click(c, "details.change summary").await;
-    c.find(Locator::Css("#password"))
-        .await
-        .unwrap()
-        .send_keys("wrong password here")
-        .await
-        .unwrap();
-    click(c, "form[action*='/settlement-account'] button[type=submit]").await;
-    c.wait()
-        .for_element(Locator::Css(".notice.error"))
-        .await
-        .unwrap();
-    shoot("30-balance-wrong-password").await;
-    c.goto(&app.url("/dashboard/test/events/evt_01J00000000000000000000000"))
-        .await
-        .unwrap();
-    shoot("31-event-not-found").await;
-    browser.finish().await;
+        shoot(c, "24-deposits-search-flagged").await;
+        c.goto(&app.url("/dashboard/test/deposits?q=NOPE"))
+            .await
+            .unwrap();
+        shoot(c, "25-deposits-no-match").await;
+        c.goto(&app.url("/dashboard/test/events")).await.unwrap();
+        shoot(c, "26-events").await;
+        let events = app
+            .get_json(
+                app.test_key(),
+                "/v1/events?type=deposit.received&pageSize=100",
+            )
+            .await;
+        let oldest = events["data"].as_array().unwrap().last().unwrap()["id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        c.goto(&app.url(&format!("/dashboard/test/events/{oldest}")))
+            .await
+            .unwrap();
+        shoot(c, "27-event").await;
+        click(c, "form[action$='/resend'] button").await;
+        wait_for_url(c, "resent", |u| u.query() == Some("done=resent")).await;
+        tokio::time::sleep(Duration::from_millis(800)).await;
+        c.refresh().await.unwrap();
+        shoot(c, "28-event-resent").await;
+        c.goto(&app.url("/dashboard/test/balance")).await.unwrap();
+        shoot(c, "29-balance").await;
+        click(c, "details.change summary").await;
+        c.find(Locator::Css("#password"))
+            .await
+            .unwrap()
+            .send_keys("wrong password here")
+            .await
+            .unwrap();
+        click(c, "form[action*='/settlement-account'] button[type=submit]").await;
+        c.wait()
+            .for_element(Locator::Css(".notice.error"))
+            .await
+            .unwrap();
+        shoot(c, "30-balance-wrong-password").await;
+        c.goto(&app.url("/dashboard/test/events/evt_01J00000000000000000000000"))
+            .await
+            .unwrap();
+        shoot(c, "31-event-not-found").await;
+    })
+    .await;
 }

@@ -27,15 +27,7 @@ test_support::on_both_databases!(
 
 /// An active test account (201), as the API returns it.
 async fn account(app: &TestApp, n: u32) -> Value {
-    account_with(app, app.test_key(), n).await
-}
-
-async fn account_with(app: &TestApp, key: &str, n: u32) -> Value {
-    let resp = app
-        .create(key, &format!("acct-{n}"), &account_body(n, "test-bank"))
-        .await;
-    assert_eq!(resp.status(), 201);
-    resp.json().await.unwrap()
+    app.active_account(app.test_key(), n).await
 }
 
 fn s<'a>(v: &'a Value, field: &str) -> &'a str {
@@ -102,12 +94,7 @@ async fn a_deposit(app: &TestApp) -> Value {
 /// [`a_deposit`], and the id of the event announcing it.
 async fn a_deposit_event(app: &TestApp) -> String {
     a_deposit(app).await;
-    let events: Value = app
-        .get(app.test_key(), "/v1/events")
-        .await
-        .json()
-        .await
-        .unwrap();
+    let events = app.get_json(app.test_key(), "/v1/events").await;
     s(&events["data"][0], "id").to_owned()
 }
 
@@ -143,12 +130,9 @@ async fn pay_out(app: &TestApp, key: &str, idempotency_key: &str, body: Value) -
 
 /// How many deliveries the API lists for an event.
 async fn delivery_count(app: &TestApp, event: &str) -> usize {
-    let e: Value = app
-        .get(app.test_key(), &format!("/v1/events/{event}"))
-        .await
-        .json()
-        .await
-        .unwrap();
+    let e = app
+        .get_json(app.test_key(), &format!("/v1/events/{event}"))
+        .await;
     e["deliveries"].as_array().unwrap().len()
 }
 
@@ -253,12 +237,9 @@ async fn a_full_browse_of_deposits_events_and_balance_shows_no_secret(backend: B
     app.approve_kyb().await;
 
     let (mut http, password) = signed_in(&app, Role::Owner).await;
-    let events: Value = app
-        .get(app.test_key(), "/v1/events?pageSize=100")
-        .await
-        .json()
-        .await
-        .unwrap();
+    let events = app
+        .get_json(app.test_key(), "/v1/events?pageSize=100")
+        .await;
     let mut paths = Vec::new();
     for mode in ["test", "live"] {
         for page in [
@@ -300,7 +281,7 @@ async fn a_full_browse_of_deposits_events_and_balance_shows_no_secret(backend: B
 async fn one_business_never_sees_another_businesses_deposits_events_or_payouts(backend: Backend) {
     let app = spawn_app(backend).await;
     let other = app.other_business("Other Co", KybStatus::Approved).await;
-    let theirs = account_with(&app, &other.test.secret_key, 1).await;
+    let theirs = app.active_account(&other.test.secret_key, 1).await;
     let their_deposit = record(
         &app,
         Tx {
@@ -322,12 +303,7 @@ async fn one_business_never_sees_another_businesses_deposits_events_or_payouts(b
     )
     .await;
     let their_payout = s(&payout, "id").to_owned();
-    let their_events: Value = app
-        .get(&other.test.secret_key, "/v1/events")
-        .await
-        .json()
-        .await
-        .unwrap();
+    let their_events = app.get_json(&other.test.secret_key, "/v1/events").await;
     let their_event = s(&their_events["data"][0], "id").to_owned();
 
     let ours = account(&app, 2).await;
@@ -388,11 +364,12 @@ async fn one_business_never_sees_another_businesses_deposits_events_or_payouts(b
         assert_eq!(answer.status, 404, "{path}");
         assert!(answer.body.contains("Event not found"), "{path}");
     }
-    let token = http.get("/dashboard/test/events").await.form_token();
+    let token = http.form_token_of("/dashboard/test/events").await;
     let resend = http
-        .post(
+        .post_form(
             &format!("/dashboard/test/events/{their_event}/resend"),
-            &[("form_token", &token)],
+            &token,
+            &[],
         )
         .await;
     assert_eq!(resend.status, 404);
@@ -483,7 +460,7 @@ async fn roles_decide_who_resends_and_who_changes_the_settlement_account(backend
     assert!(!balance.body.contains("settlement-account\""), "no form");
     assert!(!balance.body.contains("Save settlement account"));
     let token = page.form_token();
-    let refused = viewer.post(&resend_path, &[("form_token", &token)]).await;
+    let refused = viewer.post_form(&resend_path, &token, &[]).await;
     assert_eq!(refused.status, 403);
     assert!(refused.body.contains("Not available to your role"));
     let refused = post_settlement(
@@ -505,9 +482,7 @@ async fn roles_decide_who_resends_and_who_changes_the_settlement_account(backend
             .contains("Save settlement account")
     );
     let token = page.form_token();
-    let resent = developer
-        .post(&resend_path, &[("form_token", &token)])
-        .await;
+    let resent = developer.post_form(&resend_path, &token, &[]).await;
     assert_eq!(resent.status, 303);
     assert_eq!(resent.location(), format!("{event_page}?done=resent"));
     // The resend is in the audit log, under the developer, naming the event.
@@ -559,11 +534,11 @@ async fn the_settlement_account_changes_only_with_the_owners_password_and_the_ap
             .status()
     };
     let mut post = async |number: &str, password: &str| {
-        let token = http.get("/dashboard/test/balance").await.form_token();
-        http.post(
+        let token = http.form_token_of("/dashboard/test/balance").await;
+        http.post_form(
             "/dashboard/test/balance/settlement-account",
+            &token,
             &[
-                ("form_token", &token),
                 ("bankCode", "058"),
                 ("accountNumber", number),
                 ("schedule", "manual"),
@@ -612,20 +587,12 @@ async fn the_settlement_account_changes_only_with_the_owners_password_and_the_ap
     assert_eq!(answer.status, 303, "{}", answer.body);
     assert_eq!(answer.location(), "/dashboard/test/balance?done=settlement");
     // The API's own record of it, with the bank's name and the event.
-    let api: Value = app
-        .get(app.test_key(), "/v1/settlement-account")
-        .await
-        .json()
-        .await
-        .unwrap();
+    let api = app.get_json(app.test_key(), "/v1/settlement-account").await;
     assert_eq!(api["accountNumber"], good.as_str());
     assert_eq!(api["schedule"], "manual");
-    let events: Value = app
-        .get(app.test_key(), "/v1/events?type=settlement_account.updated")
-        .await
-        .json()
-        .await
-        .unwrap();
+    let events = app
+        .get_json(app.test_key(), "/v1/events?type=settlement_account.updated")
+        .await;
     assert_eq!(events["data"].as_array().unwrap().len(), 1);
     let page = http.get("/dashboard/test/balance?done=settlement").await;
     assert!(page.body.contains("Settlement account saved."));
@@ -646,7 +613,7 @@ async fn wrong_passwords_on_a_form_lock_the_email_as_at_sign_in(backend: Backend
     http.sign_in(&email, &password).await;
     let good = domain::nuban::account_number("058", 12_345_678).unwrap();
     for n in 0..5 {
-        let token = http.get("/dashboard/test/balance").await.form_token();
+        let token = http.form_token_of("/dashboard/test/balance").await;
         let answer = post_settlement(
             &mut http,
             settlement_form(&token, &good, &format!("guess number {n}")),
@@ -654,7 +621,7 @@ async fn wrong_passwords_on_a_form_lock_the_email_as_at_sign_in(backend: Backend
         .await;
         assert_eq!(answer.status, 422, "guess {n}");
     }
-    let token = http.get("/dashboard/test/balance").await.form_token();
+    let token = http.form_token_of("/dashboard/test/balance").await;
     let answer = post_settlement(&mut http, settlement_form(&token, &good, &password)).await;
     assert_eq!(answer.status, 422, "the right password while locked");
     assert!(answer.body.contains("Your password is not right"));
@@ -691,13 +658,7 @@ async fn deposits_are_searched_filtered_and_paged_by_cursor(backend: Backend) {
         );
     }
     // Two deposits reach the second account after it is deactivated: flagged.
-    let resp = app
-        .post(
-            app.test_key(),
-            &format!("/v1/virtual-accounts/{}/deactivate", s(&second, "id")),
-            None,
-        )
-        .await;
+    let resp = app.deactivate(app.test_key(), s(&second, "id")).await;
     assert_eq!(resp.status(), 200);
     for i in 30..32 {
         ids.push(
@@ -909,12 +870,7 @@ async fn events_are_listed_by_type_with_their_delivery_attempts(backend: Backend
     receiver
         .wait_for(1, std::time::Duration::from_secs(20))
         .await;
-    let events: Value = app
-        .get(app.test_key(), "/v1/events")
-        .await
-        .json()
-        .await
-        .unwrap();
+    let events = app.get_json(app.test_key(), "/v1/events").await;
     let event = s(&events["data"][0], "id").to_owned();
     assert_eq!(events["data"][0]["type"], "deposit.received");
     // The attempt is recorded just after the receiver answers.
@@ -922,12 +878,9 @@ async fn events_are_listed_by_type_with_their_delivery_attempts(backend: Backend
         "the attempt recorded",
         std::time::Duration::from_secs(20),
         async || {
-            let e: Value = app
-                .get(app.test_key(), &format!("/v1/events/{event}"))
-                .await
-                .json()
-                .await
-                .unwrap();
+            let e = app
+                .get_json(app.test_key(), &format!("/v1/events/{event}"))
+                .await;
             !e["deliveries"][0]["attempts"]
                 .as_array()
                 .unwrap()

@@ -12,7 +12,7 @@ use domain::{AuditAction, Role};
 use reqwest::StatusCode;
 use test_support::browser::fantoccini::{Client, Locator};
 use test_support::browser::{
-    Browser, body_text, click, fill, find, screenshot_both_widths, signed_in, wait_for_url,
+    self, Browser, body_text, click, fill, find, screenshot_both_widths, signed_in, wait_for_url,
 };
 use test_support::dashboard::{Http, add_user};
 use test_support::{
@@ -278,85 +278,80 @@ async fn remove_member(c: &Client, email: &str, password: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore = "takes screenshots for people to look at; run on demand"]
 async fn screenshots() {
-    // Scripts on only so the helper can measure the page's height; the pages have none.
-    let Some(browser) = Browser::start("screenshots", true).await else {
-        return;
-    };
-    let c = &browser.client;
-    let app = spawn_app(Backend::Sqlite).await;
-    let receiver = Receiver::start().await;
-    receiver.script([Reply::status(500).body("{\"error\":\"not ready\"}")]);
-    receiver.set_default(Reply::ok().body("{\"received\":true}"));
-    let _worker = start_webhooks_worker(&app, app.shutdown.clone());
-    let (email, password) = add_user(&app, Role::Owner).await;
-    add_user(&app, Role::Developer).await;
-    add_user(&app, Role::Viewer).await;
+    browser::screenshots(async |c, app, (email, password)| {
+        let receiver = Receiver::start().await;
+        receiver.script([Reply::status(500).body("{\"error\":\"not ready\"}")]);
+        receiver.set_default(Reply::ok().body("{\"received\":true}"));
+        let _worker = start_webhooks_worker(app, app.shutdown.clone());
+        add_user(app, Role::Developer).await;
+        add_user(app, Role::Viewer).await;
 
-    let shoot = |name: &'static str| async move {
-        screenshot_both_widths(c, &format!("team-{name}"), 4).await;
-    };
+        let shoot = |name: &'static str| async move {
+            screenshot_both_widths(c, &format!("team-{name}"), 4).await;
+        };
 
-    signed_in(c, &app, &email, &password).await;
-    c.goto(&app.url("/dashboard/test/developers"))
-        .await
-        .unwrap();
-    shoot("01-developers").await;
-    roll(c, &app, "24h").await;
-    shoot("02-key-rolled").await;
-    c.goto(&app.url("/dashboard/test/developers"))
-        .await
-        .unwrap();
-    fill(c, "#url", "ftp://example.com/hooks").await;
-    click(c, "form[action$='/developers/webhook'] button[type=submit]").await;
-    c.wait()
-        .for_element(Locator::Css(".notice.error"))
-        .await
-        .unwrap();
-    shoot("03-webhook-refused").await;
-    fill(c, "#url", &receiver.url).await;
-    click(c, "form[action$='/developers/webhook'] button[type=submit]").await;
-    wait_for_url(c, "saved", |u| {
-        u.query().is_some_and(|q| q.contains("done=url"))
+        signed_in(c, app, &email, &password).await;
+        c.goto(&app.url("/dashboard/test/developers"))
+            .await
+            .unwrap();
+        shoot("01-developers").await;
+        roll(c, app, "24h").await;
+        shoot("02-key-rolled").await;
+        c.goto(&app.url("/dashboard/test/developers"))
+            .await
+            .unwrap();
+        fill(c, "#url", "ftp://example.com/hooks").await;
+        click(c, "form[action$='/developers/webhook'] button[type=submit]").await;
+        c.wait()
+            .for_element(Locator::Css(".notice.error"))
+            .await
+            .unwrap();
+        shoot("03-webhook-refused").await;
+        fill(c, "#url", &receiver.url).await;
+        click(c, "form[action$='/developers/webhook'] button[type=submit]").await;
+        wait_for_url(c, "saved", |u| {
+            u.query().is_some_and(|q| q.contains("done=url"))
+        })
+        .await;
+        click(c, "form[action$='/webhook/test'] button[type=submit]").await;
+        wait_for_url(c, "sent", |u| {
+            u.query().is_some_and(|q| q.contains("done=test"))
+        })
+        .await;
+        receiver.wait_for(1, WITHIN).await;
+        click(c, "form[action$='/webhook/test'] button[type=submit]").await;
+        receiver.wait_for(2, WITHIN).await;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        c.goto(&app.url("/dashboard/test/developers"))
+            .await
+            .unwrap();
+        shoot("04-test-events").await;
+        click(c, "form[action$='/webhook/rotate'] button[type=submit]").await;
+        c.wait()
+            .for_element(Locator::Css("#new-secret"))
+            .await
+            .unwrap();
+        shoot("05-secret-rotated").await;
+        c.goto(&app.url("/dashboard/test/team")).await.unwrap();
+        shoot("06-team").await;
+        fill(c, "#new-email", "funmi@example.com").await;
+        fill(c, "#add-password", &password).await;
+        find(c, "#new-role")
+            .await
+            .select_by_value("developer")
+            .await
+            .unwrap();
+        click(c, "form[action$='/team/users'] button[type=submit]").await;
+        c.wait()
+            .for_element(Locator::Css("#new-password"))
+            .await
+            .unwrap();
+        shoot("07-user-added").await;
+        app.approve_kyb().await;
+        c.goto(&app.url("/dashboard/live/developers"))
+            .await
+            .unwrap();
+        shoot("08-live-developers").await;
     })
     .await;
-    click(c, "form[action$='/webhook/test'] button[type=submit]").await;
-    wait_for_url(c, "sent", |u| {
-        u.query().is_some_and(|q| q.contains("done=test"))
-    })
-    .await;
-    receiver.wait_for(1, WITHIN).await;
-    click(c, "form[action$='/webhook/test'] button[type=submit]").await;
-    receiver.wait_for(2, WITHIN).await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    c.goto(&app.url("/dashboard/test/developers"))
-        .await
-        .unwrap();
-    shoot("04-test-events").await;
-    click(c, "form[action$='/webhook/rotate'] button[type=submit]").await;
-    c.wait()
-        .for_element(Locator::Css("#new-secret"))
-        .await
-        .unwrap();
-    shoot("05-secret-rotated").await;
-    c.goto(&app.url("/dashboard/test/team")).await.unwrap();
-    shoot("06-team").await;
-    fill(c, "#new-email", "funmi@example.com").await;
-    fill(c, "#add-password", &password).await;
-    find(c, "#new-role")
-        .await
-        .select_by_value("developer")
-        .await
-        .unwrap();
-    click(c, "form[action$='/team/users'] button[type=submit]").await;
-    c.wait()
-        .for_element(Locator::Css("#new-password"))
-        .await
-        .unwrap();
-    shoot("07-user-added").await;
-    app.approve_kyb().await;
-    c.goto(&app.url("/dashboard/live/developers"))
-        .await
-        .unwrap();
-    shoot("08-live-developers").await;
-    browser.finish().await;
 }

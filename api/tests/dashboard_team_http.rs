@@ -14,7 +14,7 @@ use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
 use shared::db::audit::{self, AuditEntry};
 use shared::db::entities::api_key;
 use shared::db::keys::{self, KeyAction};
-use test_support::dashboard::{Answer, Http, add_user};
+use test_support::dashboard::{Answer, Http, add_user, find_user, sign_in_status, stored_user};
 use test_support::{
     Backend, Receiver, Reply, TestApp, account_body, eventually, spawn_app, spawn_app_with,
     start_webhooks_worker,
@@ -259,28 +259,23 @@ async fn revoking_a_key_stops_it_at_once_and_keeps_the_other(backend: Backend) {
         .id
         .clone();
 
-    let page = http.get("/dashboard/test/developers").await;
-    let token = page.form_token();
+    let token = http.form_token_of("/dashboard/test/developers").await;
     let revoked = http
-        .post(
+        .post_form(
             "/dashboard/test/developers/keys/revoke",
-            &[("form_token", &token), ("key_id", &old_id)],
+            &token,
+            &[("key_id", &old_id)],
         )
         .await;
-    assert_eq!(revoked.status, 303, "{}", revoked.body);
-    assert!(
-        http.follow(revoked)
-            .await
-            .body
-            .contains("The key was revoked")
-    );
+    http.assert_done(revoked, "The key was revoked").await;
     assert_eq!(status_with(&app, &old).await, StatusCode::UNAUTHORIZED);
     assert!(status_with(&app, &new).await.is_success());
     // Again: it has stopped already, nothing changes.
     let again = http
-        .post(
+        .post_form(
             "/dashboard/test/developers/keys/revoke",
-            &[("form_token", &token), ("key_id", &old_id)],
+            &token,
+            &[("key_id", &old_id)],
         )
         .await;
     assert_eq!(again.status, 409);
@@ -326,7 +321,7 @@ async fn a_viewer_has_no_controls_and_every_post_answers_403(backend: Backend) {
         }
     }
     // The viewer's own, valid form token does not make these theirs.
-    let token = viewer.get("/dashboard/test/accounts").await.form_token();
+    let token = viewer.form_token_of("/dashboard/test/accounts").await;
     let posts: [(&str, Vec<(&str, &str)>); 9] = [
         (
             "/dashboard/test/developers/keys/roll",
@@ -370,7 +365,7 @@ async fn a_viewer_has_no_controls_and_every_post_answers_403(backend: Backend) {
         assert!(!answer.body.contains("sk_test_"), "{path}");
     }
     // A developer: test-mode Developers is theirs, the team and live keys are not.
-    let token = developer.get("/dashboard/test/accounts").await.form_token();
+    let token = developer.form_token_of("/dashboard/test/accounts").await;
     for (path, extra) in &posts[5..] {
         let mut fields = vec![("form_token", token.as_str())];
         fields.extend(extra.iter().copied());
@@ -426,12 +421,11 @@ async fn live_keys_are_for_owners_and_changes_need_the_password(backend: Backend
     assert_eq!(rows[0].actor_email.as_deref(), Some(email.as_str()));
 
     // The live webhook URL takes the password too.
-    let page = owner.get("/dashboard/live/developers").await;
-    let token = page.form_token();
     let no_password = owner
-        .post(
+        .submit(
+            "/dashboard/live/developers",
             "/dashboard/live/developers/webhook",
-            &[("form_token", &token), ("url", "https://example.com/hooks")],
+            &[("url", "https://example.com/hooks")],
         )
         .await;
     assert_eq!(no_password.status, 422);
@@ -440,20 +434,14 @@ async fn live_keys_are_for_owners_and_changes_need_the_password(backend: Backend
 
 /// The Developers page's webhook form in test mode, sent with `url`: the answer to its POST.
 async fn set_test_webhook(http: &mut Http, token: &str, url: &str) -> Answer {
-    http.post(
-        "/dashboard/test/developers/webhook",
-        &[("form_token", token), ("url", url)],
-    )
-    .await
+    http.post_form("/dashboard/test/developers/webhook", token, &[("url", url)])
+        .await
 }
 
 /// The Developers page's "send a test webhook" button in test mode: the answer to its POST.
 async fn send_test_webhook(http: &mut Http, token: &str) -> Answer {
-    http.post(
-        "/dashboard/test/developers/webhook/test",
-        &[("form_token", token)],
-    )
-    .await
+    http.post_form("/dashboard/test/developers/webhook/test", token, &[])
+        .await
 }
 
 async fn webhook_urls_follow_the_admin_rules(backend: Backend) {
@@ -461,7 +449,7 @@ async fn webhook_urls_follow_the_admin_rules(backend: Backend) {
     let app = spawn_app_with(backend, |c| c.webhooks.allow_private_addresses = false).await;
     app.approve_kyb().await;
     let (mut owner, _, password) = signed_in(&app, Role::Owner).await;
-    let token = owner.get("/dashboard/test/developers").await.form_token();
+    let token = owner.form_token_of("/dashboard/test/developers").await;
     let cases = [
         ("test", "not a url", "The URL is not valid"),
         (
@@ -497,13 +485,10 @@ async fn webhook_urls_follow_the_admin_rules(backend: Backend) {
     ];
     for (mode, url, why) in cases {
         let answer = owner
-            .post(
+            .post_form(
                 &format!("/dashboard/{mode}/developers/webhook"),
-                &[
-                    ("form_token", &token),
-                    ("url", url),
-                    ("password", &password),
-                ],
+                &token,
+                &[("url", url), ("password", &password)],
             )
             .await;
         assert_eq!(answer.status, 422, "{mode} {url}");
@@ -541,7 +526,7 @@ async fn an_operator_may_allow_webhooks_to_this_machine_never_to_link_local(back
     let app = spawn_app(backend).await;
     assert!(app.config.webhooks.allow_private_addresses);
     let (mut owner, _, _) = signed_in(&app, Role::Owner).await;
-    let token = owner.get("/dashboard/test/developers").await.form_token();
+    let token = owner.form_token_of("/dashboard/test/developers").await;
     let metadata = set_test_webhook(&mut owner, &token, "http://169.254.169.254/latest").await;
     assert_eq!(metadata.status, 422);
     assert!(
@@ -569,7 +554,7 @@ async fn a_test_event_arrives_signed_and_a_rotated_secret_is_shown_once(backend:
     receiver.set_default(Reply::ok().body("got it"));
     let _worker = start_webhooks_worker(&app, app.shutdown.clone());
     let (mut http, email, _) = signed_in(&app, Role::Developer).await;
-    let token = http.get("/dashboard/test/developers").await.form_token();
+    let token = http.form_token_of("/dashboard/test/developers").await;
     let refused = send_test_webhook(&mut http, &token).await;
     assert_eq!(refused.status, 409, "no URL yet");
     assert!(refused.body.contains("Set a webhook URL first"));
@@ -685,16 +670,12 @@ async fn team_add_change_and_remove_users(backend: Backend) {
     ngozi.sign_in("ngozi@example.com", &password).await;
     assert_eq!(ngozi.get("/dashboard/test/developers").await.status, 200);
 
-    let user_id = shared::db::users::find_by_email(&app.db, "ngozi@example.com")
-        .await
-        .unwrap()
-        .unwrap()
-        .id;
+    let user_id = stored_user(&app, "ngozi@example.com").await.id;
     let changed = owner
-        .post(
+        .post_form(
             "/dashboard/test/team/users/role",
+            &token,
             &[
-                ("form_token", &token),
                 ("user_id", &user_id),
                 ("role", "viewer"),
                 ("password", &owner_password),
@@ -708,13 +689,10 @@ async fn team_add_change_and_remove_users(backend: Backend) {
         "a role change applies to the next page"
     );
     let removed = owner
-        .post(
+        .post_form(
             "/dashboard/test/team/users/remove",
-            &[
-                ("form_token", &token),
-                ("user_id", &user_id),
-                ("password", &owner_password),
-            ],
+            &token,
+            &[("user_id", &user_id), ("password", &owner_password)],
         )
         .await;
     assert_eq!(removed.status, 303);
@@ -734,19 +712,12 @@ async fn team_add_change_and_remove_users(backend: Backend) {
         .other_business("Other Ltd", domain::KybStatus::Pending)
         .await;
     let (stranger, _) = test_support::dashboard::add_user_to(&app, &other.id, Role::Viewer).await;
-    let stranger_id = shared::db::users::find_by_email(&app.db, &stranger)
-        .await
-        .unwrap()
-        .unwrap()
-        .id;
+    let stranger_id = stored_user(&app, &stranger).await.id;
     let refused = owner
-        .post(
+        .post_form(
             "/dashboard/test/team/users/remove",
-            &[
-                ("form_token", &token),
-                ("user_id", &stranger_id),
-                ("password", &owner_password),
-            ],
+            &token,
+            &[("user_id", &stranger_id), ("password", &owner_password)],
         )
         .await;
     assert_eq!(refused.status, 404);
@@ -782,12 +753,8 @@ async fn team_add_change_and_remove_users(backend: Backend) {
 async fn the_last_owner_cannot_be_removed_or_demoted(backend: Backend) {
     let app = spawn_app(backend).await;
     let (mut owner, email, password) = signed_in(&app, Role::Owner).await;
-    let me = shared::db::users::find_by_email(&app.db, &email)
-        .await
-        .unwrap()
-        .unwrap()
-        .id;
-    let token = owner.get("/dashboard/test/team").await.form_token();
+    let me = stored_user(&app, &email).await.id;
+    let token = owner.form_token_of("/dashboard/test/team").await;
     for (path, extra) in [
         ("/dashboard/test/team/users/remove", None),
         (
@@ -815,17 +782,13 @@ async fn the_last_owner_cannot_be_removed_or_demoted(backend: Backend) {
 
     // With a second owner, either may go, but not both.
     let (mut second, second_email, second_password) = signed_in(&app, Role::Owner).await;
-    let second_id = shared::db::users::find_by_email(&app.db, &second_email)
-        .await
-        .unwrap()
-        .unwrap()
-        .id;
-    let second_token = second.get("/dashboard/test/team").await.form_token();
+    let second_id = stored_user(&app, &second_email).await.id;
+    let second_token = second.form_token_of("/dashboard/test/team").await;
     let demoted = second
-        .post(
+        .post_form(
             "/dashboard/test/team/users/role",
+            &second_token,
             &[
-                ("form_token", &second_token),
                 ("user_id", &me),
                 ("role", "viewer"),
                 ("password", &second_password),
@@ -834,13 +797,10 @@ async fn the_last_owner_cannot_be_removed_or_demoted(backend: Backend) {
         .await;
     assert_eq!(demoted.status, 303);
     let removed_self = second
-        .post(
+        .post_form(
             "/dashboard/test/team/users/remove",
-            &[
-                ("form_token", &second_token),
-                ("user_id", &second_id),
-                ("password", &second_password),
-            ],
+            &second_token,
+            &[("user_id", &second_id), ("password", &second_password)],
         )
         .await;
     assert_eq!(removed_self.status, 409, "the last owner again");
@@ -850,13 +810,13 @@ async fn the_last_owner_cannot_be_removed_or_demoted(backend: Backend) {
 async fn profile_changes_and_sign_ins_are_audited(backend: Backend) {
     let app = spawn_app(backend).await;
     let (mut http, email, password) = signed_in(&app, Role::Viewer).await;
-    let token = http.get("/dashboard/profile").await.form_token();
+    let token = http.form_token_of("/dashboard/profile").await;
     let new_password = "a brand new passphrase";
     let changed = http
-        .post(
+        .post_form(
             "/dashboard/profile/password",
+            &token,
             &[
-                ("form_token", &token),
                 ("mode", "test"),
                 ("current", &password),
                 ("new", new_password),
@@ -866,10 +826,7 @@ async fn profile_changes_and_sign_ins_are_audited(backend: Backend) {
         .await;
     assert_eq!(changed.status, 303);
     let started = http
-        .post(
-            "/dashboard/profile/totp/start",
-            &[("form_token", &token), ("mode", "test")],
-        )
+        .post_form("/dashboard/profile/totp/start", &token, &[("mode", "test")])
         .await;
     let page = http.follow(started).await;
     let start = page.body.find(r#"<code class="secret">"#).unwrap() + 21;
@@ -880,10 +837,10 @@ async fn profile_changes_and_sign_ins_are_audited(backend: Backend) {
         .generate(chrono::Utc::now().timestamp() as u64)
         .to_string();
     let confirmed = http
-        .post(
+        .post_form(
             "/dashboard/profile/totp/confirm",
+            &token,
             &[
-                ("form_token", &token),
                 ("mode", "test"),
                 ("code", &code),
                 ("password", new_password),
@@ -892,18 +849,14 @@ async fn profile_changes_and_sign_ins_are_audited(backend: Backend) {
         .await;
     assert_eq!(confirmed.status, 303);
     let removed = http
-        .post(
+        .post_form(
             "/dashboard/profile/totp/remove",
-            &[
-                ("form_token", &token),
-                ("mode", "test"),
-                ("password", new_password),
-            ],
+            &token,
+            &[("mode", "test"), ("password", new_password)],
         )
         .await;
     assert_eq!(removed.status, 303);
-    http.post("/dashboard/sign-out", &[("form_token", &token)])
-        .await;
+    http.post_form("/dashboard/sign-out", &token, &[]).await;
 
     let rows = audit_rows(&app).await;
     let actions: Vec<AuditAction> = rows.iter().rev().map(|r| r.action).collect();
@@ -941,13 +894,13 @@ async fn the_audit_log_is_paged_and_never_holds_a_secret(backend: Backend) {
         let rolled = roll(&mut owner, "test", "now").await;
         issued.push(shown_once(&rolled.body, "new-key").unwrap());
     }
-    let token = owner.get("/dashboard/test/team").await.form_token();
+    let token = owner.form_token_of("/dashboard/test/team").await;
     for i in 0..12 {
         let added = owner
-            .post(
+            .post_form(
                 "/dashboard/test/team/users",
+                &token,
                 &[
-                    ("form_token", &token),
                     ("email", &format!("user{i}@example.com")),
                     ("role", "viewer"),
                     ("password", &password),
@@ -1055,11 +1008,7 @@ async fn two_owners_demoting_each_other_at_once_leave_an_owner(backend: Backend)
 async fn team_changes_need_the_password_and_wrong_ones_count_toward_the_lock(backend: Backend) {
     let app = spawn_app(backend).await;
     let (target, _) = add_user(&app, Role::Viewer).await;
-    let target_id = shared::db::users::find_by_email(&app.db, &target)
-        .await
-        .unwrap()
-        .unwrap()
-        .id;
+    let target_id = stored_user(&app, &target).await.id;
     let role_of = |id: String| {
         let db = app.db.clone();
         async move {
@@ -1070,10 +1019,7 @@ async fn team_changes_need_the_password_and_wrong_ones_count_toward_the_lock(bac
         }
     };
     let team_state = || async {
-        let mallory = shared::db::users::find_by_email(&app.db, "mallory@example.com")
-            .await
-            .unwrap()
-            .is_some();
+        let mallory = find_user(&app, "mallory@example.com").await.is_some();
         (mallory, role_of(target_id.clone()).await)
     };
     // One owner per form: its wrong tries stay under the lock.
@@ -1093,7 +1039,7 @@ async fn team_changes_need_the_password_and_wrong_ones_count_toward_the_lock(bac
     ];
     for (path, extra) in &forms {
         let (mut owner, _, password) = signed_in(&app, Role::Owner).await;
-        let token = owner.get("/dashboard/test/team").await.form_token();
+        let token = owner.form_token_of("/dashboard/test/team").await;
         let before = audit_rows(&app).await.len();
         let state_before = team_state().await;
         for typed in [None, Some(""), Some("not the owner's password")] {
@@ -1127,12 +1073,7 @@ async fn team_changes_need_the_password_and_wrong_ones_count_toward_the_lock(bac
         let done = owner.post(path, &fields).await;
         assert!(matches!(done.status, 200 | 303), "{path}: {}", done.body);
     }
-    assert!(
-        shared::db::users::find_by_email(&app.db, "mallory@example.com")
-            .await
-            .unwrap()
-            .is_some()
-    );
+    assert!(find_user(&app, "mallory@example.com").await.is_some());
     assert_eq!(
         role_of(target_id.clone()).await,
         None,
@@ -1142,7 +1083,7 @@ async fn team_changes_need_the_password_and_wrong_ones_count_toward_the_lock(bac
     // Wrong passwords re-entered count like sign-ins: the fifth locks, then even the right
     // password is refused, on the form and at the sign-in page.
     let (mut owner, email, password) = signed_in(&app, Role::Owner).await;
-    let token = owner.get("/dashboard/test/team").await.form_token();
+    let token = owner.form_token_of("/dashboard/test/team").await;
     let add = |typed: &'static str| {
         vec![
             ("form_token", token.clone()),
@@ -1173,19 +1114,8 @@ async fn team_changes_need_the_password_and_wrong_ones_count_toward_the_lock(bac
         locked.status, 422,
         "locked: the right password is refused too"
     );
-    assert!(
-        shared::db::users::find_by_email(&app.db, "eve@example.com")
-            .await
-            .unwrap()
-            .is_none()
-    );
-    assert_eq!(
-        Http::new(&app)
-            .sign_in_answer(&email, &password)
-            .await
-            .status,
-        429
-    );
+    assert!(find_user(&app, "eve@example.com").await.is_none());
+    assert_eq!(sign_in_status(&app, &email, &password).await, 429);
     let locks = rows_of(&app, AuditAction::SignInLocked).await;
     assert_eq!(locks.len(), 1);
     assert_eq!(locks[0].actor_email.as_deref(), Some(email.as_str()));

@@ -23,18 +23,6 @@ test_support::on_both_databases!(
     a_recheck_fails_after_provider_errors,
 );
 
-async fn active_account(app: &TestApp, n: u32) -> Value {
-    let resp = app
-        .create(
-            app.test_key(),
-            &format!("acct-{n}"),
-            &account_body(n, "test-bank"),
-        )
-        .await;
-    assert_eq!(resp.status(), StatusCode::CREATED);
-    json(resp).await
-}
-
 async fn simulate(app: &TestApp, id: &str, body: Value) -> reqwest::Response {
     app.post(
         app.test_key(),
@@ -45,12 +33,9 @@ async fn simulate(app: &TestApp, id: &str, body: Value) -> reqwest::Response {
 }
 
 async fn deposits(app: &TestApp, id: &str) -> Value {
-    json(
-        app.get(
-            app.test_key(),
-            &format!("/v1/virtual-accounts/{id}/deposits"),
-        )
-        .await,
+    app.get_json(
+        app.test_key(),
+        &format!("/v1/virtual-accounts/{id}/deposits"),
     )
     .await
 }
@@ -102,7 +87,7 @@ async fn notify(
 
 async fn a_simulated_deposit_is_credited_and_announced(backend: Backend) {
     let app = spawn_app(backend).await;
-    let account = active_account(&app, 1).await;
+    let account = app.active_account(app.test_key(), 1).await;
     let id = id_of(&account);
     let resp = simulate(
         &app,
@@ -143,32 +128,20 @@ async fn a_simulated_deposit_is_credited_and_announced(backend: Backend) {
 
 async fn money_to_a_deactivated_account_is_flagged(backend: Backend) {
     let app = spawn_app(backend).await;
-    let id = id_of(&active_account(&app, 1).await);
-    app.post(
-        app.test_key(),
-        &format!("/v1/virtual-accounts/{id}/deactivate"),
-        None,
-    )
-    .await;
+    let id = id_of(&app.active_account(app.test_key(), 1).await);
+    app.deactivate(app.test_key(), &id).await;
     assert_eq!(
         simulate(&app, &id, json!({"amount": 5000})).await.status(),
         StatusCode::ACCEPTED
     );
     let list = wait_for_deposits(&app, &id, 1).await;
     assert_eq!(list["data"][0]["status"], "flagged");
-    assert_eq!(
-        store::count_events_of_type(&app.db, "deposit.flagged").await,
-        1
-    );
-    assert_eq!(
-        store::count_events_of_type(&app.db, "deposit.received").await,
-        0
-    );
+    assert_eq!(store::count_deposit_events(&app.db).await, (0, 1));
 }
 
 async fn notifications_need_a_valid_signature(backend: Backend) {
     let app = spawn_app(backend).await;
-    let account = active_account(&app, 1).await;
+    let account = app.active_account(app.test_key(), 1).await;
     let (body, signature) = notification(
         &app,
         account["accountNumber"].as_str().unwrap(),
@@ -270,7 +243,7 @@ async fn notifications_need_a_valid_signature(backend: Backend) {
 
 async fn twelve_copies_of_a_notification_make_one_deposit(backend: Backend) {
     let app = spawn_app(backend).await;
-    let account = active_account(&app, 1).await;
+    let account = app.active_account(app.test_key(), 1).await;
     let (body, signature) = notification(
         &app,
         account["accountNumber"].as_str().unwrap(),
@@ -335,7 +308,7 @@ async fn unknown_account_numbers_are_kept_as_unmatched(backend: Backend) {
 
 async fn simulate_deposit_is_checked(backend: Backend) {
     let app = spawn_app(backend).await;
-    let id = id_of(&active_account(&app, 1).await);
+    let id = id_of(&app.active_account(app.test_key(), 1).await);
     for bad in [
         json!({}),
         json!({"amount": 0}),
@@ -377,14 +350,12 @@ async fn simulate_deposit_is_checked(backend: Backend) {
 /// Polls the recheck until it is completed or failed.
 async fn wait_recheck(app: &TestApp, account_id: &str, recheck_id: &str) -> Value {
     eventually(Duration::from_secs(30), async || {
-        let recheck = json(
-            app.get(
+        let recheck = app
+            .get_json(
                 app.test_key(),
                 &format!("/v1/virtual-accounts/{account_id}/rechecks/{recheck_id}"),
             )
-            .await,
-        )
-        .await;
+            .await;
         if recheck["status"] == "completed" || recheck["status"] == "failed" {
             Ok(recheck)
         } else {
@@ -406,7 +377,7 @@ async fn recheck(app: &TestApp, id: &str, body: Option<Value>) -> reqwest::Respo
 async fn a_lost_notification_is_found_by_the_first_recheck_only(backend: Backend) {
     let app = spawn_app(backend).await;
     let _worker = start_recheck_worker(&app, app.shutdown.clone());
-    let id = id_of(&active_account(&app, 1).await);
+    let id = id_of(&app.active_account(app.test_key(), 1).await);
     let resp = simulate(&app, &id, json!({"amount": 99000, "notify": false})).await;
     let reference = json(resp).await["providerReference"]
         .as_str()
@@ -447,7 +418,7 @@ async fn a_lost_notification_is_found_by_the_first_recheck_only(backend: Backend
 
 async fn rechecks_coalesce_and_check_their_window(backend: Backend) {
     let app = spawn_app(backend).await;
-    let id = id_of(&active_account(&app, 1).await);
+    let id = id_of(&app.active_account(app.test_key(), 1).await);
     // No worker runs: the first stays queued and the second request is given it.
     let first = json(recheck(&app, &id, None).await).await;
     assert_eq!(first["status"], "queued");
@@ -467,7 +438,7 @@ async fn rechecks_coalesce_and_check_their_window(backend: Backend) {
         "default window: 24 hours"
     );
 
-    let other = id_of(&active_account(&app, 2).await);
+    let other = id_of(&app.active_account(app.test_key(), 2).await);
     for bad in [
         json!({"from": "2026-11-02T00:00:00Z", "to": "2026-11-01T00:00:00Z"}),
         json!({"from": "2026-09-01T00:00:00Z", "to": "2026-10-03T00:00:00Z"}),
@@ -520,7 +491,7 @@ async fn rechecks_coalesce_and_check_their_window(backend: Backend) {
 async fn a_recheck_racing_a_notification_records_once(backend: Backend) {
     let app = spawn_app(backend).await;
     let _worker = start_recheck_worker(&app, app.shutdown.clone());
-    let id = id_of(&active_account(&app, 1).await);
+    let id = id_of(&app.active_account(app.test_key(), 1).await);
     simulate(&app, &id, json!({"amount": 4200, "notify": true})).await;
     let r = json(recheck(&app, &id, None).await).await;
     wait_recheck(&app, &id, r["id"].as_str().unwrap()).await;
@@ -535,7 +506,7 @@ async fn a_recheck_racing_a_notification_records_once(backend: Backend) {
 
 async fn a_recheck_fails_after_provider_errors(backend: Backend) {
     let app = spawn_app(backend).await;
-    let id = id_of(&active_account(&app, 1).await);
+    let id = id_of(&app.active_account(app.test_key(), 1).await);
     // A worker whose bank is unreachable.
     let mut config = app.config.clone();
     config.sandbox.url = Some("http://127.0.0.1:9".into());

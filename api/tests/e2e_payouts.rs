@@ -76,26 +76,6 @@ async fn exit_of(process: &mut Process) -> ExitStatus {
     }
 }
 
-/// The bank's transfers under `reference` (the payout id), as its control call lists them.
-async fn transfers(stack: &Stack, client: &reqwest::Client, reference: &str) -> Vec<Value> {
-    let listed: Value = client
-        .get(format!("{}/control/transfers", stack.sandbox))
-        .bearer_auth(SANDBOX_KEY)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    listed["data"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|t| t["reference"] == reference)
-        .cloned()
-        .collect()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_payout_survives_worker_kills_at_each_step_with_one_transfer() {
     let Some(stack) = Stack::new(
@@ -116,24 +96,7 @@ async fn a_payout_survives_worker_kills_at_each_step_with_one_transfer() {
         return;
     };
     let receiver = Receiver::start().await;
-    let set = stack.run(
-        "api",
-        &[
-            "admin",
-            "webhook",
-            "set",
-            stack.business_id(),
-            "--mode",
-            "test",
-            "--url",
-            &receiver.url,
-        ],
-    );
-    assert!(
-        set.status.success(),
-        "{}",
-        String::from_utf8_lossy(&set.stderr)
-    );
+    stack.set_webhook_url(&receiver.url);
     let _sandbox = stack.start("provider-sandbox", &[]);
     let _api = stack.start("api", &["serve"]);
     let _webhooks = stack.start("worker-webhooks", &[]);
@@ -205,7 +168,7 @@ async fn a_payout_survives_worker_kills_at_each_step_with_one_transfer() {
 
         let died = exit_of(&mut victim).await;
         assert_eq!(died.signal(), Some(9), "{}: {died:?}", case.step);
-        let at_the_kill = transfers(&stack, &client, &id).await;
+        let at_the_kill = stack.bank_transfers(&client, SANDBOX_KEY, &id).await;
         assert_eq!(
             at_the_kill.len(),
             usize::from(case.sent_before_the_kill),
@@ -224,7 +187,7 @@ async fn a_payout_survives_worker_kills_at_each_step_with_one_transfer() {
         })
         .await;
         assert_eq!(settled["status"], case.status, "{}: {settled}", case.step);
-        let sent = transfers(&stack, &client, &id).await;
+        let sent = stack.bank_transfers(&client, SANDBOX_KEY, &id).await;
         assert_eq!(sent.len(), 1, "{}: one transfer: {sent:?}", case.step);
         assert_eq!(
             sent[0]["requests"], 1,
@@ -304,11 +267,5 @@ async fn a_payout_survives_worker_kills_at_each_step_with_one_transfer() {
     let balance = stack.get(&client, "/v1/balance").await;
     assert_eq!(balance["available"], FUNDS - 500_000 - 500_003, "{balance}");
     assert_eq!(balance["inFlight"], 0, "{balance}");
-    let verify = stack.run("api", &["admin", "ledger", "verify"]);
-    assert!(
-        verify.status.success(),
-        "ledger verify: {}{}",
-        String::from_utf8_lossy(&verify.stdout),
-        String::from_utf8_lossy(&verify.stderr)
-    );
+    stack.assert_ledger_verifies();
 }

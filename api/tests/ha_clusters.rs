@@ -19,7 +19,7 @@ use test_support::clusters::{self, PgPair, RabbitCluster};
 use test_support::http::free_port;
 use test_support::process::{Process, wait_healthy};
 use test_support::stack::Stack;
-use test_support::{Receiver, account_body, eventually};
+use test_support::{Receiver, account_body, eventually, id_of, json_of, text_of};
 
 const SANDBOX_KEY: &str = "ha-sandbox-key";
 /// What the business is funded with before the load, so that every payout is covered.
@@ -77,14 +77,7 @@ impl Processes {
     async fn rabbitmq_nodes(&self, client: &reqwest::Client) -> BTreeMap<&'static str, String> {
         let mut nodes = BTreeMap::new();
         for (name, _, metrics) in &self.running[1..] {
-            let text = client
-                .get(metrics)
-                .send()
-                .await
-                .unwrap()
-                .text()
-                .await
-                .unwrap();
+            let text = text_of(client.get(metrics)).await;
             let node = text
                 .lines()
                 .find(|l| l.starts_with("rabbitmq_node{") && l.ends_with(" 1"))
@@ -293,24 +286,7 @@ async fn funded_stack(
         .await
         .expect("CI sets TEST_DATABASE_URL and TEST_AMQP_URL");
     let receiver = Receiver::start().await;
-    let set = stack.run(
-        "api",
-        &[
-            "admin",
-            "webhook",
-            "set",
-            stack.business_id(),
-            "--mode",
-            "test",
-            "--url",
-            &receiver.url,
-        ],
-    );
-    assert!(
-        set.status.success(),
-        "{}",
-        String::from_utf8_lossy(&set.stderr)
-    );
+    stack.set_webhook_url(&receiver.url);
     (Arc::new(stack), receiver, reqwest::Client::new())
 }
 
@@ -472,32 +448,61 @@ async fn assert_all_done_once(
     })
     .await;
     // Each payout one transfer at the bank.
-    let transfers: Value = client
-        .get(format!("{}/control/transfers", stack.sandbox))
-        .bearer_auth(SANDBOX_KEY)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
     for (id, amount) in &acknowledged.payouts {
-        let mine: Vec<&Value> = transfers["data"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|t| t["reference"] == id.as_str())
-            .collect();
+        let mine = stack.bank_transfers(client, SANDBOX_KEY, id).await;
         assert_eq!(mine.len(), 1, "payout {id}: {mine:?}");
         assert_eq!(mine[0]["amount"], *amount);
     }
-    let verify = stack.run("api", &["admin", "ledger", "verify"]);
-    assert!(
-        verify.status.success(),
-        "ledger verify: {}{}",
-        String::from_utf8_lossy(&verify.stdout),
-        String::from_utf8_lossy(&verify.stderr)
-    );
+    stack.assert_ledger_verifies();
+}
+
+/// The load on `stack`, under way: the "before" phase done, and the "after" phase on a task of
+/// its own, half its accounts created, so that the failure that follows lands with creations,
+/// deposits and payouts in flight.
+async fn load_in_flight(
+    stack: &Arc<Stack>,
+    client: &reqwest::Client,
+) -> (Arc<Load>, tokio::task::JoinHandle<Acknowledged>) {
+    let load = Arc::new(Load {
+        stack: stack.clone(),
+        client: client.clone(),
+        done: Arc::default(),
+        unavailable: Arc::default(),
+    });
+    let before = spawn_phase(load.clone(), "before", Acknowledged::default())
+        .await
+        .unwrap();
+    let during = spawn_phase(load.clone(), "after", before);
+    while load.done.load(Ordering::Relaxed) < (ACCOUNTS + DEPOSITS + PAYOUTS) + ACCOUNTS / 2 {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    (load, during)
+}
+
+/// Creates an account once the database failed over (retrying as a caller would, under `key`)
+/// and calls `answered` as soon as it is answered (the figure); expects a 201, waits for the
+/// load's "after" phase (`during`) and returns what callers were told was accepted, with that
+/// account.
+async fn created_after_failover(
+    load: &Load,
+    during: tokio::task::JoinHandle<Acknowledged>,
+    key: &str,
+    serial: u32,
+    answered: impl FnOnce(),
+) -> Acknowledged {
+    let (status, account) = load
+        .until_answered(
+            Method::POST,
+            "/v1/virtual-accounts",
+            key,
+            account_body(serial, "test-bank"),
+        )
+        .await;
+    answered();
+    assert_eq!(status, 201, "{account}");
+    let mut acknowledged = during.await.unwrap();
+    acknowledged.accounts.push(id_of(&account));
+    acknowledged
 }
 
 /// Runs `phase` of the load on a task of its own.
@@ -539,10 +544,11 @@ async fn first_job_done_after(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killing_the_rabbitmq_node_every_process_is_on_loses_nothing() {
-    if !clusters::enabled("killing_the_rabbitmq_node_every_process_is_on_loses_nothing") {
+    let Some(_alone) =
+        clusters::turn("killing_the_rabbitmq_node_every_process_is_on_loses_nothing").await
+    else {
         return;
-    }
-    let _alone = clusters::serial().await;
+    };
     let mut cluster = tokio::task::block_in_place(|| RabbitCluster::start(3));
     let (stack, receiver, client) = funded_stack(&cluster.urls(), None).await;
     // Declared by `api migrate` once the cluster was formed: replicated on all three nodes.
@@ -584,20 +590,7 @@ async fn killing_the_rabbitmq_node_every_process_is_on_loses_nothing() {
         "every process on the first node: {nodes:?}"
     );
 
-    let load = Arc::new(Load {
-        stack: stack.clone(),
-        client: client.clone(),
-        done: Arc::default(),
-        unavailable: Arc::default(),
-    });
-    let before = spawn_phase(load.clone(), "before", Acknowledged::default())
-        .await
-        .unwrap();
-    let during = spawn_phase(load.clone(), "after", before);
-    // The kill lands mid-phase, with creations, deposits and payouts in flight.
-    while load.done.load(Ordering::Relaxed) < (ACCOUNTS + DEPOSITS + PAYOUTS) + ACCOUNTS / 2 {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let (_load, during) = load_in_flight(&stack, &client).await;
     let killed_at = chrono::Utc::now();
     let started = Instant::now();
     tokio::task::block_in_place(|| cluster.kill(0));
@@ -619,10 +612,11 @@ async fn killing_the_rabbitmq_node_every_process_is_on_loses_nothing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn promoting_the_postgresql_standby_loses_nothing_acknowledged() {
-    if !clusters::enabled("promoting_the_postgresql_standby_loses_nothing_acknowledged") {
+    let Some(_alone) =
+        clusters::turn("promoting_the_postgresql_standby_loses_nothing_acknowledged").await
+    else {
         return;
-    }
-    let _alone = clusters::serial().await;
+    };
     let pair = tokio::task::block_in_place(|| PgPair::start("vas"));
     let amqp = test_support::amqp_url().expect("CI sets TEST_AMQP_URL");
     let url = pair.multi_host_url("vas");
@@ -630,35 +624,18 @@ async fn promoting_the_postgresql_standby_loses_nothing_acknowledged() {
     let mut processes = Processes::start(&stack, &client).await;
     fund(&stack, &client).await;
 
-    let load = Arc::new(Load {
-        stack: stack.clone(),
-        client: client.clone(),
-        done: Arc::default(),
-        unavailable: Arc::default(),
-    });
-    let before = spawn_phase(load.clone(), "before", Acknowledged::default())
-        .await
-        .unwrap();
-    let during = spawn_phase(load.clone(), "after", before);
-    while load.done.load(Ordering::Relaxed) < (ACCOUNTS + DEPOSITS + PAYOUTS) + ACCOUNTS / 2 {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let (load, during) = load_in_flight(&stack, &client).await;
     tokio::task::block_in_place(|| {
         pair.stop_immediate(0);
         pair.promote(1);
     });
     let promoted = Instant::now();
     // New work succeeds within 60 s of the promotion.
-    let (status, account) = load
-        .until_answered(
-            Method::POST,
-            "/v1/virtual-accounts",
-            "ha-after-promotion",
-            account_body(8_888, "test-bank"),
-        )
-        .await;
-    let figure = promoted.elapsed();
-    assert_eq!(status, 201, "{account}");
+    let mut figure = Duration::ZERO;
+    let acknowledged = created_after_failover(&load, during, "ha-after-promotion", 8_888, || {
+        figure = promoted.elapsed();
+    })
+    .await;
     assert!(
         figure < Duration::from_secs(60),
         "first creation {figure:?} after the promotion"
@@ -667,10 +644,6 @@ async fn promoting_the_postgresql_standby_loses_nothing_acknowledged() {
         "FIGURE postgresql: promotion -> first creation answered: {} ms",
         figure.as_millis()
     );
-    let mut acknowledged = during.await.unwrap();
-    acknowledged
-        .accounts
-        .push(account["id"].as_str().unwrap().to_owned());
 
     assert_all_done_once(&stack, &client, &receiver, &acknowledged).await;
     processes.assert_all_alive();
@@ -682,15 +655,12 @@ async fn promoting_the_postgresql_standby_loses_nothing_acknowledged() {
 
 /// The ids on the first page of the account list of the api at `base`.
 async fn listed(client: &reqwest::Client, base: &str, key: &str) -> Vec<String> {
-    let page: Value = client
-        .get(format!("{base}/v1/virtual-accounts?pageSize=100"))
-        .bearer_auth(key)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let page = json_of(
+        client
+            .get(format!("{base}/v1/virtual-accounts?pageSize=100"))
+            .bearer_auth(key),
+    )
+    .await;
     page["data"]
         .as_array()
         .unwrap_or_else(|| panic!("a list: {page}"))
@@ -699,12 +669,25 @@ async fn listed(client: &reqwest::Client, base: &str, key: &str) -> Vec<String> 
         .collect()
 }
 
+/// Waits (30 s at most) until the account list of the api at `base` shows `id`.
+async fn until_listed(client: &reqwest::Client, base: &str, key: &str, id: &str) {
+    eventually(Duration::from_secs(30), async || {
+        let ids = listed(client, base, key).await;
+        if ids.iter().any(|listed| listed == id) {
+            Ok(())
+        } else {
+            Err(format!("{ids:?}"))
+        }
+    })
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lists_read_the_replica_and_fall_back_to_the_primary() {
-    if !clusters::enabled("lists_read_the_replica_and_fall_back_to_the_primary") {
+    let Some(_alone) = clusters::turn("lists_read_the_replica_and_fall_back_to_the_primary").await
+    else {
         return;
-    }
-    let _alone = clusters::serial().await;
+    };
     let pair = tokio::task::block_in_place(|| PgPair::start("vas"));
     let amqp = test_support::amqp_url().expect("CI sets TEST_AMQP_URL");
     let primary = pair.nodes[0].url("vas");
@@ -754,15 +737,7 @@ async fn lists_read_the_replica_and_fall_back_to_the_primary() {
         account["id"].as_str().unwrap().to_owned()
     };
     let first = create(1).await;
-    eventually(Duration::from_secs(30), async || {
-        let ids = listed(&client, &stack.base, &stack.key).await;
-        if ids.contains(&first) {
-            Ok(())
-        } else {
-            Err(format!("{ids:?}"))
-        }
-    })
-    .await;
+    until_listed(&client, &stack.base, &stack.key, &first).await;
 
     // Replay paused: a new account is there by id at once (the primary), not yet in the list
     // (the replica)...
@@ -779,26 +754,10 @@ async fn lists_read_the_replica_and_fall_back_to_the_primary() {
     );
     // ...except on the api that allows a second of lag, which reads the primary once the
     // replica is that far behind.
-    eventually(Duration::from_secs(30), async || {
-        let ids = listed(&client, &strict, &stack.key).await;
-        if ids.contains(&second) {
-            Ok(())
-        } else {
-            Err(format!("{ids:?}"))
-        }
-    })
-    .await;
+    until_listed(&client, &strict, &stack.key, &second).await;
     // Replay resumed: the list catches up.
     pair.psql(1, "vas", "SELECT pg_wal_replay_resume()");
-    eventually(Duration::from_secs(30), async || {
-        let ids = listed(&client, &stack.base, &stack.key).await;
-        if ids.contains(&second) {
-            Ok(())
-        } else {
-            Err(format!("{ids:?}"))
-        }
-    })
-    .await;
+    until_listed(&client, &stack.base, &stack.key, &second).await;
 
     // The replica stopped: lists still answer, from the primary, and the metric counts it.
     tokio::task::block_in_place(|| pair.stop(1));
@@ -817,26 +776,12 @@ async fn lists_read_the_replica_and_fall_back_to_the_primary() {
     })
     .await;
     assert_eq!(ids["data"].as_array().unwrap().len(), 2, "{ids}");
-    let metrics = client
-        .get(format!("{}/metrics", stack.base))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = text_of(client.get(format!("{}/metrics", stack.base))).await;
     assert!(
         metrics.contains("database_read_fallbacks_total{reason=\"replica_down\"}"),
         "{metrics}"
     );
-    let strict_metrics = client
-        .get(format!("{strict}/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let strict_metrics = text_of(client.get(format!("{strict}/metrics"))).await;
     assert!(
         strict_metrics.contains("database_read_fallbacks_total{reason=\"replica_lagging\"}"),
         "{strict_metrics}"
@@ -845,13 +790,14 @@ async fn lists_read_the_replica_and_fall_back_to_the_primary() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failover_driven_by_pg_auto_failover_loses_nothing_acknowledged() {
-    if !clusters::enabled("a_failover_driven_by_pg_auto_failover_loses_nothing_acknowledged") {
+    let Some(_alone) =
+        clusters::turn("a_failover_driven_by_pg_auto_failover_loses_nothing_acknowledged").await
+    else {
         return;
-    }
+    };
     if !clusters::AutoFailover::available() {
         panic!("pg_autoctl is missing: .ci/run installs postgresql-15-auto-failover");
     }
-    let _alone = clusters::serial().await;
     let managed = tokio::task::block_in_place(clusters::AutoFailover::start);
     // What operators give the service: the formation's URI, as the monitor prints it.
     let url = managed.uri();
@@ -861,40 +807,21 @@ async fn a_failover_driven_by_pg_auto_failover_loses_nothing_acknowledged() {
     let mut processes = Processes::start(&stack, &client).await;
     fund(&stack, &client).await;
 
-    let load = Arc::new(Load {
-        stack: stack.clone(),
-        client: client.clone(),
-        done: Arc::default(),
-        unavailable: Arc::default(),
-    });
-    let before = spawn_phase(load.clone(), "before", Acknowledged::default())
-        .await
-        .unwrap();
-    let during = spawn_phase(load.clone(), "after", before);
-    while load.done.load(Ordering::Relaxed) < (ACCOUNTS + DEPOSITS + PAYOUTS) + ACCOUNTS / 2 {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let (load, during) = load_in_flight(&stack, &client).await;
     let started = Instant::now();
     tokio::task::block_in_place(|| managed.perform_failover());
     let failed_over = started.elapsed();
-    let (status, account) = load
-        .until_answered(
-            Method::POST,
-            "/v1/virtual-accounts",
-            "ha-after-auto-failover",
-            account_body(7_777, "test-bank"),
-        )
+    let mut answered_after = Duration::ZERO;
+    let acknowledged =
+        created_after_failover(&load, during, "ha-after-auto-failover", 7_777, || {
+            answered_after = started.elapsed();
+        })
         .await;
-    assert_eq!(status, 201, "{account}");
     println!(
         "FIGURE pg_auto_failover: perform failover took {} ms; first creation answered {} ms after it began",
         failed_over.as_millis(),
-        started.elapsed().as_millis()
+        answered_after.as_millis()
     );
-    let mut acknowledged = during.await.unwrap();
-    acknowledged
-        .accounts
-        .push(account["id"].as_str().unwrap().to_owned());
     assert_all_done_once(&stack, &client, &receiver, &acknowledged).await;
     processes.assert_all_alive();
     println!("{}", managed.state());

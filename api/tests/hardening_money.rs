@@ -9,7 +9,7 @@ use chrono::{DateTime, Utc};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
-use test_support::{Backend, TestApp, account_body, captured_logs, spawn_app, store};
+use test_support::{Backend, TestApp, account_body, captured_logs, json, spawn_app, store};
 
 test_support::on_both_databases!(
     idempotency_rows_hold_no_brute_forceable_hash,
@@ -20,22 +20,6 @@ test_support::on_both_databases!(
     a_deposit_above_the_maximum_is_kept_as_invalid_and_never_credited,
     a_credit_past_the_64_bit_limit_is_refused_and_the_balance_stays_an_integer,
 );
-
-async fn json_of(resp: reqwest::Response) -> Value {
-    resp.json().await.expect("JSON body")
-}
-
-async fn active_account(app: &TestApp, n: u32) -> Value {
-    let resp = app
-        .create(
-            app.test_key(),
-            &format!("acct-{n}"),
-            &account_body(n, "test-bank"),
-        )
-        .await;
-    assert_eq!(resp.status(), StatusCode::CREATED);
-    json_of(resp).await
-}
 
 fn signed_notification(
     app: &TestApp,
@@ -64,11 +48,11 @@ async fn notify(app: &TestApp, body: &str, signature: &str) -> Value {
         .await
         .unwrap();
     assert_eq!(resp.status(), StatusCode::OK);
-    json_of(resp).await
+    json(resp).await
 }
 
 async fn deposits_of(app: &TestApp, account_id: &str) -> Vec<Value> {
-    let list = json_of(
+    let list = json(
         app.get(
             app.test_key(),
             &format!("/v1/virtual-accounts/{account_id}/deposits"),
@@ -109,7 +93,7 @@ async fn idempotency_rows_hold_no_brute_forceable_hash(backend: Backend) {
         .create(app.test_key(), "key-1", &account_body(2, "test-bank"))
         .await;
     assert_eq!(other.status(), StatusCode::UNPROCESSABLE_ENTITY);
-    assert_eq!(json_of(other).await["code"], "idempotency_key_reused");
+    assert_eq!(json(other).await["code"], "idempotency_key_reused");
 
     // A key written before keyed digests (plain SHA-256) replays until it is purged.
     store::set_idempotency_request_hash(&app.db, "key-1", &plain).await;
@@ -122,19 +106,11 @@ async fn idempotency_rows_hold_no_brute_forceable_hash(backend: Backend) {
 /// deactivation (a recheck, a bank's late retry); money paid after it is flagged.
 async fn a_deposit_follows_the_account_state_when_it_was_paid(backend: Backend) {
     let app = spawn_app(backend).await;
-    let account = active_account(&app, 1).await;
+    let account = app.active_account(app.test_key(), 1).await;
     let id = account["id"].as_str().unwrap();
     let number = account["accountNumber"].as_str().unwrap();
     tokio::time::sleep(Duration::from_millis(1200)).await;
-    let deactivated = json_of(
-        app.post(
-            app.test_key(),
-            &format!("/v1/virtual-accounts/{id}/deactivate"),
-            None,
-        )
-        .await,
-    )
-    .await;
+    let deactivated = json(app.deactivate(app.test_key(), id).await).await;
     let at: DateTime<Utc> = deactivated["deactivatedAt"]
         .as_str()
         .unwrap()
@@ -168,21 +144,14 @@ async fn a_deposit_follows_the_account_state_when_it_was_paid(backend: Backend) 
     };
     assert_eq!(status_of("txn-before"), "credited", "paid while active");
     assert_eq!(status_of("txn-after"), "flagged", "paid after deactivation");
-    assert_eq!(
-        store::count_events_of_type(&app.db, "deposit.received").await,
-        1
-    );
-    assert_eq!(
-        store::count_events_of_type(&app.db, "deposit.flagged").await,
-        1
-    );
+    assert_eq!(store::count_deposit_events(&app.db).await, (1, 1));
 }
 
 /// The same provider reference with another amount: the first report stands, the second is
 /// kept for operators, counted in a metric and logged as an error without personal data.
 async fn a_transaction_reported_again_with_other_content_is_kept_as_a_conflict(backend: Backend) {
     let app = spawn_app(backend).await;
-    let account = active_account(&app, 1).await;
+    let account = app.active_account(app.test_key(), 1).await;
     let id = account["id"].as_str().unwrap();
     let number = account["accountNumber"].as_str().unwrap();
     let paid = rfc3339(Utc::now());
@@ -203,15 +172,7 @@ async fn a_transaction_reported_again_with_other_content_is_kept_as_a_conflict(b
         store::count_deposit_conflicts(&app.db, "txn-twice", "990000").await,
         1
     );
-    let metrics = app
-        .client
-        .get(app.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = app.metrics().await;
     assert!(
         metrics.contains("deposit_conflicts_total{bank=\"test-bank\"}"),
         "{metrics}"
@@ -231,7 +192,7 @@ async fn a_transaction_reported_again_with_other_content_is_kept_as_a_conflict(b
 /// A bank's retry of the same body is stored once, whatever it held.
 async fn a_repeated_notification_body_is_stored_once(backend: Backend) {
     let app = spawn_app(backend).await;
-    let account = active_account(&app, 1).await;
+    let account = app.active_account(app.test_key(), 1).await;
     let number = account["accountNumber"].as_str().unwrap();
     let (body, signed) = signed_notification(&app, number, "txn-retry", 700, &rfc3339(Utc::now()));
     let first = notify(&app, &body, &signed).await;
@@ -285,7 +246,7 @@ async fn creation_stamps_follow_the_database_clock(backend: Backend) {
         .await
         .unwrap();
     assert_eq!(resp.status(), StatusCode::CREATED);
-    let created = json_of(resp).await;
+    let created = json(resp).await;
     let stamp: DateTime<Utc> = created["createdAt"].as_str().unwrap().parse().unwrap();
     let ahead = stamp - Utc::now();
     assert!(
@@ -297,7 +258,7 @@ async fn creation_stamps_follow_the_database_clock(backend: Backend) {
 async fn available(app: &TestApp) -> Value {
     let resp = app.get(app.test_key(), "/v1/balance").await;
     assert_eq!(resp.status(), StatusCode::OK);
-    json_of(resp).await["available"].clone()
+    json(resp).await["available"].clone()
 }
 
 /// Issue 21 item 12: a bank reporting a single deposit above `VAS_LIMITS__MAX_DEPOSIT` gets 200
@@ -307,7 +268,7 @@ async fn a_deposit_above_the_maximum_is_kept_as_invalid_and_never_credited(backe
     let app = spawn_app(backend).await;
     let max = app.config.limits.max_deposit;
     assert_eq!(max, 10_000_000_000, "the default: NGN 100,000,000");
-    let account = active_account(&app, 1).await;
+    let account = app.active_account(app.test_key(), 1).await;
     let id = account["id"].as_str().unwrap();
     let number = account["accountNumber"].as_str().unwrap();
     tokio::time::sleep(Duration::from_millis(20)).await;
@@ -342,7 +303,7 @@ async fn a_credit_past_the_64_bit_limit_is_refused_and_the_balance_stays_an_inte
     backend: Backend,
 ) {
     let app = spawn_app(backend).await;
-    let account = active_account(&app, 1).await;
+    let account = app.active_account(app.test_key(), 1).await;
     let id = account["id"].as_str().unwrap();
     let number = account["accountNumber"].as_str().unwrap();
     tokio::time::sleep(Duration::from_millis(20)).await;

@@ -350,14 +350,10 @@ async fn failed_authentications_are_limited_per_client_address(backend: Backend)
     }
     // What the document promises for that 429 is what was sent: every header it marks
     // required, and none of the creation limit's, which this limit does not send.
-    let document: Value = client_from("127.0.0.3")
-        .get(format!("{}/openapi.json", served.base))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let document = test_support::json_of(
+        client_from("127.0.0.3").get(format!("{}/openapi.json", served.base)),
+    )
+    .await;
     let documented = &document["paths"]["/virtual-accounts"]["get"]["responses"]["429"];
     let name = documented["$ref"]
         .as_str()

@@ -21,7 +21,7 @@ use shared::db::entities::{deposit, event, ledger_entry, payout};
 use shared::db::list_counts::{self, List};
 use shared::db::paging::Total;
 use shared::db::payouts::{self, Reported};
-use test_support::{Backend, TestApp, TestDb, account_body, id_of, json, spawn_app};
+use test_support::{Backend, TestApp, id_of, json, spawn_app};
 
 test_support::on_both_databases!(
     totals_equal_the_rows_after_concurrent_writes_moves_and_deletes,
@@ -185,26 +185,12 @@ async fn totals_equal_the_rows_after_concurrent_writes_moves_and_deletes(backend
     let mut accounts = Vec::new();
     let mut numbers = Vec::new();
     for n in 0..3 {
-        let resp = app
-            .create(
-                app.test_key(),
-                &format!("acct-{n}"),
-                &account_body(n, "test-bank"),
-            )
-            .await;
-        assert_eq!(resp.status(), StatusCode::CREATED);
-        let body = json(resp).await;
+        let body = app.active_account(app.test_key(), n).await;
         accounts.push(id_of(&body));
         numbers.push(body["accountNumber"].as_str().unwrap().to_owned());
     }
     // Deposits to the third arrive after its deactivation: flagged.
-    let resp = app
-        .post(
-            app.test_key(),
-            &format!("/v1/virtual-accounts/{}/deactivate", accounts[2]),
-            None,
-        )
-        .await;
+    let resp = app.deactivate(app.test_key(), &accounts[2]).await;
     assert_eq!(resp.status(), StatusCode::OK);
 
     deposit_concurrently(&app.db, &numbers, 0, 30).await;
@@ -324,13 +310,9 @@ fn page1() -> shared::db::paging::PageRequest {
 
 async fn the_migration_counts_the_rows_already_there(backend: Backend) {
     use sea_orm_migration::MigratorTrait;
-    let test_db = TestDb::new(&backend).await;
-    let db = shared::db::connect(&test_db.url, 2).await.unwrap();
-    let before = migrations::Migrator::migrations()
-        .iter()
-        .position(|m| m.name().starts_with("m0017"))
-        .expect("m0017 is a migration") as u32;
-    migrations::Migrator::up(&db, Some(before)).await.unwrap();
+    let test_db = test_support::TestDb::new(&backend).await;
+    // Every migration before m0017 (the one under test), then rows as they were stored until then.
+    let db = test_db.migrated_up_to("m0017").await;
     let at = "2026-01-02T03:04:05Z";
     let mut rows = vec![format!(
         "INSERT INTO businesses (id, name, kyb_status, created_at, updated_at) \

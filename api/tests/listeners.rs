@@ -58,12 +58,7 @@ async fn a_body_sent_a_byte_a_second_is_answered_408_at_the_body_limit(backend: 
         closed < LIMIT + Duration::from_millis(1500),
         "answered after {closed:?}, the limit is {LIMIT:?}"
     );
-    let list: serde_json::Value = app
-        .get(app.test_key(), "/v1/virtual-accounts")
-        .await
-        .json()
-        .await
-        .unwrap();
+    let list = app.get_json(app.test_key(), "/v1/virtual-accounts").await;
     assert_eq!(
         list["data"].as_array().map(Vec::len),
         Some(0),
@@ -71,15 +66,7 @@ async fn a_body_sent_a_byte_a_second_is_answered_408_at_the_body_limit(backend: 
     );
     // The operator's metrics record the 408 the client got, not the handler's view of a body
     // that never arrived (this test binary makes no other POST to that route).
-    let metrics = app
-        .client
-        .get(app.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = app.metrics().await;
     let create_requests: Vec<&str> = metrics
         .lines()
         .filter(|l| {

@@ -50,47 +50,13 @@ async fn pay(app: &TestApp, key: &str, idempotency_key: &str, body: &Value) -> r
         .unwrap()
 }
 
-async fn balance(app: &TestApp, key: &str) -> Value {
-    json(app.get(key, "/v1/balance").await).await
-}
-
-/// An active test account with `amount` kobo deposited through the sandbox, credited.
-async fn funded(app: &TestApp, amount: i64) -> String {
-    let resp = app
-        .create(app.test_key(), "acct-1", &account_body(1, "test-bank"))
-        .await;
-    assert_eq!(resp.status(), StatusCode::CREATED);
-    let id = id_of(&json(resp).await);
-    let before = balance(app, app.test_key()).await["available"]
-        .as_i64()
-        .unwrap();
-    let resp = app
-        .post(
-            app.test_key(),
-            &format!("/v1/virtual-accounts/{id}/simulate-deposit"),
-            Some(&json!({"amount": amount})),
-        )
-        .await;
-    assert_eq!(resp.status(), StatusCode::ACCEPTED);
-    eventually(Duration::from_secs(15), async || {
-        let b = balance(app, app.test_key()).await;
-        if b["available"] == before + amount {
-            Ok(())
-        } else {
-            Err(b)
-        }
-    })
-    .await;
-    id
-}
-
 async fn fifty_parallel_payouts_never_overdraw(backend: Backend) {
     let app = spawn_app(backend).await;
     assert_eq!(
         set_settlement(&app, app.test_key()).await.status(),
         StatusCode::OK
     );
-    funded(&app, 1_000_000).await;
+    app.funded_account(1_000_000).await;
     let attempts = (0..50).map(|n| {
         let app = &app;
         async move {
@@ -123,28 +89,24 @@ async fn fifty_parallel_payouts_never_overdraw(backend: Backend) {
             "{problem}"
         );
     }
-    let b = balance(&app, app.test_key()).await;
+    let b = app.balance(app.test_key()).await;
     assert_eq!(b["available"], 0);
     assert_eq!(b["inFlight"], 1_000_000);
     let verified = store::ledger_verifies(&app.db).await;
     assert!(verified.ok, "{verified:?}");
     // One deposit in, ten payouts out.
     assert_eq!(store::count_ledger_entries(&app.db).await, 11);
-    let list = json(
-        app.get(app.test_key(), "/v1/balance/transactions?pageSize=100")
-            .await,
-    )
-    .await;
+    let list = app
+        .get_json(app.test_key(), "/v1/balance/transactions?pageSize=100")
+        .await;
     assert_eq!(list["total"], 11);
     assert_eq!(list["data"][0]["type"], "payout");
     assert_eq!(list["data"][0]["amount"], -100_000);
     assert_eq!(list["data"][0]["balanceAfter"], 0);
     assert_eq!(list["data"][10]["type"], "deposit");
-    let pending = json(
-        app.get(app.test_key(), "/v1/payouts?status=pending&pageSize=100")
-            .await,
-    )
-    .await;
+    let pending = app
+        .get_json(app.test_key(), "/v1/payouts?status=pending&pageSize=100")
+        .await;
     assert_eq!(pending["total"], 10);
 }
 
@@ -156,7 +118,7 @@ async fn deposits_and_payouts_at_once_keep_the_ledger_a_chain(backend: Backend) 
         set_settlement(&app, app.test_key()).await.status(),
         StatusCode::OK
     );
-    let id = funded(&app, 500_000).await;
+    let id = app.funded_account(500_000).await;
     let deposits = (0..20).map(|n| {
         let app = &app;
         let id = &id;
@@ -198,7 +160,7 @@ async fn deposits_and_payouts_at_once_keep_the_ledger_a_chain(backend: Backend) 
     let credited: i64 = (0..20).map(|n| 100_000 + n).sum();
     let expected = 500_000 + credited - 20 * 50_000;
     eventually(Duration::from_secs(30), async || {
-        let b = balance(&app, app.test_key()).await;
+        let b = app.balance(app.test_key()).await;
         if b["available"] == expected {
             Ok(())
         } else {
@@ -208,11 +170,9 @@ async fn deposits_and_payouts_at_once_keep_the_ledger_a_chain(backend: Backend) 
     .await;
     let verified = store::ledger_verifies(&app.db).await;
     assert!(verified.ok, "{verified:?}");
-    let list = json(
-        app.get(app.test_key(), "/v1/balance/transactions?pageSize=100")
-            .await,
-    )
-    .await;
+    let list = app
+        .get_json(app.test_key(), "/v1/balance/transactions?pageSize=100")
+        .await;
     assert_eq!(list["total"], 41);
     // Newest first: each entry's balance is the next older one's plus its amount.
     let entries = list["data"].as_array().unwrap();
@@ -229,7 +189,7 @@ async fn deposits_and_payouts_at_once_keep_the_ledger_a_chain(backend: Backend) 
 async fn a_payout_key_replays_and_refuses_another_body(backend: Backend) {
     let app = spawn_app(backend).await;
     set_settlement(&app, app.test_key()).await;
-    funded(&app, 500_000).await;
+    app.funded_account(500_000).await;
     let body = json!({"amount": 100_000, "narration": "rent"});
     let first = pay(&app, app.test_key(), "k-1", &body).await;
     assert_eq!(first.status(), StatusCode::ACCEPTED);
@@ -249,24 +209,22 @@ async fn a_payout_key_replays_and_refuses_another_body(backend: Backend) {
     assert_eq!(other.status(), StatusCode::UNPROCESSABLE_ENTITY);
     assert_eq!(json(other).await["code"], "idempotency_key_reused");
     assert_eq!(store::count_payouts(&app.db).await, 1);
-    assert_eq!(balance(&app, app.test_key()).await["available"], 400_000);
+    assert_eq!(app.balance(app.test_key()).await["available"], 400_000);
     // The same key for an account is another request: the namespaces are apart.
     let account = app
         .create(app.test_key(), "k-1", &account_body(7, "test-bank"))
         .await;
     assert_eq!(account.status(), StatusCode::CREATED);
-    let read = json(
-        app.get(app.test_key(), &format!("/v1/payouts/{}", id_of(&first)))
-            .await,
-    )
-    .await;
+    let read = app
+        .get_json(app.test_key(), &format!("/v1/payouts/{}", id_of(&first)))
+        .await;
     assert_eq!(read["id"], first["id"]);
 }
 
 async fn a_repeated_reference_creates_nothing(backend: Backend) {
     let app = spawn_app(backend).await;
     set_settlement(&app, app.test_key()).await;
-    funded(&app, 500_000).await;
+    app.funded_account(500_000).await;
     let first = pay(
         &app,
         app.test_key(),
@@ -286,7 +244,7 @@ async fn a_repeated_reference_creates_nothing(backend: Backend) {
     assert_eq!(again.status(), StatusCode::OK);
     assert_eq!(json(again).await["id"], first["id"]);
     assert_eq!(store::count_payouts(&app.db).await, 1);
-    assert_eq!(balance(&app, app.test_key()).await["available"], 400_000);
+    assert_eq!(app.balance(app.test_key()).await["available"], 400_000);
 }
 
 async fn live_payouts_wait_for_the_hold_and_test_keys_never_see_live_money(backend: Backend) {
@@ -317,7 +275,7 @@ async fn live_payouts_wait_for_the_hold_and_test_keys_never_see_live_money(backe
     )
     .await
     .unwrap();
-    let live = json(app.get(app.live_key(), "/v1/settlement-account").await).await;
+    let live = app.get_json(app.live_key(), "/v1/settlement-account").await;
     assert_eq!(live["mode"], "live");
     assert_ne!(live["payoutsAvailableAt"], live["verifiedAt"]);
     let resp = pay(&app, app.live_key(), "l-1", &json!({"amount": 100_000})).await;
@@ -336,15 +294,15 @@ async fn live_payouts_wait_for_the_hold_and_test_keys_never_see_live_money(backe
 
     // Test money is the test key's only.
     set_settlement(&app, app.test_key()).await;
-    funded(&app, 300_000).await;
+    app.funded_account(300_000).await;
     let resp = pay(&app, app.test_key(), "t-1", &json!({"amount": 100_000})).await;
     assert_eq!(resp.status(), StatusCode::ACCEPTED);
     let test_payout = id_of(&json(resp).await);
-    let live_balance = balance(&app, app.live_key()).await;
+    let live_balance = app.balance(app.live_key()).await;
     assert_eq!(live_balance["available"], 0);
     assert_eq!(live_balance["mode"], "live");
     assert_eq!(
-        json(app.get(app.live_key(), "/v1/payouts").await).await["total"],
+        app.get_json(app.live_key(), "/v1/payouts").await["total"],
         0
     );
     assert_eq!(
@@ -354,12 +312,13 @@ async fn live_payouts_wait_for_the_hold_and_test_keys_never_see_live_money(backe
         StatusCode::NOT_FOUND
     );
     assert_eq!(
-        json(app.get(app.live_key(), "/v1/balance/transactions").await).await["total"],
+        app.get_json(app.live_key(), "/v1/balance/transactions")
+            .await["total"],
         0
     );
-    assert_eq!(balance(&app, app.test_key()).await["available"], 200_000);
+    assert_eq!(app.balance(app.test_key()).await["available"], 200_000);
     // The test account does not wait: payoutsAvailableAt is its change.
-    let test = json(app.get(app.test_key(), "/v1/settlement-account").await).await;
+    let test = app.get_json(app.test_key(), "/v1/settlement-account").await;
     assert_eq!(test["payoutsAvailableAt"], test["verifiedAt"]);
 }
 
@@ -399,7 +358,7 @@ async fn an_unknown_settlement_account_is_refused(backend: Backend) {
             .status(),
         StatusCode::NOT_FOUND
     );
-    let banks = json(app.get(app.test_key(), "/v1/banks").await).await;
+    let banks = app.get_json(app.test_key(), "/v1/banks").await;
     assert!(
         banks["data"]
             .as_array()
@@ -411,30 +370,25 @@ async fn an_unknown_settlement_account_is_refused(backend: Backend) {
 
 async fn credited_deposits_enter_the_ledger_once_and_flagged_ones_not(backend: Backend) {
     let app = spawn_app(backend).await;
-    let id = funded(&app, 150_000).await;
-    let deposits = json(
-        app.get(
+    let id = app.funded_account(150_000).await;
+    let deposits = app
+        .get_json(
             app.test_key(),
             &format!("/v1/virtual-accounts/{id}/deposits"),
         )
-        .await,
-    )
-    .await;
+        .await;
     let deposit_id = deposits["data"][0]["id"].as_str().unwrap().to_owned();
     assert_eq!(
         store::count_ledger_entries_for(&app.db, &deposit_id).await,
         1
     );
-    let list = json(app.get(app.test_key(), "/v1/balance/transactions").await).await;
+    let list = app
+        .get_json(app.test_key(), "/v1/balance/transactions")
+        .await;
     assert_eq!(list["data"][0]["sourceId"], deposit_id);
     assert_eq!(list["data"][0]["balanceAfter"], 150_000);
     // Money to a deactivated account is flagged: recorded, not credited.
-    app.post(
-        app.test_key(),
-        &format!("/v1/virtual-accounts/{id}/deactivate"),
-        None,
-    )
-    .await;
+    app.deactivate(app.test_key(), &id).await;
     app.post(
         app.test_key(),
         &format!("/v1/virtual-accounts/{id}/simulate-deposit"),
@@ -447,7 +401,7 @@ async fn credited_deposits_enter_the_ledger_once_and_flagged_ones_not(backend: B
     })
     .await;
     assert_eq!(store::count_ledger_entries(&app.db).await, 1);
-    assert_eq!(balance(&app, app.test_key()).await["available"], 150_000);
+    assert_eq!(app.balance(app.test_key()).await["available"], 150_000);
     assert!(store::ledger_verifies(&app.db).await.ok);
 }
 
@@ -468,7 +422,7 @@ async fn notify(app: &TestApp, event: &str, data: Value) -> reqwest::Response {
 async fn transfer_notifications_move_payouts_once(backend: Backend) {
     let app = spawn_app(backend).await;
     set_settlement(&app, app.test_key()).await;
-    funded(&app, 1_000_000).await;
+    app.funded_account(1_000_000).await;
     let mut ids = Vec::new();
     for n in 0..3 {
         let resp = pay(
@@ -480,7 +434,7 @@ async fn transfer_notifications_move_payouts_once(backend: Backend) {
         .await;
         ids.push(id_of(&json(resp).await));
     }
-    assert_eq!(balance(&app, app.test_key()).await["available"], 700_000);
+    assert_eq!(app.balance(app.test_key()).await["available"], 700_000);
 
     // Succeeded, with the bank's session id.
     let resp = notify(
@@ -491,11 +445,9 @@ async fn transfer_notifications_move_payouts_once(backend: Backend) {
     .await;
     assert_eq!(resp.status(), StatusCode::OK);
     assert_eq!(json(resp).await["outcome"], "recorded");
-    let p = json(
-        app.get(app.test_key(), &format!("/v1/payouts/{}", ids[0]))
-            .await,
-    )
-    .await;
+    let p = app
+        .get_json(app.test_key(), &format!("/v1/payouts/{}", ids[0]))
+        .await;
     assert_eq!(p["status"], "succeeded");
     assert_eq!(p["sessionId"], "S-1");
     assert!(p["completedAt"].is_string());
@@ -508,15 +460,13 @@ async fn transfer_notifications_move_payouts_once(backend: Backend) {
     let mut resent = failed.clone();
     resent["sessionId"] = json!(null);
     notify(&app, "transfer.failed", resent).await;
-    let p = json(
-        app.get(app.test_key(), &format!("/v1/payouts/{}", ids[1]))
-            .await,
-    )
-    .await;
+    let p = app
+        .get_json(app.test_key(), &format!("/v1/payouts/{}", ids[1]))
+        .await;
     assert_eq!(p["status"], "failed");
     assert_eq!(p["failureReason"], "beneficiary account is dormant");
     assert_eq!(store::count_ledger_entries_for(&app.db, &ids[1]).await, 2);
-    assert_eq!(balance(&app, app.test_key()).await["available"], 800_000);
+    assert_eq!(app.balance(app.test_key()).await["available"], 800_000);
 
     // Succeeded then reversed: returned once too.
     notify(
@@ -537,13 +487,11 @@ async fn transfer_notifications_move_payouts_once(backend: Backend) {
         json!({"reference": ids[2], "status": "reversed"}),
     )
     .await;
-    let p = json(
-        app.get(app.test_key(), &format!("/v1/payouts/{}", ids[2]))
-            .await,
-    )
-    .await;
+    let p = app
+        .get_json(app.test_key(), &format!("/v1/payouts/{}", ids[2]))
+        .await;
     assert_eq!(p["status"], "reversed");
-    let b = balance(&app, app.test_key()).await;
+    let b = app.balance(app.test_key()).await;
     assert_eq!(b["available"], 900_000);
     assert_eq!(b["inFlight"], 0);
 
@@ -589,7 +537,7 @@ fn ledger_verify(app: &TestApp) -> (bool, Value) {
 async fn ledger_verify_exits_1_on_a_mismatch(backend: Backend) {
     let app = spawn_app(backend).await;
     set_settlement(&app, app.test_key()).await;
-    funded(&app, 300_000).await;
+    app.funded_account(300_000).await;
     pay(&app, app.test_key(), "v-1", &json!({"amount": 100_000})).await;
     let (ok, report) = ledger_verify(&app);
     assert!(ok, "{report}");
@@ -608,40 +556,14 @@ async fn ledger_verify_exits_1_on_a_mismatch(backend: Backend) {
 
 // ---- Issue 21 items 9 and 11: the ledger against its sources; transfer outcomes by bank ----
 
-/// `amount` more kobo into an existing account, credited.
-async fn deposit_more(app: &TestApp, account_id: &str, amount: i64) {
-    let before = balance(app, app.test_key()).await["available"]
-        .as_i64()
-        .unwrap();
-    let resp = app
-        .post(
-            app.test_key(),
-            &format!("/v1/virtual-accounts/{account_id}/simulate-deposit"),
-            Some(&json!({"amount": amount})),
-        )
-        .await;
-    assert_eq!(resp.status(), StatusCode::ACCEPTED);
-    eventually(Duration::from_secs(15), async || {
-        let b = balance(app, app.test_key()).await;
-        if b["available"] == before + amount {
-            Ok(())
-        } else {
-            Err(b)
-        }
-    })
-    .await;
-}
-
 /// The account's deposit ids, oldest first.
 async fn deposit_ids(app: &TestApp, account_id: &str) -> Vec<String> {
-    let list = json(
-        app.get(
+    let list = app
+        .get_json(
             app.test_key(),
             &format!("/v1/virtual-accounts/{account_id}/deposits"),
         )
-        .await,
-    )
-    .await;
+        .await;
     let mut ids: Vec<String> = list["data"]
         .as_array()
         .unwrap()
@@ -668,7 +590,7 @@ fn mismatches_of(report: &Value, problem: &str) -> Vec<Value> {
 async fn ledger_verify_names_a_deleted_refund_even_when_the_chain_is_mended(backend: Backend) {
     let app = spawn_app(backend).await;
     set_settlement(&app, app.test_key()).await;
-    let account = funded(&app, 500_000).await;
+    let account = app.funded_account(500_000).await;
     let resp = pay(&app, app.test_key(), "r-1", &json!({"amount": 100_000})).await;
     assert_eq!(resp.status(), StatusCode::ACCEPTED);
     let payout = id_of(&json(resp).await);
@@ -680,7 +602,7 @@ async fn ledger_verify_names_a_deleted_refund_even_when_the_chain_is_mended(back
     .await;
     assert_eq!(json(resp).await["outcome"], "recorded");
     // Entries after the return, whose balanceAfter the tamper must adjust.
-    deposit_more(&app, &account, 200_000).await;
+    app.deposit_credited(&account, 200_000).await;
     let (ok, report) = ledger_verify(&app);
     assert!(ok, "{report}");
 
@@ -709,9 +631,9 @@ async fn ledger_verify_names_a_deleted_refund_even_when_the_chain_is_mended(back
 /// each is named with its ids and amounts.
 async fn ledger_verify_names_repeated_missing_and_sourceless_entries(backend: Backend) {
     let app = spawn_app(backend).await;
-    let account = funded(&app, 100_000).await;
-    deposit_more(&app, &account, 200_000).await;
-    deposit_more(&app, &account, 300_000).await;
+    let account = app.funded_account(100_000).await;
+    app.deposit_credited(&account, 200_000).await;
+    app.deposit_credited(&account, 300_000).await;
     let deposits = deposit_ids(&app, &account).await;
     assert_eq!(deposits.len(), 3);
     let (ok, report) = ledger_verify(&app);
@@ -792,7 +714,7 @@ async fn a_transfer_outcome_applies_only_from_the_bank_the_payout_was_sent_throu
 ) {
     let app = spawn_app(backend).await;
     set_settlement(&app, app.test_key()).await;
-    funded(&app, 500_000).await;
+    app.funded_account(500_000).await;
     let mut ids = Vec::new();
     for n in 0..2 {
         let resp = pay(
@@ -806,7 +728,9 @@ async fn a_transfer_outcome_applies_only_from_the_bank_the_payout_was_sent_throu
         ids.push(id_of(&json(resp).await));
     }
     let status = async |id: &str| {
-        json(app.get(app.test_key(), &format!("/v1/payouts/{id}")).await).await["status"].clone()
+        app.get_json(app.test_key(), &format!("/v1/payouts/{id}"))
+            .await["status"]
+            .clone()
     };
     let failed = |id: &str| json!({"reference": id, "status": "failed", "failureReason": "x"});
 
@@ -814,7 +738,7 @@ async fn a_transfer_outcome_applies_only_from_the_bank_the_payout_was_sent_throu
     let receipt = notify_from(&app, "access-bank", "transfer.failed", failed(&ids[0])).await;
     assert_eq!(receipt["outcome"], "unmatched", "{receipt}");
     assert_eq!(status(&ids[0]).await, "pending");
-    assert_eq!(balance(&app, app.test_key()).await["available"], 300_000);
+    assert_eq!(app.balance(app.test_key()).await["available"], 300_000);
 
     // Sent through titan-trust-bank (as a worker records before sending): wema-bank's word no
     // longer counts, titan-trust-bank's does.
@@ -822,7 +746,7 @@ async fn a_transfer_outcome_applies_only_from_the_bank_the_payout_was_sent_throu
     let receipt = notify_from(&app, "wema-bank", "transfer.failed", failed(&ids[1])).await;
     assert_eq!(receipt["outcome"], "unmatched", "{receipt}");
     assert_eq!(status(&ids[1]).await, "pending");
-    assert_eq!(balance(&app, app.test_key()).await["available"], 300_000);
+    assert_eq!(app.balance(app.test_key()).await["available"], 300_000);
     assert_eq!(
         store::count_notifications_with_outcome(&app.db, "unmatched").await,
         2,
@@ -841,6 +765,6 @@ async fn a_transfer_outcome_applies_only_from_the_bank_the_payout_was_sent_throu
     for id in &ids {
         assert_eq!(status(id).await, "failed");
     }
-    assert_eq!(balance(&app, app.test_key()).await["available"], 500_000);
+    assert_eq!(app.balance(app.test_key()).await["available"], 500_000);
     assert!(store::ledger_verifies(&app.db).await.ok);
 }

@@ -97,11 +97,8 @@ async fn json(resp: reqwest::Response) -> Value {
 }
 
 async fn account(app: &TestApp, id: &str) -> Value {
-    json(
-        app.get(app.test_key(), &format!("/v1/virtual-accounts/{id}"))
-            .await,
-    )
-    .await
+    app.get_json(app.test_key(), &format!("/v1/virtual-accounts/{id}"))
+        .await
 }
 
 /// Polls until `check` holds, or panics with `what` after `within`.
@@ -211,8 +208,7 @@ async fn a_number_already_held_is_the_providers_error_never_a_500(backend: Backe
                 .unwrap()
         )
     );
-    let metrics = app.client.get(app.url("/metrics")).send().await.unwrap();
-    let metrics = metrics.text().await.unwrap();
+    let metrics = app.metrics().await;
     assert!(
         metrics.contains(r#"provider_duplicate_numbers_total{bank="test-bank"}"#),
         "{metrics}"
@@ -242,11 +238,9 @@ async fn a_closed_answer_fails_the_account_in_the_create_and_in_the_worker(backe
             .contains("closed the account"),
         "{problem}"
     );
-    let list = json(
-        app.get(app.test_key(), "/v1/virtual-accounts?status=failed")
-            .await,
-    )
-    .await;
+    let list = app
+        .get_json(app.test_key(), "/v1/virtual-accounts?status=failed")
+        .await;
     assert_eq!(list["total"], 1);
     let first = list["data"][0]["id"].as_str().unwrap().to_owned();
     assert_eq!(

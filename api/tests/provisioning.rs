@@ -28,11 +28,9 @@ test_support::on_both_databases!(
 /// Polls the account until `status`, or panics after `within`.
 async fn wait_for_status(app: &TestApp, id: &str, status: &str, within: Duration) -> Value {
     eventually(within, async || {
-        let account = json(
-            app.get(app.test_key(), &format!("/v1/virtual-accounts/{id}"))
-                .await,
-        )
-        .await;
+        let account = app
+            .get_json(app.test_key(), &format!("/v1/virtual-accounts/{id}"))
+            .await;
         if account["status"] == status {
             Ok(account)
         } else {
@@ -95,11 +93,9 @@ async fn identity_rejection_is_a_422_and_a_failed_account(backend: Backend) {
     assert!(!problem["detail"].as_str().unwrap().is_empty());
     assert!(!problem.to_string().contains("99999123456"));
 
-    let list = json(
-        app.get(app.test_key(), "/v1/virtual-accounts?status=failed")
-            .await,
-    )
-    .await;
+    let list = app
+        .get_json(app.test_key(), "/v1/virtual-accounts?status=failed")
+        .await;
     assert_eq!(list["total"], 1, "kept as failed for the record");
     let account = &list["data"][0];
     assert!(account["failureReason"].is_string());
@@ -156,13 +152,7 @@ async fn a_deactivated_pending_account_is_closed_and_never_revived(backend: Back
         .create(app.test_key(), "k", &account_body(1, "titan-trust-bank"))
         .await;
     let id = json(resp).await["id"].as_str().unwrap().to_owned();
-    let resp = app
-        .post(
-            app.test_key(),
-            &format!("/v1/virtual-accounts/{id}/deactivate"),
-            None,
-        )
-        .await;
+    let resp = app.deactivate(app.test_key(), &id).await;
     assert_eq!(json(resp).await["status"], "deactivated");
     let _worker = start_provisioning_worker(&app, app.shutdown.clone());
     wait_until("closed at the bank", Duration::from_secs(15), async || {
@@ -171,11 +161,9 @@ async fn a_deactivated_pending_account_is_closed_and_never_revived(backend: Back
     .await;
     // Past the bank's activation delay, the account stays deactivated and was never announced.
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let account = json(
-        app.get(app.test_key(), &format!("/v1/virtual-accounts/{id}"))
-            .await,
-    )
-    .await;
+    let account = app
+        .get_json(app.test_key(), &format!("/v1/virtual-accounts/{id}"))
+        .await;
     assert_eq!(account["status"], "deactivated");
     assert!(account["accountNumber"].is_null());
     assert_eq!(events_of(&app, "virtualaccount.active", &id).await, 0);
@@ -209,11 +197,9 @@ async fn a_number_that_comes_after_deactivation_is_closed_at_the_bank(backend: B
         sandbox_account(&app, "titan-trust-bank", &id).await["status"] == "closed"
     })
     .await;
-    let account = json(
-        app.get(app.test_key(), &format!("/v1/virtual-accounts/{id}"))
-            .await,
-    )
-    .await;
+    let account = app
+        .get_json(app.test_key(), &format!("/v1/virtual-accounts/{id}"))
+        .await;
     assert_eq!(account["status"], "deactivated");
     assert_eq!(
         account["accountNumber"],

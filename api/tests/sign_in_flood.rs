@@ -8,10 +8,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use domain::Role;
-use sea_orm::ConnectionTrait;
 use test_support::dashboard::{Http, add_user};
 use test_support::metrics::{peak_rss_kib, rss_kib};
-use test_support::{Backend, spawn_app_with};
+use test_support::{Backend, spawn_app_with, store};
 use tokio::sync::Mutex;
 
 test_support::on_both_databases!(
@@ -83,13 +82,7 @@ async fn parallel_wrong_passwords_check_five_and_then_refuse_the_right_one(backe
     assert_eq!(password_checks(&app.base).await - before, 5);
 
     // When the lock ends (moved back in the database rather than waited for), it signs in.
-    app.db
-        .execute_unprepared(&format!(
-            "UPDATE sign_in_throttles SET locked_until = '{}'",
-            (chrono::Utc::now() - chrono::Duration::seconds(1)).to_rfc3339()
-        ))
-        .await
-        .unwrap();
+    store::end_sign_in_lockouts(&app.db).await;
     http.sign_in(&email, &password).await;
 }
 
@@ -99,7 +92,7 @@ async fn five_hundred_sign_ins_at_once_keep_memory_bounded_and_the_api_answering
     // sends everything here; the per-address limit has its own test).
     let app = spawn_app_with(backend, |c| c.dashboard.sign_ins_per_minute = 0).await;
     let mut page = Http::new(&app);
-    let token = page.get("/dashboard/sign-in").await.form_token();
+    let token = page.form_token_of("/dashboard/sign-in").await;
     let cookie = page
         .cookies
         .iter()

@@ -10,8 +10,7 @@ use reqwest::StatusCode;
 use sea_orm::EntityTrait;
 use sea_orm::sea_query::Expr;
 use serde_json::{Value, json};
-use shared::crypto::Cipher;
-use shared::db::businesses::{self, IssuedBusiness};
+use shared::db::businesses::IssuedBusiness;
 use shared::db::deliveries;
 use shared::db::entities::delivery_attempt;
 use test_support::store;
@@ -43,6 +42,12 @@ async fn set_url(app: &TestApp, business_id: &str, mode: Mode, url: &str) {
     app.set_webhook_url(business_id, mode, url).await;
 }
 
+/// Asks for event `id` to be delivered again (`POST /v1/events/{id}/resend`).
+async fn resend(app: &TestApp, key: &str, id: &str) -> reqwest::Response {
+    app.post(key, &format!("/v1/events/{id}/resend"), None)
+        .await
+}
+
 /// An account created (active at once) and deactivated: one `virtualaccount.deactivated` event.
 async fn deactivated_account(app: &TestApp, key: &str, n: u32) -> String {
     let resp = app
@@ -50,9 +55,7 @@ async fn deactivated_account(app: &TestApp, key: &str, n: u32) -> String {
         .await;
     assert_eq!(resp.status(), StatusCode::CREATED);
     let id = json(resp).await["id"].as_str().unwrap().to_owned();
-    let resp = app
-        .post(key, &format!("/v1/virtual-accounts/{id}/deactivate"), None)
-        .await;
+    let resp = app.deactivate(key, &id).await;
     assert_eq!(resp.status(), StatusCode::OK);
     id
 }
@@ -216,7 +219,7 @@ async fn events_are_listed_paged_filtered_and_kept_to_their_owner(backend: Backe
     deactivated_account(&app, app.test_key(), 2).await;
     deactivated_account(&app, app.test_key(), 3).await;
 
-    let all = json(app.get(app.test_key(), "/events?pageSize=100").await).await;
+    let all = app.get_json(app.test_key(), "/events?pageSize=100").await;
     assert_eq!(all["total"], 3);
     let data = all["data"].as_array().unwrap();
     let created: Vec<&str> = data
@@ -232,7 +235,7 @@ async fn events_are_listed_paged_filtered_and_kept_to_their_owner(backend: Backe
             .all(|e| e["object"] == "event" && e["mode"] == "test")
     );
 
-    let page = json(app.get(app.test_key(), "/v1/events?pageSize=2").await).await;
+    let page = app.get_json(app.test_key(), "/v1/events?pageSize=2").await;
     assert_eq!(
         (
             &page["page"],
@@ -243,26 +246,20 @@ async fn events_are_listed_paged_filtered_and_kept_to_their_owner(backend: Backe
         (&json!(1), &json!(2), &json!(3), &json!(2))
     );
     assert_eq!(page["data"].as_array().unwrap().len(), 2);
-    let second = json(
-        app.get(app.test_key(), "/v1/events?pageSize=2&page=2")
-            .await,
-    )
-    .await;
+    let second = app
+        .get_json(app.test_key(), "/v1/events?pageSize=2&page=2")
+        .await;
     assert_eq!(second["data"].as_array().unwrap().len(), 1);
     assert_eq!(second["data"][0]["id"], data[2]["id"]);
 
-    let failed = json(
-        app.get(app.test_key(), "/v1/events?type=virtualaccount.failed")
-            .await,
-    )
-    .await;
+    let failed = app
+        .get_json(app.test_key(), "/v1/events?type=virtualaccount.failed")
+        .await;
     assert_eq!(failed["total"], 1);
     assert_eq!(failed["data"][0]["type"], "virtualaccount.failed");
-    let none = json(
-        app.get(app.test_key(), "/v1/events?type=deposit.received")
-            .await,
-    )
-    .await;
+    let none = app
+        .get_json(app.test_key(), "/v1/events?type=deposit.received")
+        .await;
     assert_eq!(none["total"], 0);
 
     for (query, field) in [
@@ -287,26 +284,22 @@ async fn events_are_listed_paged_filtered_and_kept_to_their_owner(backend: Backe
     assert_eq!(store::count_events(&app.db).await, 3);
 
     // Resending needs a URL.
-    let resp = app
-        .post(app.test_key(), &format!("/v1/events/{id}/resend"), None)
-        .await;
+    let resp = resend(&app, app.test_key(), id).await;
     assert_eq!(resp.status(), StatusCode::CONFLICT);
     assert_eq!(json(resp).await["code"], "invalid_state");
 
     // Another mode or business: nothing to see, and 404 rather than 403.
     app.approve_kyb().await;
-    let live = json(app.get(app.live_key(), "/v1/events").await).await;
+    let live = app.get_json(app.live_key(), "/v1/events").await;
     assert_eq!(live["total"], 0);
     let other = other_business(&app, "Other Ltd").await;
-    let other_list = json(app.get(&other.test.secret_key, "/v1/events").await).await;
+    let other_list = app.get_json(&other.test.secret_key, "/v1/events").await;
     assert_eq!(other_list["total"], 0);
     for key in [app.live_key(), other.test.secret_key.as_str()] {
         let resp = app.get(key, &format!("/v1/events/{id}")).await;
         assert_eq!(resp.status(), StatusCode::NOT_FOUND);
         assert_eq!(json(resp).await["code"], "not_found");
-        let resp = app
-            .post(key, &format!("/v1/events/{id}/resend"), None)
-            .await;
+        let resp = resend(&app, key, id).await;
         assert_eq!(resp.status(), StatusCode::NOT_FOUND);
     }
     let resp = app.get(app.test_key(), "/v1/events/evt_nope").await;
@@ -442,15 +435,7 @@ async fn an_exhausted_delivery_is_dead_lettered_and_one_replay_delivers_it(backe
 
     // Operators see it: in the metrics (one recorder per test process, so shapes, not totals)…
     assert_eq!(deliveries::count_dead(&app.db).await.unwrap(), 1);
-    let metrics = app
-        .client
-        .get(app.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = app.metrics().await;
     for needle in [
         r#"webhook_deliveries_total{outcome="retrying"}"#,
         r#"webhook_deliveries_total{outcome="dead"}"#,
@@ -559,13 +544,7 @@ async fn resend_delivers_again_with_the_same_webhook_id(backend: Backend) {
     // To the current URL: a new endpoint gets a delivery of its own.
     let moved = Receiver::start().await;
     set_url(&app, &app.business.id, Mode::Test, &moved.url).await;
-    let resp = app
-        .post(
-            app.test_key(),
-            &format!("/v1/events/{event_id}/resend"),
-            None,
-        )
-        .await;
+    let resp = resend(&app, app.test_key(), &event_id).await;
     assert_eq!(resp.status(), StatusCode::ACCEPTED);
     let there = moved.wait_for(1, WITHIN).await.remove(0);
     assert_eq!(there.webhook_id(), event_id);
@@ -592,13 +571,7 @@ async fn a_resend_supersedes_an_attempt_in_flight(backend: Backend) {
     let held = receiver.wait_for(1, WITHIN).await.remove(0);
     let event_id = held.webhook_id();
 
-    let resp = app
-        .post(
-            app.test_key(),
-            &format!("/v1/events/{event_id}/resend"),
-            None,
-        )
-        .await;
+    let resp = resend(&app, app.test_key(), &event_id).await;
     assert_eq!(resp.status(), StatusCode::ACCEPTED);
     let fresh = receiver.wait_for(2, WITHIN).await.remove(1);
     assert_eq!(fresh.webhook_id(), event_id);
@@ -636,17 +609,7 @@ async fn during_a_rotation_both_secrets_sign(backend: Backend) {
     set_url(&app, &app.business.id, Mode::Test, &receiver.url).await;
     let _worker = start_webhooks_worker(&app, app.shutdown.clone());
     let old = app.business.test.webhook_secret.clone();
-    let cipher = Cipher::new(&app.crypto_key, &[]).unwrap();
-    let new = businesses::rotate_webhook_secret(
-        &app.db,
-        &cipher,
-        &app.business.id,
-        Mode::Test,
-        chrono::Duration::hours(24),
-    )
-    .await
-    .unwrap()
-    .unwrap();
+    let new = app.rotate_test_webhook_secret().await;
     let stranger = domain::keys::generate_webhook_secret();
 
     deactivated_account(&app, app.test_key(), 1).await;
@@ -861,11 +824,10 @@ async fn a_worker_killed_mid_delivery_loses_nothing(backend: Backend) {
 #[test]
 fn setting_a_private_url_is_refused_in_both_modes_with_a_clear_error() {
     let dir = tempfile::tempdir().unwrap();
-    let out = test_support::process::command_in(env!("CARGO_BIN_EXE_api"), dir.path())
-        .args(["admin", "business", "create", "--name", "Acme Ltd"])
-        .output()
-        .unwrap();
-    assert!(out.status.success());
+    let out = test_support::process::run_ok(
+        test_support::process::command_in(env!("CARGO_BIN_EXE_api"), dir.path())
+            .args(["admin", "business", "create", "--name", "Acme Ltd"]),
+    );
     let issued: Value = serde_json::from_slice(&out.stdout).unwrap();
     let id = issued["id"].as_str().unwrap();
     let set_with = |allow: &str, mode: &str, url: &str| {

@@ -117,16 +117,9 @@ async fn loads_lists_searches_and_explains_on_postgres() {
     );
 
     // The loaded accounts read like any others: one by the API shows its fields.
-    let page: serde_json::Value = app
-        .client
-        .get(format!("{}/v1/virtual-accounts?pageSize=1", app.base))
-        .bearer_auth(&app.business.test.secret_key)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let page = app
+        .get_json(app.test_key(), "/v1/virtual-accounts?pageSize=1")
+        .await;
     let account = &page["data"][0];
     assert!(
         account["customerEmail"].as_str().unwrap().contains('@'),

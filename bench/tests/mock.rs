@@ -12,6 +12,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use bench::load::{self, Settings, Stop, Workload};
+use bench::stats::Report;
 use serde_json::{Value, json};
 
 #[derive(Default)]
@@ -92,17 +93,22 @@ fn settings(base: String, stop: Stop) -> Settings {
     }
 }
 
-#[tokio::test]
-async fn create_counts_every_request_and_sees_the_limit() {
-    let (base, mock) = serve(30).await;
-    let settings = settings(base, Stop::Requests(50));
+/// The create workload at test-bank, run to its stop.
+async fn creating(settings: Settings) -> Report {
     let client = load::client(&settings).unwrap();
     let workload = Workload::Create {
         bank: "test-bank".into(),
     };
-    let report = load::run(client, settings, workload, Arc::new(AtomicBool::new(false)))
+    load::run(client, settings, workload, Arc::new(AtomicBool::new(false)))
         .await
-        .unwrap();
+        .unwrap()
+}
+
+#[tokio::test]
+async fn create_counts_every_request_and_sees_the_limit() {
+    let (base, mock) = serve(30).await;
+    let settings = settings(base, Stop::Requests(50));
+    let report = creating(settings).await;
     assert_eq!(report.requests(), 50);
     assert_eq!(report.successes(), 30);
     assert_eq!(report.errors(), 20);
@@ -150,13 +156,7 @@ async fn a_wrong_key_is_reported_not_fatal() {
     let (base, _mock) = serve(10).await;
     let mut settings = settings(base, Stop::Requests(8));
     settings.api_keys = vec!["sk_test_wrong".into()];
-    let client = load::client(&settings).unwrap();
-    let workload = Workload::Create {
-        bank: "test-bank".into(),
-    };
-    let report = load::run(client, settings, workload, Arc::new(AtomicBool::new(false)))
-        .await
-        .unwrap();
+    let report = creating(settings).await;
     assert_eq!(report.errors(), 8);
     assert_eq!(report.successes(), 0);
     assert!(report.to_text().contains("first 401:"));
@@ -166,13 +166,7 @@ async fn a_wrong_key_is_reported_not_fatal() {
 async fn nothing_listening_is_a_transport_error() {
     let base = format!("http://127.0.0.1:{}", test_support::http::free_port());
     let settings = settings(base, Stop::Requests(4));
-    let client = load::client(&settings).unwrap();
-    let workload = Workload::Create {
-        bank: "test-bank".into(),
-    };
-    let report = load::run(client, settings, workload, Arc::new(AtomicBool::new(false)))
-        .await
-        .unwrap();
+    let report = creating(settings).await;
     assert_eq!(report.requests(), 4);
     assert_eq!(report.stats.transport_errors, 4);
     assert!(report.latency_ok().is_none());

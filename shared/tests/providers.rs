@@ -13,9 +13,9 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get, post};
 use domain::provider::OpenAccount;
-use domain::{Bank, IdentityNumber, IdentityType, Mode};
+use domain::{Bank, Mode, NewAccount};
 use ops::config::Config;
-use shared::outbound::providers::{ProviderError, Providers};
+use shared::outbound::providers::{ProviderError, Providers, RemoteAccount};
 
 async fn serve(router: Router) -> SocketAddr {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -30,16 +30,29 @@ fn providers_at(addr: SocketAddr) -> Providers {
     Providers::from_config(&config)
 }
 
+/// Test customer 1's open-account request, from the create body as the API parses it.
 fn request() -> OpenAccount {
+    let body = test_support::account_body(1, "test-bank");
+    let new = NewAccount::parse(body.as_object().unwrap(), Mode::Test).expect("a valid body");
     OpenAccount::new(
         "va_1",
-        "Acme Ltd/Ada Obi",
-        "Ada Obi",
-        "ada@example.com",
-        "+2348031234567",
-        IdentityType::Bvn,
-        IdentityNumber::parse("22212345678").unwrap(),
+        &format!("Acme Ltd/{}", new.customer_name),
+        &new.customer_name,
+        &new.customer_email,
+        &new.customer_phone,
+        new.identity_type,
+        new.identity_number,
     )
+}
+
+/// Test customer 1's account opened at test-bank, waiting at most `within`.
+async fn open_test_account(
+    providers: &Providers,
+    within: Duration,
+) -> Result<RemoteAccount, ProviderError> {
+    providers
+        .open_account(Bank::TestBank, Mode::Test, &request(), within)
+        .await
 }
 
 /// A server that counts every request it receives, on any path and method.
@@ -87,14 +100,7 @@ async fn a_redirect_is_a_provider_error_and_nothing_reaches_its_target() {
     .await;
     let providers = providers_at(provider);
 
-    let open = providers
-        .open_account(
-            Bank::TestBank,
-            Mode::Test,
-            &request(),
-            Duration::from_secs(5),
-        )
-        .await;
+    let open = open_test_account(&providers, Duration::from_secs(5)).await;
     assert!(matches!(open, Err(ProviderError::BadAnswer(_))), "{open:?}");
     let status = providers.account(Bank::TestBank, Mode::Test, "va_1").await;
     assert!(
@@ -145,12 +151,7 @@ async fn an_endless_body_is_cut_off_and_the_call_fails() {
     // Well within the call's own timeout: the read stops at the limit, not at the clock.
     let open = tokio::time::timeout(
         Duration::from_secs(20),
-        providers.open_account(
-            Bank::TestBank,
-            Mode::Test,
-            &request(),
-            Duration::from_secs(60),
-        ),
+        open_test_account(&providers, Duration::from_secs(60)),
     )
     .await
     .expect("the call returns");
@@ -195,14 +196,7 @@ async fn an_answer_padded_past_the_limit_is_refused_and_a_normal_one_is_read() {
     )
     .await;
     let providers = providers_at(provider);
-    let open = providers
-        .open_account(
-            Bank::TestBank,
-            Mode::Test,
-            &request(),
-            Duration::from_secs(10),
-        )
-        .await;
+    let open = open_test_account(&providers, Duration::from_secs(10)).await;
     assert!(matches!(open, Err(ProviderError::BadAnswer(_))), "{open:?}");
     let remote = providers
         .account(Bank::TestBank, Mode::Test, "va_1")

@@ -15,7 +15,7 @@ use shared::messaging::queue::Broker;
 use shared::messaging::relay::Relay;
 use tokio_util::sync::CancellationToken;
 
-use crate::{Backend, RabbitPrefix, TestBroker, TestDb};
+use crate::{Backend, RabbitPrefix, TestBroker, TestDb, account_body};
 
 pub struct TestApp {
     /// `http://127.0.0.1:PORT`
@@ -153,13 +153,7 @@ pub fn start_worker(
     worker: shared::bootstrap::Worker,
     stop: CancellationToken,
 ) -> tokio::task::JoinHandle<()> {
-    let parts = shared::bootstrap::WorkerParts {
-        db: app.db.clone(),
-        cipher: Arc::new(app.cipher()),
-        broker: app.broker.clone(),
-        relay: app.relay.clone(),
-        shutdown: stop,
-    };
+    let parts = crate::worker_parts(&app.db, &app.crypto_key, &app.broker, &app.relay, &stop);
     let run = (worker.run)(app.config.clone(), parts);
     tokio::spawn(async move {
         run.await
@@ -248,12 +242,77 @@ impl TestApp {
             .expect("request sent")
     }
 
+    /// Deactivates account `id` with `key` (`POST …/deactivate`).
+    pub async fn deactivate(&self, key: &str, id: &str) -> reqwest::Response {
+        self.post(key, &format!("/v1/virtual-accounts/{id}/deactivate"), None)
+            .await
+    }
+
+    /// [`get`](Self::get), the body read as JSON.
+    pub async fn get_json(&self, key: &str, path: &str) -> Value {
+        crate::json(self.get(key, path).await).await
+    }
+
     pub async fn post(&self, key: &str, path: &str, body: Option<&Value>) -> reqwest::Response {
         let mut req = self.client.post(self.url(path)).bearer_auth(key);
         if let Some(body) = body {
             req = req.json(body);
         }
         req.send().await.expect("request sent")
+    }
+
+    /// The balance `key`'s mode shows (`GET /v1/balance`).
+    pub async fn balance(&self, key: &str) -> Value {
+        self.get_json(key, "/v1/balance").await
+    }
+
+    /// `amount` kobo into the test account `id` through the sandbox (`simulate-deposit`, 202),
+    /// returning once the test balance shows it credited.
+    pub async fn deposit_credited(&self, id: &str, amount: i64) {
+        let before = self.balance(self.test_key()).await["available"]
+            .as_i64()
+            .expect("an available balance");
+        let resp = self
+            .post(
+                self.test_key(),
+                &format!("/v1/virtual-accounts/{id}/simulate-deposit"),
+                Some(&json!({"amount": amount})),
+            )
+            .await;
+        assert_eq!(resp.status().as_u16(), 202, "simulate-deposit");
+        crate::eventually(std::time::Duration::from_secs(15), async || {
+            let b = self.balance(self.test_key()).await;
+            if b["available"] == before + amount {
+                Ok(())
+            } else {
+                Err(b)
+            }
+        })
+        .await;
+    }
+
+    /// Customer `n`'s test-bank account, created with `key` under the Idempotency-Key `acct-{n}`:
+    /// active at once (201), as the API shows it.
+    pub async fn active_account(&self, key: &str, n: u32) -> Value {
+        let resp = self
+            .create(key, &format!("acct-{n}"), &account_body(n, "test-bank"))
+            .await;
+        assert_eq!(resp.status().as_u16(), 201, "the account is created");
+        crate::json(resp).await
+    }
+
+    /// An active test account ([`active_account`](Self::active_account) 1) with `amount` kobo
+    /// deposited and credited: its id.
+    pub async fn funded_account(&self, amount: i64) -> String {
+        let account = self.active_account(self.test_key(), 1).await;
+        let id = crate::id_of(&account);
+        self.deposit_credited(&id, amount).await;
+        id
+    }
+
+    /// The api's `/metrics` exposition.
+    pub async fn metrics(&self) -> String {
+        crate::text_of(self.client.get(self.url("/metrics"))).await
     }
 
     pub async fn approve_kyb(&self) {
@@ -269,6 +328,21 @@ impl TestApp {
             .expect("business")
     }
 
+    /// Rotates the business's test-mode webhook secret with a day's overlap, as the CLI does:
+    /// the new secret (the old one still signs for that day).
+    pub async fn rotate_test_webhook_secret(&self) -> String {
+        businesses::rotate_webhook_secret(
+            &self.db,
+            &self.cipher(),
+            &self.business.id,
+            Mode::Test,
+            chrono::Duration::hours(24),
+        )
+        .await
+        .expect("rotate the webhook secret")
+        .expect("the business has a test mode")
+    }
+
     /// Sets a business's webhook URL for `mode` (past the CLI's checks, as if set by hand).
     pub async fn set_webhook_url(&self, business_id: &str, mode: Mode, url: &str) {
         crate::set_webhook_url(&self.db, business_id, mode, url).await;
@@ -281,16 +355,4 @@ impl TestApp {
         self.relay.kick();
         id
     }
-}
-
-/// A valid create body; `n` makes the customer unique.
-pub fn account_body(n: u32, bank: &str) -> Value {
-    json!({
-        "customerName": format!("Ada Obi {n}"),
-        "customerEmail": format!("ada{n}@example.com"),
-        "customerPhone": "08031234567",
-        "customerBvn": format!("{:011}", 22_200_000_000u64 + u64::from(n)),
-        "preferredBank": bank,
-        "customerReference": format!("user-{n}"),
-    })
 }

@@ -136,6 +136,19 @@ impl Browser {
     }
 }
 
+/// Runs a `screenshots` test's `shots` with a browser (scripts on, only so [`screenshot`] can
+/// measure a page's height: the pages have none), an app on SQLite and its owner's (e-mail,
+/// password); skipped, saying so, without Chromium.
+pub async fn screenshots(shots: impl AsyncFnOnce(&fantoccini::Client, &TestApp, (String, String))) {
+    let Some(browser) = Browser::start("screenshots", true).await else {
+        return;
+    };
+    let app = crate::spawn_app(crate::Backend::Sqlite).await;
+    let owner = crate::dashboard::add_user(&app, domain::Role::Owner).await;
+    shots(&browser.client, &app, owner).await;
+    browser.finish().await;
+}
+
 /// Where screenshots go: `VAS_SCREENSHOTS`, else /tmp/vas-screens (outside the repository).
 pub fn screenshot_dir() -> PathBuf {
     std::env::var_os("VAS_SCREENSHOTS")
@@ -191,6 +204,12 @@ pub async fn screenshot_both_widths(client: &fantoccini::Client, name: &str, max
         }
     }
     client.set_window_size(1280, 900).await.unwrap();
+}
+
+/// What a `screenshots` test takes of a page: [`screenshot_both_widths`], three pictures a
+/// width at most.
+pub async fn shoot(client: &fantoccini::Client, name: &str) {
+    screenshot_both_widths(client, name, 3).await;
 }
 
 /// The element `css` finds on the page (a test failure naming it when there is none).

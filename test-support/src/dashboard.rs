@@ -29,6 +29,20 @@ pub async fn add_user_to(app: &TestApp, business_id: &str, role: Role) -> (Strin
     (issued.email, issued.password)
 }
 
+/// The stored user with `email`, if there is one.
+pub async fn find_user(app: &TestApp, email: &str) -> Option<shared::db::users::User> {
+    shared::db::users::find_by_email(&app.db, email)
+        .await
+        .expect("users read")
+}
+
+/// The stored user with `email` (there must be one).
+pub async fn stored_user(app: &TestApp, email: &str) -> shared::db::users::User {
+    find_user(app, email)
+        .await
+        .unwrap_or_else(|| panic!("no user {email}"))
+}
+
 /// One answer, read whole.
 #[derive(Debug)]
 pub struct Answer {
@@ -166,6 +180,26 @@ impl Http {
         self.read(response).await
     }
 
+    /// POSTs a form with its form token (`token`, as the page carried it) and `fields`.
+    pub async fn post_form(&mut self, path: &str, token: &str, fields: &[(&str, &str)]) -> Answer {
+        let fields: Vec<(&str, &str)> = [("form_token", token)]
+            .into_iter()
+            .chain(fields.iter().copied())
+            .collect();
+        self.post(path, &fields).await
+    }
+
+    /// The form token of the page at `path`.
+    pub async fn form_token_of(&mut self, path: &str) -> String {
+        self.get(path).await.form_token()
+    }
+
+    /// Opens `page` and sends its form to `action` with `fields`, as a person filling it in.
+    pub async fn submit(&mut self, page: &str, action: &str, fields: &[(&str, &str)]) -> Answer {
+        let token = self.form_token_of(page).await;
+        self.post_form(action, &token, fields).await
+    }
+
     /// Follows redirects from an answer until a page.
     pub async fn follow(&mut self, mut answer: Answer) -> Answer {
         for _ in 0..10 {
@@ -178,20 +212,18 @@ impl Http {
         panic!("too many redirects");
     }
 
+    /// Asserts that a form was taken (a 303) and that the page it leads to says `notice`.
+    pub async fn assert_done(&mut self, answer: Answer, notice: &str) {
+        assert_eq!(answer.status, 303, "{}", answer.body);
+        let page = self.follow(answer).await;
+        assert!(page.body.contains(notice), "no {notice:?} in {}", page.body);
+    }
+
     /// Signs in with e-mail and password (no TOTP): the answer to the form's POST.
     pub async fn sign_in_answer(&mut self, email: &str, password: &str) -> Answer {
-        let page = self.get("/dashboard/sign-in").await;
-        let token = page.form_token();
-        self.post(
-            "/dashboard/sign-in",
-            &[
-                ("form_token", &token),
-                ("email", email),
-                ("password", password),
-                ("next", ""),
-            ],
-        )
-        .await
+        let fields = [("email", email), ("password", password), ("next", "")];
+        self.submit("/dashboard/sign-in", "/dashboard/sign-in", &fields)
+            .await
     }
 
     /// Signs in with e-mail and password (no TOTP), asserting that it worked.
@@ -200,6 +232,11 @@ impl Http {
         assert_eq!(answer.status, 303, "sign-in failed: {}", answer.body);
         assert!(self.cookies.contains_key(SESSION_COOKIE));
     }
+}
+
+/// The status a sign-in from a fresh client (no cookies) gets: 303 in, 401 refused, 429 locked.
+pub async fn sign_in_status(app: &TestApp, email: &str, password: &str) -> u16 {
+    Http::new(app).sign_in_answer(email, password).await.status
 }
 
 /// Asserts that no page `http` received shows a secret: `app`'s business's keys and webhook

@@ -80,6 +80,22 @@ impl TestDb {
         }
     }
 
+    /// Connected, and migrated up to (not including) the migration whose name starts with
+    /// `migration`: for a test of what that migration does to rows stored before it.
+    pub async fn migrated_up_to(&self, migration: &str) -> sea_orm::DatabaseConnection {
+        use sea_orm_migration::MigratorTrait;
+        let db = shared::db::connect(&self.url, 2).await.expect("connect");
+        let before = migrations::Migrator::migrations()
+            .iter()
+            .position(|m| m.name().starts_with(migration))
+            .unwrap_or_else(|| panic!("{migration} is a migration"));
+        let before = u32::try_from(before).expect("a few migrations");
+        migrations::Migrator::up(&db, Some(before))
+            .await
+            .expect("migrate");
+        db
+    }
+
     /// Everything stored, as bytes: the SQLite file with its journal, or a `pg_dump` of the data.
     pub fn raw_contents(&self) -> Vec<u8> {
         match &self.place {

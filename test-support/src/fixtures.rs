@@ -1,12 +1,18 @@
 //! A migrated database with a business, and the state changes tests set up directly.
 
+use std::sync::Arc;
+
 use domain::{KybStatus, Mode};
 use sea_orm::{DatabaseConnection, TransactionTrait};
 use sea_orm_migration::MigratorTrait;
 use serde_json::Value;
+use shared::bootstrap::WorkerParts;
 use shared::crypto::Cipher;
 use shared::db::businesses::{self, IssuedBusiness};
 use shared::db::events;
+use shared::messaging::queue::Broker;
+use shared::messaging::relay::Relay;
+use tokio_util::sync::CancellationToken;
 
 /// A migrated database with one business (KYB approved), for tests that run no API.
 pub struct Setup {
@@ -39,6 +45,16 @@ impl Setup {
         set_webhook_url(&self.db, business_id, Mode::Test, url).await;
     }
 
+    /// What a worker runs on over this database: `broker`, `relay`, until `shutdown`.
+    pub fn worker_parts(
+        &self,
+        broker: &Arc<dyn Broker>,
+        relay: &Relay,
+        shutdown: &CancellationToken,
+    ) -> WorkerParts {
+        worker_parts(&self.db, &self.crypto_key, broker, relay, shutdown)
+    }
+
     /// Another business, KYB approved.
     pub async fn other_business(&self, name: &str) -> IssuedBusiness {
         businesses::create(&self.db, &self.cipher, name, KybStatus::Approved)
@@ -50,6 +66,24 @@ impl Setup {
     pub async fn record(&self, business_id: &str, n: usize) -> String {
         let data = serde_json::json!({"id": format!("va_{n}"), "status": "deactivated"});
         record_event(&self.db, business_id, Mode::Test, &data).await
+    }
+}
+
+/// What a worker runs on, as its process opens it: `db`, a cipher of `crypto_key`, `broker` and
+/// `relay`, until `shutdown`.
+pub fn worker_parts(
+    db: &DatabaseConnection,
+    crypto_key: &str,
+    broker: &Arc<dyn Broker>,
+    relay: &Relay,
+    shutdown: &CancellationToken,
+) -> WorkerParts {
+    WorkerParts {
+        db: db.clone(),
+        cipher: Arc::new(Cipher::new(crypto_key, &[]).expect("cipher")),
+        broker: broker.clone(),
+        relay: relay.clone(),
+        shutdown: shutdown.clone(),
     }
 }
 

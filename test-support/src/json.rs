@@ -9,6 +9,17 @@ pub async fn json(resp: reqwest::Response) -> Value {
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{status}: not JSON ({e}): {text}"))
 }
 
+/// Sends `request` and reads the body as JSON, as [`json`] does.
+pub async fn json_of(request: reqwest::RequestBuilder) -> Value {
+    json(request.send().await.expect("request sent")).await
+}
+
+/// Sends `request` and reads the body as text (a `/metrics` exposition, a page).
+pub async fn text_of(request: reqwest::RequestBuilder) -> String {
+    let resp = request.send().await.expect("request sent");
+    resp.text().await.expect("a body")
+}
+
 /// The `id` of a resource as the API shows it.
 pub fn id_of(resource: &Value) -> String {
     resource["id"]

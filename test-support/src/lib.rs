@@ -1,6 +1,7 @@
 //! The one test harness every crate's tests use (a dev-dependency only).
 //!
 //! - [`wait`]: poll until something holds, or fail saying what did not happen.
+//! - [`account_body`]: a valid create body for test customer `n`.
 //! - [`json`]: read response bodies and problems.
 //! - [`http`]: serve a router in this process on 127.0.0.1:0; a slow client ([`http::trickle`]).
 //! - [`receiver`]: a scripted webhook receiver that records what arrives.
@@ -22,6 +23,7 @@
 //!
 //! With the `browser` feature: [`browser`], the dashboard in headless Chromium over WebDriver.
 
+mod customers;
 pub mod http;
 pub mod json;
 pub mod metrics;
@@ -54,7 +56,8 @@ mod logs;
 #[cfg(feature = "browser")]
 pub mod browser;
 
-pub use json::{expect_problem, id_of, json};
+pub use customers::account_body;
+pub use json::{expect_problem, id_of, json, json_of, text_of};
 pub use receiver::{Received, Receiver, Reply};
 pub use wait::{eventually, wait_until};
 
@@ -65,11 +68,11 @@ pub use broker::{RabbitPrefix, TestBroker, Topology, with_rabbit};
 #[cfg(feature = "backends")]
 pub use db::TestDb;
 #[cfg(feature = "backends")]
-pub use fixtures::{Setup, record_event, set_webhook_url, setup};
+pub use fixtures::{Setup, record_event, set_webhook_url, setup, worker_parts};
 
 #[cfg(feature = "app")]
 pub use app::{
-    TestApp, account_body, spawn_app, spawn_app_with, start_instance, start_payouts_worker,
+    TestApp, spawn_app, spawn_app_with, start_instance, start_payouts_worker,
     start_provisioning_worker, start_recheck_worker, start_webhooks_worker, test_config,
 };
 #[cfg(feature = "app")]

@@ -2,7 +2,7 @@
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::time::{Duration, Instant};
 
 /// `binary` with an empty environment but `PATH`, so only what the test sets configures it.
@@ -18,6 +18,21 @@ pub fn command_in(binary: impl AsRef<OsStr>, dir: &Path) -> Command {
     let mut cmd = clean_command(binary);
     cmd.current_dir(dir);
     cmd
+}
+
+/// Runs `cmd` to completion, asserting that it succeeded (saying what it printed if not).
+pub fn run_ok(cmd: &mut Command) -> Output {
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("running {:?}: {e}", cmd.get_program()));
+    assert!(
+        out.status.success(),
+        "{:?} failed: {}\n{}",
+        cmd.get_program(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
 }
 
 /// Another binary of the workspace, beside `built` (a test's `CARGO_BIN_EXE_…`); built on

@@ -80,18 +80,8 @@ impl Stack {
             _rabbit: rabbit,
             _db: db,
         };
-        let migrate = stack.run("api", &["migrate"]);
-        assert!(
-            migrate.status.success(),
-            "{}",
-            String::from_utf8_lossy(&migrate.stderr)
-        );
-        let created = stack.run("api", &["admin", "business", "create", "--name", "E2E Ltd"]);
-        assert!(
-            created.status.success(),
-            "{}",
-            String::from_utf8_lossy(&created.stderr)
-        );
+        stack.run_ok("api", &["migrate"]);
+        let created = stack.run_ok("api", &["admin", "business", "create", "--name", "E2E Ltd"]);
         stack.business = serde_json::from_slice(&created.stdout).expect("the business as JSON");
         stack.key = stack.business["test"]["secretKey"]
             .as_str()
@@ -112,12 +102,60 @@ impl Stack {
 
     /// Runs a binary of the stack to completion (an operator command) with its environment.
     pub fn run(&self, bin: &str, args: &[&str]) -> Output {
-        Command::new(self.binary(bin))
-            .args(args)
-            .env_clear()
-            .envs(self.env.iter().cloned())
+        self.command(bin, args)
             .output()
             .unwrap_or_else(|e| panic!("running {bin}: {e}"))
+    }
+
+    /// [`run`](Self::run), asserting that it succeeded (saying what it printed if not).
+    pub fn run_ok(&self, bin: &str, args: &[&str]) -> Output {
+        crate::process::run_ok(&mut self.command(bin, args))
+    }
+
+    fn command(&self, bin: &str, args: &[&str]) -> Command {
+        let mut command = Command::new(self.binary(bin));
+        command
+            .args(args)
+            .env_clear()
+            .envs(self.env.iter().cloned());
+        command
+    }
+
+    /// Sets the business's test-mode webhook URL as an operator does (`api admin webhook set`).
+    pub fn set_webhook_url(&self, url: &str) {
+        let business = self.business_id();
+        let args = [
+            "admin", "webhook", "set", business, "--mode", "test", "--url", url,
+        ];
+        self.run_ok("api", &args);
+    }
+
+    /// `api admin ledger verify`: every balance equals its ledger.
+    pub fn assert_ledger_verifies(&self) {
+        self.run_ok("api", &["admin", "ledger", "verify"]);
+    }
+
+    /// The transfers the provider sandbox holds under `reference` (a payout's id), as its
+    /// control call (`sandbox_key`) lists them.
+    pub async fn bank_transfers(
+        &self,
+        client: &reqwest::Client,
+        sandbox_key: &str,
+        reference: &str,
+    ) -> Vec<Value> {
+        let listed = crate::json::json_of(
+            client
+                .get(format!("{}/control/transfers", self.sandbox))
+                .bearer_auth(sandbox_key),
+        )
+        .await;
+        listed["data"]
+            .as_array()
+            .expect("a list of transfers")
+            .iter()
+            .filter(|t| t["reference"] == reference)
+            .cloned()
+            .collect()
     }
 
     /// Starts a binary of the stack with its environment (and `RUST_LOG=warn`), output discarded.
@@ -138,15 +176,12 @@ impl Stack {
 
     /// `GET` with the business's test key; the body as JSON.
     pub async fn get(&self, client: &reqwest::Client, path: &str) -> Value {
-        client
-            .get(format!("{}{path}", self.base))
-            .bearer_auth(&self.key)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap()
+        crate::json::json_of(
+            client
+                .get(format!("{}{path}", self.base))
+                .bearer_auth(&self.key),
+        )
+        .await
     }
 
     /// `POST` with the business's test key; the status and the body as JSON (Null if none).

@@ -161,6 +161,14 @@ pub async fn count_events_of_type(db: &DatabaseConnection, event_type: &str) -> 
         .expect("count")
 }
 
+/// The deposit events recorded: (`deposit.received`, `deposit.flagged`).
+pub async fn count_deposit_events(db: &DatabaseConnection) -> (u64, u64) {
+    (
+        count_events_of_type(db, "deposit.received").await,
+        count_events_of_type(db, "deposit.flagged").await,
+    )
+}
+
 /// Events of this type whose data mentions `subject` (an account id, a provider reference).
 pub async fn count_events_about(db: &DatabaseConnection, event_type: &str, subject: &str) -> u64 {
     event::Entity::find()
@@ -646,6 +654,17 @@ pub async fn count_attempts(db: &DatabaseConnection, url: Option<&str>) -> u64 {
         query = query.filter(delivery_attempt::Column::Url.eq(url));
     }
     query.count(db).await.expect("count")
+}
+
+/// Ends every sign-in lockout now (a second ago), rather than waiting fifteen minutes for it.
+pub async fn end_sign_in_lockouts(db: &DatabaseConnection) {
+    use sea_orm::ConnectionTrait;
+    db.execute_unprepared(&format!(
+        "UPDATE sign_in_throttles SET locked_until = '{}'",
+        (chrono::Utc::now() - chrono::Duration::seconds(1)).to_rfc3339()
+    ))
+    .await
+    .expect("end lockouts");
 }
 
 /// Dashboard sessions stored (ended ones are deleted).

@@ -11,7 +11,7 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 use test_support::store;
 use test_support::{
-    Backend, TestApp, account_body, eventually, id_of, json, spawn_app_with, start_payouts_worker,
+    Backend, TestApp, eventually, id_of, json, spawn_app_with, start_payouts_worker,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -50,36 +50,6 @@ async fn set_settlement(app: &TestApp, schedule: &str) {
     assert_eq!(resp.status(), StatusCode::OK);
 }
 
-async fn balance(app: &TestApp) -> Value {
-    json(app.get(app.test_key(), "/v1/balance").await).await
-}
-
-/// `amount` kobo deposited through the sandbox and credited.
-async fn fund(app: &TestApp, amount: i64) {
-    let resp = app
-        .create(app.test_key(), "acct-1", &account_body(1, "test-bank"))
-        .await;
-    assert_eq!(resp.status(), StatusCode::CREATED);
-    let id = id_of(&json(resp).await);
-    let resp = app
-        .post(
-            app.test_key(),
-            &format!("/v1/virtual-accounts/{id}/simulate-deposit"),
-            Some(&json!({"amount": amount})),
-        )
-        .await;
-    assert_eq!(resp.status(), StatusCode::ACCEPTED);
-    eventually(Duration::from_secs(15), async || {
-        let b = balance(app).await;
-        if b["available"] == amount {
-            Ok(())
-        } else {
-            Err(b)
-        }
-    })
-    .await;
-}
-
 async fn pay(app: &TestApp, amount: i64) -> String {
     let resp = app
         .client
@@ -95,7 +65,8 @@ async fn pay(app: &TestApp, amount: i64) -> String {
 }
 
 async fn payout(app: &TestApp, id: &str) -> Value {
-    json(app.get(app.test_key(), &format!("/v1/payouts/{id}")).await).await
+    app.get_json(app.test_key(), &format!("/v1/payouts/{id}"))
+        .await
 }
 
 /// The sandbox's transfers, each with how many times it was asked for (`requests`).
@@ -114,7 +85,7 @@ async fn sandbox_transfers(app: &TestApp) -> Vec<Value> {
 async fn every_transfer_outcome_reaches_its_payout_with_one_transfer_each(backend: Backend) {
     let app = app(backend, false, 1).await;
     set_settlement(&app, "manual").await;
-    fund(&app, 1_000_000).await;
+    app.funded_account(1_000_000).await;
     let stop = CancellationToken::new();
     let worker = start_payouts_worker(&app, stop.clone());
 
@@ -155,7 +126,7 @@ async fn every_transfer_outcome_reaches_its_payout_with_one_transfer_each(backen
     for id in [&fails, &reversed] {
         assert_eq!(store::count_ledger_entries_for(&app.db, id).await, 2);
     }
-    let b = balance(&app).await;
+    let b = app.balance(app.test_key()).await;
     assert_eq!(b["available"], 1_000_000 - 100_000 - 100_003);
     assert_eq!(b["inFlight"], 0);
     assert!(store::ledger_verifies(&app.db).await.ok);
@@ -195,7 +166,7 @@ async fn every_transfer_outcome_reaches_its_payout_with_one_transfer_each(backen
 async fn two_workers_make_one_daily_payout(backend: Backend) {
     let app = app(backend, true, 1).await;
     set_settlement(&app, "daily").await;
-    fund(&app, 750_000).await;
+    app.funded_account(750_000).await;
 
     // Before the day's time (08:59 in Lagos, 09:00 configured) nothing is due; at 09:00 it is.
     let at_nine = NaiveTime::from_hms_opt(9, 0, 0).unwrap();
@@ -224,7 +195,7 @@ async fn two_workers_make_one_daily_payout(backend: Backend) {
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert_eq!(store::count_payouts(&app.db).await, 1);
 
-    let list = json(app.get(app.test_key(), "/v1/payouts").await).await;
+    let list = app.get_json(app.test_key(), "/v1/payouts").await;
     let p = &list["data"][0];
     let today = domain::payout::daily_payout_day(Utc::now(), NaiveTime::MIN).unwrap();
     assert_eq!(p["reference"], domain::payout::daily_reference(today));
@@ -239,7 +210,7 @@ async fn two_workers_make_one_daily_payout(backend: Backend) {
         }
     })
     .await;
-    assert_eq!(balance(&app).await["available"], 0);
+    assert_eq!(app.balance(app.test_key()).await["available"], 0);
     assert_eq!(sandbox_transfers(&app).await.len(), 1);
 
     // A schedule at 09:00 the same day finds the day's payout made.
@@ -261,7 +232,7 @@ async fn a_worker_after_a_crash_asks_before_sending_again(backend: Backend) {
     // Long enough that the worker, not the notification, learns of the first transfer.
     let app = app(backend, false, 3).await;
     set_settlement(&app, "manual").await;
-    fund(&app, 1_000_000).await;
+    app.funded_account(1_000_000).await;
 
     // Sent by a worker that died before recording it: the sandbox has it, the payout is pending.
     let sent = pay(&app, 100_000).await;
@@ -439,7 +410,7 @@ async fn two_runs_of_one_payout_never_send_it_and_refund_it(backend: Backend) {
     use shared::messaging::worker::JobHandler;
     let app = app(backend, false, 1).await;
     set_settlement(&app, "manual").await;
-    fund(&app, 1_000_000).await;
+    app.funded_account(1_000_000).await;
     let (bank, url) = flaky_bank().await;
     let id = pay(&app, 100_000).await;
     let mut config = app.config.clone();
@@ -469,7 +440,7 @@ async fn two_runs_of_one_payout_never_send_it_and_refund_it(backend: Backend) {
     } else {
         assert_eq!(p["status"], "failed", "{p} {counts:?} {first:?} {second:?}");
         assert_eq!(entries, 2, "debited and returned once: {p}");
-        assert_eq!(balance(&app).await["available"], 1_000_000);
+        assert_eq!(app.balance(app.test_key()).await["available"], 1_000_000);
     }
     // One run did the work; the other found the payout held and comes back later.
     assert!(

@@ -13,8 +13,6 @@ use std::time::{Duration, Instant};
 
 use domain::Mode;
 use ops::config::Config;
-use shared::bootstrap::WorkerParts;
-use shared::crypto::Cipher;
 use shared::messaging::queue::Broker;
 use shared::messaging::relay::Relay;
 use test_support::store::count_deliveries_with_status;
@@ -70,14 +68,9 @@ impl Rig {
 
     fn start_consumers(&self, n: usize) {
         for _ in 0..n {
-            let cipher = Arc::new(Cipher::new(&self.setup.crypto_key, &[]).unwrap());
-            let parts = WorkerParts {
-                db: self.setup.db.clone(),
-                cipher,
-                broker: self.broker.clone(),
-                relay: self.relay.clone(),
-                shutdown: self.stop.clone(),
-            };
+            let parts = self
+                .setup
+                .worker_parts(&self.broker, &self.relay, &self.stop);
             tokio::spawn(worker_webhooks::run_with(self.config.clone(), parts));
         }
     }

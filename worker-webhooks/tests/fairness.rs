@@ -20,8 +20,6 @@ use std::time::{Duration, Instant};
 use domain::Mode;
 use ops::config::Config;
 use sea_orm::TransactionTrait;
-use shared::bootstrap::WorkerParts;
-use shared::crypto::Cipher;
 use shared::db::events;
 use shared::messaging::queue::Broker;
 use shared::messaging::relay::Relay;
@@ -64,14 +62,9 @@ impl Rig {
 
     /// One `worker-webhooks` as the process runs it: a consumer and its outbox relay.
     fn start_worker(&self, config: &Config) {
-        let cipher = Arc::new(Cipher::new(&self.setup.crypto_key, &[]).unwrap());
-        let parts = WorkerParts {
-            db: self.setup.db.clone(),
-            cipher,
-            broker: self.broker.clone(),
-            relay: self.relay.clone(),
-            shutdown: self.stop.clone(),
-        };
+        let parts = self
+            .setup
+            .worker_parts(&self.broker, &self.relay, &self.stop);
         tokio::spawn(parts.relay.clone().run(parts.shutdown.clone()));
         tokio::spawn(worker_webhooks::run_with(config.clone(), parts));
     }

@@ -104,12 +104,11 @@ async fn two_workers_share_the_work_survive_a_kill_and_replay_a_dead_letter() {
         broker.depth("webhooks", true).await.unwrap() >= 1
     })
     .await;
-    let out = binary(dir.path())
-        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
-        .args(["dead", "list", "--business", &other.id])
-        .output()
-        .unwrap();
-    assert!(out.status.success());
+    let out = test_support::process::run_ok(
+        binary(dir.path())
+            .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+            .args(["dead", "list", "--business", &other.id]),
+    );
     let line: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(line["eventId"], event_id.as_str());
     assert_eq!(line["lastStatusCode"], 0, "nobody answered");
@@ -117,15 +116,10 @@ async fn two_workers_share_the_work_survive_a_kill_and_replay_a_dead_letter() {
 
     // The receiver is back: one replay (the CLI writes; the running worker sends).
     let back = Receiver::start_on(SocketAddr::from(([127, 0, 0, 1], port))).await;
-    let out = binary(dir.path())
-        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
-        .args(["replay", &delivery_id])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    test_support::process::run_ok(
+        binary(dir.path())
+            .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+            .args(["replay", &delivery_id]),
     );
     let arrived = back.wait_for(1, Duration::from_secs(30)).await;
     assert_eq!(arrived[0].webhook_id(), event_id);

@@ -198,31 +198,26 @@ async fn a_round_of_distinct_deliveries_moves_each_on_as_alone(backend: Backend)
             .unwrap()
             .unwrap()
     };
+    // (status, attempts, last status code, next attempt, completed)
+    let outcome = |d: &deliveries::Delivery| {
+        let code = d.last_status_code;
+        (
+            d.status,
+            d.attempts,
+            code,
+            d.next_attempt_at,
+            d.completed_at,
+        )
+    };
     let succeeded = find(0).await;
     assert_eq!(
-        (
-            succeeded.status,
-            succeeded.attempts,
-            succeeded.last_status_code
-        ),
-        (DeliveryStatus::Succeeded, 1, Some(200))
-    );
-    assert_eq!(
-        (succeeded.next_attempt_at, succeeded.completed_at),
-        (None, Some(now))
+        outcome(&succeeded),
+        (DeliveryStatus::Succeeded, 1, Some(200), None, Some(now))
     );
     let retrying = find(1).await;
     assert_eq!(
-        (
-            retrying.status,
-            retrying.attempts,
-            retrying.last_status_code
-        ),
-        (DeliveryStatus::Pending, 1, Some(500))
-    );
-    assert_eq!(
-        (retrying.next_attempt_at, retrying.completed_at),
-        (Some(retry_at), None)
+        outcome(&retrying),
+        (DeliveryStatus::Pending, 1, Some(500), Some(retry_at), None)
     );
     assert_eq!(
         retrying.last_error.as_deref(),

@@ -7,7 +7,7 @@ use domain::AccountStatus;
 use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter};
 use serde_json::json;
 use shared::db::entities::virtual_account;
-use test_support::{Backend, TestApp, account_body, json, spawn_app_with};
+use test_support::{Backend, TestApp, account_body, spawn_app_with};
 
 test_support::on_both_databases!(totals_never_drift_from_the_rows_under_concurrency,);
 
@@ -27,7 +27,7 @@ async fn answered(app: &TestApp, status: Option<AccountStatus>) -> (u64, bool) {
         Some(s) => format!("/v1/virtual-accounts?pageSize=1&status={s}"),
         None => "/v1/virtual-accounts?pageSize=1".to_owned(),
     };
-    let page = json(app.get(app.test_key(), &path).await).await;
+    let page = app.get_json(app.test_key(), &path).await;
     (
         page["total"].as_u64().unwrap(),
         page["totalIsEstimate"].as_bool().unwrap(),

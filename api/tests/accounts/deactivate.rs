@@ -51,13 +51,7 @@ async fn deactivation_is_idempotent_and_refuses_failed_accounts(backend: Backend
     .await;
     let other_id = other["id"].as_str().unwrap();
     store::set_account_status(&app.db, other_id, "failed").await;
-    let resp = app
-        .post(
-            app.test_key(),
-            &format!("/v1/virtual-accounts/{other_id}/deactivate"),
-            None,
-        )
-        .await;
+    let resp = app.deactivate(app.test_key(), other_id).await;
     assert_eq!(resp.status(), StatusCode::CONFLICT);
     assert_eq!(json(resp).await["code"], "invalid_state");
 

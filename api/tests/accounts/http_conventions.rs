@@ -3,7 +3,7 @@
 //! request ids echoed or generated, and documented problem types.
 
 use reqwest::StatusCode;
-use test_support::{Backend, account_body, expect_problem, json, spawn_app, store};
+use test_support::{Backend, TestApp, account_body, expect_problem, json, spawn_app, store};
 
 test_support::on_both_databases!(
     bad_headers_and_bodies_get_their_problem,
@@ -17,110 +17,83 @@ async fn bad_headers_and_bodies_get_their_problem(backend: Backend) {
     let app = spawn_app(backend).await;
     let url = app.url("/v1/virtual-accounts");
     let body = account_body(1, "test-bank").to_string();
+    let get = |path: &str| app.client.get(app.url(path));
+    let post = |path: &str| app.client.post(app.url(path));
+    // A create with this Idempotency-Key (none when None), content type and body.
+    let create = |key: Option<&str>, content_type: &str, body: &str| {
+        let request = app
+            .client
+            .post(&url)
+            .header("content-type", content_type)
+            .body(body.to_owned());
+        match key {
+            Some(key) => request.header("Idempotency-Key", key),
+            None => request,
+        }
+    };
     let cases: Vec<(reqwest::RequestBuilder, u16, &str)> = vec![
         (
-            app.client
-                .post(&url)
-                .header("content-type", "application/json")
-                .body(body.clone()),
+            create(None, "application/json", &body),
             400,
             "idempotency_key_missing",
         ),
         (
-            app.client
-                .post(&url)
-                .header("Idempotency-Key", "")
-                .header("content-type", "application/json")
-                .body(body.clone()),
+            create(Some(""), "application/json", &body),
             400,
             "idempotency_key_invalid",
         ),
         (
-            app.client
-                .post(&url)
-                .header("Idempotency-Key", "x".repeat(201))
-                .header("content-type", "application/json")
-                .body(body.clone()),
+            create(Some(&"x".repeat(201)), "application/json", &body),
             400,
             "idempotency_key_invalid",
         ),
         (
-            app.client
-                .post(&url)
-                .header("Idempotency-Key", "k")
-                .header("content-type", "application/json")
-                .body("{not json"),
+            create(Some("k"), "application/json", "{not json"),
             400,
             "invalid_json",
         ),
         (
-            app.client
-                .post(&url)
-                .header("Idempotency-Key", "k")
-                .header("content-type", "application/json")
-                .body("[1,2]"),
+            create(Some("k"), "application/json", "[1,2]"),
             400,
             "invalid_json",
         ),
         (
-            app.client
-                .post(&url)
-                .header("Idempotency-Key", "k")
-                .header("content-type", "text/plain")
-                .body(body.clone()),
+            create(Some("k"), "text/plain", &body),
             415,
             "unsupported_media_type",
         ),
         (
-            app.client
-                .post(&url)
-                .header("Idempotency-Key", "k")
-                .header("content-type", "application/json")
-                .body(format!("{{\"customerName\":\"{}\"}}", "x".repeat(70_000))),
+            create(
+                Some("k"),
+                "application/json",
+                &format!("{{\"customerName\":\"{}\"}}", "x".repeat(70_000)),
+            ),
             413,
             "payload_too_large",
         ),
         (app.client.delete(&url), 405, "method_not_allowed"),
-        (
-            app.client.get(app.url("/v1/nothing-here")),
-            404,
-            "not_found",
-        ),
+        (get("/v1/nothing-here"), 404, "not_found"),
         // A path segment that is not UTF-8 once decoded names nothing.
+        (get("/v1/virtual-accounts/%FF%FE"), 404, "not_found"),
         (
-            app.client.get(app.url("/v1/virtual-accounts/%FF%FE")),
+            get("/v1/virtual-accounts/va_x/rechecks/%C3%28"),
             404,
             "not_found",
         ),
-        (
-            app.client
-                .get(app.url("/v1/virtual-accounts/va_x/rechecks/%C3%28")),
-            404,
-            "not_found",
-        ),
-        (app.client.get(app.url("/v1/events/%80")), 404, "not_found"),
+        (get("/v1/events/%80"), 404, "not_found"),
         // NUL is UTF-8, but PostgreSQL text cannot hold it: still a clear answer, never a 500.
+        (get("/v1/virtual-accounts/va_%00"), 404, "not_found"),
         (
-            app.client.get(app.url("/v1/virtual-accounts/va_%00")),
+            post("/v1/virtual-accounts/%00/deactivate"),
             404,
             "not_found",
         ),
         (
-            app.client
-                .post(app.url("/v1/virtual-accounts/%00/deactivate")),
-            404,
-            "not_found",
-        ),
-        (
-            app.client.get(app.url("/v1/virtual-accounts?q=a%00b")),
+            get("/v1/virtual-accounts?q=a%00b"),
             422,
             "validation_failed",
         ),
-        (
-            app.client.get(app.url("/v1/problems/%FF")),
-            404,
-            "not_found",
-        ),
+        (get("/v1/problems/%FF"), 404, "not_found"),
     ];
     for (req, status, code) in cases {
         let resp = req.bearer_auth(app.test_key()).send().await.unwrap();
@@ -177,16 +150,20 @@ async fn every_bad_key_gets_the_same_401(backend: Backend) {
     assert_eq!(resp.status(), StatusCode::OK);
 }
 
-async fn browsers_are_refused_and_no_cors_headers_are_sent(backend: Backend) {
-    let app = spawn_app(backend).await;
-    let resp = app
-        .client
+/// `GET /v1/virtual-accounts` with the test key and one header more.
+async fn list_with_header(app: &TestApp, name: &str, value: &str) -> reqwest::Response {
+    app.client
         .get(app.url("/v1/virtual-accounts"))
         .bearer_auth(app.test_key())
-        .header("Origin", "https://shop.example.com")
+        .header(name, value)
         .send()
         .await
-        .unwrap();
+        .unwrap()
+}
+
+async fn browsers_are_refused_and_no_cors_headers_are_sent(backend: Backend) {
+    let app = spawn_app(backend).await;
+    let resp = list_with_header(&app, "Origin", "https://shop.example.com").await;
     assert_eq!(resp.status(), StatusCode::FORBIDDEN);
     assert!(
         resp.headers()
@@ -213,14 +190,7 @@ async fn browsers_are_refused_and_no_cors_headers_are_sent(backend: Backend) {
 
 async fn request_ids_are_echoed_or_generated(backend: Backend) {
     let app = spawn_app(backend).await;
-    let resp = app
-        .client
-        .get(app.url("/v1/virtual-accounts"))
-        .bearer_auth(app.test_key())
-        .header("X-Request-Id", "trace-abc-123")
-        .send()
-        .await
-        .unwrap();
+    let resp = list_with_header(&app, "X-Request-Id", "trace-abc-123").await;
     assert_eq!(resp.headers()["x-request-id"], "trace-abc-123");
     // Whatever a tracing system uses, echoed as sent.
     for id in [
@@ -228,26 +198,12 @@ async fn request_ids_are_echoed_or_generated(backend: Backend) {
         "{trace}/span=7",
         "a\"b",
     ] {
-        let resp = app
-            .client
-            .get(app.url("/v1/virtual-accounts"))
-            .bearer_auth(app.test_key())
-            .header("X-Request-Id", id)
-            .send()
-            .await
-            .unwrap();
+        let resp = list_with_header(&app, "X-Request-Id", id).await;
         assert_eq!(resp.headers()["x-request-id"], id);
     }
     // Not a usable id (spaces, too long): a generated one instead, never an error.
     for id in ["two words".to_owned(), "x".repeat(201)] {
-        let resp = app
-            .client
-            .get(app.url("/v1/virtual-accounts"))
-            .bearer_auth(app.test_key())
-            .header("X-Request-Id", id)
-            .send()
-            .await
-            .unwrap();
+        let resp = list_with_header(&app, "X-Request-Id", &id).await;
         assert_eq!(resp.status(), StatusCode::OK);
         assert!(
             resp.headers()["x-request-id"]

@@ -25,29 +25,25 @@ async fn listing_pages_searches_and_filters(backend: Backend) {
         .await;
         ids.push(account["id"].as_str().unwrap().to_owned());
     }
-    let page1 = json(app.get(app.test_key(), "/v1/virtual-accounts").await).await;
+    let page1 = app.get_json(app.test_key(), "/v1/virtual-accounts").await;
     assert_eq!(page1["total"], 25);
     assert_eq!(page1["page"], 1);
     assert_eq!(page1["pageSize"], 20);
     assert_eq!(page1["totalPages"], 2);
     assert_eq!(page1["data"].as_array().unwrap().len(), 20);
     assert_eq!(page1["data"][0]["id"], ids[24].as_str(), "newest first");
-    let page2 = json(
-        app.get(app.test_key(), "/v1/virtual-accounts?page=2&pageSize=20")
-            .await,
-    )
-    .await;
+    let page2 = app
+        .get_json(app.test_key(), "/v1/virtual-accounts?page=2&pageSize=20")
+        .await;
     assert_eq!(page2["data"].as_array().unwrap().len(), 5);
     assert_eq!(page2["data"][4]["id"], ids[0].as_str());
 
-    let pending = json(
-        app.get(
+    let pending = app
+        .get_json(
             app.test_key(),
             "/v1/virtual-accounts?status=pending&pageSize=100",
         )
-        .await,
-    )
-    .await;
+        .await;
     assert_eq!(pending["total"], 5);
     assert!(
         pending["data"]
@@ -58,29 +54,21 @@ async fn listing_pages_searches_and_filters(backend: Backend) {
     );
 
     // q: case-insensitive substring of name, email, reference, phone or number.
-    let by_name = json(
-        app.get(app.test_key(), "/v1/virtual-accounts?q=ADA%20OBI%2012")
-            .await,
-    )
-    .await;
+    let by_name = app
+        .get_json(app.test_key(), "/v1/virtual-accounts?q=ADA%20OBI%2012")
+        .await;
     assert_eq!(by_name["total"], 1);
-    let by_email = json(
-        app.get(app.test_key(), "/v1/virtual-accounts?q=ADA13@")
-            .await,
-    )
-    .await;
+    let by_email = app
+        .get_json(app.test_key(), "/v1/virtual-accounts?q=ADA13@")
+        .await;
     assert_eq!(by_email["data"][0]["customerReference"], "user-13");
-    let by_ref = json(
-        app.get(app.test_key(), "/v1/virtual-accounts?q=user-2")
-            .await,
-    )
-    .await;
+    let by_ref = app
+        .get_json(app.test_key(), "/v1/virtual-accounts?q=user-2")
+        .await;
     assert_eq!(by_ref["total"], 6, "user-2 and user-20..24");
-    let by_phone = json(
-        app.get(app.test_key(), "/v1/virtual-accounts?q=%2B234803")
-            .await,
-    )
-    .await;
+    let by_phone = app
+        .get_json(app.test_key(), "/v1/virtual-accounts?q=%2B234803")
+        .await;
     assert_eq!(by_phone["total"], 25);
     let number = page1["data"][0]["accountNumber"]
         .as_str()
@@ -91,14 +79,12 @@ async fn listing_pages_searches_and_filters(backend: Backend) {
                 .unwrap()
                 .to_owned()
         });
-    let by_number = json(
-        app.get(
+    let by_number = app
+        .get_json(
             app.test_key(),
             &format!("/v1/virtual-accounts?q={}", &number[2..8]),
         )
-        .await,
-    )
-    .await;
+        .await;
     assert!(
         by_number["data"]
             .as_array()
@@ -106,7 +92,9 @@ async fn listing_pages_searches_and_filters(backend: Backend) {
             .iter()
             .any(|a| a["accountNumber"] == number.as_str())
     );
-    let wildcard = json(app.get(app.test_key(), "/v1/virtual-accounts?q=%25").await).await;
+    let wildcard = app
+        .get_json(app.test_key(), "/v1/virtual-accounts?q=%25")
+        .await;
     assert_eq!(wildcard["total"], 0, "% is taken literally");
 
     for bad in [
@@ -154,15 +142,9 @@ async fn live_keys_wait_for_kyb_and_modes_never_mix(backend: Backend) {
         .get(app.live_key(), &format!("/v1/virtual-accounts/{id}"))
         .await;
     assert_eq!(resp.status(), StatusCode::NOT_FOUND);
-    let resp = app
-        .post(
-            app.live_key(),
-            &format!("/v1/virtual-accounts/{id}/deactivate"),
-            None,
-        )
-        .await;
+    let resp = app.deactivate(app.live_key(), id).await;
     assert_eq!(resp.status(), StatusCode::NOT_FOUND);
-    let list = json(app.get(app.live_key(), "/v1/virtual-accounts").await).await;
+    let list = app.get_json(app.live_key(), "/v1/virtual-accounts").await;
     assert_eq!(list["total"], 1);
     assert_eq!(list["data"][0]["id"], live_account["id"]);
 
@@ -178,11 +160,8 @@ async fn live_keys_wait_for_kyb_and_modes_never_mix(backend: Backend) {
         .await;
     assert_eq!(resp.status(), StatusCode::NOT_FOUND);
     assert_eq!(
-        json(
-            app.get(&other.test.secret_key, "/v1/virtual-accounts")
-                .await
-        )
-        .await["total"],
+        app.get_json(&other.test.secret_key, "/v1/virtual-accounts")
+            .await["total"],
         0
     );
 }

@@ -44,7 +44,9 @@ fn ids(page: &Value) -> Vec<String> {
 
 /// Follows `nextCursor` from `first` to the end: every page's ids, and its `page` numbers.
 async fn walk(app: &TestApp, path: &str, first: &str) -> (Vec<String>, Vec<u64>) {
-    let mut page = json(app.get(app.test_key(), &format!("{path}?{first}")).await).await;
+    let mut page = app
+        .get_json(app.test_key(), &format!("{path}?{first}"))
+        .await;
     let (mut seen, mut numbers) = (Vec::new(), Vec::new());
     loop {
         seen.extend(ids(&page));
@@ -67,11 +69,9 @@ async fn a_cursor_walk_returns_every_account_once_newest_first(backend: Backend)
     let app = spawn_app(backend).await;
     let created = create_accounts(&app, 23).await;
     let newest_first: Vec<String> = created.iter().rev().cloned().collect();
-    let listed = json(
-        app.get(app.test_key(), "/v1/virtual-accounts?pageSize=100")
-            .await,
-    )
-    .await;
+    let listed = app
+        .get_json(app.test_key(), "/v1/virtual-accounts?pageSize=100")
+        .await;
     assert_eq!(ids(&listed), newest_first);
 
     let (seen, pages) = walk(&app, "/v1/virtual-accounts", "pageSize=5").await;
@@ -91,31 +91,25 @@ async fn a_cursor_walk_returns_every_account_once_newest_first(backend: Backend)
     assert_eq!(seen, newest_first);
 
     // A page by number and the page a cursor reaches agree.
-    let third = json(
-        app.get(app.test_key(), "/v1/virtual-accounts?pageSize=5&page=3")
-            .await,
-    )
-    .await;
+    let third = app
+        .get_json(app.test_key(), "/v1/virtual-accounts?pageSize=5&page=3")
+        .await;
     assert_eq!(ids(&third), newest_first[10..15]);
     assert!(third["nextCursor"].is_string());
-    let fourth_by_cursor = json(
-        app.get(
+    let fourth_by_cursor = app
+        .get_json(
             app.test_key(),
             &format!(
                 "/v1/virtual-accounts?pageSize=5&cursor={}",
                 third["nextCursor"].as_str().unwrap()
             ),
         )
-        .await,
-    )
-    .await;
+        .await;
     assert_eq!(ids(&fourth_by_cursor), newest_first[15..20]);
     assert_eq!(fourth_by_cursor["page"], 4);
-    let last = json(
-        app.get(app.test_key(), "/v1/virtual-accounts?pageSize=5&page=5")
-            .await,
-    )
-    .await;
+    let last = app
+        .get_json(app.test_key(), "/v1/virtual-accounts?pageSize=5&page=5")
+        .await;
     assert!(last["nextCursor"].is_null(), "null on the last page");
 }
 
@@ -129,7 +123,9 @@ async fn a_cursor_walk_over_events_ends_with_a_null_cursor(backend: Backend) {
         );
     }
     recorded.reverse();
-    let listed = json(app.get(app.test_key(), "/v1/events?pageSize=100").await).await;
+    let listed = app
+        .get_json(app.test_key(), "/v1/events?pageSize=100")
+        .await;
     assert_eq!(ids(&listed), recorded, "newest first");
     let (seen, pages) = walk(&app, "/v1/events", "pageSize=3").await;
     assert_eq!(seen, recorded);
@@ -151,11 +147,9 @@ async fn cursors_of_another_filter_or_forged_ones_are_refused(backend: Backend) 
         app.record_event(&app.business.id, Mode::Test, &value!({"n": n}))
             .await;
     }
-    let page = json(
-        app.get(app.test_key(), "/v1/virtual-accounts?pageSize=1&q=ada")
-            .await,
-    )
-    .await;
+    let page = app
+        .get_json(app.test_key(), "/v1/virtual-accounts?pageSize=1&q=ada")
+        .await;
     let cursor = page["nextCursor"].as_str().unwrap().to_owned();
     let ok = app
         .get(
@@ -192,7 +186,7 @@ async fn cursors_of_another_filter_or_forged_ones_are_refused(backend: Backend) 
         refused(&app, &format!("/v1/virtual-accounts?q=ada&cursor={forged}")).await;
     }
     // Another business's cursor (same filter, same mode) does not read this business's list.
-    let events = json(app.get(app.test_key(), "/v1/events?pageSize=1").await).await;
+    let events = app.get_json(app.test_key(), "/v1/events?pageSize=1").await;
     let events_cursor = events["nextCursor"].as_str().unwrap().to_owned();
     let other = app
         .other_business("Other Ltd", domain::KybStatus::Pending)
@@ -213,11 +207,8 @@ async fn total_is_exact_up_to_the_cap_then_an_estimate(backend: Backend) {
     let page = |query: &'static str| {
         let app = &app;
         async move {
-            json(
-                app.get(app.test_key(), &format!("/v1/virtual-accounts?{query}"))
-                    .await,
-            )
-            .await
+            app.get_json(app.test_key(), &format!("/v1/virtual-accounts?{query}"))
+                .await
         }
     };
     // Without q: exact, whatever the count.
@@ -290,7 +281,7 @@ async fn a_filter_outside_its_values_is_refused_naming_them_all(backend: Backend
         "/v1/payouts?status=reversed",
         "/v1/events?type=webhook.test",
     ] {
-        let page = json(app.get(app.test_key(), path).await).await;
+        let page = app.get_json(app.test_key(), path).await;
         assert_eq!(page["data"], value!([]), "{path}");
     }
 }

@@ -112,16 +112,7 @@ async fn reencrypting_after_a_key_rotation_retires_the_old_key(backend: Backend)
     }
     let old = Cipher::new(&app.crypto_key, &[]).unwrap();
     // A webhook secret rotation leaves a previous secret beside the current one.
-    let rotated_secret = businesses::rotate_webhook_secret(
-        &app.db,
-        &old,
-        &app.business.id,
-        Mode::Test,
-        chrono::Duration::hours(24),
-    )
-    .await
-    .unwrap()
-    .unwrap();
+    let rotated_secret = app.rotate_test_webhook_secret().await;
     let old_prefix = old.current_prefix();
     assert_eq!(
         store::secrets_sealed_with(&app.db, &old_prefix).await,

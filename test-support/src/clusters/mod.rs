@@ -36,6 +36,16 @@ pub async fn serial() -> tokio::sync::MutexGuard<'static, ()> {
         .await
 }
 
+/// A cluster test's turn: under `CI=true`, waits for the one before it and holds the turn until
+/// dropped; otherwise None, saying `what` was skipped ([`enabled`], [`serial`]).
+pub async fn turn(what: &str) -> Option<tokio::sync::MutexGuard<'static, ()>> {
+    if enabled(what) {
+        Some(serial().await)
+    } else {
+        None
+    }
+}
+
 /// Runs `program` as the system user `user` (`runuser`), with `env`; the output, whatever the
 /// exit status.
 fn run_as(user: &str, env: &[(&str, String)], program: &str, args: &[&str]) -> Output {
