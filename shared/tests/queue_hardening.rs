@@ -16,7 +16,8 @@ use sea_orm::{ConnectionTrait, DatabaseConnection};
 use shared::db::outbox::{self, JobMessage, JobOutcome, JobRow};
 use shared::messaging::jobs::{ProvisioningJob, WebhookJob};
 use shared::messaging::queue::{
-    Broker, DeadLetterBounds, Delivery, MemoryBroker, Outgoing, QueueError, RabbitBroker,
+    Broker, DeadLetter, DeadLetterBounds, Delivery, MemoryBroker, Outgoing, QueueError,
+    RabbitBroker,
 };
 use shared::messaging::relay::{Relay, RelayTimings};
 use shared::messaging::worker::{Consumer, JobHandler};
@@ -363,15 +364,8 @@ impl Broker for Gated {
         let _pass = self.open.acquire().await.unwrap();
         self.inner.publish_many(messages).await
     }
-    async fn publish_dead_letter(
-        &self,
-        queue: &str,
-        body: &[u8],
-        expires_in: Duration,
-    ) -> Result<(), QueueError> {
-        self.inner
-            .publish_dead_letter(queue, body, expires_in)
-            .await
+    async fn publish_dead_letter(&self, letter: DeadLetter<'_>) -> Result<(), QueueError> {
+        self.inner.publish_dead_letter(letter).await
     }
     async fn get(&self, queue: &str, dead: bool) -> Result<Option<Delivery>, QueueError> {
         self.inner.get(queue, dead).await

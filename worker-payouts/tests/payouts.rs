@@ -482,11 +482,13 @@ async fn live_daily_payouts_wait_for_kyb_and_a_working_live_key(backend: Backend
     .unwrap();
     shared::db::ledger::credit(
         &app.db,
-        &business,
-        Mode::Live,
-        EntryType::Deposit,
-        750_000,
-        "dep_live",
+        shared::db::ledger::Movement {
+            business_id: &business,
+            mode: Mode::Live,
+            entry_type: EntryType::Deposit,
+            amount: 750_000,
+            source_id: "dep_live",
+        },
     )
     .await
     .unwrap();

@@ -11,7 +11,7 @@ use domain::{AccountStatus, Bank, Mode};
 use serde::Serialize;
 use serde_json::{Map, Value};
 use shared::db::accounts::{self, Account};
-use shared::db::deposits::{self, Accepted, Recorded, Unmatched};
+use shared::db::deposits::{self, Accepted, Incoming, Notified, Recorded, Unmatched};
 use shared::db::paging::Filter;
 use shared::db::rechecks;
 use shared::json::{DepositView, Page, RecheckView};
@@ -539,14 +539,13 @@ async fn notification(
             // drifted leaves a trace) and acknowledged, since it is stored (SPEC §5): answering
             // 4xx would only make the bank send it again.
             let kept = String::from_utf8_lossy(&body).replace('\0', "");
-            let id = deposits::keep_invalid_notification(
-                &state.db,
+            let incoming = Incoming {
                 mode,
                 bank,
-                &kept,
-                domain::time::now(),
-            )
-            .await?;
+                body: &kept,
+                now: domain::time::now(),
+            };
+            let id = deposits::keep_invalid_notification(&state.db, incoming).await?;
             tracing::warn!(notification_id = %id, bank = bank.slug(), error = %problem, "signed notification could not be read; kept as invalid");
             return Ok(Json(NotificationReceipt {
                 received: true,
@@ -555,45 +554,28 @@ async fn notification(
             }));
         }
     };
-    let transaction = match &content {
-        Announced::Deposit(tx) => Some(tx),
-        Announced::Transfer(_) | Announced::Other => None,
+    let incoming = Incoming {
+        mode,
+        bank,
+        body: text,
+        now: domain::time::now(),
     };
-    let accepted = match &content {
-        Announced::Transfer(transfer) => {
-            deposits::accept_transfer_notification(
-                &state.db,
-                mode,
-                bank,
-                state.providers.payout_bank().ok(),
-                text,
-                transfer,
-                domain::time::now(),
-            )
-            .await?
-        }
-        Announced::Deposit(_) | Announced::Other => match deposits::accept_notification(
-            &state.db,
-            mode,
-            bank,
-            text,
-            transaction,
-            domain::time::now(),
-        )
-        .await
-        {
+    let notified = match &content {
+        Announced::Transfer(transfer) => Notified::Transfer {
+            transfer,
+            payout_bank: state.providers.payout_bank().ok(),
+        },
+        Announced::Deposit(tx) => Notified::Deposit(Some(tx)),
+        Announced::Other => Notified::Deposit(None),
+    };
+    let accepted = match notified {
+        Notified::Transfer { .. } => deposits::accept(&state.db, incoming, notified).await?,
+        Notified::Deposit(_) => match deposits::accept(&state.db, incoming, notified).await {
             Ok(accepted) => accepted,
             // Nothing of it was written (the whole transaction rolled back): kept as invalid
             // for operators, like an amount above the maximum, rather than asked for again.
             Err(e) if shared::db::ledger::is_overflow(&e) => {
-                let id = deposits::keep_invalid_notification(
-                    &state.db,
-                    mode,
-                    bank,
-                    text,
-                    domain::time::now(),
-                )
-                .await?;
+                let id = deposits::keep_invalid_notification(&state.db, incoming).await?;
                 tracing::error!(notification_id = %id, bank = bank.slug(), "a deposit would overflow its balance; kept as invalid, not credited");
                 return Ok(Json(NotificationReceipt {
                     received: true,
@@ -625,20 +607,21 @@ async fn notification(
             }
             (id, outcome)
         }
-        Accepted::Stored { id, recorded } => {
-            let outcome = match &recorded {
+        Accepted::Stored {
+            id,
+            recorded,
+            outcome,
+        } => {
+            match &recorded {
                 Recorded::New(deposit) => {
                     state.relay.kick();
                     tracing::info!(deposit_id = %deposit.id, account_id = %deposit.account_id, status = %deposit.status, "deposit recorded");
-                    NotificationOutcome::Recorded
                 }
-                Recorded::Duplicate if transaction.is_some() => NotificationOutcome::Duplicate,
-                Recorded::Duplicate => NotificationOutcome::Ignored,
+                Recorded::Duplicate => {}
                 Recorded::Unmatched => {
                     tracing::warn!(notification_id = %id, bank = bank.slug(), "notification for an unknown account number kept as unmatched");
-                    NotificationOutcome::Unmatched
                 }
-            };
+            }
             (id, outcome)
         }
     };

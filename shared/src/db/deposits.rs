@@ -3,8 +3,8 @@
 
 use chrono::{DateTime, Utc};
 use sea_orm::{
-    ActiveValue::Set, ColumnTrait, ConnectionTrait, DatabaseConnection, DbErr, EntityTrait,
-    PaginatorTrait, QueryFilter, QuerySelect, TransactionTrait,
+    ActiveValue::Set, ColumnTrait, ConnectionTrait, DatabaseConnection, DatabaseTransaction, DbErr,
+    EntityTrait, PaginatorTrait, QueryFilter, QuerySelect, TransactionTrait,
 };
 
 use super::entities::{deposit, deposit_conflict, provider_notification, virtual_account};
@@ -62,7 +62,17 @@ pub async fn record(
     now: DateTime<Utc>,
 ) -> Result<Recorded, DbErr> {
     let txn = db.begin().await?;
-    let (outcome, credit) = record_in(&txn, mode, bank, tx, &source, now).await?;
+    let (outcome, credit) = record_in(
+        &txn,
+        Report {
+            mode,
+            bank,
+            tx,
+            source: &source,
+        },
+        now,
+    )
+    .await?;
     if let Some(credit) = credit {
         credit.apply(&txn).await?;
     }
@@ -82,29 +92,39 @@ struct Credit {
 
 impl Credit {
     async fn apply<C: ConnectionTrait>(self, db: &C) -> Result<(), DbErr> {
-        super::ledger::credit(
-            db,
-            &self.business_id,
-            self.mode,
-            domain::payout::EntryType::Deposit,
-            self.amount,
-            &self.deposit_id,
-        )
-        .await?;
-        Ok(())
+        let movement = super::ledger::Movement {
+            business_id: &self.business_id,
+            mode: self.mode,
+            entry_type: domain::payout::EntryType::Deposit,
+            amount: self.amount,
+            source_id: &self.deposit_id,
+        };
+        super::ledger::credit(db, movement).await.map(drop)
     }
+}
+
+/// A transaction a bank reported, in a mode, and how it reached us.
+#[derive(Clone, Copy)]
+struct Report<'a> {
+    mode: Mode,
+    bank: Bank,
+    tx: &'a RemoteTransaction,
+    source: &'a Source,
 }
 
 /// Records the transaction and its event; a credited deposit's money is left to the caller, to
 /// enter last (see [`Credit`]).
 async fn record_in<C: ConnectionTrait>(
     db: &C,
-    mode: Mode,
-    bank: Bank,
-    tx: &RemoteTransaction,
-    source: &Source,
+    report: Report<'_>,
     now: DateTime<Utc>,
 ) -> Result<(Recorded, Option<Credit>), DbErr> {
+    let Report {
+        mode,
+        bank,
+        tx,
+        source,
+    } = report;
     // Locked: a deactivation committing at the same moment is either seen whole (its
     // `deactivated_at` decides below) or waits for this deposit, never half of each.
     let Some(account) = virtual_account::Entity::find()
@@ -150,7 +170,7 @@ async fn record_in<C: ConnectionTrait>(
         deposit::Column::ProviderReference,
     ];
     if !super::insert_once(db, deposit::ActiveModel::from(row.clone()), key).await? {
-        keep_conflict(db, mode, bank, tx, source, now).await?;
+        keep_conflict(db, report, now).await?;
         return Ok((Recorded::Duplicate, None));
     }
     let mut data = DepositView::from(&row);
@@ -175,12 +195,10 @@ async fn record_in<C: ConnectionTrait>(
 /// counted and logged as an error (the reference and ids only: no names, no numbers).
 async fn keep_conflict<C: ConnectionTrait>(
     db: &C,
-    mode: Mode,
-    bank: Bank,
-    tx: &RemoteTransaction,
-    source: &Source,
+    report: Report<'_>,
     now: DateTime<Utc>,
 ) -> Result<(), DbErr> {
+    let (mode, bank, tx) = (report.mode, report.bank, report.tx);
     let Some(first) = deposit::Entity::find()
         .filter(deposit::Column::Mode.eq(mode.as_str()))
         .filter(deposit::Column::Bank.eq(bank.slug()))
@@ -206,7 +224,7 @@ async fn keep_conflict<C: ConnectionTrait>(
         mode: Set(mode),
         bank: Set(bank),
         provider_reference: Set(tx.reference.clone()),
-        source: Set(source.kind()),
+        source: Set(report.source.kind()),
         reported: Set(serde_json::to_string(tx).expect("transactions serialise")),
         created_at: Set(now),
     })
@@ -227,8 +245,12 @@ async fn keep_conflict<C: ConnectionTrait>(
 /// How a stored notification was handled.
 #[derive(Debug)]
 pub enum Accepted {
-    /// Stored now, with what recording its transaction did.
-    Stored { id: String, recorded: Recorded },
+    /// Stored now, with what recording its transaction did and the outcome stored for it.
+    Stored {
+        id: String,
+        recorded: Recorded,
+        outcome: NotificationOutcome,
+    },
     /// The same body from the same bank and mode was stored before (a bank's retry): nothing
     /// was done again. Its id and the outcome recorded the first time.
     Repeated {
@@ -245,24 +267,69 @@ pub enum Accepted {
     },
 }
 
-/// Stores a verified notification and records its transaction, in one transaction: once this
-/// returns, the provider may be told 200. A body stored before (same mode, bank and digest) is
-/// not stored or acted on again.
-pub async fn accept_notification(
+/// A signed notification as it arrived: the mode and bank it came for, its body, and when.
+#[derive(Clone, Copy, Debug)]
+pub struct Incoming<'a> {
+    pub mode: Mode,
+    pub bank: Bank,
+    pub body: &'a str,
+    pub now: DateTime<Utc>,
+}
+
+/// What a verified notification announced, as far as storage acts on it.
+#[derive(Clone, Copy, Debug)]
+pub enum Notified<'a> {
+    /// A transaction into an account; `None` (nothing storage acts on) is stored as `ignored`.
+    Deposit(Option<&'a RemoteTransaction>),
+    /// A transfer's outcome. `payout_bank` is the configured payout bank, the bank of a payout
+    /// that has none recorded.
+    Transfer {
+        transfer: &'a domain::provider::RemoteTransfer,
+        payout_bank: Option<Bank>,
+    },
+}
+
+/// Stores a verified notification and acts on it, in one transaction: once this returns, the
+/// provider may be told 200. A body stored before (same mode, bank and digest) is not stored or
+/// acted on again.
+pub async fn accept(
     db: &DatabaseConnection,
-    mode: Mode,
-    bank: Bank,
-    body: &str,
-    transaction: Option<&RemoteTransaction>,
-    now: DateTime<Utc>,
+    incoming: Incoming<'_>,
+    notified: Notified<'_>,
 ) -> Result<Accepted, DbErr> {
     let txn = db.begin().await?;
-    let id = match claim_notification(&txn, mode, bank, body, now).await? {
+    let id = match claim_notification(&txn, incoming).await? {
         Claim::New(id) => id,
         Claim::Seen(first) => return Ok(Accepted::repeated(first)),
     };
+    let accepted = match notified {
+        Notified::Deposit(transaction) => record_deposit(&txn, incoming, id, transaction).await?,
+        Notified::Transfer {
+            transfer,
+            payout_bank,
+        } => apply_transfer(&txn, incoming, id, transfer, payout_bank).await?,
+    };
+    txn.commit().await?;
+    Ok(accepted)
+}
+
+/// Records a notification's transaction (its deposit's credit last, see [`Credit`]).
+async fn record_deposit(
+    txn: &DatabaseTransaction,
+    incoming: Incoming<'_>,
+    id: String,
+    transaction: Option<&RemoteTransaction>,
+) -> Result<Accepted, DbErr> {
     let (recorded, credit) = match transaction {
-        Some(tx) => record_in(&txn, mode, bank, tx, &Source::Notification, now).await?,
+        Some(tx) => {
+            let report = Report {
+                mode: incoming.mode,
+                bank: incoming.bank,
+                tx,
+                source: &Source::Notification,
+            };
+            record_in(txn, report, incoming.now).await?
+        }
         None => (Recorded::Duplicate, None),
     };
     let (outcome, deposit_id) = match (&recorded, transaction) {
@@ -272,12 +339,15 @@ pub async fn accept_notification(
         (Recorded::Unmatched, _) => (NotificationOutcome::Unmatched, None),
     };
     let reference = transaction.map(|t| t.reference.clone());
-    record_outcome(&txn, &id, outcome, reference, deposit_id).await?;
+    record_outcome(txn, &id, outcome, reference, deposit_id).await?;
     if let Some(credit) = credit {
-        credit.apply(&txn).await?;
+        credit.apply(txn).await?;
     }
-    txn.commit().await?;
-    Ok(Accepted::Stored { id, recorded })
+    Ok(Accepted::Stored {
+        id,
+        recorded,
+        outcome,
+    })
 }
 
 /// Why a `transfer.*` notification was kept without being applied.
@@ -289,42 +359,35 @@ pub enum Unmatched {
     OtherBank,
 }
 
-/// Stores a verified `transfer.*` notification and applies it to the payout whose id is the
-/// transfer's reference (of the notification's mode), in one transaction, when `bank` is the
-/// bank the payout was sent through (its `provider_bank`; for a payout that has none recorded,
-/// `payout_bank`, the configured one). A body stored before is not acted on again; a
+/// Applies a `transfer.*` notification to the payout whose id is the transfer's reference (of
+/// the notification's mode) when the notifying bank is the bank the payout was sent through (its
+/// `provider_bank`; for a payout that has none recorded, `payout_bank`, the configured one). A
 /// reference that is no payout of that mode, or a payout of another bank, is kept as
 /// `unmatched`.
-pub async fn accept_transfer_notification(
-    db: &DatabaseConnection,
-    mode: Mode,
-    bank: Bank,
-    payout_bank: Option<Bank>,
-    body: &str,
+async fn apply_transfer(
+    txn: &DatabaseTransaction,
+    incoming: Incoming<'_>,
+    id: String,
     transfer: &domain::provider::RemoteTransfer,
-    now: DateTime<Utc>,
+    payout_bank: Option<Bank>,
 ) -> Result<Accepted, DbErr> {
-    let txn = db.begin().await?;
-    let id = match claim_notification(&txn, mode, bank, body, now).await? {
-        Claim::New(id) => id,
-        Claim::Seen(first) => return Ok(Accepted::repeated(first)),
-    };
     let reported = super::payouts::Reported {
         state: transfer.status.into(),
         session_id: transfer.session_id.as_deref(),
         failure_reason: transfer.failure_reason.as_deref(),
     };
+    let mode = incoming.mode;
     // Locked from here to the commit (`apply_in` reads it again in this transaction).
     let sent_through = super::entities::payout::Entity::find_by_id(transfer.reference.clone())
         .filter(super::entities::payout::Column::Mode.eq(mode))
         .lock_exclusive()
-        .one(&txn)
+        .one(txn)
         .await?
         .map(|p| p.provider_bank.or(payout_bank));
     let applied = match sent_through {
         None => Err(Unmatched::NoPayout),
-        Some(through) if through != Some(bank) => Err(Unmatched::OtherBank),
-        Some(_) => super::payouts::apply_in(&txn, &transfer.reference, Some(mode), &reported)
+        Some(through) if through != Some(incoming.bank) => Err(Unmatched::OtherBank),
+        Some(_) => super::payouts::apply_in(txn, &transfer.reference, Some(mode), &reported)
             .await?
             .map(|(_, changed)| changed)
             .ok_or(Unmatched::NoPayout),
@@ -335,8 +398,7 @@ pub async fn accept_transfer_notification(
         Err(_) => NotificationOutcome::Unmatched,
     };
     let reference = Some(transfer.reference.clone());
-    record_outcome(&txn, &id, outcome, reference, None).await?;
-    txn.commit().await?;
+    record_outcome(txn, &id, outcome, reference, None).await?;
     Ok(Accepted::Transfer {
         id,
         outcome,
@@ -348,13 +410,10 @@ pub async fn accept_transfer_notification(
 /// the same body again is kept once. Returns the stored row's id.
 pub async fn keep_invalid_notification(
     db: &DatabaseConnection,
-    mode: Mode,
-    bank: Bank,
-    body: &str,
-    now: DateTime<Utc>,
+    incoming: Incoming<'_>,
 ) -> Result<String, DbErr> {
     let txn = db.begin().await?;
-    let id = match claim_notification(&txn, mode, bank, body, now).await? {
+    let id = match claim_notification(&txn, incoming).await? {
         Claim::New(id) => {
             record_outcome(&txn, &id, NotificationOutcome::Invalid, None, None).await?;
             id
@@ -404,11 +463,14 @@ async fn record_outcome<C: ConnectionTrait>(
 /// waits on the unique index and then finds the first one, so a body is acted on once.
 async fn claim_notification<C: ConnectionTrait>(
     db: &C,
-    mode: Mode,
-    bank: Bank,
-    body: &str,
-    now: DateTime<Utc>,
+    incoming: Incoming<'_>,
 ) -> Result<Claim, DbErr> {
+    let Incoming {
+        mode,
+        bank,
+        body,
+        now,
+    } = incoming;
     let digest = domain::keys::sha256_hex(body);
     let id = new_id("ntf");
     let row = provider_notification::ActiveModel {
@@ -463,7 +525,17 @@ pub async fn list(
         Some(&account.id),
     )
     .await?;
-    let fetched = paging::fetch(
+    let fetched = newest_first(db, select, request).await?;
+    Ok((fetched, total))
+}
+
+/// A page of deposits, newest first (by page number or, in constant time, by cursor).
+async fn newest_first<C: ConnectionTrait>(
+    db: &C,
+    select: sea_orm::Select<deposit::Entity>,
+    request: &paging::PageRequest,
+) -> Result<paging::Fetched<Deposit>, DbErr> {
+    paging::fetch(
         db,
         select,
         deposit::Column::CreatedAt,
@@ -471,8 +543,7 @@ pub async fn list(
         request,
         |d| (d.created_at, d.id.clone()),
     )
-    .await?;
-    Ok((fetched, total))
+    .await
 }
 
 /// What the dashboard's list of a mode's deposits is filtered by.
@@ -543,16 +614,7 @@ pub async fn page_for_mode<C: ConnectionTrait>(
     query: &ModeQuery<'_>,
     request: &paging::PageRequest,
 ) -> Result<paging::Fetched<Deposit>, DbErr> {
-    let select = mode_select(db, query).await?;
-    paging::fetch(
-        db,
-        select,
-        deposit::Column::CreatedAt,
-        deposit::Column::Id,
-        request,
-        |d| (d.created_at, d.id.clone()),
-    )
-    .await
+    newest_first(db, mode_select(db, query).await?, request).await
 }
 
 /// How many deposits `query` matches: without a search, exactly (the maintained counts by

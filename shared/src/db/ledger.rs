@@ -39,14 +39,14 @@ pub struct Insufficient {
 /// `available <= i64::MAX - amount`): past it, PostgreSQL would fail with a bigint error and
 /// SQLite would silently store a float. A credit that would overflow moves nothing and is an
 /// error ([`OVERFLOW`]), so the caller's transaction rolls back whole: never a wrong number.
-pub async fn credit<C: ConnectionTrait>(
-    db: &C,
-    business_id: &str,
-    mode: Mode,
-    entry_type: EntryType,
-    amount: i64,
-    source_id: &str,
-) -> Result<Entry, DbErr> {
+pub async fn credit<C: ConnectionTrait>(db: &C, movement: Movement<'_>) -> Result<Entry, DbErr> {
+    let Movement {
+        business_id,
+        mode,
+        amount,
+        source_id,
+        ..
+    } = movement;
     debug_assert!(amount > 0);
     let clock = || super::clock_expr(db.get_database_backend());
     let upsert = Query::insert()
@@ -78,14 +78,7 @@ pub async fn credit<C: ConnectionTrait>(
         )
         .returning_col(balance::Column::Available)
         .to_owned();
-    let entry = NewEntry {
-        business_id,
-        mode,
-        entry_type,
-        amount,
-        source_id,
-    };
-    match move_and_enter(db, upsert, entry).await? {
+    match move_and_enter(db, upsert, movement).await? {
         Some(entry) => Ok(entry),
         None => {
             tracing::error!(business_id, %mode, amount, source_id, "a credit would overflow the balance; nothing was credited");
@@ -109,12 +102,14 @@ pub fn is_overflow(e: &DbErr) -> bool {
 /// of the UPDATE serialises them and each re-checks `available >= amount`.
 pub async fn debit<C: ConnectionTrait>(
     db: &C,
-    business_id: &str,
-    mode: Mode,
-    entry_type: EntryType,
-    amount: i64,
-    source_id: &str,
+    movement: Movement<'_>,
 ) -> Result<Result<Entry, Insufficient>, DbErr> {
+    let Movement {
+        business_id,
+        mode,
+        amount,
+        ..
+    } = movement;
     debug_assert!(amount > 0);
     let update = Query::update()
         .table(balance::Entity)
@@ -131,12 +126,9 @@ pub async fn debit<C: ConnectionTrait>(
         .and_where(balance::Column::Available.gte(amount))
         .returning_col(balance::Column::Available)
         .to_owned();
-    let entry = NewEntry {
-        business_id,
-        mode,
-        entry_type,
+    let entry = Movement {
         amount: -amount,
-        source_id,
+        ..movement
     };
     if let Some(entry) = move_and_enter(db, update, entry).await? {
         return Ok(Ok(entry));
@@ -147,14 +139,16 @@ pub async fn debit<C: ConnectionTrait>(
     Ok(Err(Insufficient { available }))
 }
 
-/// An entry to write once its balance has moved.
-struct NewEntry<'a> {
-    business_id: &'a str,
-    mode: Mode,
-    entry_type: EntryType,
-    /// Signed, kobo.
-    amount: i64,
-    source_id: &'a str,
+/// Money moving in one business's balance in one mode, and the fact that moves it: what
+/// [`credit`] and [`debit`] take (`amount` > 0) and what their entry records (`amount` signed).
+#[derive(Clone, Copy, Debug)]
+pub struct Movement<'a> {
+    pub business_id: &'a str,
+    pub mode: Mode,
+    pub entry_type: EntryType,
+    /// Kobo.
+    pub amount: i64,
+    pub source_id: &'a str,
 }
 
 /// Runs `balance` (a statement on `balances` returning the new `available`, or no row when it
@@ -165,7 +159,7 @@ struct NewEntry<'a> {
 /// On PostgreSQL the two are one statement, `WITH moved AS (<balance> RETURNING available)
 /// INSERT INTO ledger_entries … SELECT … FROM moved`: no round trip while the lock is held
 /// beyond the statement that takes it.
-async fn move_and_enter<C, S>(db: &C, balance: S, new: NewEntry<'_>) -> Result<Option<Entry>, DbErr>
+async fn move_and_enter<C, S>(db: &C, balance: S, new: Movement<'_>) -> Result<Option<Entry>, DbErr>
 where
     C: ConnectionTrait,
     S: StatementBuilder + Into<SubQueryStatement>,

@@ -244,11 +244,13 @@ pub async fn create(
     let id = new_id("po");
     let debited = ledger::debit(
         &txn,
-        req.business_id,
-        req.mode,
-        EntryType::Payout,
-        req.payout.amount,
-        &id,
+        ledger::Movement {
+            business_id: req.business_id,
+            mode: req.mode,
+            entry_type: EntryType::Payout,
+            amount: req.payout.amount,
+            source_id: &id,
+        },
     )
     .await?;
     if let Err(ledger::Insufficient { available }) = debited {
@@ -588,11 +590,13 @@ pub async fn apply_in<C: ConnectionTrait>(
         if step.returns_money() {
             ledger::credit(
                 txn,
-                &current.business_id,
-                current.mode,
-                EntryType::PayoutReturn,
-                current.amount,
-                &current.id,
+                ledger::Movement {
+                    business_id: &current.business_id,
+                    mode: current.mode,
+                    entry_type: EntryType::PayoutReturn,
+                    amount: current.amount,
+                    source_id: &current.id,
+                },
             )
             .await?;
         }

@@ -25,7 +25,7 @@ use tokio_util::sync::CancellationToken;
 use crate::db::outbox::{self, JobMessage, JobOutcome, JobRow, Runnable};
 use crate::messaging::batch::Coalescer;
 use crate::messaging::jobs::QueueJob;
-use crate::messaging::queue::{Broker, Delivery, QueueError, reconnect_delay};
+use crate::messaging::queue::{Broker, DeadLetter, Delivery, QueueError, reconnect_delay};
 use crate::messaging::relay::Relay;
 
 #[async_trait]
@@ -478,7 +478,11 @@ impl<H: JobHandler> Consumer<H> {
                 .filter(|left| !left.is_zero());
             if let Some(left) = left {
                 self.broker
-                    .publish_dead_letter(queue, &delivery.body, left)
+                    .publish_dead_letter(DeadLetter {
+                        queue,
+                        body: &delivery.body,
+                        expires_in: left,
+                    })
                     .await?;
                 kept += 1;
             } else {

@@ -13,7 +13,7 @@ use futures::stream::BoxStream;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use super::{Acker, Broker, DeadLetterBounds, Delivery, QUEUES, QueueError, known};
+use super::{Acker, Broker, DeadLetter, DeadLetterBounds, Delivery, QUEUES, QueueError, known};
 
 /// An in-process broker. Clones share the same queues.
 #[derive(Clone, Default)]
@@ -164,15 +164,10 @@ impl Broker for MemoryBroker {
         Ok(())
     }
 
-    async fn publish_dead_letter(
-        &self,
-        queue: &str,
-        body: &[u8],
-        expires_in: Duration,
-    ) -> Result<(), QueueError> {
-        let queue = known(queue)?;
+    async fn publish_dead_letter(&self, letter: DeadLetter<'_>) -> Result<(), QueueError> {
+        let queue = known(letter.queue)?;
         self.shared
-            .push_expiring((queue, true), body.to_vec(), Some(expires_in));
+            .push_expiring((queue, true), letter.body.to_vec(), Some(letter.expires_in));
         Ok(())
     }
 

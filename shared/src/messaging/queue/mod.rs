@@ -63,6 +63,14 @@ pub struct Outgoing<'a> {
     pub body: &'a [u8],
 }
 
+/// A message for a queue's dead-letter queue that expires `expires_in` from now (or earlier, by
+/// the queue's own bound).
+pub struct DeadLetter<'a> {
+    pub queue: &'a str,
+    pub body: &'a [u8],
+    pub expires_in: Duration,
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum QueueError {
     #[error("broker unreachable: {0}")]
@@ -131,14 +139,8 @@ pub trait Broker: Send + Sync + 'static {
         verdicts
     }
 
-    /// Puts a message in a queue's dead-letter queue that expires `expires_in` from now (or
-    /// earlier, by the queue's own bound), confirmed.
-    async fn publish_dead_letter(
-        &self,
-        queue: &str,
-        body: &[u8],
-        expires_in: Duration,
-    ) -> Result<(), QueueError>;
+    /// Puts a message in its queue's dead-letter queue, confirmed.
+    async fn publish_dead_letter(&self, letter: DeadLetter<'_>) -> Result<(), QueueError>;
 
     /// Takes one ready message from a queue (or its dead-letter queue), if there is one; it is
     /// settled like a consumed one.

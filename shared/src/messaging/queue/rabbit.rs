@@ -45,7 +45,8 @@ use tokio::sync::{Mutex, MutexGuard};
 use tokio::time::{Instant, timeout};
 
 use super::{
-    Acker, Broker, DeadLetterBounds, Delivery, Outgoing, QUEUES, QueueError, known, reconnect_delay,
+    Acker, Broker, DeadLetter, DeadLetterBounds, Delivery, Outgoing, QUEUES, QueueError, known,
+    reconnect_delay,
 };
 
 /// How long opening a connection (TCP and the AMQP handshake) may take.
@@ -796,16 +797,11 @@ impl Broker for RabbitBroker {
         verdicts
     }
 
-    async fn publish_dead_letter(
-        &self,
-        queue: &str,
-        body: &[u8],
-        expires_in: Duration,
-    ) -> Result<(), QueueError> {
-        let expiration = millis(expires_in).max(0).to_string();
+    async fn publish_dead_letter(&self, letter: DeadLetter<'_>) -> Result<(), QueueError> {
+        let expiration = millis(letter.expires_in).max(0).to_string();
         self.publish_with(
-            queue,
-            body,
+            letter.queue,
+            letter.body,
             true,
             persistent().with_expiration(expiration.as_str().into()),
         )
