@@ -29,7 +29,7 @@ pub enum Command {
     /// Replay one creation: the same Idempotency-Key and body on every request.
     Replay(Common),
     /// Bulk-load accounts for the key's business into PostgreSQL, then time list and search
-    /// requests (page 1, q matching one, q matching none, cursor hops, a deep page) and explain
+    /// requests (page 1, q matching one, parts of an e-mail, q matching none, cursor hops, a deep page) and explain
     /// the service's statements.
     Lists(ListsArgs),
     /// Against api serve, worker-payouts, worker-webhooks and provider-sandbox: payouts created

@@ -588,6 +588,30 @@ pub async fn run(settings: &ListsSettings) -> anyhow::Result<ListsReport> {
         .await,
     );
     sample(&mut rss);
+    // Parts of that e-mail (issue 24): its local part with the `@` (rarer trigrams), and only
+    // the digits before the `@` with it (trigrams many e-mails share: the index hands back more
+    // candidates to check).
+    let local = email.split('@').next().unwrap_or_default();
+    let digits: String = local.chars().filter(char::is_ascii_digit).collect();
+    for (label, part) in [
+        (
+            "q = part of an e-mail (local part + @)",
+            format!("{local}@"),
+        ),
+        ("q = part of an e-mail (digits + @)", format!("{digits}@")),
+    ] {
+        cases.push(
+            fixed(
+                &http,
+                settings,
+                label,
+                goal,
+                &[("pageSize", &size), ("q", &part)],
+            )
+            .await,
+        );
+        sample(&mut rss);
+    }
     cases.push(
         fixed(
             &http,
