@@ -29,8 +29,8 @@ pub enum Command {
     /// Replay one creation: the same Idempotency-Key and body on every request.
     Replay(Common),
     /// Bulk-load accounts for the key's business into PostgreSQL, then time list and search
-    /// requests (page 1, q matching one, parts of an e-mail, q matching none, cursor hops, a deep page) and explain
-    /// the service's statements.
+    /// requests (page 1, q matching one, parts of an e-mail, q matching none, cursor hops, a deep
+    /// page) and explain the service's statements.
     Lists(ListsArgs),
     /// Against api serve, worker-payouts, worker-webhooks and provider-sandbox: payouts created
     /// per second (concurrent POST /v1/payouts), then, at a steady rate, each payout's time
