@@ -3,7 +3,7 @@
 
 use chrono::{DateTime, Utc};
 use sea_orm::{
-    ActiveValue::Set, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QueryOrder,
+    ColumnTrait, ConnectionTrait, DbBackend, DbErr, EntityTrait, QueryFilter, QueryOrder,
     QuerySelect,
 };
 use serde::Serialize;
@@ -38,17 +38,13 @@ pub async fn record<C: ConnectionTrait>(
         data,
         created_at: now,
     };
-    event::Entity::insert(event::ActiveModel {
-        id: Set(row.id.clone()),
-        business_id: Set(row.business_id.clone()),
-        mode: Set(row.mode),
-        event_type: Set(row.event_type),
-        data: Set(row.data.clone()),
-        account_id: Set(row.account_id.clone()),
-        created_at: Set(now),
-    })
-    .exec_without_returning(db)
-    .await?;
+    if db.get_database_backend() == DbBackend::Postgres {
+        super::deliveries::record_event_with_delivery(db, &row, now).await?;
+        return Ok(row);
+    }
+    event::Entity::insert(event::ActiveModel::from(row.clone()))
+        .exec_without_returning(db)
+        .await?;
     if let Some(url) = super::businesses::webhook_url(db, business_id, mode).await? {
         super::deliveries::create(db, &row, &url, now).await?;
     }

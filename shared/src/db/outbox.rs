@@ -59,7 +59,20 @@ pub async fn enqueue_as<C: ConnectionTrait, J: QueueJob>(
     run_at: DateTime<Utc>,
     now: DateTime<Utc>,
 ) -> Result<(), DbErr> {
-    outbox::Entity::insert(outbox::ActiveModel {
+    outbox::Entity::insert(job_row(id, job, run_at, now))
+        .exec_without_returning(db)
+        .await?;
+    Ok(())
+}
+
+/// The row of a new job (unpublished, never run), as [`enqueue_as`] writes it.
+pub(crate) fn job_row<J: QueueJob>(
+    id: String,
+    job: &J,
+    run_at: DateTime<Utc>,
+    now: DateTime<Utc>,
+) -> outbox::ActiveModel {
+    outbox::ActiveModel {
         id: Set(id),
         queue: Set(J::QUEUE.to_owned()),
         payload: Set(serde_json::to_string(job).expect("jobs serialise")),
@@ -74,10 +87,7 @@ pub async fn enqueue_as<C: ConnectionTrait, J: QueueJob>(
         created_at: Set(now),
         updated_at: Set(now),
         request_id: Set(ops::telemetry::request_id()),
-    })
-    .exec_without_returning(db)
-    .await?;
-    Ok(())
+    }
 }
 
 /// The job row with this id.
