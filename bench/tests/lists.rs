@@ -35,10 +35,13 @@ async fn loads_lists_searches_and_explains_on_postgres() {
         .map(|c| (c.name.as_str(), c.total))
         .collect();
     assert_eq!(
-        totals[..5],
+        totals[..7],
         [
             ("page 1", Some((1_000, false))),
             ("q = one account's e-mail", Some((1, false))),
+            // Parts of that e-mail find that account alone.
+            ("q = part of an e-mail (local part + @)", Some((1, false))),
+            ("q = part of an e-mail (digits + @)", Some((1, false))),
             ("q matching nothing", Some((0, false))),
             (
                 "cursor hops from page 10 (nextCursor)",
@@ -58,7 +61,7 @@ async fn loads_lists_searches_and_explains_on_postgres() {
         );
     }
     assert_eq!(
-        totals[5..],
+        totals[7..],
         [
             ("deposits: page 1", Some((3_000, false))),
             (
