@@ -518,12 +518,13 @@ fn spawn_phase(
 }
 
 /// When the first job finished after `since`: the first webhook whose event was created after
-/// it arrives at the receiver (an event is a job's effect; its delivery is another job).
+/// it arrives at the receiver (an event is a job's effect; its delivery is another job). None
+/// after 180 s.
 async fn first_job_done_after(
     receiver: &Receiver,
     since: chrono::DateTime<chrono::Utc>,
     started: Instant,
-) -> Duration {
+) -> Option<Duration> {
     loop {
         let done = receiver.requests().iter().any(|r| {
             r.json()["createdAt"]
@@ -532,12 +533,11 @@ async fn first_job_done_after(
                 .is_some_and(|t| t > since)
         });
         if done {
-            return started.elapsed();
+            return Some(started.elapsed());
         }
-        assert!(
-            started.elapsed() < Duration::from_secs(180),
-            "no job done after the failure"
-        );
+        if started.elapsed() > Duration::from_secs(180) {
+            return None;
+        }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
@@ -590,11 +590,21 @@ async fn killing_the_rabbitmq_node_every_process_is_on_loses_nothing() {
         "every process on the first node: {nodes:?}"
     );
 
-    let (_load, during) = load_in_flight(&stack, &client).await;
+    let (load, during) = load_in_flight(&stack, &client).await;
     let killed_at = chrono::Utc::now();
     let started = Instant::now();
     tokio::task::block_in_place(|| cluster.kill(0));
-    let figure = first_job_done_after(&receiver, killed_at, started).await;
+    let Some(figure) = first_job_done_after(&receiver, killed_at, started).await else {
+        // What each process is connected to, and whether the load still moves, say where it
+        // stalled (this failed once in about ten full runs, without such a trace).
+        panic!(
+            "no job done within 180 s of the failure; nodes {:?}, webhooks received {}, \
+             load steps done {}",
+            processes.rabbitmq_nodes(&client).await,
+            receiver.requests().len(),
+            load.done.load(Ordering::Relaxed)
+        );
+    };
     println!(
         "FIGURE rabbitmq: node SIGKILLed -> first job done after it: {} ms",
         figure.as_millis()
