@@ -23,6 +23,7 @@ mod m0017_list_counts;
 mod m0018_sign_in_audit;
 mod m0019_audit_key_actor;
 mod m0020_payout_provider_lease;
+mod m0021_one_statement_refusal;
 
 pub struct Migrator;
 
@@ -49,6 +50,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0018_sign_in_audit::Migration),
             Box::new(m0019_audit_key_actor::Migration),
             Box::new(m0020_payout_provider_lease::Migration),
+            Box::new(m0021_one_statement_refusal::Migration),
         ]
     }
 }

@@ -25,6 +25,8 @@ pub use virtual_account::Model as Account;
 
 pub use super::tallies::LIMIT_WINDOW;
 
+mod one_statement;
+
 /// Who is creating, and under which key.
 pub struct CreateRequest<'a> {
     pub business_id: &'a str,
@@ -88,6 +90,11 @@ pub async fn create(
     req: &CreateRequest<'_>,
     now: DateTime<Utc>,
 ) -> Result<(CreateOutcome, LimitState), DbErr> {
+    if db.get_database_backend() == DbBackend::Postgres
+        && let Some(created) = one_statement::create(db, cipher, req, now).await?
+    {
+        return Ok(created);
+    }
     let txn = db.begin().await?;
     let key = idempotency_of(req);
     let account_id = new_id("va");
@@ -179,6 +186,19 @@ pub async fn settle_creation(
     outcome: ProvisioningOutcome,
     now: DateTime<Utc>,
 ) -> Result<(Account, u16), DbErr> {
+    if db.get_database_backend() == DbBackend::Postgres {
+        match one_statement::settle_active(db, req, account_id, job_id, &outcome, now).await {
+            Ok(Some(account)) => {
+                let status = status_for(&account);
+                return Ok((account, status));
+            }
+            // Not the ordinary case, or another account was given the same number at the same
+            // instant: the transaction path decides, as it always has.
+            Ok(None) => {}
+            Err(e) if super::is_unique_violation(&e) => {}
+            Err(e) => return Err(e),
+        }
+    }
     match settle_creation_once(db, req, account_id, job_id, &outcome, now).await {
         // Another account was given the same number at the same instant: once that one has
         // committed, this attempt finds the number held.
@@ -231,10 +251,15 @@ async fn settle_creation_once(
 
 /// The creation status an account's state stands for (201 numbered, 202 waiting, 422 rejected).
 fn status_for(account: &Account) -> u16 {
-    match account.status {
+    status_of(account.status, account.activated_at.is_some())
+}
+
+/// [`status_for`] an account of `status`, numbered at some point (`activated`) or not.
+fn status_of(status: AccountStatus, activated: bool) -> u16 {
+    match status {
         AccountStatus::Active => 201,
         AccountStatus::Failed => 422,
-        AccountStatus::Deactivated if account.activated_at.is_some() => 201,
+        AccountStatus::Deactivated if activated => 201,
         AccountStatus::Deactivated | AccountStatus::Pending => 202,
     }
 }
@@ -249,29 +274,15 @@ pub async fn settle<C: ConnectionTrait + TransactionTrait>(
     now: DateTime<Utc>,
 ) -> Result<Settled, DbErr> {
     use virtual_account::Column as Col;
-    let update = virtual_account::Entity::update_many()
-        .col_expr(Col::UpdatedAt, now.into())
-        .filter(Col::Id.eq(account_id))
-        .filter(Col::Status.eq(AccountStatus::Pending));
-    let (update, event) = match outcome {
-        ProvisioningOutcome::Pending => return Ok(Settled::Unchanged),
-        ProvisioningOutcome::Active { account_number } => (
-            update
-                .col_expr(Col::Status, AccountStatus::Active.into())
-                .col_expr(Col::AccountNumber, Some(account_number.clone()).into())
-                .col_expr(Col::ActivatedAt, Some(now).into())
-                // A number another account of the mode and bank holds is the provider's error:
-                // the account stays pending. (Two accounts given one number at the same instant
-                // still meet the unique index: the caller's transaction fails and is retried.)
-                .filter(number_free(account_number)),
-            announce_active.then_some(EventType::VirtualAccountActive),
-        ),
-        ProvisioningOutcome::Rejected { reason } => (
-            update
-                .col_expr(Col::Status, AccountStatus::Failed.into())
-                .col_expr(Col::FailureReason, Some(reason.clone()).into()),
-            Some(EventType::VirtualAccountFailed),
-        ),
+    let Some(update) = settle_update(account_id, outcome, now) else {
+        return Ok(Settled::Unchanged);
+    };
+    let event = match outcome {
+        ProvisioningOutcome::Active { .. } => {
+            announce_active.then_some(EventType::VirtualAccountActive)
+        }
+        ProvisioningOutcome::Rejected { .. } => Some(EventType::VirtualAccountFailed),
+        ProvisioningOutcome::Pending => None,
     };
     let Some(account) = update.exec_with_returning(db).await?.pop() else {
         if let ProvisioningOutcome::Active { account_number } = outcome {
@@ -292,6 +303,37 @@ pub async fn settle<C: ConnectionTrait + TransactionTrait>(
         record_account_event(db, &account, event_type, now).await?;
     }
     Ok(Settled::Changed(Box::new(account)))
+}
+
+/// [`settle`]'s update of the account, None for an answer that changes nothing (`Pending`).
+fn settle_update(
+    account_id: &str,
+    outcome: &ProvisioningOutcome,
+    now: DateTime<Utc>,
+) -> Option<sea_orm::UpdateMany<virtual_account::Entity>> {
+    use virtual_account::Column as Col;
+    let update = virtual_account::Entity::update_many()
+        .col_expr(Col::UpdatedAt, now.into())
+        .filter(Col::Id.eq(account_id))
+        .filter(Col::Status.eq(AccountStatus::Pending));
+    match outcome {
+        ProvisioningOutcome::Pending => None,
+        ProvisioningOutcome::Active { account_number } => Some(
+            update
+                .col_expr(Col::Status, AccountStatus::Active.into())
+                .col_expr(Col::AccountNumber, Some(account_number.clone()).into())
+                .col_expr(Col::ActivatedAt, Some(now).into())
+                // A number another account of the mode and bank holds is the provider's error:
+                // the account stays pending. (Two accounts given one number at the same instant
+                // still meet the unique index: the caller's transaction fails and is retried.)
+                .filter(number_free(account_number)),
+        ),
+        ProvisioningOutcome::Rejected { reason } => Some(
+            update
+                .col_expr(Col::Status, AccountStatus::Failed.into())
+                .col_expr(Col::FailureReason, Some(reason.clone()).into()),
+        ),
+    }
 }
 
 /// No other account of the updated row's mode and bank holds `account_number` (a condition of an
@@ -533,7 +575,23 @@ async fn insert_account(
     req: &CreateRequest<'_>,
     id: String,
 ) -> Result<Option<Account>, DbErr> {
-    use sea_orm::Iterable;
+    let backend = txn.get_database_backend();
+    let insert = account_insert(backend, cipher, req, id, None)?;
+    virtual_account::Entity::find()
+        .from_raw_sql(backend.build(&insert))
+        .one(txn)
+        .await
+}
+
+/// [`insert_account`]'s statement, returning the row written; with `only_with`, it writes only
+/// when that table of the same `WITH` has a row (PostgreSQL).
+fn account_insert(
+    backend: DbBackend,
+    cipher: &Cipher,
+    req: &CreateRequest<'_>,
+    id: String,
+    only_with: Option<&str>,
+) -> Result<sea_orm::sea_query::InsertStatement, DbErr> {
     use sea_orm::sea_query::{Alias, OnConflict, Query};
     use virtual_account::Column as Col;
     let a = req.account;
@@ -557,7 +615,6 @@ async fn insert_account(
         deactivated_at: Set(None),
         ..Default::default()
     };
-    let backend = txn.get_database_backend();
     // One reading of the clock for both stamps: `INSERT … SELECT …, stamp.t, stamp.t FROM
     // (SELECT <clock> AS t) stamp`.
     let stamp = Query::select()
@@ -567,27 +624,19 @@ async fn insert_account(
         matches!(col, Col::CreatedAt | Col::UpdatedAt)
             .then(|| Expr::col((Alias::new("stamp"), Alias::new("t"))))
     })?;
-    // SQLite reads `ON CONFLICT` after a bare `SELECT … FROM …` as a join clause: a WHERE ends it.
-    values
-        .from_subquery(stamp, Alias::new("stamp"))
-        .and_where(Expr::cust("1 = 1"));
-    let insert = Query::insert()
-        .into_table(virtual_account::Entity)
-        .columns(Col::iter())
-        .select_from(values)
-        .map_err(|e| DbErr::Custom(format!("the account insert: {e}")))?
-        .on_conflict(
-            OnConflict::columns([Col::BusinessId, Col::Mode, Col::CustomerReference])
-                .target_and_where(Expr::cust(LIVE_REFERENCE))
-                .do_nothing()
-                .to_owned(),
-        )
-        .returning_all()
-        .to_owned();
-    virtual_account::Entity::find()
-        .from_raw_sql(backend.build(&insert))
-        .one(txn)
-        .await
+    values.from_subquery(stamp, Alias::new("stamp"));
+    let values = super::upsert_values(values, only_with);
+    Ok(
+        super::insert_select::<virtual_account::Entity>(values, "the account insert")?
+            .on_conflict(
+                OnConflict::columns([Col::BusinessId, Col::Mode, Col::CustomerReference])
+                    .target_and_where(Expr::cust(LIVE_REFERENCE))
+                    .do_nothing()
+                    .to_owned(),
+            )
+            .returning_all()
+            .to_owned(),
+    )
 }
 
 /// The predicate of the unique index `virtual_accounts_live_reference` (m0001): a conflict target

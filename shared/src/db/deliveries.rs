@@ -69,32 +69,34 @@ fn new_delivery(
 
 /// On PostgreSQL, the event, its business's webhook URL for the mode, the delivery to it and
 /// its job as ONE statement (`WITH ev AS (INSERT event), hook AS (SELECT url), d AS (INSERT
-/// delivery … FROM hook) INSERT job … FROM d`): one round trip where four were (issue 24). No
-/// URL, no delivery and no job, as in [`create`]'s callers.
+/// delivery … FROM hook), job AS (INSERT job … FROM d) SELECT 1`): one round trip where four were
+/// (issue 24). No URL, no delivery and no job, as in [`create`]'s callers.
 pub(crate) async fn record_event_with_delivery<C: ConnectionTrait>(
     db: &C,
     event: &Event,
     now: DateTime<Utc>,
 ) -> Result<(), DbErr> {
-    use sea_orm::Iterable;
-    use sea_orm::sea_query::{Alias, CommonTableExpression, Expr, Query, WithClause};
-    let err =
-        |what: &str, e: sea_orm::sea_query::error::Error| DbErr::Custom(format!("{what}: {e}"));
-    let cte = |name: &str, query: sea_orm::sea_query::SubQueryStatement| {
-        CommonTableExpression::new()
-            .query(query)
-            .table_name(Alias::new(name))
-            .to_owned()
-    };
-    let event_values = super::row_values(&event::ActiveModel::from(event.clone()), |_| None)?;
-    let insert_event = Query::insert()
-        .into_table(event::Entity)
-        .columns(event::Column::iter())
-        .select_from(event_values)
-        .map_err(|e| err("the event", e))?
-        .to_owned();
-    let hook = Alias::new("hook");
-    let url = Query::select()
+    use sea_orm::sea_query::{Expr, Query, WithClause};
+    let mut with = WithClause::new();
+    for cte in event_with_delivery(event, now, None)? {
+        with.cte(cte);
+    }
+    let statement = with.query(Query::select().expr(Expr::val(1)).to_owned());
+    db.execute(&statement).await?;
+    Ok(())
+}
+
+/// [`record_event_with_delivery`]'s parts, named `ev`, `hook`, `d` and `job`, for a `WITH`; with
+/// `only_with`, nothing is written unless that table of the same `WITH` has a row.
+pub(crate) fn event_with_delivery(
+    event: &Event,
+    now: DateTime<Utc>,
+    only_with: Option<&str>,
+) -> Result<Vec<sea_orm::sea_query::CommonTableExpression>, DbErr> {
+    use super::{cte, insert_select};
+    use sea_orm::sea_query::{Alias, Expr, Query};
+    let mut event_values = super::row_values(&event::ActiveModel::from(event.clone()), |_| None)?;
+    let mut url = Query::select()
         .column(business_mode::Column::WebhookUrl)
         .from(business_mode::Entity)
         .and_where(business_mode::Column::BusinessId.eq(event.business_id.as_str()))
@@ -102,6 +104,12 @@ pub(crate) async fn record_event_with_delivery<C: ConnectionTrait>(
         .and_where(business_mode::Column::WebhookUrl.is_not_null())
         .and_where(business_mode::Column::WebhookUrl.ne(""))
         .to_owned();
+    if let Some(table) = only_with {
+        event_values.from(Alias::new(table));
+        url.from(Alias::new(table));
+    }
+    let insert_event = insert_select::<event::Entity>(event_values, "the event")?;
+    let hook = Alias::new("hook");
     // The URL is written from `hook`; the placeholder is never stored.
     let (row, job) = new_delivery(event, "", now);
     let mut delivery_values =
@@ -112,29 +120,19 @@ pub(crate) async fn record_event_with_delivery<C: ConnectionTrait>(
             _ => None,
         })?;
     delivery_values.from(hook.clone());
-    let insert_delivery = Query::insert()
-        .into_table(delivery::Entity)
-        .columns(delivery::Column::iter())
-        .select_from(delivery_values)
-        .map_err(|e| err("the delivery", e))?
+    let insert_delivery = insert_select::<delivery::Entity>(delivery_values, "the delivery")?
         .returning_col(delivery::Column::Id)
         .to_owned();
     let mut job_values = super::row_values(&job, |_| None)?;
     job_values.from(Alias::new("d"));
-    let insert_job = Query::insert()
-        .into_table(super::entities::outbox::Entity)
-        .columns(super::entities::outbox::Column::iter())
-        .select_from(job_values)
-        .map_err(|e| err("the delivery's job", e))?
-        .to_owned();
-    let statement = WithClause::new()
-        .cte(cte("ev", insert_event.into()))
-        .cte(cte("hook", url.into()))
-        .cte(cte("d", insert_delivery.into()))
-        .to_owned()
-        .query(insert_job);
-    db.execute(&statement).await?;
-    Ok(())
+    let insert_job =
+        insert_select::<super::entities::outbox::Entity>(job_values, "the delivery's job")?;
+    Ok(vec![
+        cte("ev", insert_event),
+        cte("hook", url),
+        cte("d", insert_delivery),
+        cte("job", insert_job),
+    ])
 }
 
 pub async fn find<C: ConnectionTrait>(db: &C, id: &str) -> Result<Option<Delivery>, DbErr> {

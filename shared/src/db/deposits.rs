@@ -3,8 +3,8 @@
 
 use chrono::{DateTime, Utc};
 use sea_orm::{
-    ActiveValue::Set, ColumnTrait, ConnectionTrait, DatabaseConnection, DatabaseTransaction, DbErr,
-    EntityTrait, PaginatorTrait, QueryFilter, QuerySelect, TransactionTrait,
+    ActiveValue::Set, ColumnTrait, ConnectionTrait, DatabaseConnection, DatabaseTransaction,
+    DbBackend, DbErr, EntityTrait, PaginatorTrait, QueryFilter, QuerySelect, TransactionTrait,
 };
 
 use super::entities::{deposit, deposit_conflict, provider_notification, virtual_account};
@@ -16,6 +16,8 @@ use domain::provider::{NotificationOutcome, RemoteTransaction};
 use domain::{Bank, DepositSource, DepositStatus, EventType, Mode};
 
 pub use deposit::Model as Deposit;
+
+mod one_statement;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Source {
@@ -91,15 +93,29 @@ struct Credit {
 }
 
 impl Credit {
-    async fn apply<C: ConnectionTrait>(self, db: &C) -> Result<(), DbErr> {
-        let movement = super::ledger::Movement {
+    /// The money of a new deposit: exactly once, as the deposit itself is; a flagged deposit
+    /// moves none.
+    fn of(deposit: &Deposit) -> Option<Credit> {
+        (deposit.status == DepositStatus::Credited).then(|| Credit {
+            business_id: deposit.business_id.clone(),
+            mode: deposit.mode,
+            amount: deposit.amount,
+            deposit_id: deposit.id.clone(),
+        })
+    }
+
+    fn movement(&self) -> super::ledger::Movement<'_> {
+        super::ledger::Movement {
             business_id: &self.business_id,
             mode: self.mode,
             entry_type: domain::payout::EntryType::Deposit,
             amount: self.amount,
             source_id: &self.deposit_id,
-        };
-        super::ledger::credit(db, movement).await.map(drop)
+        }
+    }
+
+    async fn apply<C: ConnectionTrait>(self, db: &C) -> Result<(), DbErr> {
+        super::ledger::credit(db, self.movement()).await.map(drop)
     }
 }
 
@@ -119,33 +135,59 @@ async fn record_in<C: ConnectionTrait>(
     report: Report<'_>,
     now: DateTime<Utc>,
 ) -> Result<(Recorded, Option<Credit>), DbErr> {
+    let mode = report.mode;
+    // Locked: a deactivation committing at the same moment is either seen whole (its
+    // `deactivated_at` decides below) or waits for this deposit, never half of each.
+    let Some(account) = account_for(report).lock_exclusive().one(db).await? else {
+        return Ok((Recorded::Unmatched, None));
+    };
+    let row = deposit_row(&account, report, now);
+    if !super::insert_once(db, deposit::ActiveModel::from(row.clone()), DEPOSIT_KEY).await? {
+        keep_conflict(db, report, now).await?;
+        return Ok((Recorded::Duplicate, None));
+    }
+    let (event_type, data) = announcement(&row, &account);
+    super::events::record(db, &account.business_id, mode, event_type, &data, now).await?;
+    let credit = Credit::of(&row);
+    Ok((Recorded::New(Box::new(row)), credit))
+}
+
+/// The account a report is for: its bank and mode's account with the reported number.
+fn account_for(report: Report<'_>) -> sea_orm::Select<virtual_account::Entity> {
+    virtual_account::Entity::find()
+        .filter(virtual_account::Column::Mode.eq(report.mode))
+        .filter(virtual_account::Column::Bank.eq(report.bank))
+        .filter(virtual_account::Column::AccountNumber.eq(report.tx.account_number.as_str()))
+}
+
+/// The unique key that records a bank's transaction once.
+const DEPOSIT_KEY: [deposit::Column; 3] = [
+    deposit::Column::Mode,
+    deposit::Column::Bank,
+    deposit::Column::ProviderReference,
+];
+
+/// The deposit a report makes on `account`: `credited` when the account was active when paid,
+/// else `flagged` (paid after its deactivation: never lost, never credited).
+fn deposit_row(
+    account: &virtual_account::Model,
+    report: Report<'_>,
+    now: DateTime<Utc>,
+) -> Deposit {
     let Report {
         mode,
         bank,
         tx,
         source,
     } = report;
-    // Locked: a deactivation committing at the same moment is either seen whole (its
-    // `deactivated_at` decides below) or waits for this deposit, never half of each.
-    let Some(account) = virtual_account::Entity::find()
-        .filter(virtual_account::Column::Mode.eq(mode))
-        .filter(virtual_account::Column::Bank.eq(bank))
-        .filter(virtual_account::Column::AccountNumber.eq(tx.account_number.as_str()))
-        .lock_exclusive()
-        .one(db)
-        .await?
-    else {
-        return Ok((Recorded::Unmatched, None));
-    };
     let credited =
         domain::account::credits_deposit(account.activated_at, account.deactivated_at, tx.paid_at);
-    // Paid while the account was not active (after its deactivation): never lost, never credited.
     let status = if credited {
         DepositStatus::Credited
     } else {
         DepositStatus::Flagged
     };
-    let row = deposit::Model {
+    deposit::Model {
         id: new_id("dep"),
         account_id: account.id.clone(),
         business_id: account.business_id.clone(),
@@ -163,31 +205,18 @@ async fn record_in<C: ConnectionTrait>(
         recheck_id: source.recheck_id(),
         received_at: tx.paid_at,
         created_at: now,
-    };
-    let key = [
-        deposit::Column::Mode,
-        deposit::Column::Bank,
-        deposit::Column::ProviderReference,
-    ];
-    if !super::insert_once(db, deposit::ActiveModel::from(row.clone()), key).await? {
-        keep_conflict(db, report, now).await?;
-        return Ok((Recorded::Duplicate, None));
     }
-    let mut data = DepositView::from(&row);
-    data.account = Some(AccountView::from(&account));
-    let event_type = match status {
+}
+
+/// The event announcing a new deposit, and its data (the deposit with its account).
+fn announcement(row: &Deposit, account: &virtual_account::Model) -> (EventType, DepositView) {
+    let mut data = DepositView::from(row);
+    data.account = Some(AccountView::from(account));
+    let event_type = match row.status {
         DepositStatus::Credited => EventType::DepositReceived,
         DepositStatus::Flagged => EventType::DepositFlagged,
     };
-    super::events::record(db, &account.business_id, mode, event_type, &data, now).await?;
-    // The money, with the deposit: exactly once, as the deposit itself is.
-    let credit = (status == DepositStatus::Credited).then(|| Credit {
-        business_id: row.business_id.clone(),
-        mode,
-        amount: row.amount,
-        deposit_id: row.id.clone(),
-    });
-    Ok((Recorded::New(Box::new(row)), credit))
+    (event_type, data)
 }
 
 /// A transaction the bank reported again with other content (amount, currency or account) under
@@ -297,6 +326,12 @@ pub async fn accept(
     incoming: Incoming<'_>,
     notified: Notified<'_>,
 ) -> Result<Accepted, DbErr> {
+    if db.get_database_backend() == DbBackend::Postgres
+        && let Notified::Deposit(Some(tx)) = notified
+        && let Some(accepted) = one_statement::accept_deposit(db, incoming, tx).await?
+    {
+        return Ok(accepted);
+    }
     let txn = db.begin().await?;
     let id = match claim_notification(&txn, incoming).await? {
         Claim::New(id) => id,
@@ -465,33 +500,12 @@ async fn claim_notification<C: ConnectionTrait>(
     db: &C,
     incoming: Incoming<'_>,
 ) -> Result<Claim, DbErr> {
-    let Incoming {
-        mode,
-        bank,
-        body,
-        now,
-    } = incoming;
-    let digest = domain::keys::sha256_hex(body);
-    let id = new_id("ntf");
-    let row = provider_notification::ActiveModel {
-        id: Set(id.clone()),
-        bank: Set(bank),
-        mode: Set(mode),
-        body: Set(body.to_owned()),
-        body_digest: Set(Some(digest.clone())),
-        provider_reference: Set(None),
-        outcome: Set(NotificationOutcome::Received),
-        deposit_id: Set(None),
-        received_at: Set(now),
-    };
-    let key = [
-        provider_notification::Column::Mode,
-        provider_notification::Column::Bank,
-        provider_notification::Column::BodyDigest,
-    ];
-    if super::insert_once(db, row, key).await? {
+    let (id, row) = notification_row(incoming);
+    if super::insert_once(db, row, NOTIFICATION_KEY).await? {
         return Ok(Claim::New(id));
     }
+    let (mode, bank) = (incoming.mode, incoming.bank);
+    let digest = domain::keys::sha256_hex(incoming.body);
     let first = provider_notification::Entity::find()
         .filter(provider_notification::Column::Mode.eq(mode.as_str()))
         .filter(provider_notification::Column::Bank.eq(bank.slug()))
@@ -500,6 +514,30 @@ async fn claim_notification<C: ConnectionTrait>(
         .await?
         .ok_or_else(|| DbErr::Custom("a notification digest conflicted with no row".into()))?;
     Ok(Claim::Seen(first))
+}
+
+/// The unique key that stores a notification's body once.
+const NOTIFICATION_KEY: [provider_notification::Column; 3] = [
+    provider_notification::Column::Mode,
+    provider_notification::Column::Bank,
+    provider_notification::Column::BodyDigest,
+];
+
+/// A notification's row as claimed (`received`, nothing recorded yet), and its id.
+fn notification_row(incoming: Incoming<'_>) -> (String, provider_notification::ActiveModel) {
+    let id = new_id("ntf");
+    let row = provider_notification::ActiveModel {
+        id: Set(id.clone()),
+        bank: Set(incoming.bank),
+        mode: Set(incoming.mode),
+        body: Set(incoming.body.to_owned()),
+        body_digest: Set(Some(domain::keys::sha256_hex(incoming.body))),
+        provider_reference: Set(None),
+        outcome: Set(NotificationOutcome::Received),
+        deposit_id: Set(None),
+        received_at: Set(incoming.now),
+    };
+    (id, row)
 }
 
 /// How many deposits a recheck recorded (however many runs it took).

@@ -27,17 +27,7 @@ pub async fn record<C: ConnectionTrait>(
     data: &impl Serialize,
     now: DateTime<Utc>,
 ) -> Result<Event, DbErr> {
-    // Stored exactly as serialised (member order kept); read back once to find the account.
-    let data = serde_json::to_string(data).expect("event data serialises");
-    let row = event::Model {
-        id: new_id("evt"),
-        business_id: business_id.to_owned(),
-        mode,
-        event_type,
-        account_id: account_of(event_type, &data),
-        data,
-        created_at: now,
-    };
+    let row = new_event(business_id, mode, event_type, data, now);
     if db.get_database_backend() == DbBackend::Postgres {
         super::deliveries::record_event_with_delivery(db, &row, now).await?;
         return Ok(row);
@@ -49,6 +39,27 @@ pub async fn record<C: ConnectionTrait>(
         super::deliveries::create(db, &row, &url, now).await?;
     }
     Ok(row)
+}
+
+/// An event's row, as [`record`] writes it.
+pub(crate) fn new_event(
+    business_id: &str,
+    mode: Mode,
+    event_type: EventType,
+    data: &impl Serialize,
+    now: DateTime<Utc>,
+) -> Event {
+    // Stored exactly as serialised (member order kept); read back once to find the account.
+    let data = serde_json::to_string(data).expect("event data serialises");
+    event::Model {
+        id: new_id("evt"),
+        business_id: business_id.to_owned(),
+        mode,
+        event_type,
+        account_id: account_of(event_type, &data),
+        data,
+        created_at: now,
+    }
 }
 
 /// The account an event is about: account events carry the account as `data`, deposit events

@@ -6,8 +6,8 @@
 
 use chrono::{DateTime, Utc};
 use sea_orm::{
-    ActiveModelTrait, ActiveValue::Set, ConnectionTrait, DatabaseTransaction, DbBackend, DbErr,
-    EntityTrait, Statement,
+    ActiveValue::Set, ConnectionTrait, DatabaseTransaction, DbBackend, DbErr, EntityTrait,
+    Statement,
 };
 use sha2::{Digest, Sha256};
 
@@ -109,8 +109,29 @@ impl Key<'_> {
         resource_id: Option<&str>,
         now: DateTime<Utc>,
     ) -> Result<Claim, DbErr> {
+        if super::insert_once(db, self.claimed_row(resource_id, now), Self::COLUMNS).await? {
+            return Ok(Claim::New);
+        }
+        self.find(db)
+            .await?
+            .map(Claim::Seen)
+            .ok_or_else(|| DbErr::Custom("idempotency key vanished".into()))
+    }
+
+    const COLUMNS: [idempotency_key::Column; 3] = [
+        idempotency_key::Column::BusinessId,
+        idempotency_key::Column::Mode,
+        idempotency_key::Column::Key,
+    ];
+
+    /// The key's row as [`Key::claim`] writes it.
+    fn claimed_row(
+        &self,
+        resource_id: Option<&str>,
+        now: DateTime<Utc>,
+    ) -> idempotency_key::ActiveModel {
         let (business_id, mode, key) = self.id();
-        let row = idempotency_key::ActiveModel {
+        idempotency_key::ActiveModel {
             business_id: Set(business_id),
             mode: Set(mode),
             key: Set(key),
@@ -120,19 +141,23 @@ impl Key<'_> {
             account_id: Set(resource_id.map(str::to_owned)),
             created_at: Set(now),
             updated_at: Set(now),
-        };
-        let key = [
-            idempotency_key::Column::BusinessId,
-            idempotency_key::Column::Mode,
-            idempotency_key::Column::Key,
-        ];
-        if super::insert_once(db, row, key).await? {
-            return Ok(Claim::New);
         }
-        self.find(db)
-            .await?
-            .map(Claim::Seen)
-            .ok_or_else(|| DbErr::Custom("idempotency key vanished".into()))
+    }
+
+    /// [`Key::claim`]'s insert as one statement of a `WITH`: it returns the key when it claimed
+    /// it, nothing when the key was there already (PostgreSQL).
+    pub(crate) fn claim_insert(
+        &self,
+        resource_id: Option<&str>,
+        now: DateTime<Utc>,
+    ) -> sea_orm::sea_query::InsertStatement {
+        use sea_orm::QueryTrait;
+        use sea_orm::sea_query::OnConflict;
+        idempotency_key::Entity::insert(self.claimed_row(resource_id, now))
+            .on_conflict(OnConflict::columns(Self::COLUMNS).do_nothing().to_owned())
+            .into_query()
+            .returning_col(idempotency_key::Column::Key)
+            .to_owned()
     }
 
     /// Completes the key with the status answered and the resource it answered with.
@@ -143,20 +168,33 @@ impl Key<'_> {
         resource_id: &str,
         now: DateTime<Utc>,
     ) -> Result<(), DbErr> {
-        let (business_id, mode, key) = self.id();
-        idempotency_key::ActiveModel {
-            business_id: Set(business_id),
-            mode: Set(mode),
-            key: Set(key),
-            state: Set(KeyState::Completed),
-            response_status: Set(Some(i32::from(status))),
-            account_id: Set(Some(resource_id.to_owned())),
-            updated_at: Set(now),
-            ..Default::default()
+        let update = self.completion(status, resource_id, now);
+        let done = db.execute(&update).await?.rows_affected();
+        if done != 1 {
+            return Err(DbErr::RecordNotUpdated);
         }
-        .update(db)
-        .await?;
         Ok(())
+    }
+
+    /// [`Key::complete`]'s statement (a caller may add conditions: part of a `WITH`).
+    pub(crate) fn completion(
+        &self,
+        status: u16,
+        resource_id: &str,
+        now: DateTime<Utc>,
+    ) -> sea_orm::sea_query::UpdateStatement {
+        use idempotency_key::Column as Col;
+        use sea_orm::{ColumnTrait, QueryFilter, QueryTrait};
+        let (business_id, mode, key) = self.id();
+        idempotency_key::Entity::update_many()
+            .col_expr(Col::State, KeyState::Completed.into())
+            .col_expr(Col::ResponseStatus, Some(i32::from(status)).into())
+            .col_expr(Col::AccountId, Some(resource_id.to_owned()).into())
+            .col_expr(Col::UpdatedAt, now.into())
+            .filter(Col::BusinessId.eq(business_id))
+            .filter(Col::Mode.eq(mode))
+            .filter(Col::Key.eq(key))
+            .into_query()
     }
 }
 

@@ -7,8 +7,8 @@ use sea_orm::sea_query::{
     Alias, CommonTableExpression, Expr, ExprTrait, OnConflict, Query, SubQueryStatement, WithClause,
 };
 use sea_orm::{
-    ColumnTrait, ConnectionTrait, DbBackend, DbErr, EntityTrait, Iterable, QueryFilter,
-    QueryResult, Statement, StatementBuilder,
+    ColumnTrait, ConnectionTrait, DbBackend, DbErr, EntityTrait, QueryFilter, QueryResult,
+    Statement, StatementBuilder,
 };
 use serde::Serialize;
 
@@ -48,8 +48,39 @@ pub async fn credit<C: ConnectionTrait>(db: &C, movement: Movement<'_>) -> Resul
         ..
     } = movement;
     debug_assert!(amount > 0);
-    let clock = || super::clock_expr(db.get_database_backend());
-    let upsert = Query::insert()
+    let upsert = credit_upsert(db.get_database_backend(), &movement, None)?;
+    match move_and_enter(db, upsert, movement).await? {
+        Some(entry) => Ok(entry),
+        None => {
+            tracing::error!(business_id, %mode, amount, source_id, "a credit would overflow the balance; nothing was credited");
+            Err(DbErr::Custom(OVERFLOW.into()))
+        }
+    }
+}
+
+/// [`credit`]'s balance statement, returning the balance after it (no row: it would overflow);
+/// with `only_with`, it runs only when that table of the same `WITH` has a row (PostgreSQL).
+fn credit_upsert(
+    backend: DbBackend,
+    movement: &Movement<'_>,
+    only_with: Option<&str>,
+) -> Result<sea_orm::sea_query::InsertStatement, DbErr> {
+    let Movement {
+        business_id,
+        mode,
+        amount,
+        ..
+    } = *movement;
+    let clock = || super::clock_expr(backend);
+    let mut values = Query::select();
+    values.exprs([
+        Expr::val(business_id),
+        Expr::val(mode.as_str()),
+        Expr::val(amount),
+        clock(),
+    ]);
+    let values = super::upsert_values(values, only_with);
+    Ok(Query::insert()
         .into_table(balance::Entity)
         .columns([
             balance::Column::BusinessId,
@@ -57,12 +88,7 @@ pub async fn credit<C: ConnectionTrait>(db: &C, movement: Movement<'_>) -> Resul
             balance::Column::Available,
             balance::Column::UpdatedAt,
         ])
-        .values([
-            business_id.into(),
-            mode.as_str().into(),
-            amount.into(),
-            clock(),
-        ])
+        .select_from(values)
         .map_err(|e| DbErr::Custom(format!("the balance upsert: {e}")))?
         .on_conflict(
             OnConflict::columns([balance::Column::BusinessId, balance::Column::Mode])
@@ -77,14 +103,19 @@ pub async fn credit<C: ConnectionTrait>(db: &C, movement: Movement<'_>) -> Resul
                 .to_owned(),
         )
         .returning_col(balance::Column::Available)
-        .to_owned();
-    match move_and_enter(db, upsert, movement).await? {
-        Some(entry) => Ok(entry),
-        None => {
-            tracing::error!(business_id, %mode, amount, source_id, "a credit would overflow the balance; nothing was credited");
-            Err(DbErr::Custom(OVERFLOW.into()))
-        }
-    }
+        .to_owned())
+}
+
+/// On PostgreSQL, [`credit`] as two parts of a `WITH` that run only when the table `only_with`
+/// of that `WITH` has a row: `moved` (the balance) and `entry` (its ledger entry, returning
+/// `balance_after`). No row in `entry`: the credit would overflow and moved nothing.
+pub(crate) fn credit_ctes(
+    movement: &Movement<'_>,
+    only_with: &str,
+) -> Result<[CommonTableExpression; 2], DbErr> {
+    let upsert = credit_upsert(DbBackend::Postgres, movement, Some(only_with))?;
+    let entry = entry_from_moved(&new_entry(movement))?;
+    Ok([super::cte("moved", upsert), super::cte("entry", entry)])
 }
 
 /// The error of a credit that would take a balance past the largest 64-bit integer.
@@ -164,18 +195,8 @@ where
     C: ConnectionTrait,
     S: StatementBuilder + Into<SubQueryStatement>,
 {
-    use ledger_entry::Column as Col;
     let backend = db.get_database_backend();
-    let mut entry = Entry {
-        id: new_id("btx"),
-        business_id: new.business_id.to_owned(),
-        mode: new.mode,
-        entry_type: new.entry_type,
-        amount: new.amount,
-        balance_after: 0,
-        source_id: new.source_id.to_owned(),
-        created_at: domain::time::now(),
-    };
+    let mut entry = new_entry(&new);
     if backend != DbBackend::Postgres {
         let Some(row) = db.query_one(&balance).await? else {
             return Ok(None);
@@ -186,32 +207,50 @@ where
             .await?;
         return Ok(Some(entry));
     }
-    let moved = Alias::new("moved");
-    let row = ledger_entry::ActiveModel::from(entry.clone());
-    let mut values = super::row_values(&row, |col| match col {
-        Col::BalanceAfter => Some(Expr::col((moved.clone(), balance::Column::Available))),
-        Col::CreatedAt => Some(super::clock_expr(backend)),
-        _ => None,
-    })?;
-    values.from(moved.clone());
-    let insert = Query::insert()
-        .into_table(ledger_entry::Entity)
-        .columns(Col::iter())
-        .select_from(values)
-        .map_err(|e| DbErr::Custom(format!("the ledger entry: {e}")))?
-        .returning(Query::returning().columns([Col::BalanceAfter, Col::CreatedAt]))
-        .to_owned();
-    let cte = CommonTableExpression::new()
-        .query(balance)
-        .table_name(moved)
-        .to_owned();
-    let statement = WithClause::new().cte(cte).to_owned().query(insert);
+    let insert = entry_from_moved(&entry)?;
+    let statement = WithClause::new()
+        .cte(super::cte("moved", balance))
+        .to_owned()
+        .query(insert);
     let Some(row) = db.query_one(&statement).await? else {
         return Ok(None);
     };
     entry.balance_after = row.try_get("", "balance_after")?;
     entry.created_at = row.try_get("", "created_at")?;
     Ok(Some(entry))
+}
+
+/// A movement's entry, before its balance is known.
+fn new_entry(new: &Movement<'_>) -> Entry {
+    Entry {
+        id: new_id("btx"),
+        business_id: new.business_id.to_owned(),
+        mode: new.mode,
+        entry_type: new.entry_type,
+        amount: new.amount,
+        balance_after: 0,
+        source_id: new.source_id.to_owned(),
+        created_at: domain::time::now(),
+    }
+}
+
+/// The entry's insert on PostgreSQL, its `balance_after` read from the `WITH` table `moved`
+/// (the balance statement's returned row) and stamped by the database's clock.
+fn entry_from_moved(entry: &Entry) -> Result<sea_orm::sea_query::InsertStatement, DbErr> {
+    use ledger_entry::Column as Col;
+    let moved = Alias::new("moved");
+    let row = ledger_entry::ActiveModel::from(entry.clone());
+    let mut values = super::row_values(&row, |col| match col {
+        Col::BalanceAfter => Some(Expr::col((moved.clone(), balance::Column::Available))),
+        Col::CreatedAt => Some(super::clock_expr(DbBackend::Postgres)),
+        _ => None,
+    })?;
+    values.from(moved);
+    Ok(
+        super::insert_select::<ledger_entry::Entity>(values, "the ledger entry")?
+            .returning(Query::returning().columns([Col::BalanceAfter, Col::CreatedAt]))
+            .to_owned(),
+    )
 }
 
 /// The balance row, if money ever moved in this mode.

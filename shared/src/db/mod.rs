@@ -138,6 +138,59 @@ pub(crate) fn row_values<A: sea_orm::ActiveModelTrait>(
     Ok(values)
 }
 
+/// `INSERT INTO <entity> (<every column, in order>) <values>`: the insert of a row whose values
+/// come from a `SELECT` ([`row_values`]; a stamp or a value of a `WITH`). `what` names it in an
+/// error.
+pub(crate) fn insert_select<E: sea_orm::EntityTrait>(
+    values: sea_orm::sea_query::SelectStatement,
+    what: &str,
+) -> Result<sea_orm::sea_query::InsertStatement, DbErr> {
+    use sea_orm::Iterable;
+    Ok(sea_orm::sea_query::Query::insert()
+        .into_table(E::default())
+        .columns(E::Column::iter())
+        .select_from(values)
+        .map_err(|e| DbErr::Custom(format!("{what}: {e}")))?
+        .to_owned())
+}
+
+/// The `SELECT` of an `INSERT … SELECT … ON CONFLICT`: from `only_with` too when given (the
+/// insert then writes only when that table of the same `WITH` has a row), and ended by a WHERE,
+/// since SQLite reads `ON CONFLICT` after a bare `SELECT … FROM …` as a join clause.
+pub(crate) fn upsert_values(
+    mut values: sea_orm::sea_query::SelectStatement,
+    only_with: Option<&str>,
+) -> sea_orm::sea_query::SelectStatement {
+    if let Some(table) = only_with {
+        values.from(sea_orm::sea_query::Alias::new(table));
+    }
+    values.and_where(sea_orm::sea_query::Expr::cust("1 = 1"));
+    values
+}
+
+/// A part of a `WITH`: `name AS (query)`.
+pub(crate) fn cte(
+    name: &str,
+    query: impl Into<sea_orm::sea_query::SubQueryStatement>,
+) -> sea_orm::sea_query::CommonTableExpression {
+    sea_orm::sea_query::CommonTableExpression::new()
+        .query(query.into())
+        .table_name(sea_orm::sea_query::Alias::new(name))
+        .to_owned()
+}
+
+/// `EXISTS (SELECT 1 FROM table)`: the table of the same `WITH` has a row (a part that runs
+/// only after another wrote something).
+pub(crate) fn has_row(table: &str) -> sea_orm::sea_query::Expr {
+    use sea_orm::sea_query::{Alias, Expr, Query};
+    Expr::exists(
+        Query::select()
+            .expr(Expr::val(1))
+            .from(Alias::new(table))
+            .to_owned(),
+    )
+}
+
 /// Inserts `row` unless a row with the same `key` (a unique key: the one that makes the fact it
 /// records happen once) is there already; true when this call inserted it. The row already there
 /// is left as it is, and the caller reads it if it needs it.
@@ -164,6 +217,70 @@ where
 /// never by the message text, which a server with another `lc_messages` words differently.
 pub fn is_unique_violation(err: &DbErr) -> bool {
     matches!(err.sql_err(), Some(SqlErr::UniqueConstraintViolation(_)))
+}
+
+/// The SQLSTATE of `vas_refuse` (m0021): a statement doing a whole unit of work in autocommit
+/// declined a case that is not its own, and left nothing written.
+const REFUSED: &str = "VAS01";
+
+/// True when the error is `vas_refuse`'s (see [`REFUSED`]).
+pub(crate) fn is_refused(err: &DbErr) -> bool {
+    use sea_orm::{RuntimeErr, sqlx};
+    match err {
+        DbErr::Exec(RuntimeErr::SqlxError(e)) | DbErr::Query(RuntimeErr::SqlxError(e)) => {
+            matches!(&**e, sqlx::Error::Database(e) if e.code().as_deref() == Some(REFUSED))
+        }
+        _ => false,
+    }
+}
+
+/// Databases of the PostgreSQL-only tests in this crate (`TEST_DATABASE_URL`).
+#[cfg(test)]
+pub(crate) mod testing {
+    use sea_orm::{ConnectionTrait, Database, DatabaseConnection, DbBackend, Statement};
+    use sea_orm_migration::MigratorTrait;
+
+    /// A migrated database of its own on `TEST_DATABASE_URL`'s server.
+    pub struct Fresh {
+        pub db: DatabaseConnection,
+        admin: DatabaseConnection,
+        name: String,
+    }
+
+    impl Fresh {
+        pub async fn drop(self) {
+            self.db.close().await.unwrap();
+            let drop = format!("DROP DATABASE {} WITH (FORCE)", self.name);
+            self.admin.execute_unprepared(&drop).await.unwrap();
+        }
+    }
+
+    /// None without `TEST_DATABASE_URL`.
+    pub async fn fresh_database() -> Option<Fresh> {
+        let admin_url = std::env::var("TEST_DATABASE_URL")
+            .ok()
+            .filter(|u| !u.is_empty())?;
+        let admin = Database::connect(&admin_url).await.unwrap();
+        let name = format!("vas_shared_{}", domain::ids::new_id("t").to_lowercase());
+        admin
+            .execute_unprepared(&format!("CREATE DATABASE {name}"))
+            .await
+            .unwrap();
+        let url = format!("{}/{name}", admin_url.rsplit_once('/').unwrap().0);
+        let db = Database::connect(&url).await.unwrap();
+        migrations::Migrator::up(&db, None).await.unwrap();
+        Some(Fresh { db, admin, name })
+    }
+
+    /// The one bigint a query returns.
+    pub async fn count(db: &DatabaseConnection, sql: &str) -> i64 {
+        let row = db
+            .query_one_raw(Statement::from_string(DbBackend::Postgres, sql.to_owned()))
+            .await
+            .unwrap()
+            .unwrap();
+        row.try_get_by_index(0).unwrap()
+    }
 }
 
 #[cfg(test)]

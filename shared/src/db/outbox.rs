@@ -16,8 +16,8 @@ use sea_orm::UpdateMany;
 use sea_orm::sea_query::{LockBehavior, LockType};
 use sea_orm::{
     ActiveValue::Set, ColumnTrait, Condition, ConnectionTrait, DatabaseConnection, DbBackend,
-    DbErr, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder, QuerySelect, Statement,
-    TransactionTrait,
+    DbErr, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder, QuerySelect, QueryTrait,
+    Statement, TransactionTrait,
 };
 use serde::{Deserialize, Serialize};
 
@@ -596,15 +596,23 @@ pub async fn mark<C: ConnectionTrait>(
     mark: Mark,
     now: DateTime<Utc>,
 ) -> Result<(), DbErr> {
+    db.execute(&mark_update(job_id, mark, now)).await?;
+    Ok(())
+}
+
+/// [`mark`]'s statement (a caller may add conditions: part of a `WITH`).
+pub(crate) fn mark_update(
+    job_id: &str,
+    mark: Mark,
+    now: DateTime<Utc>,
+) -> sea_orm::sea_query::UpdateStatement {
     let column = match mark {
         Mark::DueNow => outbox::Column::RunAt,
         Mark::Completed => outbox::Column::CompletedAt,
     };
     update_open(job_id, now)
         .col_expr(column, now.into())
-        .exec(db)
-        .await?;
-    Ok(())
+        .into_query()
 }
 
 /// Forgets that unfinished jobs were ever published, so the relay publishes them again at once.

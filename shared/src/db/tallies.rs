@@ -184,9 +184,35 @@ pub(crate) async fn count_creation<C: ConnectionTrait>(
     mode: Mode,
     at: DateTime<Utc>,
 ) -> Result<Option<Counted>, DbErr> {
+    let update = count_creation_update(
+        business_id,
+        mode,
+        Expr::val(at),
+        Expr::val(at - LIMIT_WINDOW),
+    );
+    let backend = txn.get_database_backend();
+    let Some(row) = txn.query_one_raw(backend.build(&update)).await? else {
+        return Ok(None);
+    };
+    let in_window: i64 = row.try_get_by_index(0)?;
+    Ok(Some(Counted {
+        in_window: std::cmp::max(in_window, 0) as u64,
+        oldest: row.try_get_by_index(1)?,
+    }))
+}
+
+/// [`count_creation`]'s statement for a creation stamped `at`, `cutoff` being `at` less
+/// [`LIMIT_WINDOW`]: values, or (on PostgreSQL) expressions of a `WITH` that writes the account in
+/// the same statement ([`stamp_of`]). It returns the hour's count and its oldest stamp, `at` when
+/// the statement cannot see the new account yet (a `WITH`'s parts share one snapshot).
+pub(crate) fn count_creation_update(
+    business_id: &str,
+    mode: Mode,
+    at: Expr,
+    cutoff: Expr,
+) -> sea_orm::sea_query::UpdateStatement {
     use business_mode::Column as B;
     use virtual_account::Column as A;
-    let cutoff = at - LIMIT_WINDOW;
     let of_business = || {
         virtual_account::Entity::find()
             .select_only()
@@ -198,7 +224,7 @@ pub(crate) async fn count_creation<C: ConnectionTrait>(
     let long_ago = DateTime::<Utc>::UNIX_EPOCH;
     let leaving = of_business()
         .expr(Expr::cust("count(*)"))
-        .filter(A::CreatedAt.lte(cutoff))
+        .filter(Expr::col((virtual_account::Entity, A::CreatedAt)).lte(cutoff.clone()))
         .filter(
             Expr::col((virtual_account::Entity, A::CreatedAt))
                 .gt(Func::coalesce([mark(), Expr::val(long_ago)])),
@@ -206,16 +232,16 @@ pub(crate) async fn count_creation<C: ConnectionTrait>(
         .into_query();
     let oldest = of_business()
         .expr(Expr::cust("min(created_at)"))
-        .filter(A::CreatedAt.gt(cutoff))
+        .filter(Expr::col((virtual_account::Entity, A::CreatedAt)).gt(cutoff.clone()))
         .into_query();
     let sub = |s: SelectStatement| Expr::SubQuery(None, Box::new(s.into()));
-    let latest = |col: B, value: DateTime<Utc>| {
+    let latest = |col: B, value: Expr| {
         Func::greatest([
-            Expr::from(Func::coalesce([Expr::col(col), Expr::val(value)])),
-            Expr::val(value),
+            Expr::from(Func::coalesce([Expr::col(col), value.clone()])),
+            value,
         ])
     };
-    let update = Query::update()
+    Query::update()
         .table(business_mode::Entity)
         .value(B::AccountsCreated, Expr::col(B::AccountsCreated).add(1i64))
         .value(
@@ -226,24 +252,26 @@ pub(crate) async fn count_creation<C: ConnectionTrait>(
             B::AccountsExpiredUntil,
             latest(B::AccountsExpiredUntil, cutoff),
         )
-        .value(B::LastAccountAt, latest(B::LastAccountAt, at))
+        .value(B::LastAccountAt, latest(B::LastAccountAt, at.clone()))
         .and_where(B::BusinessId.eq(business_id))
         .and_where(B::Mode.eq(mode))
-        .and_where(mark().is_null().or(mark().lt(at)))
+        .and_where(mark().is_null().or(mark().lt(at.clone())))
         .returning(Query::returning().exprs([
             Expr::col(B::AccountsCreated).sub(Expr::col(B::AccountsExpired)),
-            sub(oldest),
+            Expr::from(Func::coalesce([sub(oldest), at])),
         ]))
-        .to_owned();
-    let backend = txn.get_database_backend();
-    let Some(row) = txn.query_one_raw(backend.build(&update)).await? else {
-        return Ok(None);
-    };
-    let in_window: i64 = row.try_get_by_index(0)?;
-    Ok(Some(Counted {
-        in_window: std::cmp::max(in_window, 0) as u64,
-        oldest: row.try_get_by_index(1)?,
-    }))
+        .to_owned()
+}
+
+/// The stamp and the window's cutoff of an account written in the same `WITH` as its count, as
+/// [`count_creation_update`] takes them: `table.created_at` and an hour before (PostgreSQL).
+pub(crate) fn stamp_of(table: &str) -> (Expr, Expr) {
+    let at = Expr::col((Alias::new(table), virtual_account::Column::CreatedAt));
+    let cutoff = Expr::cust(format!(
+        "{table}.created_at - interval '{} seconds'",
+        LIMIT_WINDOW.num_seconds()
+    ));
+    (at, cutoff)
 }
 
 /// How many rows each status's count is spread over.
@@ -280,28 +308,56 @@ pub(crate) async fn status_changed<C: ConnectionTrait>(
 
 async fn add<C: ConnectionTrait>(
     db: &C,
-    (business_id, mode, status, shard): (&str, Mode, AccountStatus, i32),
+    row: (&str, Mode, AccountStatus, i32),
     delta: i64,
 ) -> Result<(), DbErr> {
+    db.execute(&count_insert(row, delta, None)?).await?;
+    Ok(())
+}
+
+/// [`add`]'s upsert; with `only_with`, written only when that table of the same `WITH` has a row.
+fn count_insert(
+    (business_id, mode, status, shard): (&str, Mode, AccountStatus, i32),
+    delta: i64,
+    only_with: Option<&str>,
+) -> Result<sea_orm::sea_query::InsertStatement, DbErr> {
     use account_count::Column as Col;
-    account_count::Entity::insert(account_count::ActiveModel {
+    let row = account_count::ActiveModel {
         business_id: Set(business_id.to_owned()),
         mode: Set(mode),
         status: Set(status),
         shard: Set(shard),
         n: Set(delta),
-    })
-    .on_conflict(
-        OnConflict::columns([Col::BusinessId, Col::Mode, Col::Status, Col::Shard])
-            .value(
-                Col::N,
-                Expr::col((account_count::Entity, Col::N)).add(delta),
+    };
+    let values = super::upsert_values(super::row_values(&row, |_| None)?, only_with);
+    Ok(
+        super::insert_select::<account_count::Entity>(values, "the account count")?
+            .on_conflict(
+                OnConflict::columns([Col::BusinessId, Col::Mode, Col::Status, Col::Shard])
+                    .value(
+                        Col::N,
+                        Expr::col((account_count::Entity, Col::N)).add(delta),
+                    )
+                    .to_owned(),
             )
             .to_owned(),
     )
-    .exec_without_returning(db)
-    .await?;
-    Ok(())
+}
+
+/// [`status_changed`] of a pending account `account_id` becoming `to`, as one statement of a
+/// `WITH` that runs only when the table `changed` of that `WITH` has a row (PostgreSQL).
+pub(crate) fn left_pending_insert(
+    business_id: &str,
+    mode: Mode,
+    account_id: &str,
+    to: AccountStatus,
+    changed: &str,
+) -> Result<sea_orm::sea_query::InsertStatement, DbErr> {
+    count_insert(
+        (business_id, mode, to, shard_of(account_id)),
+        1,
+        Some(changed),
+    )
 }
 
 /// How many accounts a business has in one mode, of one status or all: a few rows read,

@@ -1,0 +1,28 @@
+use sea_orm_migration::prelude::*;
+use sea_orm_migration::sea_orm::{ConnectionTrait, DbBackend};
+
+#[derive(DeriveMigrationName)]
+pub struct Migration;
+
+/// `vas_refuse(reason)` (PostgreSQL only): raises SQLSTATE `VAS01` with `reason`. A statement
+/// that does a whole unit of work in autocommit (issue 24: a creation as one statement) calls it
+/// for a case that is not its own, so that it fails and leaves nothing written; the service then
+/// answers that case with its transaction path. SQLite has no such statements.
+#[async_trait::async_trait]
+impl MigrationTrait for Migration {
+    async fn up(&self, manager: &SchemaManager) -> Result<(), DbErr> {
+        let db = manager.get_connection();
+        if db.get_database_backend() != DbBackend::Postgres {
+            return Ok(());
+        }
+        db.execute_unprepared(
+            "CREATE OR REPLACE FUNCTION vas_refuse(reason text) RETURNS boolean
+               LANGUAGE plpgsql VOLATILE AS $$
+             BEGIN
+               RAISE EXCEPTION USING ERRCODE = 'VAS01', MESSAGE = reason;
+             END $$",
+        )
+        .await?;
+        Ok(())
+    }
+}

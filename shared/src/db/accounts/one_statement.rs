@@ -1,0 +1,339 @@
+//! On PostgreSQL, each of an ordinary creation's two transactions as ONE statement sent in
+//! autocommit (issue 24): one round trip each where six were (BEGIN, four or five statements,
+//! COMMIT). Each statement's parts are the builders the transaction path runs one by one, so the
+//! rules stay in one place; the statement commits exactly what that transaction would have.
+//!
+//! Only the ordinary case is done here. Anything else the first statement meets (a key seen
+//! before, a customerReference with a live account, a creation over the hourly limit, a rolling
+//! hour's mark already past the stamp) makes it write nothing, by claiming nothing or by failing
+//! on purpose (`vas_refuse`, m0021: an autocommit statement that fails leaves nothing), and the
+//! transaction path answers it as before. The second statement applies only an `Active` answer to
+//! a still-pending account; anything else is the transaction path's.
+
+use chrono::{DateTime, Utc};
+use sea_orm::sea_query::{Alias, Asterisk, Condition, Expr, ExprTrait, Query, WithClause};
+use sea_orm::{ConnectionTrait, DbBackend, DbErr, FromQueryResult, QueryTrait};
+
+use super::super::entities::{outbox as outbox_row, virtual_account};
+use super::super::{cte, has_row, insert_select, is_refused, outbox, row_values, tallies};
+use super::{
+    Account, CreateOutcome, CreateRequest, LimitState, account_insert, idempotency_of, limit_of,
+    settle_update, status_of,
+};
+use crate::crypto::Cipher;
+use crate::messaging::jobs::ProvisioningJob;
+use domain::AccountStatus;
+use domain::ids::new_id;
+use domain::provider::ProvisioningOutcome;
+
+/// The first transaction of [`super::create`] for an ordinary creation:
+/// `WITH claim AS (INSERT key … ON CONFLICT DO NOTHING RETURNING key), acct AS (INSERT account
+/// … FROM claim RETURNING *), job AS (INSERT job … FROM acct), counted AS (UPDATE business_modes
+/// … FROM acct RETURNING the hour) SELECT acct.*, the hour FROM claim LEFT JOIN acct LEFT JOIN
+/// counted`. None when it wrote nothing: the caller runs the transaction path.
+pub(super) async fn create<C: ConnectionTrait>(
+    db: &C,
+    cipher: &Cipher,
+    req: &CreateRequest<'_>,
+    now: DateTime<Utc>,
+) -> Result<Option<(CreateOutcome, LimitState)>, DbErr> {
+    let account_id = new_id("va");
+    let claim = idempotency_of(req).claim_insert(Some(&account_id), now);
+    let account = account_insert(
+        DbBackend::Postgres,
+        cipher,
+        req,
+        account_id.clone(),
+        Some("claim"),
+    )?;
+
+    // The job is stamped by the account's stamp, as the transaction path stamps it.
+    let job_id = outbox::new_job_id();
+    let job = outbox::job_row(
+        job_id.clone(),
+        &ProvisioningJob::Provision { account_id },
+        now,
+        now,
+    );
+    let (at, cutoff) = tallies::stamp_of("acct");
+    let due = Expr::cust(format!(
+        "acct.created_at + interval '{} milliseconds'",
+        req.provider_grace.num_milliseconds()
+    ));
+    let mut job_values = row_values(&job, |col| match col {
+        outbox_row::Column::RunAt => Some(due.clone()),
+        outbox_row::Column::CreatedAt | outbox_row::Column::UpdatedAt => Some(at.clone()),
+        _ => None,
+    })?;
+    job_values.from(Alias::new("acct"));
+    let insert_job = insert_select::<outbox_row::Entity>(job_values, "the provisioning job")?;
+
+    let mut counted = tallies::count_creation_update(req.business_id, req.mode, at, cutoff);
+    counted.from(Alias::new("acct"));
+
+    let acct = Alias::new("acct");
+    let hour = Alias::new("counted");
+    let in_window = || Expr::col((hour.clone(), Alias::new("in_window")));
+    // Not ordinary: a live account has the reference (no account written), the mark is past
+    // the stamp (no count), or the count is over the limit.
+    let not_ordinary = Condition::any()
+        .add(Expr::col((acct.clone(), virtual_account::Column::Id)).is_null())
+        .add(in_window().is_null())
+        .add(in_window().gt(i64::from(req.limit_per_hour)));
+    let answer = Query::select()
+        .column((acct.clone(), Asterisk))
+        .expr_as(in_window(), Alias::new("in_window"))
+        .expr_as(
+            Expr::col((hour.clone(), Alias::new("oldest"))),
+            Alias::new("oldest"),
+        )
+        .expr_as(
+            Expr::case(
+                not_ordinary,
+                Expr::cust("vas_refuse('not an ordinary creation: the transaction answers it')"),
+            ),
+            Alias::new("refused"),
+        )
+        .from(Alias::new("claim"))
+        .left_join(acct, Expr::cust("true"))
+        .left_join(hour, Expr::cust("true"))
+        .to_owned();
+    let statement = WithClause::new()
+        .cte(cte("claim", claim))
+        .cte(cte("acct", account))
+        .cte(cte("job", insert_job))
+        .cte(
+            cte("counted", counted)
+                .columns([Alias::new("in_window"), Alias::new("oldest")])
+                .to_owned(),
+        )
+        .to_owned()
+        .query(answer);
+    let row = match db
+        .query_one_raw(DbBackend::Postgres.build(&statement))
+        .await
+    {
+        Ok(Some(row)) => row,
+        // The key was there already: nothing written.
+        Ok(None) => return Ok(None),
+        Err(e) if is_refused(&e) => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let account = Account::from_query_result(&row, "")?;
+    let in_window: i64 = row.try_get("", "in_window")?;
+    let oldest: Option<DateTime<Utc>> = row.try_get("", "oldest")?;
+    let limit = limit_of(
+        req,
+        std::cmp::max(in_window, 0) as u64,
+        oldest,
+        account.created_at,
+    );
+    Ok(Some((CreateOutcome::Started { account, job_id }, limit)))
+}
+
+/// The second transaction of [`super::settle_creation`] when the bank numbered the account:
+/// `WITH upd AS (UPDATE the pending account RETURNING *), its status count, its job completed,
+/// its key completed (each only with a row in upd) SELECT * FROM upd`. None when the account was
+/// no longer pending or the number is held (nothing written): the caller runs the transaction
+/// path.
+pub(super) async fn settle_active<C: ConnectionTrait>(
+    db: &C,
+    req: &CreateRequest<'_>,
+    account_id: &str,
+    job_id: &str,
+    outcome: &ProvisioningOutcome,
+    now: DateTime<Utc>,
+) -> Result<Option<Account>, DbErr> {
+    if !matches!(outcome, ProvisioningOutcome::Active { .. }) {
+        return Ok(None);
+    }
+    let Some(update) = settle_update(account_id, outcome, now) else {
+        return Ok(None);
+    };
+    let update = update.into_query().returning_all().to_owned();
+    let count = tallies::left_pending_insert(
+        req.business_id,
+        req.mode,
+        account_id,
+        AccountStatus::Active,
+        "upd",
+    )?;
+    let mut job = outbox::mark_update(job_id, outbox::Mark::Completed, now);
+    job.and_where(has_row("upd"));
+    let mut key =
+        idempotency_of(req).completion(status_of(AccountStatus::Active, true), account_id, now);
+    key.and_where(has_row("upd"));
+    let statement = WithClause::new()
+        .cte(cte("upd", update))
+        .cte(cte("counted", count))
+        .cte(cte("job", job))
+        .cte(cte("key", key))
+        .to_owned()
+        .query(
+            Query::select()
+                .column(Asterisk)
+                .from(Alias::new("upd"))
+                .to_owned(),
+        );
+    match db
+        .query_one_raw(DbBackend::Postgres.build(&statement))
+        .await?
+    {
+        Some(row) => Ok(Some(Account::from_query_result(&row, "")?)),
+        None => Ok(None),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The statements themselves, on PostgreSQL (`TEST_DATABASE_URL`; skipped without it): that an
+    //! ordinary creation is done by them, and that every other case leaves nothing written for
+    //! the transaction path. The api's tests check the answers callers see on both databases.
+    use sea_orm::DatabaseConnection;
+
+    use super::*;
+    use crate::crypto::RequestDigest;
+    use crate::db::testing::{count, fresh_database};
+    use domain::{KybStatus, Mode, NewAccount};
+
+    /// Keys, accounts, open provisioning jobs, and the business's created tally.
+    async fn written(db: &DatabaseConnection) -> [i64; 4] {
+        [
+            count(db, "SELECT count(*) FROM idempotency_keys").await,
+            count(db, "SELECT count(*) FROM virtual_accounts").await,
+            count(db, "SELECT count(*) FROM outbox WHERE completed_at IS NULL").await,
+            count(
+                db,
+                "SELECT sum(accounts_created)::bigint FROM business_modes",
+            )
+            .await,
+        ]
+    }
+
+    fn body(n: u32, reference: &str) -> NewAccount {
+        let body = serde_json::json!({
+            "customerName": format!("Ada Obi {n}"),
+            "customerEmail": format!("ada{n}@example.com"),
+            "customerPhone": "08031234567",
+            "customerBvn": format!("{:011}", 22_200_000_000u64 + u64::from(n)),
+            "preferredBank": "wema-bank",
+            "customerReference": reference,
+        });
+        NewAccount::parse(body.as_object().unwrap(), Mode::Test).unwrap()
+    }
+
+    #[tokio::test]
+    async fn an_ordinary_creation_is_two_statements_and_every_other_case_writes_nothing() {
+        let Some(fresh) = fresh_database().await else {
+            return;
+        };
+        let db = &fresh.db;
+        let cipher = Cipher::new(&Cipher::generate_key(), &[]).unwrap();
+        let business = crate::db::businesses::create(db, &cipher, "One Ltd", KybStatus::Approved)
+            .await
+            .unwrap();
+        let digest = RequestDigest::new(&cipher, "{\"n\":1}");
+        let (first, second) = (body(1, "user-1"), body(2, "user-2"));
+        let request = |key: &'static str, account, limit_per_hour| CreateRequest {
+            business_id: &business.id,
+            business_name: "One Ltd",
+            mode: Mode::Test,
+            idempotency_key: key,
+            request: &digest,
+            account,
+            limit_per_hour,
+            provider_grace: chrono::Duration::seconds(35),
+        };
+        let now = domain::time::now();
+
+        // Ordinary: the key, the account, its job and the count, in one statement.
+        let (outcome, limit) = create(db, &cipher, &request("k1", &first, 2), now)
+            .await
+            .unwrap()
+            .expect("an ordinary creation is the statement's");
+        let CreateOutcome::Started { account, job_id } = outcome else {
+            panic!("not started: {outcome:?}");
+        };
+        assert_eq!(account.status, AccountStatus::Pending);
+        assert_eq!((limit.limit, limit.remaining), (2, 1));
+        assert!(limit.reset_secs > 3590, "{limit:?}");
+        assert_eq!(written(db).await, [1, 1, 1, 1]);
+        let due = count(
+            db,
+            &format!(
+                "SELECT extract(epoch FROM run_at - created_at)::bigint FROM outbox WHERE id = '{job_id}'"
+            ),
+        )
+        .await;
+        assert_eq!(
+            due, 35,
+            "the job is due the grace after the account's stamp"
+        );
+
+        // The same key again, a live reference under a new key, and over the limit: nothing.
+        assert!(
+            create(db, &cipher, &request("k1", &first, 2), now)
+                .await
+                .unwrap()
+                .is_none()
+        );
+        assert!(
+            create(db, &cipher, &request("k2", &first, 2), now)
+                .await
+                .unwrap()
+                .is_none()
+        );
+        assert!(
+            create(db, &cipher, &request("k3", &second, 1), now)
+                .await
+                .unwrap()
+                .is_none()
+        );
+        assert_eq!(written(db).await, [1, 1, 1, 1]);
+
+        // The bank's number: the account, its count, its job and its key, in one statement.
+        let numbered = ProvisioningOutcome::Active {
+            account_number: "9900000001".into(),
+        };
+        let req = request("k1", &first, 2);
+        let active = settle_active(db, &req, &account.id, &job_id, &numbered, now)
+            .await
+            .unwrap()
+            .expect("a pending account numbered is the statement's");
+        assert_eq!(active.status, AccountStatus::Active);
+        assert_eq!(active.account_number.as_deref(), Some("9900000001"));
+        assert_eq!(written(db).await, [1, 1, 0, 1]);
+        assert_eq!(
+            count(
+                db,
+                "SELECT response_status::bigint FROM idempotency_keys WHERE state = 'completed'"
+            )
+            .await,
+            201
+        );
+        assert_eq!(
+            count(
+                db,
+                "SELECT sum(n)::bigint FROM account_counts WHERE status = 'active'"
+            )
+            .await,
+            1
+        );
+        // Settled already: nothing more.
+        assert!(
+            settle_active(db, &req, &account.id, &job_id, &numbered, now)
+                .await
+                .unwrap()
+                .is_none()
+        );
+        assert_eq!(
+            count(
+                db,
+                "SELECT sum(n)::bigint FROM account_counts WHERE status = 'active'"
+            )
+            .await,
+            1
+        );
+        fresh.drop().await;
+    }
+}
