@@ -9,7 +9,8 @@
 #   bench/report.sh --bin /tmp/vas-target/release \
 #       [--database-url postgres://postgres@127.0.0.1:5432/postgres] \
 #       [--amqp-url amqp://guest:guest@127.0.0.1:5672/%2f] [--accounts 1000000] [--duration 20]
-#       [--list-requests 200] [--keep] [--reuse DATABASE] [--sections "section_lists …"]
+#       [--list-requests 200] [--list-rows 1000000] [--keep] [--reuse DATABASE]
+#       [--sections "section_lists …"]
 #
 # --reuse runs on a database a `--keep` run left (migrated again: so an older version's database,
 # its million accounts loaded, measures the newer version after its upgrade); give the same
@@ -28,6 +29,7 @@ accounts=1000000
 duration=20
 callers=32
 list_requests=200
+list_rows=1000000
 sections=""
 create_sql="$here/pgbench/create-statements.sql"
 keep=false
@@ -42,6 +44,7 @@ while [ $# -gt 0 ]; do
     --duration) duration=$2; shift 2 ;;
     --callers) callers=$2; shift 2 ;;
     --list-requests) list_requests=$2; shift 2 ;;
+    --list-rows) list_rows=$2; shift 2 ;; # rows of each other list (`bench lists --rows`; 0: accounts only)
     --sections) sections=$2; shift 2 ;;
     --create-sql) create_sql=$(realpath "$2"); shift 2 ;;
     --keep) keep=true; shift ;;
@@ -189,7 +192,7 @@ section_memory_idle() { # the workers, idle (started, given 5 s, measured, stopp
 
 section_lists() { # bench lists: p50/p99 per case against the 30 ms goal
   "$bench" lists --database-url "$db_url" --api "$api" --key "$lists_key" \
-    --accounts "$accounts" --api-pid "$pid_api" -n "$list_requests" \
+    --accounts "$accounts" --rows "$list_rows" --api-pid "$pid_api" -n "$list_requests" \
     --warmup $((list_requests / 10)) >"$work/lists.txt"
   awk -F'|' '/^\| / && $3 ~ /^ *[0-9.]+ *$/ {
       gsub(/^ +| +$/, "", $2); gsub(/ /, "", $3); gsub(/ /, "", $4); gsub(/^ +| +$/, "", $5)
