@@ -87,6 +87,14 @@ cleanup() {
   for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
   wait 2>/dev/null || true
   if ! $keep; then psql -q "$admin_url" -c "DROP DATABASE IF EXISTS $db" >/dev/null 2>&1 || true; fi
+  # The run's queues (each a quorum queue: left behind, hundreds of runs wedged this machine's
+  # broker), when the broker is this machine's.
+  if command -v rabbitmqctl >/dev/null; then
+    timeout 60 rabbitmqctl list_queues -q name 2>/dev/null | grep "^$VAS_AMQP__PREFIX\." |
+      while read -r queue; do
+        timeout 30 rabbitmqctl delete_queue -q "$queue" </dev/null >/dev/null 2>&1 || true
+      done || true
+  fi
 }
 trap cleanup EXIT
 
