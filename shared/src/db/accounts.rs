@@ -522,6 +522,14 @@ async fn find_live_by_reference<C: ConnectionTrait>(
     req: &CreateRequest<'_>,
     reference: &str,
 ) -> Result<Option<Account>, DbErr> {
+    live_by_reference(req, reference).one(db).await
+}
+
+/// The caller's live (pending or active) account with this customerReference.
+fn live_by_reference(
+    req: &CreateRequest<'_>,
+    reference: &str,
+) -> sea_orm::Select<virtual_account::Entity> {
     virtual_account::Entity::find()
         .filter(virtual_account::Column::BusinessId.eq(req.business_id))
         .filter(virtual_account::Column::Mode.eq(req.mode))
@@ -529,8 +537,6 @@ async fn find_live_by_reference<C: ConnectionTrait>(
         .filter(
             virtual_account::Column::Status.is_in([AccountStatus::Pending, AccountStatus::Active]),
         )
-        .one(db)
-        .await
 }
 
 /// The limit state now, for an answer that creates nothing (read without the lock).

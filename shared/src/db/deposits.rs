@@ -160,6 +160,14 @@ fn account_for(report: Report<'_>) -> sea_orm::Select<virtual_account::Entity> {
         .filter(virtual_account::Column::AccountNumber.eq(report.tx.account_number.as_str()))
 }
 
+/// The deposit already recorded for a report's transaction (its mode, bank and reference).
+fn recorded_before(report: Report<'_>) -> sea_orm::Select<deposit::Entity> {
+    deposit::Entity::find()
+        .filter(deposit::Column::Mode.eq(report.mode.as_str()))
+        .filter(deposit::Column::Bank.eq(report.bank.slug()))
+        .filter(deposit::Column::ProviderReference.eq(report.tx.reference.as_str()))
+}
+
 /// The unique key that records a bank's transaction once.
 const DEPOSIT_KEY: [deposit::Column; 3] = [
     deposit::Column::Mode,
@@ -228,13 +236,7 @@ async fn keep_conflict<C: ConnectionTrait>(
     now: DateTime<Utc>,
 ) -> Result<(), DbErr> {
     let (mode, bank, tx) = (report.mode, report.bank, report.tx);
-    let Some(first) = deposit::Entity::find()
-        .filter(deposit::Column::Mode.eq(mode.as_str()))
-        .filter(deposit::Column::Bank.eq(bank.slug()))
-        .filter(deposit::Column::ProviderReference.eq(tx.reference.as_str()))
-        .one(db)
-        .await?
-    else {
+    let Some(first) = recorded_before(report).one(db).await? else {
         return Ok(());
     };
     let account_number = virtual_account::Entity::find_by_id(first.account_id.clone())

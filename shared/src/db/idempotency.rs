@@ -144,20 +144,26 @@ impl Key<'_> {
         }
     }
 
-    /// [`Key::claim`]'s insert as one statement of a `WITH`: it returns the key when it claimed
-    /// it, nothing when the key was there already (PostgreSQL).
+    /// [`Key::claim`]'s insert as one statement of a `WITH` (PostgreSQL), claiming only when
+    /// `only_if` holds: it returns the key when it claimed it, nothing when the key was there
+    /// already or the condition did not hold.
     pub(crate) fn claim_insert(
         &self,
         resource_id: Option<&str>,
         now: DateTime<Utc>,
-    ) -> sea_orm::sea_query::InsertStatement {
-        use sea_orm::QueryTrait;
+        only_if: Option<sea_orm::sea_query::Expr>,
+    ) -> Result<sea_orm::sea_query::InsertStatement, DbErr> {
         use sea_orm::sea_query::OnConflict;
-        idempotency_key::Entity::insert(self.claimed_row(resource_id, now))
-            .on_conflict(OnConflict::columns(Self::COLUMNS).do_nothing().to_owned())
-            .into_query()
-            .returning_col(idempotency_key::Column::Key)
-            .to_owned()
+        let mut values = super::row_values(&self.claimed_row(resource_id, now), |_| None)?;
+        if let Some(condition) = only_if {
+            values.and_where(condition);
+        }
+        Ok(
+            super::insert_select::<idempotency_key::Entity>(values, "the idempotency key")?
+                .on_conflict(OnConflict::columns(Self::COLUMNS).do_nothing().to_owned())
+                .returning_col(idempotency_key::Column::Key)
+                .to_owned(),
+        )
     }
 
     /// Completes the key with the status answered and the resource it answered with.

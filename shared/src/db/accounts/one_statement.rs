@@ -3,22 +3,23 @@
 //! COMMIT). Each statement's parts are the builders the transaction path runs one by one, so the
 //! rules stay in one place; the statement commits exactly what that transaction would have.
 //!
-//! Only the ordinary case is done here. Anything else the first statement meets (a key seen
-//! before, a customerReference with a live account, a creation over the hourly limit, a rolling
-//! hour's mark already past the stamp) makes it write nothing, by claiming nothing or by failing
-//! on purpose (`vas_refuse`, m0021: an autocommit statement that fails leaves nothing), and the
-//! transaction path answers it as before. The second statement applies only an `Active` answer to
+//! Only the ordinary case is done here. Anything else the first statement meets makes it write
+//! nothing and the transaction path answers it as before: a key seen before or a
+//! customerReference with a live account claim nothing; a live account committed meanwhile, a
+//! creation over the hourly limit or a rolling hour's mark already past the stamp make it fail on
+//! purpose (`vas_refuse`, m0021: an autocommit statement that fails leaves nothing, and PostgreSQL
+//! logs the failure). The second statement applies only an `Active` answer to
 //! a still-pending account; anything else is the transaction path's.
 
 use chrono::{DateTime, Utc};
 use sea_orm::sea_query::{Alias, Asterisk, Condition, Expr, ExprTrait, Query, WithClause};
-use sea_orm::{ConnectionTrait, DbBackend, DbErr, FromQueryResult, QueryTrait};
+use sea_orm::{ConnectionTrait, DbBackend, DbErr, FromQueryResult, QuerySelect, QueryTrait};
 
 use super::super::entities::{outbox as outbox_row, virtual_account};
 use super::super::{cte, has_row, insert_select, is_refused, outbox, row_values, tallies};
 use super::{
     Account, CreateOutcome, CreateRequest, LimitState, account_insert, idempotency_of, limit_of,
-    settle_update, status_of,
+    live_by_reference, settle_update, status_of,
 };
 use crate::crypto::Cipher;
 use crate::messaging::jobs::ProvisioningJob;
@@ -38,7 +39,18 @@ pub(super) async fn create<C: ConnectionTrait>(
     now: DateTime<Utc>,
 ) -> Result<Option<(CreateOutcome, LimitState)>, DbErr> {
     let account_id = new_id("va");
-    let claim = idempotency_of(req).claim_insert(Some(&account_id), now);
+    // A customerReference with a live account (a caller's get-or-create) claims nothing, so the
+    // usual 200 costs no failed statement; one committed meanwhile is caught by the insert.
+    let no_live_account = req.account.customer_reference.as_deref().map(|reference| {
+        Expr::exists(
+            live_by_reference(req, reference)
+                .select_only()
+                .expr(Expr::val(1))
+                .into_query(),
+        )
+        .not()
+    });
+    let claim = idempotency_of(req).claim_insert(Some(&account_id), now, no_live_account)?;
     let account = account_insert(
         DbBackend::Postgres,
         cipher,

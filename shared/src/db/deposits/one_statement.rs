@@ -6,16 +6,16 @@
 //! transaction path runs, so the rules stay in one place.
 //!
 //! Only a new deposit into a known account is done here. Anything else writes nothing and the
-//! transaction path answers it as before: no account with the number, a body stored before (it
-//! claims nothing), and, failing on purpose (`vas_refuse`, m0021) so that the notification it
-//! stored goes too, an account changed since it was read, a reference recorded before, or a
-//! credit that would overflow the balance.
+//! transaction path answers it as before: no account with the number; a body stored before or a
+//! reference recorded before (the statement stores nothing); and, failing on purpose
+//! (`vas_refuse`, m0021) so that the notification it stored goes too, an account changed since
+//! it was read, a reference recorded meanwhile, or a credit that would overflow the balance.
 //!
 //! Locks are taken in the transaction path's order: the notification's key, the account, the
 //! deposit's key, the balance.
 
 use sea_orm::sea_query::{Alias, Condition, Expr, ExprTrait, OnConflict, Query, WithClause};
-use sea_orm::{ColumnTrait, ConnectionTrait, DbBackend, DbErr, EntityTrait, QueryFilter};
+use sea_orm::{ColumnTrait, ConnectionTrait, DbBackend, DbErr, QueryFilter};
 use sea_orm::{QuerySelect, QueryTrait};
 
 use super::super::entities::{deposit, provider_notification, virtual_account};
@@ -24,7 +24,7 @@ use super::super::{
 };
 use super::{
     Accepted, Credit, DEPOSIT_KEY, Incoming, NOTIFICATION_KEY, Recorded, Report, Source,
-    account_for, announcement, deposit_row, notification_row,
+    account_for, announcement, deposit_row, notification_row, recorded_before,
 };
 use domain::provider::{NotificationOutcome, RemoteTransaction};
 
@@ -52,13 +52,24 @@ pub(super) async fn accept_deposit<C: ConnectionTrait>(
     claimed.outcome = sea_orm::ActiveValue::Set(NotificationOutcome::Recorded);
     claimed.provider_reference = sea_orm::ActiveValue::Set(Some(tx.reference.clone()));
     claimed.deposit_id = sea_orm::ActiveValue::Set(Some(row.id.clone()));
-    let notification = provider_notification::Entity::insert(claimed)
+    // A reference recorded before (a bank's report again, in another body) stores nothing here,
+    // so that usual duplicate costs no failed statement; one recorded meanwhile is caught below.
+    let mut stored = row_values(&claimed, |_| None)?;
+    stored.and_where(
+        Expr::exists(
+            recorded_before(report)
+                .select_only()
+                .expr(Expr::val(1))
+                .into_query(),
+        )
+        .not(),
+    );
+    let notification = insert_select::<provider_notification::Entity>(stored, "the notification")?
         .on_conflict(
             OnConflict::columns(NOTIFICATION_KEY)
                 .do_nothing()
                 .to_owned(),
         )
-        .into_query()
         .returning_col(provider_notification::Column::Id)
         .to_owned();
 
