@@ -534,9 +534,11 @@ fn live_by_reference(
         .filter(virtual_account::Column::BusinessId.eq(req.business_id))
         .filter(virtual_account::Column::Mode.eq(req.mode))
         .filter(virtual_account::Column::CustomerReference.eq(reference))
-        .filter(
-            virtual_account::Column::Status.is_in([AccountStatus::Pending, AccountStatus::Active]),
-        )
+        // The live-reference index's own predicate: as constants, or no generic plan uses it.
+        .filter(super::in_constants(
+            virtual_account::Column::Status,
+            [AccountStatus::Pending, AccountStatus::Active],
+        ))
 }
 
 /// The limit state now, for an answer that creates nothing (read without the lock).

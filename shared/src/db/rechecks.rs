@@ -84,7 +84,11 @@ pub async fn request(
 async fn find_open(db: &DatabaseConnection, account_id: &str) -> Result<Option<Recheck>, DbErr> {
     recheck::Entity::find()
         .filter(recheck::Column::AccountId.eq(account_id))
-        .filter(recheck::Column::Status.is_in(RecheckStatus::OPEN))
+        // The one-open index's own predicate: as constants, or no generic plan uses it.
+        .filter(super::in_constants(
+            recheck::Column::Status,
+            RecheckStatus::OPEN,
+        ))
         .one(db)
         .await
 }
