@@ -8,8 +8,13 @@
 WITH claim AS (
   INSERT INTO idempotency_keys (business_id, mode, key, request_hash, state, response_status,
       account_id, created_at, updated_at)
-    VALUES ('biz_pgbench_' || :b, 'test', 'pgb-' || :r, 'd1:00000000:' || md5(:r::text),
-      'in_flight', NULL, 'va_pgb_' || :r, now(), now())
+    SELECT 'biz_pgbench_' || :b, 'test', 'pgb-' || :r, 'd1:00000000:' || md5(:r::text),
+      'in_flight', NULL, 'va_pgb_' || :r, now(), now()
+    -- the service's check for a live account with this customerReference (a get-or-create's
+    -- 200 claims nothing); its statuses are constants, as the partial index's predicate is
+    WHERE NOT EXISTS (SELECT 1 FROM virtual_accounts WHERE business_id = 'biz_pgbench_' || :b
+      AND mode = 'test' AND customer_reference = 'bench-' || :r
+      AND status IN ('pending', 'active'))
     ON CONFLICT (business_id, mode, key) DO NOTHING RETURNING key),
 acct AS (
   INSERT INTO virtual_accounts (id, business_id, mode, status, bank, account_number,
