@@ -214,7 +214,7 @@ ceiling() { # script, businesses: "tps<TAB>p50 ms<TAB>p99 ms<TAB>PostgreSQL CPU 
   rm -rf "$logs"; mkdir -p "$logs"
   # Statistics of the rows the run before left: pgbench plans its prepared statements once, and
   # planned on a table the statistics still call nearly empty, the service's live-reference check
-  # became a sequential scan for the whole run (470-600 tps where 1,100-1,200 were measured).
+  # became a sequential scan for the whole run (470-600 tps where 1,100-1,300 were measured).
   psql -q "$db_url" -c "ANALYZE" >/dev/null
   pg0=$(pg_cpu_ms)
   (cd "$logs" && timed pgbench "$work/pgbench.err" "$pgbench" -n -M prepared -c "$callers" -j 2 \
