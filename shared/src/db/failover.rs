@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use sea_orm::sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
-use sea_orm::sqlx::{self, ConnectOptions as _};
+use sea_orm::sqlx::{self, ConnectOptions as _, Connection as _};
 use sea_orm::{DatabaseConnection, DbErr, RuntimeErr, SqlxPostgresConnector};
 
 /// How often the watcher asks the current primary whether it still is one.
@@ -273,15 +273,24 @@ pub async fn connect_primary(
                 }
             })
         })
-        .before_acquire(move |_, meta| {
+        .test_before_acquire(false)
+        .before_acquire(move |connection, meta| {
             let switched = on_acquire
                 .state
                 .lock()
                 .expect("not poisoned")
                 .switched
                 .elapsed();
-            // Opened before the last switch: to the old primary, closed instead of used.
-            Box::pin(async move { Ok(meta.age < switched) })
+            Box::pin(async move {
+                // Opened before the last switch: to the old primary, closed instead of used.
+                if meta.age >= switched {
+                    return Ok(false);
+                }
+                if meta.idle_for >= super::PING_IF_IDLE_FOR {
+                    connection.ping().await?;
+                }
+                Ok(true)
+            })
         })
         .connect_lazy_with(primary.options(index));
     tokio::spawn(watch_primary(primary, pool.clone(), watch));

@@ -29,6 +29,14 @@ use sea_orm::{ConnectOptions, Database, DatabaseConnection, DbBackend, DbErr, Sq
 /// primary has to appear before the request answers 503).
 const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// A pooled connection is pinged before it is handed out only once it has sat idle this long
+/// (issue 24). sqlx pings on every acquire by default, and again on every release: two round
+/// trips per statement beside the statement's one. The ping on release stays (it discards a
+/// connection a query broke); a server that went away while a connection sat idle is caught
+/// here; one that went away in the last second fails that query, which answers 503 as any lost
+/// connection does ([`failover::is_unavailable`]).
+pub const PING_IF_IDLE_FOR: Duration = Duration::from_secs(1);
+
 /// Opens a pool. SQLite gets one connection: its writers serialise anyway, and one connection
 /// turns "database is locked" errors into an orderly queue.
 /// A libpq multi-host URL (`postgres://u@h1,h2/vas?target_session_attrs=read-write`) gets a pool
@@ -43,6 +51,7 @@ pub async fn connect(url: &str, max_connections: u32) -> Result<DatabaseConnecti
         .max_connections(if sqlite { 1 } else { max_connections })
         .min_connections(if sqlite { 1 } else { 2 })
         .acquire_timeout(ACQUIRE_TIMEOUT)
+        .test_before_acquire_if_idle_for(PING_IF_IDLE_FOR)
         .sqlx_logging(false);
     let db = Database::connect(options).await?;
     if db.get_database_backend() == DbBackend::Sqlite {
@@ -69,6 +78,7 @@ pub async fn connect_replica(url: &str, max_connections: u32) -> Result<Database
             .max_connections(max_connections)
             .min_connections(0)
             .acquire_timeout(Duration::from_secs(2))
+            .test_before_acquire_if_idle_for(PING_IF_IDLE_FOR)
             .connect_lazy(true)
             .sqlx_logging(false);
         options
@@ -146,12 +156,14 @@ pub(crate) fn insert_select<E: sea_orm::EntityTrait>(
     what: &str,
 ) -> Result<sea_orm::sea_query::InsertStatement, DbErr> {
     use sea_orm::Iterable;
-    Ok(sea_orm::sea_query::Query::insert()
+    // Built in place: `.to_owned()` on a builder clones the whole statement (issue 24).
+    let mut insert = sea_orm::sea_query::Query::insert();
+    insert
         .into_table(E::default())
         .columns(E::Column::iter())
         .select_from(values)
-        .map_err(|e| DbErr::Custom(format!("{what}: {e}")))?
-        .to_owned())
+        .map_err(|e| DbErr::Custom(format!("{what}: {e}")))?;
+    Ok(insert)
 }
 
 /// The `SELECT` of an `INSERT … SELECT … ON CONFLICT`: from `only_with` too when given (the
@@ -173,10 +185,10 @@ pub(crate) fn cte(
     name: &str,
     query: impl Into<sea_orm::sea_query::SubQueryStatement>,
 ) -> sea_orm::sea_query::CommonTableExpression {
-    sea_orm::sea_query::CommonTableExpression::new()
-        .query(query.into())
-        .table_name(sea_orm::sea_query::Alias::new(name))
-        .to_owned()
+    let mut cte = sea_orm::sea_query::CommonTableExpression::new();
+    cte.query(query.into())
+        .table_name(sea_orm::sea_query::Alias::new(name));
+    cte
 }
 
 /// `column IN (values)` with the values written into the SQL as constants, not bound. A
@@ -276,6 +288,20 @@ pub(crate) mod testing {
             Database::connect(options).await.unwrap()
         }
 
+        pub fn url(&self) -> &str {
+            &self.url
+        }
+
+        /// Ends, from the server's side, every connection to this database but the admin's.
+        pub async fn end_connections(&self) {
+            let end = format!(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+                 WHERE datname = '{}' AND pid <> pg_backend_pid()",
+                self.name
+            );
+            self.admin.execute_unprepared(&end).await.unwrap();
+        }
+
         pub async fn drop(self) {
             self.db.close().await.unwrap();
             let drop = format!("DROP DATABASE {} WITH (FORCE)", self.name);
@@ -348,6 +374,130 @@ mod tests {
             .unwrap_err();
         txn.rollback().await.unwrap();
         (duplicate, null)
+    }
+
+    /// A pool pings a connection only after it sat idle ([`PING_IF_IDLE_FOR`]): one the server
+    /// ended meanwhile is replaced unseen; one ended within that second fails its query as
+    /// unavailable (503, never a 500), and the pool is whole again by the next queries.
+    #[tokio::test]
+    async fn a_connection_the_server_ended_is_replaced() {
+        let Some(fresh) = testing::fresh_database().await else {
+            return;
+        };
+        let pool = connect(fresh.url(), 2).await.unwrap();
+        let one = || pool.execute_unprepared("SELECT 1");
+        one().await.unwrap();
+
+        fresh.end_connections().await;
+        tokio::time::sleep(PING_IF_IDLE_FOR + Duration::from_millis(300)).await;
+        one()
+            .await
+            .expect("an idle connection the server ended is pinged and replaced");
+
+        fresh.end_connections().await;
+        let mut failed = 0;
+        let answered = loop {
+            match one().await {
+                Ok(_) => break true,
+                Err(e) => {
+                    assert!(failover::is_unavailable(&e), "not told unavailable: {e}");
+                    failed += 1;
+                    if failed > 2 {
+                        break false;
+                    }
+                }
+            }
+        };
+        // At most one failure per connection the pool held (2), then a new connection.
+        assert!(answered, "still failing after {failed} queries");
+        pool.close().await.unwrap();
+        fresh.drop().await;
+    }
+
+    /// Forwards connections to `target` (host:port) and counts the `Sync` messages clients send
+    /// (sqlx's ping is a bare `Sync`; a simple query sends none). Returns the proxy's port.
+    async fn counting_syncs(
+        target: String,
+    ) -> (u16, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let syncs = Arc::new(AtomicUsize::new(0));
+        let counted = syncs.clone();
+        tokio::spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                let server = tokio::net::TcpStream::connect(&target).await.unwrap();
+                let (mut from_client, mut to_client) = client.into_split();
+                let (mut from_server, mut to_server) = server.into_split();
+                tokio::spawn(
+                    async move { tokio::io::copy(&mut from_server, &mut to_client).await },
+                );
+                let counted = counted.clone();
+                tokio::spawn(async move {
+                    // The startup message has no type byte; every later one is a type byte and
+                    // a length that counts itself.
+                    let (mut pending, mut started) = (Vec::new(), false);
+                    let mut chunk = [0u8; 8192];
+                    while let Ok(n) = from_client.read(&mut chunk).await {
+                        if n == 0 || to_server.write_all(&chunk[..n]).await.is_err() {
+                            return;
+                        }
+                        pending.extend_from_slice(&chunk[..n]);
+                        loop {
+                            let skip = usize::from(started);
+                            let Some(len) = pending.get(skip..skip + 4) else {
+                                break;
+                            };
+                            let whole = skip + u32::from_be_bytes(len.try_into().unwrap()) as usize;
+                            if pending.len() < whole {
+                                break;
+                            }
+                            if started && pending[0] == b'S' {
+                                counted.fetch_add(1, Ordering::Relaxed);
+                            }
+                            pending.drain(..whole);
+                            started = true;
+                        }
+                    }
+                });
+            }
+        });
+        (port, syncs)
+    }
+
+    /// A busy pool sends its statement and nothing before it: sqlx's ping on every acquire
+    /// (a round trip per statement) is off; the one on release stays.
+    #[tokio::test]
+    async fn a_busy_connection_is_not_pinged_before_use() {
+        use std::sync::atomic::Ordering;
+        let Some(fresh) = testing::fresh_database().await else {
+            return;
+        };
+        let url = url::Url::parse(fresh.url()).unwrap();
+        let target = format!("{}:{}", url.host_str().unwrap(), url.port().unwrap_or(5432));
+        let (port, syncs) = counting_syncs(target).await;
+        let mut proxied = url.clone();
+        proxied.set_host(Some("127.0.0.1")).unwrap();
+        proxied.set_port(Some(port)).unwrap();
+        proxied.set_query(Some("sslmode=disable"));
+        let pool = connect(proxied.as_str(), 2).await.unwrap();
+        pool.execute_unprepared("SELECT 1").await.unwrap();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let before = syncs.load(Ordering::Relaxed);
+        for _ in 0..10 {
+            pool.execute_unprepared("SELECT 1").await.unwrap();
+        }
+        // The last release's ping may still be on its way.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert_eq!(
+            syncs.load(Ordering::Relaxed) - before,
+            10,
+            "one Sync per statement (the release ping); two would mean a ping before each"
+        );
+        pool.close().await.unwrap();
+        fresh.drop().await;
     }
 
     #[tokio::test]
