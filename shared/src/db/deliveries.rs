@@ -96,14 +96,13 @@ pub(crate) fn event_with_delivery(
     use super::{cte, insert_select};
     use sea_orm::sea_query::{Alias, Expr, Query};
     let mut event_values = super::row_values(&event::ActiveModel::from(event.clone()), |_| None)?;
-    let mut url = Query::select()
-        .column(business_mode::Column::WebhookUrl)
+    let mut url = Query::select();
+    url.column(business_mode::Column::WebhookUrl)
         .from(business_mode::Entity)
         .and_where(business_mode::Column::BusinessId.eq(event.business_id.as_str()))
         .and_where(business_mode::Column::Mode.eq(event.mode))
         .and_where(business_mode::Column::WebhookUrl.is_not_null())
-        .and_where(business_mode::Column::WebhookUrl.ne(""))
-        .to_owned();
+        .and_where(business_mode::Column::WebhookUrl.ne(""));
     if let Some(table) = only_with {
         event_values.from(Alias::new(table));
         url.from(Alias::new(table));
@@ -120,9 +119,8 @@ pub(crate) fn event_with_delivery(
             _ => None,
         })?;
     delivery_values.from(hook.clone());
-    let insert_delivery = insert_select::<delivery::Entity>(delivery_values, "the delivery")?
-        .returning_col(delivery::Column::Id)
-        .to_owned();
+    let mut insert_delivery = insert_select::<delivery::Entity>(delivery_values, "the delivery")?;
+    insert_delivery.returning_col(delivery::Column::Id);
     let mut job_values = super::row_values(&job, |_| None)?;
     job_values.from(Alias::new("d"));
     let insert_job =

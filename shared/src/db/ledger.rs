@@ -80,7 +80,8 @@ fn credit_upsert(
         clock(),
     ]);
     let values = super::upsert_values(values, only_with);
-    Ok(Query::insert()
+    let mut upsert = Query::insert();
+    upsert
         .into_table(balance::Entity)
         .columns([
             balance::Column::BusinessId,
@@ -102,8 +103,8 @@ fn credit_upsert(
                 )
                 .to_owned(),
         )
-        .returning_col(balance::Column::Available)
-        .to_owned())
+        .returning_col(balance::Column::Available);
+    Ok(upsert)
 }
 
 /// On PostgreSQL, [`credit`] as two parts of a `WITH` that run only when the table `only_with`

@@ -241,7 +241,8 @@ pub(crate) fn count_creation_update(
             value,
         ])
     };
-    Query::update()
+    let mut update = Query::update();
+    update
         .table(business_mode::Entity)
         .value(B::AccountsCreated, Expr::col(B::AccountsCreated).add(1i64))
         .value(
@@ -259,8 +260,8 @@ pub(crate) fn count_creation_update(
         .returning(Query::returning().exprs([
             Expr::col(B::AccountsCreated).sub(Expr::col(B::AccountsExpired)),
             Expr::from(Func::coalesce([sub(oldest), at])),
-        ]))
-        .to_owned()
+        ]));
+    update
 }
 
 /// The stamp and the window's cutoff of an account written in the same `WITH` as its count, as

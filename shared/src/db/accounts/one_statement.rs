@@ -92,7 +92,8 @@ pub(super) async fn create<C: ConnectionTrait>(
         .add(Expr::col((acct.clone(), virtual_account::Column::Id)).is_null())
         .add(in_window().is_null())
         .add(in_window().gt(i64::from(req.limit_per_hour)));
-    let answer = Query::select()
+    let mut answer = Query::select();
+    answer
         .column((acct.clone(), Asterisk))
         .expr_as(in_window(), Alias::new("in_window"))
         .expr_as(
@@ -108,19 +109,15 @@ pub(super) async fn create<C: ConnectionTrait>(
         )
         .from(Alias::new("claim"))
         .left_join(acct, Expr::cust("true"))
-        .left_join(hour, Expr::cust("true"))
-        .to_owned();
-    let statement = WithClause::new()
-        .cte(cte("claim", claim))
+        .left_join(hour, Expr::cust("true"));
+    let mut counted = cte("counted", counted);
+    counted.columns([Alias::new("in_window"), Alias::new("oldest")]);
+    let mut with = WithClause::new();
+    with.cte(cte("claim", claim))
         .cte(cte("acct", account))
         .cte(cte("job", insert_job))
-        .cte(
-            cte("counted", counted)
-                .columns([Alias::new("in_window"), Alias::new("oldest")])
-                .to_owned(),
-        )
-        .to_owned()
-        .query(answer);
+        .cte(counted);
+    let statement = with.query(answer);
     let row = match db
         .query_one_raw(DbBackend::Postgres.build(&statement))
         .await
@@ -162,7 +159,8 @@ pub(super) async fn settle_active<C: ConnectionTrait>(
     let Some(update) = settle_update(account_id, outcome, now) else {
         return Ok(None);
     };
-    let update = update.into_query().returning_all().to_owned();
+    let mut update = update.into_query();
+    update.returning_all();
     let count = tallies::left_pending_insert(
         req.business_id,
         req.mode,
@@ -175,18 +173,14 @@ pub(super) async fn settle_active<C: ConnectionTrait>(
     let mut key =
         idempotency_of(req).completion(status_of(AccountStatus::Active, true), account_id, now);
     key.and_where(has_row("upd"));
-    let statement = WithClause::new()
-        .cte(cte("upd", update))
+    let mut with = WithClause::new();
+    with.cte(cte("upd", update))
         .cte(cte("counted", count))
         .cte(cte("job", job))
-        .cte(cte("key", key))
-        .to_owned()
-        .query(
-            Query::select()
-                .column(Asterisk)
-                .from(Alias::new("upd"))
-                .to_owned(),
-        );
+        .cte(cte("key", key));
+    let mut answer = Query::select();
+    answer.column(Asterisk).from(Alias::new("upd"));
+    let statement = with.query(answer);
     match db
         .query_one_raw(DbBackend::Postgres.build(&statement))
         .await?

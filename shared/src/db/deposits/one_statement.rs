@@ -64,14 +64,15 @@ pub(super) async fn accept_deposit<C: ConnectionTrait>(
         )
         .not(),
     );
-    let notification = insert_select::<provider_notification::Entity>(stored, "the notification")?
+    let mut notification =
+        insert_select::<provider_notification::Entity>(stored, "the notification")?;
+    notification
         .on_conflict(
             OnConflict::columns(NOTIFICATION_KEY)
                 .do_nothing()
                 .to_owned(),
         )
-        .returning_col(provider_notification::Column::Id)
-        .to_owned();
+        .returning_col(provider_notification::Column::Id);
 
     // The account, locked as the transaction path locks it, only as it was read.
     let locked = account_for(report)
@@ -86,10 +87,10 @@ pub(super) async fn accept_deposit<C: ConnectionTrait>(
 
     let mut deposit_values = row_values(&deposit::ActiveModel::from(row.clone()), |_| None)?;
     deposit_values.from(Alias::new("acct"));
-    let insert_deposit = insert_select::<deposit::Entity>(deposit_values, "the deposit")?
+    let mut insert_deposit = insert_select::<deposit::Entity>(deposit_values, "the deposit")?;
+    insert_deposit
         .on_conflict(OnConflict::columns(DEPOSIT_KEY).do_nothing().to_owned())
-        .returning_col(deposit::Column::Id)
-        .to_owned();
+        .returning_col(deposit::Column::Id);
 
     let (event_type, data) = announcement(&row, &account);
     let event = events::new_event(&account.business_id, report.mode, event_type, &data, now);
@@ -113,7 +114,8 @@ pub(super) async fn accept_deposit<C: ConnectionTrait>(
     if credit.is_some() {
         not_new = not_new.add(has_row("entry").not());
     }
-    let answer = Query::select()
+    let mut answer = Query::select();
+    answer
         .expr_as(
             Expr::case(
                 not_new,
@@ -121,8 +123,7 @@ pub(super) async fn accept_deposit<C: ConnectionTrait>(
             ),
             Alias::new("refused"),
         )
-        .from(Alias::new("ntf"))
-        .to_owned();
+        .from(Alias::new("ntf"));
     let statement = with.query(answer);
     match db
         .query_one_raw(DbBackend::Postgres.build(&statement))
