@@ -18,10 +18,20 @@
 //! label a client could choose would grow memory without bound).
 
 use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
 static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
+
+/// How often the recorder folds histogram samples into their buckets. Until it does, it keeps
+/// every sample: with no one scraping `/metrics`, a process serving 1,000 requests a second
+/// would grow by about 700 MB a day from the request-duration histogram alone.
+pub const UPKEEP_EVERY: Duration = Duration::from_secs(5);
+
+/// Upkeeps run so far (what a test waits on).
+static UPKEEPS: AtomicU64 = AtomicU64::new(0);
 
 const DURATION_BUCKETS: &[f64] = &[
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
@@ -37,6 +47,18 @@ pub fn install() -> &'static PrometheusHandle {
         let handle = recorder.handle();
         // Another recorder may be installed already (a test harness): ours still renders.
         let _ = metrics::set_global_recorder(recorder);
+        // A thread, not a task: installed from sync code too, and whatever runtime is running.
+        let upkeep = handle.clone();
+        std::thread::Builder::new()
+            .name("metrics-upkeep".into())
+            .spawn(move || {
+                loop {
+                    std::thread::sleep(UPKEEP_EVERY);
+                    upkeep.run_upkeep();
+                    UPKEEPS.fetch_add(1, Ordering::Relaxed);
+                }
+            })
+            .expect("a thread can be started");
         handle
     })
 }
@@ -132,6 +154,31 @@ pub async fn endpoint() -> ([(axum::http::HeaderName, &'static str); 1], String)
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Samples are folded into buckets by the recorder's own thread, scraped or not (else an
+    /// unscraped process keeps every request's duration in memory).
+    #[test]
+    fn histograms_are_kept_up_without_a_scrape() {
+        install();
+        let before = UPKEEPS.load(Ordering::Relaxed);
+        for i in 0..1_000 {
+            metrics::histogram!("upkeep_test_duration_seconds").record(f64::from(i) / 1e4);
+        }
+        let deadline = std::time::Instant::now() + UPKEEP_EVERY * 3;
+        while UPKEEPS.load(Ordering::Relaxed) == before {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no upkeep within {:?}",
+                UPKEEP_EVERY * 3
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        // What was folded is what a scrape then shows.
+        assert!(
+            render().contains("upkeep_test_duration_seconds_count 1000"),
+            "the samples are in the histogram"
+        );
+    }
 
     #[test]
     fn methods_outside_the_known_set_share_one_label() {
