@@ -189,8 +189,14 @@ async fn create(State(state): State<AppState>, create: IdempotentCreate) -> ApiR
         provider_grace: chrono::Duration::from_std(provider_timeout).unwrap_or_default()
             + chrono::Duration::seconds(5),
     };
+    let turn = state
+        .creations
+        .enter(request.business_id, request.mode)
+        .await;
     let (outcome, limit) =
         accounts::create(&state.db, &state.cipher, &request, domain::time::now()).await?;
+    // The bank is asked outside the business's turn: it holds no lock in the database.
+    drop(turn);
     let mut headers = rate_limit_headers(&limit);
     let (status, account) = match outcome {
         CreateOutcome::Started {
