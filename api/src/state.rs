@@ -95,7 +95,7 @@ pub const CREATIONS_IN_DATABASE_PER_BUSINESS: usize = 4;
 /// Per business and mode, a semaphore of [`CREATIONS_IN_DATABASE_PER_BUSINESS`] permits; a
 /// business with none in flight holds no entry, so the map is as large as the businesses
 /// creating accounts right now (a wait its caller abandoned may leave one idle entry, until that
-/// business's next creation ends).
+/// business's next creation ends: at most one per business and mode).
 #[derive(Clone, Default)]
 pub struct CreationGate {
     open: Arc<std::sync::Mutex<std::collections::HashMap<BusinessMode, Arc<Semaphore>>>>,
@@ -112,8 +112,25 @@ pub struct CreationTurn {
 }
 
 impl CreationGate {
-    /// Waits (first come, first served) until the business has a free place.
-    pub async fn enter(&self, business_id: &str, mode: domain::Mode) -> CreationTurn {
+    /// Waits (first come, first served) until the business has a free place. The wait is part of
+    /// getting a connection, so it is bounded as that is ([`shared::db::ACQUIRE_TIMEOUT`]) and
+    /// fails as that does (a 503 with Retry-After): with the database down, queued creations
+    /// answer then, not one pool timeout after another.
+    pub async fn enter(
+        &self,
+        business_id: &str,
+        mode: domain::Mode,
+    ) -> Result<CreationTurn, sea_orm::DbErr> {
+        self.enter_within(business_id, mode, shared::db::ACQUIRE_TIMEOUT)
+            .await
+    }
+
+    async fn enter_within(
+        &self,
+        business_id: &str,
+        mode: domain::Mode,
+        limit: Duration,
+    ) -> Result<CreationTurn, sea_orm::DbErr> {
         let key = (business_id.to_owned(), mode);
         let semaphore = self
             .open
@@ -122,16 +139,21 @@ impl CreationGate {
             .entry(key.clone())
             .or_insert_with(|| Arc::new(Semaphore::new(CREATIONS_IN_DATABASE_PER_BUSINESS)))
             .clone();
-        let permit = semaphore
-            .clone()
-            .acquire_owned()
-            .await
-            .expect("never closed");
-        CreationTurn {
+        let mut turn = CreationTurn {
             gate: self.clone(),
             key,
-            semaphore,
-            permit: Some(permit),
+            semaphore: semaphore.clone(),
+            permit: None,
+        };
+        match tokio::time::timeout(limit, semaphore.acquire_owned()).await {
+            Ok(permit) => {
+                turn.permit = Some(permit.expect("never closed"));
+                Ok(turn)
+            }
+            // Dropping `turn` forgets the business if nobody else is in or waiting.
+            Err(_) => Err(sea_orm::DbErr::ConnectionAcquire(
+                sea_orm::ConnAcquireErr::Timeout,
+            )),
         }
     }
 
@@ -414,7 +436,7 @@ mod tests {
         let gate = CreationGate::default();
         let mut turns = Vec::new();
         for _ in 0..CREATIONS_IN_DATABASE_PER_BUSINESS {
-            turns.push(gate.enter("biz_1", domain::Mode::Test).await);
+            turns.push(gate.enter("biz_1", domain::Mode::Test).await.unwrap());
         }
         // Full: the next creation of that business waits; another business's or mode's does not.
         let next = gate.enter("biz_1", domain::Mode::Test);
@@ -424,16 +446,37 @@ mod tests {
                 .await
                 .is_err()
         );
-        drop(gate.enter("biz_2", domain::Mode::Test).await);
-        drop(gate.enter("biz_1", domain::Mode::Live).await);
+        drop(gate.enter("biz_2", domain::Mode::Test).await.unwrap());
+        drop(gate.enter("biz_1", domain::Mode::Live).await.unwrap());
         turns.pop();
         let last = tokio::time::timeout(Duration::from_secs(1), next)
             .await
-            .expect("a place freed lets the waiting creation in");
+            .expect("a place freed lets the waiting creation in")
+            .unwrap();
         drop(turns);
         assert_eq!(gate.businesses(), 1, "biz_1 still has one in flight");
         drop(last);
         assert_eq!(gate.businesses(), 0, "no creation in flight, no entry");
+    }
+
+    /// A creation that finds no place in time fails as a pool timeout does, which the api
+    /// answers 503 with Retry-After (`shared::db::failover::is_unavailable`).
+    #[tokio::test]
+    async fn a_wait_for_a_place_is_bounded_and_answered_unavailable() {
+        let gate = CreationGate::default();
+        let mut turns = Vec::new();
+        for _ in 0..CREATIONS_IN_DATABASE_PER_BUSINESS {
+            turns.push(gate.enter("biz_1", domain::Mode::Test).await.unwrap());
+        }
+        let waited = gate.enter_within("biz_1", domain::Mode::Test, Duration::from_millis(50));
+        let err = tokio::time::timeout(Duration::from_secs(5), waited)
+            .await
+            .expect("the wait ends at its limit")
+            .err()
+            .expect("no place within the limit");
+        assert!(shared::db::failover::is_unavailable(&err), "{err}");
+        drop(turns);
+        assert_eq!(gate.businesses(), 0, "the timed-out wait left no entry");
     }
 
     #[test]

@@ -192,7 +192,7 @@ async fn create(State(state): State<AppState>, create: IdempotentCreate) -> ApiR
     let turn = state
         .creations
         .enter(request.business_id, request.mode)
-        .await;
+        .await?;
     let (outcome, limit) =
         accounts::create(&state.db, &state.cipher, &request, domain::time::now()).await?;
     // The bank is asked outside the business's turn: it holds no lock in the database.

@@ -27,7 +27,7 @@ use sea_orm::{ConnectOptions, Database, DatabaseConnection, DbBackend, DbErr, Sq
 
 /// How long a query waits for a connection before failing (during a failover, the time the new
 /// primary has to appear before the request answers 503).
-const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(10);
+pub const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A pooled connection is pinged before it is handed out only once it has sat idle this long
 /// (issue 24). sqlx pings on every acquire by default, and again on every release: two round
