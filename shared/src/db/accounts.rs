@@ -530,9 +530,13 @@ fn live_by_reference(
     req: &CreateRequest<'_>,
     reference: &str,
 ) -> sea_orm::Select<virtual_account::Entity> {
+    // The business and mode opaque to the planner: see `db::eq_opaque`.
     virtual_account::Entity::find()
-        .filter(virtual_account::Column::BusinessId.eq(req.business_id))
-        .filter(virtual_account::Column::Mode.eq(req.mode))
+        .filter(super::eq_opaque(
+            virtual_account::Column::BusinessId,
+            req.business_id,
+        ))
+        .filter(super::eq_opaque(virtual_account::Column::Mode, req.mode))
         .filter(virtual_account::Column::CustomerReference.eq(reference))
         // The live-reference index's own predicate: as constants, or no generic plan uses it.
         .filter(super::in_constants(

@@ -213,11 +213,13 @@ pub(crate) fn count_creation_update(
 ) -> sea_orm::sea_query::UpdateStatement {
     use business_mode::Column as B;
     use virtual_account::Column as A;
+    // The business and mode opaque to the planner, or a business the statistics call small
+    // has its creations planned afresh every time (`super::eq_opaque`).
     let of_business = || {
         virtual_account::Entity::find()
             .select_only()
-            .filter(A::BusinessId.eq(business_id))
-            .filter(A::Mode.eq(mode))
+            .filter(super::eq_opaque(A::BusinessId, business_id))
+            .filter(super::eq_opaque(A::Mode, mode))
     };
     let mark = || Expr::col((business_mode::Entity, B::AccountsExpiredUntil));
     // A bound both databases compare as a date (SQLite compares the stored text).
