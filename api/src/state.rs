@@ -431,13 +431,18 @@ mod tests {
         assert_eq!(AuthFailures::new(0).admit(client), None);
     }
 
-    #[tokio::test]
-    async fn a_business_has_at_most_its_places_in_the_database_and_then_no_entry() {
-        let gate = CreationGate::default();
+    async fn every_place_of_biz_1(gate: &CreationGate) -> Vec<CreationTurn> {
         let mut turns = Vec::new();
         for _ in 0..CREATIONS_IN_DATABASE_PER_BUSINESS {
             turns.push(gate.enter("biz_1", domain::Mode::Test).await.unwrap());
         }
+        turns
+    }
+
+    #[tokio::test]
+    async fn a_business_has_at_most_its_places_in_the_database_and_then_no_entry() {
+        let gate = CreationGate::default();
+        let mut turns = every_place_of_biz_1(&gate).await;
         // Full: the next creation of that business waits; another business's or mode's does not.
         let next = gate.enter("biz_1", domain::Mode::Test);
         tokio::pin!(next);
@@ -464,10 +469,7 @@ mod tests {
     #[tokio::test]
     async fn a_wait_for_a_place_is_bounded_and_answered_unavailable() {
         let gate = CreationGate::default();
-        let mut turns = Vec::new();
-        for _ in 0..CREATIONS_IN_DATABASE_PER_BUSINESS {
-            turns.push(gate.enter("biz_1", domain::Mode::Test).await.unwrap());
-        }
+        let turns = every_place_of_biz_1(&gate).await;
         let waited = gate.enter_within("biz_1", domain::Mode::Test, Duration::from_millis(50));
         let err = tokio::time::timeout(Duration::from_secs(5), waited)
             .await

@@ -222,8 +222,9 @@ where
     V: Into<sea_orm::Value>,
 {
     use sea_orm::sea_query::{Expr, ExprTrait, Query};
-    let value = Query::select().expr(Expr::val(value)).to_owned();
-    Expr::col(column.as_column_ref()).eq(Expr::SubQuery(None, Box::new(value.into())))
+    let mut select = Query::select();
+    select.expr(Expr::val(value));
+    Expr::col(column.as_column_ref()).eq(Expr::SubQuery(None, Box::new(select.into())))
 }
 
 /// `EXISTS (SELECT 1 FROM table)`: the table of the same `WITH` has a row (a part that runs
