@@ -118,7 +118,10 @@ async fn deposits_and_payouts_at_once_keep_the_ledger_a_chain(backend: Backend) 
         set_settlement(&app, app.test_key()).await.status(),
         StatusCode::OK
     );
-    let id = app.funded_account(500_000).await;
+    // Enough for all twenty payouts before any deposit lands: the deposits are credited when the
+    // sandbox's notifications arrive, which may be after every payout.
+    let funded = 20 * 50_000;
+    let id = app.funded_account(funded).await;
     let deposits = (0..20).map(|n| {
         let app = &app;
         let id = &id;
@@ -155,10 +158,10 @@ async fn deposits_and_payouts_at_once_keep_the_ledger_a_chain(backend: Backend) 
         deposited.iter().all(|s| *s == StatusCode::ACCEPTED),
         "{deposited:?}"
     );
-    // 500,000 at the start and 50,000 each: every payout fits whatever the order.
+    // 1,000,000 at the start and 50,000 each: every payout fits whatever the order.
     assert!(paid.iter().all(|s| *s == StatusCode::ACCEPTED), "{paid:?}");
     let credited: i64 = (0..20).map(|n| 100_000 + n).sum();
-    let expected = 500_000 + credited - 20 * 50_000;
+    let expected = funded + credited - 20 * 50_000;
     eventually(Duration::from_secs(30), async || {
         let b = app.balance(app.test_key()).await;
         if b["available"] == expected {
