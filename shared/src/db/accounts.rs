@@ -638,17 +638,16 @@ fn account_insert(
     })?;
     values.from_subquery(stamp, Alias::new("stamp"));
     let values = super::upsert_values(values, only_with);
-    Ok(
-        super::insert_select::<virtual_account::Entity>(values, "the account insert")?
-            .on_conflict(
-                OnConflict::columns([Col::BusinessId, Col::Mode, Col::CustomerReference])
-                    .target_and_where(Expr::cust(LIVE_REFERENCE))
-                    .do_nothing()
-                    .to_owned(),
-            )
-            .returning_all()
-            .to_owned(),
-    )
+    let mut insert = super::insert_select::<virtual_account::Entity>(values, "the account insert")?;
+    insert
+        .on_conflict(
+            OnConflict::columns([Col::BusinessId, Col::Mode, Col::CustomerReference])
+                .target_and_where(Expr::cust(LIVE_REFERENCE))
+                .do_nothing()
+                .to_owned(),
+        )
+        .returning_all();
+    Ok(insert)
 }
 
 /// The predicate of the unique index `virtual_accounts_live_reference` (m0001): a conflict target

@@ -81,7 +81,9 @@ pub(crate) async fn record_event_with_delivery<C: ConnectionTrait>(
     for cte in event_with_delivery(event, now, None)? {
         with.cte(cte);
     }
-    let statement = with.query(Query::select().expr(Expr::val(1)).to_owned());
+    let mut answer = Query::select();
+    answer.expr(Expr::val(1));
+    let statement = super::with_query(with, answer);
     db.execute(&statement).await?;
     Ok(())
 }

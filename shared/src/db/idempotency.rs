@@ -158,12 +158,12 @@ impl Key<'_> {
         if let Some(condition) = only_if {
             values.and_where(condition);
         }
-        Ok(
-            super::insert_select::<idempotency_key::Entity>(values, "the idempotency key")?
-                .on_conflict(OnConflict::columns(Self::COLUMNS).do_nothing().to_owned())
-                .returning_col(idempotency_key::Column::Key)
-                .to_owned(),
-        )
+        let mut insert =
+            super::insert_select::<idempotency_key::Entity>(values, "the idempotency key")?;
+        insert
+            .on_conflict(OnConflict::columns(Self::COLUMNS).do_nothing().to_owned())
+            .returning_col(idempotency_key::Column::Key);
+        Ok(insert)
     }
 
     /// Completes the key with the status answered and the resource it answered with.

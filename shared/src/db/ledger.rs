@@ -209,10 +209,9 @@ where
         return Ok(Some(entry));
     }
     let insert = entry_from_moved(&entry)?;
-    let statement = WithClause::new()
-        .cte(super::cte("moved", balance))
-        .to_owned()
-        .query(insert);
+    let mut with = WithClause::new();
+    with.cte(super::cte("moved", balance));
+    let statement = super::with_query(with, insert);
     let Some(row) = db.query_one(&statement).await? else {
         return Ok(None);
     };

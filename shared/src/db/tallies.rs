@@ -333,18 +333,16 @@ fn count_insert(
         n: Set(delta),
     };
     let values = super::upsert_values(super::row_values(&row, |_| None)?, only_with);
-    Ok(
-        super::insert_select::<account_count::Entity>(values, "the account count")?
-            .on_conflict(
-                OnConflict::columns([Col::BusinessId, Col::Mode, Col::Status, Col::Shard])
-                    .value(
-                        Col::N,
-                        Expr::col((account_count::Entity, Col::N)).add(delta),
-                    )
-                    .to_owned(),
+    let mut insert = super::insert_select::<account_count::Entity>(values, "the account count")?;
+    insert.on_conflict(
+        OnConflict::columns([Col::BusinessId, Col::Mode, Col::Status, Col::Shard])
+            .value(
+                Col::N,
+                Expr::col((account_count::Entity, Col::N)).add(delta),
             )
             .to_owned(),
-    )
+    );
+    Ok(insert)
 }
 
 /// [`status_changed`] of a pending account `account_id` becoming `to`, as one statement of a

@@ -16,7 +16,9 @@ use sea_orm::sea_query::{Alias, Asterisk, Condition, Expr, ExprTrait, Query, Wit
 use sea_orm::{ConnectionTrait, DbBackend, DbErr, FromQueryResult, QuerySelect, QueryTrait};
 
 use super::super::entities::{outbox as outbox_row, virtual_account};
-use super::super::{cte, has_row, insert_select, is_refused, outbox, row_values, tallies};
+use super::super::{
+    cte, has_row, insert_select, is_refused, outbox, row_values, tallies, with_query,
+};
 use super::{
     Account, CreateOutcome, CreateRequest, LimitState, account_insert, idempotency_of, limit_of,
     live_by_reference, settle_update, status_of,
@@ -117,7 +119,7 @@ pub(super) async fn create<C: ConnectionTrait>(
         .cte(cte("acct", account))
         .cte(cte("job", insert_job))
         .cte(counted);
-    let statement = with.query(answer);
+    let statement = with_query(with, answer);
     let row = match db
         .query_one_raw(DbBackend::Postgres.build(&statement))
         .await
@@ -180,7 +182,7 @@ pub(super) async fn settle_active<C: ConnectionTrait>(
         .cte(cte("key", key));
     let mut answer = Query::select();
     answer.column(Asterisk).from(Alias::new("upd"));
-    let statement = with.query(answer);
+    let statement = with_query(with, answer);
     match db
         .query_one_raw(DbBackend::Postgres.build(&statement))
         .await?

@@ -20,7 +20,7 @@ use sea_orm::{QuerySelect, QueryTrait};
 
 use super::super::entities::{deposit, provider_notification, virtual_account};
 use super::super::{
-    cte, deliveries, events, has_row, insert_select, is_refused, ledger, row_values,
+    cte, deliveries, events, has_row, insert_select, is_refused, ledger, row_values, with_query,
 };
 use super::{
     Accepted, Credit, DEPOSIT_KEY, Incoming, NOTIFICATION_KEY, Recorded, Report, Source,
@@ -124,7 +124,7 @@ pub(super) async fn accept_deposit<C: ConnectionTrait>(
             Alias::new("refused"),
         )
         .from(Alias::new("ntf"));
-    let statement = with.query(answer);
+    let statement = with_query(with, answer);
     match db
         .query_one_raw(DbBackend::Postgres.build(&statement))
         .await
