@@ -336,6 +336,27 @@ fn settle_update(
     }
 }
 
+/// The values [`settle_update`] binds for an `Active` answer's `account_number`, in its order (a
+/// [`super::Rendered`] statement): the new stamp, status, number and activation, the account
+/// and the status it must have, then [`number_free`]'s.
+fn push_settle_active_values(
+    into: &mut Vec<sea_orm::Value>,
+    account_id: &str,
+    account_number: &str,
+    now: DateTime<Utc>,
+) {
+    into.extend([
+        now.into(),
+        AccountStatus::Active.into(),
+        Some(account_number.to_owned()).into(),
+        Some(now).into(),
+        account_id.into(),
+        AccountStatus::Pending.into(),
+        1i32.into(),
+        account_number.into(),
+    ]);
+}
+
 /// No other account of the updated row's mode and bank holds `account_number` (a condition of an
 /// update of `virtual_accounts`).
 fn number_free(account_number: &str) -> Condition {
@@ -545,6 +566,21 @@ fn live_by_reference(
         ))
 }
 
+/// The values [`live_by_reference`] binds as the select of `EXISTS (SELECT 1 …)`, in its order
+/// (a [`super::Rendered`] statement).
+fn push_live_by_reference_values(
+    into: &mut Vec<sea_orm::Value>,
+    req: &CreateRequest<'_>,
+    reference: &str,
+) {
+    into.extend([
+        1i32.into(),
+        req.business_id.into(),
+        req.mode.into(),
+        reference.into(),
+    ]);
+}
+
 /// The limit state now, for an answer that creates nothing (read without the lock).
 async fn limit_state<C: ConnectionTrait>(
     db: &C,
@@ -588,26 +624,21 @@ async fn insert_account(
     id: String,
 ) -> Result<Option<Account>, DbErr> {
     let backend = txn.get_database_backend();
-    let insert = account_insert(backend, cipher, req, id, None)?;
+    let insert = account_insert(backend, &account_row(cipher, req, id), None)?;
     virtual_account::Entity::find()
         .from_raw_sql(backend.build(&insert))
         .one(txn)
         .await
 }
 
-/// [`insert_account`]'s statement, returning the row written; with `only_with`, it writes only
-/// when that table of the same `WITH` has a row (PostgreSQL).
-fn account_insert(
-    backend: DbBackend,
+/// The new account's row as [`account_insert`] writes it (its stamps are the database's).
+fn account_row(
     cipher: &Cipher,
     req: &CreateRequest<'_>,
     id: String,
-    only_with: Option<&str>,
-) -> Result<sea_orm::sea_query::InsertStatement, DbErr> {
-    use sea_orm::sea_query::{Alias, OnConflict, Query};
-    use virtual_account::Column as Col;
+) -> virtual_account::ActiveModel {
     let a = req.account;
-    let row = virtual_account::ActiveModel {
+    virtual_account::ActiveModel {
         id: Set(id.clone()),
         business_id: Set(req.business_id.to_owned()),
         mode: Set(req.mode),
@@ -626,15 +657,34 @@ fn account_insert(
         activated_at: Set(None),
         deactivated_at: Set(None),
         ..Default::default()
-    };
+    }
+}
+
+/// The columns [`account_insert`] stamps with the database's clock rather than binding.
+fn stamped(col: &virtual_account::Column) -> bool {
+    matches!(
+        col,
+        virtual_account::Column::CreatedAt | virtual_account::Column::UpdatedAt
+    )
+}
+
+/// [`insert_account`]'s statement, returning the row written; with `only_with`, it writes only
+/// when that table of the same `WITH` has a row (PostgreSQL). Its values are the row's, but
+/// the stamps ([`stamped`]).
+fn account_insert(
+    backend: DbBackend,
+    row: &virtual_account::ActiveModel,
+    only_with: Option<&str>,
+) -> Result<sea_orm::sea_query::InsertStatement, DbErr> {
+    use sea_orm::sea_query::{Alias, OnConflict, Query};
+    use virtual_account::Column as Col;
     // One reading of the clock for both stamps: `INSERT … SELECT …, stamp.t, stamp.t FROM
     // (SELECT <clock> AS t) stamp`.
     let stamp = Query::select()
         .expr_as(super::clock_expr(backend), Alias::new("t"))
         .to_owned();
-    let mut values = super::row_values(&row, |col| {
-        matches!(col, Col::CreatedAt | Col::UpdatedAt)
-            .then(|| Expr::col((Alias::new("stamp"), Alias::new("t"))))
+    let mut values = super::row_values(row, |col| {
+        stamped(col).then(|| Expr::col((Alias::new("stamp"), Alias::new("t"))))
     })?;
     values.from_subquery(stamp, Alias::new("stamp"));
     let values = super::upsert_values(values, only_with);

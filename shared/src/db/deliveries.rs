@@ -40,7 +40,7 @@ pub async fn create<C: ConnectionTrait>(
 }
 
 /// A new delivery of `event` to `url`, due now, and the row of the job that drives it.
-fn new_delivery(
+pub(crate) fn new_delivery(
     event: &Event,
     url: &str,
     now: DateTime<Utc>,
@@ -78,7 +78,9 @@ pub(crate) async fn record_event_with_delivery<C: ConnectionTrait>(
 ) -> Result<(), DbErr> {
     use sea_orm::sea_query::{Expr, Query, WithClause};
     let mut with = WithClause::new();
-    for cte in event_with_delivery(event, now, None)? {
+    // The URL is written from `hook`; the placeholder is never stored.
+    let delivery = new_delivery(event, "", now);
+    for cte in event_with_delivery(event, &delivery, None)? {
         with.cte(cte);
     }
     let mut answer = Query::select();
@@ -88,11 +90,12 @@ pub(crate) async fn record_event_with_delivery<C: ConnectionTrait>(
     Ok(())
 }
 
-/// [`record_event_with_delivery`]'s parts, named `ev`, `hook`, `d` and `job`, for a `WITH`; with
+/// [`record_event_with_delivery`]'s parts, named `ev`, `hook`, `d` and `job`, for a `WITH`, with
+/// the `delivery` ([`new_delivery`] to the URL "": the URL is written from `hook`); with
 /// `only_with`, nothing is written unless that table of the same `WITH` has a row.
 pub(crate) fn event_with_delivery(
     event: &Event,
-    now: DateTime<Utc>,
+    (row, job): &(Delivery, super::entities::outbox::ActiveModel),
     only_with: Option<&str>,
 ) -> Result<Vec<sea_orm::sea_query::CommonTableExpression>, DbErr> {
     use super::{cte, insert_select};
@@ -111,10 +114,8 @@ pub(crate) fn event_with_delivery(
     }
     let insert_event = insert_select::<event::Entity>(event_values, "the event")?;
     let hook = Alias::new("hook");
-    // The URL is written from `hook`; the placeholder is never stored.
-    let (row, job) = new_delivery(event, "", now);
     let mut delivery_values =
-        super::row_values(&delivery::ActiveModel::from(row), |col| match col {
+        super::row_values(&delivery::ActiveModel::from(row.clone()), |col| match col {
             delivery::Column::Url => {
                 Some(Expr::col((hook.clone(), business_mode::Column::WebhookUrl)))
             }
@@ -123,7 +124,7 @@ pub(crate) fn event_with_delivery(
     delivery_values.from(hook.clone());
     let mut insert_delivery = insert_select::<delivery::Entity>(delivery_values, "the delivery")?;
     insert_delivery.returning_col(delivery::Column::Id);
-    let mut job_values = super::row_values(&job, |_| None)?;
+    let mut job_values = super::row_values(job, |_| None)?;
     job_values.from(Alias::new("d"));
     let insert_job =
         insert_select::<super::entities::outbox::Entity>(job_values, "the delivery's job")?;
@@ -133,6 +134,26 @@ pub(crate) fn event_with_delivery(
         cte("d", insert_delivery),
         cte("job", insert_job),
     ])
+}
+
+/// The values [`event_with_delivery`] binds, in its order (a [`super::Rendered`] statement): the
+/// event's row, the business, mode and empty URL of `hook`, the delivery's row but its URL,
+/// the job's row.
+pub(crate) fn push_event_with_delivery_values(
+    into: &mut Vec<sea_orm::Value>,
+    event: &Event,
+    (row, job): &(Delivery, super::entities::outbox::ActiveModel),
+) -> Result<(), DbErr> {
+    super::push_row_values(into, &event::ActiveModel::from(event.clone()), |_| false)?;
+    into.extend([
+        event.business_id.as_str().into(),
+        event.mode.into(),
+        "".into(),
+    ]);
+    super::push_row_values(into, &delivery::ActiveModel::from(row.clone()), |col| {
+        matches!(col, delivery::Column::Url)
+    })?;
+    super::push_row_values(into, job, |_| false)
 }
 
 pub async fn find<C: ConnectionTrait>(db: &C, id: &str) -> Result<Option<Delivery>, DbErr> {

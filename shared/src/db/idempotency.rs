@@ -166,6 +166,17 @@ impl Key<'_> {
         Ok(insert)
     }
 
+    /// The values [`Key::claim_insert`] binds before its `only_if` condition's, in its order
+    /// (a [`super::Rendered`] statement).
+    pub(crate) fn push_claim_values(
+        &self,
+        into: &mut Vec<sea_orm::Value>,
+        resource_id: Option<&str>,
+        now: DateTime<Utc>,
+    ) -> Result<(), DbErr> {
+        super::push_row_values(into, &self.claimed_row(resource_id, now), |_| false)
+    }
+
     /// Completes the key with the status answered and the resource it answered with.
     pub async fn complete<C: ConnectionTrait>(
         &self,
@@ -201,6 +212,26 @@ impl Key<'_> {
             .filter(Col::Mode.eq(mode))
             .filter(Col::Key.eq(key))
             .into_query()
+    }
+
+    /// The values [`Key::completion`] binds, in its order (a [`super::Rendered`] statement).
+    pub(crate) fn push_completion_values(
+        &self,
+        into: &mut Vec<sea_orm::Value>,
+        status: u16,
+        resource_id: &str,
+        now: DateTime<Utc>,
+    ) {
+        let (business_id, mode, key) = self.id();
+        into.extend([
+            KeyState::Completed.into(),
+            Some(i32::from(status)).into(),
+            Some(resource_id.to_owned()).into(),
+            now.into(),
+            business_id.into(),
+            mode.into(),
+            key.into(),
+        ]);
     }
 }
 

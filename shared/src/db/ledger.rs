@@ -112,11 +112,35 @@ fn credit_upsert(
 /// `balance_after`). No row in `entry`: the credit would overflow and moved nothing.
 pub(crate) fn credit_ctes(
     movement: &Movement<'_>,
+    entry: &Entry,
     only_with: &str,
 ) -> Result<[CommonTableExpression; 2], DbErr> {
     let upsert = credit_upsert(DbBackend::Postgres, movement, Some(only_with))?;
-    let entry = entry_from_moved(&new_entry(movement))?;
+    let entry = entry_from_moved(entry)?;
     Ok([super::cte("moved", upsert), super::cte("entry", entry)])
+}
+
+/// The values [`credit_ctes`] binds, in its order (a [`super::Rendered`] statement): the new
+/// balance row, the credit added to one there, the largest balance it may be added to, then the
+/// entry's row but its balance and stamp.
+pub(crate) fn push_credit_values(
+    into: &mut Vec<sea_orm::Value>,
+    movement: &Movement<'_>,
+    entry: &Entry,
+) -> Result<(), DbErr> {
+    use ledger_entry::Column as Col;
+    into.extend([
+        movement.business_id.into(),
+        movement.mode.as_str().into(),
+        movement.amount.into(),
+        movement.amount.into(),
+        (i64::MAX - movement.amount).into(),
+    ]);
+    super::push_row_values(
+        into,
+        &ledger_entry::ActiveModel::from(entry.clone()),
+        |col| matches!(col, Col::BalanceAfter | Col::CreatedAt),
+    )
 }
 
 /// The error of a credit that would take a balance past the largest 64-bit integer.
@@ -221,7 +245,7 @@ where
 }
 
 /// A movement's entry, before its balance is known.
-fn new_entry(new: &Movement<'_>) -> Entry {
+pub(crate) fn new_entry(new: &Movement<'_>) -> Entry {
     Entry {
         id: new_id("btx"),
         business_id: new.business_id.to_owned(),

@@ -137,15 +137,101 @@ pub(crate) fn row_values<A: sea_orm::ActiveModelTrait>(
     for col in <A::Entity as sea_orm::EntityTrait>::Column::iter() {
         let expr = match computed(&col) {
             Some(expr) => expr,
-            None => Expr::val(
-                row.get(col)
-                    .into_value()
-                    .ok_or_else(|| DbErr::Custom(format!("an insert leaves {col:?} unset")))?,
-            ),
+            None => Expr::val(column_value(row, col)?),
         };
         values.expr(expr);
     }
     Ok(values)
+}
+
+/// The values [`row_values`] binds for `row`, in the same order, pushed onto `into`: every
+/// column but the `computed` ones (a [`Rendered`] statement's list of values).
+pub(crate) fn push_row_values<A: sea_orm::ActiveModelTrait>(
+    into: &mut Vec<sea_orm::Value>,
+    row: &A,
+    computed: impl Fn(&<A::Entity as sea_orm::EntityTrait>::Column) -> bool,
+) -> Result<(), DbErr> {
+    use sea_orm::Iterable;
+    for col in <A::Entity as sea_orm::EntityTrait>::Column::iter() {
+        if !computed(&col) {
+            into.push(column_value(row, col)?);
+        }
+    }
+    Ok(())
+}
+
+fn column_value<A: sea_orm::ActiveModelTrait>(
+    row: &A,
+    col: <A::Entity as sea_orm::EntityTrait>::Column,
+) -> Result<sea_orm::Value, DbErr> {
+    row.get(col)
+        .into_value()
+        .ok_or_else(|| DbErr::Custom(format!("an insert leaves {col:?} unset")))
+}
+
+/// A hot statement's SQL, rendered by its builders once per shape (issue 24: building,
+/// rendering and dropping the creation's two statements was a quarter of the api's CPU per
+/// creation). Each call lists its values by hand, in the order the builders bind them, beside
+/// the builders (`push_row_values`, `…_values` functions); the cached SQL is sent with them.
+/// The builders stay the one description of the SQL: a shape's first call sends what they
+/// built, and caches it only if the hand-listed values are the same; in debug builds (every
+/// test) every call builds the statement too and panics on any difference.
+pub(crate) struct Rendered<K> {
+    shapes: std::sync::RwLock<Vec<(K, std::sync::Arc<str>)>>,
+}
+
+impl<K: PartialEq> Rendered<K> {
+    pub(crate) const fn new() -> Self {
+        Rendered {
+            shapes: std::sync::RwLock::new(Vec::new()),
+        }
+    }
+
+    /// The statement of this `shape` with these `values`; `build` makes it with the builders.
+    pub(crate) fn statement(
+        &self,
+        shape: K,
+        values: Vec<sea_orm::Value>,
+        build: impl FnOnce() -> Result<sea_orm::Statement, DbErr>,
+    ) -> Result<sea_orm::Statement, DbErr> {
+        use std::sync::PoisonError;
+        let cached = self
+            .shapes
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .find(|(known, _)| *known == shape)
+            .map(|(_, sql)| std::sync::Arc::clone(sql));
+        if let Some(sql) = &cached
+            && !cfg!(debug_assertions)
+        {
+            return Ok(sea_orm::Statement::from_sql_and_values(
+                DbBackend::Postgres,
+                sql.to_string(),
+                values,
+            ));
+        }
+        let built = build()?;
+        let agree = built.values.as_ref().map_or(&[][..], |v| &v.0[..]) == values.as_slice();
+        debug_assert!(
+            agree,
+            "hand-listed values differ from the builders'\n{:?}\n{:?}\n{}",
+            values, built.values, built.sql
+        );
+        match cached {
+            Some(sql) => debug_assert_eq!(*sql, built.sql, "a shape rendered two texts"),
+            None if agree => {
+                let mut shapes = self.shapes.write().unwrap_or_else(PoisonError::into_inner);
+                if !shapes.iter().any(|(known, _)| *known == shape) {
+                    shapes.push((shape, built.sql.as_str().into()));
+                }
+            }
+            None => {
+                tracing::error!(sql = %built.sql, "a statement's listed values differ from its builders': not cached")
+            }
+        }
+        Ok(built)
+    }
 }
 
 /// `INSERT INTO <entity> (<every column, in order>) <values>`: the insert of a row whose values

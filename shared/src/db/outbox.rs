@@ -615,6 +615,12 @@ pub(crate) fn mark_update(
         .into_query()
 }
 
+/// The values [`mark_update`] binds, in its order (a [`super::Rendered`] statement): the stamp,
+/// the marked column's value, the job.
+pub(crate) fn push_mark_values(into: &mut Vec<sea_orm::Value>, job_id: &str, now: DateTime<Utc>) {
+    into.extend([now.into(), now.into(), job_id.into()]);
+}
+
 /// Forgets that unfinished jobs were ever published, so the relay publishes them again at once.
 /// For a broker that starts empty (the in-process one of `api dev`): whatever was published to
 /// the previous process's queue went with it. Returns how many jobs were affected.

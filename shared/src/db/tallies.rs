@@ -222,14 +222,12 @@ pub(crate) fn count_creation_update(
             .filter(super::eq_opaque(A::Mode, mode))
     };
     let mark = || Expr::col((business_mode::Entity, B::AccountsExpiredUntil));
-    // A bound both databases compare as a date (SQLite compares the stored text).
-    let long_ago = DateTime::<Utc>::UNIX_EPOCH;
     let leaving = of_business()
         .expr(Expr::cust("count(*)"))
         .filter(Expr::col((virtual_account::Entity, A::CreatedAt)).lte(cutoff.clone()))
         .filter(
             Expr::col((virtual_account::Entity, A::CreatedAt))
-                .gt(Func::coalesce([mark(), Expr::val(long_ago)])),
+                .gt(Func::coalesce([mark(), Expr::val(LONG_AGO)])),
         )
         .into_query();
     let oldest = of_business()
@@ -264,6 +262,30 @@ pub(crate) fn count_creation_update(
             Expr::from(Func::coalesce([sub(oldest), at])),
         ]));
     update
+}
+
+/// A mark before any account: a bound both databases compare as a date (SQLite compares the
+/// stored text).
+const LONG_AGO: DateTime<Utc> = DateTime::<Utc>::UNIX_EPOCH;
+
+/// The values [`count_creation_update`] binds, in its order (a [`super::Rendered`] statement):
+/// the creation counted, the business and mode of the accounts leaving the window, the mark's
+/// default, the row's business and mode, and the oldest account's business and mode.
+pub(crate) fn push_count_creation_values(
+    into: &mut Vec<sea_orm::Value>,
+    business_id: &str,
+    mode: Mode,
+) {
+    into.extend([
+        1i64.into(),
+        business_id.into(),
+        mode.into(),
+        LONG_AGO.into(),
+        business_id.into(),
+        mode.into(),
+        business_id.into(),
+        mode.into(),
+    ]);
 }
 
 /// The stamp and the window's cutoff of an account written in the same `WITH` as its count, as
@@ -318,20 +340,28 @@ async fn add<C: ConnectionTrait>(
     Ok(())
 }
 
-/// [`add`]'s upsert; with `only_with`, written only when that table of the same `WITH` has a row.
-fn count_insert(
+/// The row of a count that [`count_insert`] adds `delta` to.
+fn count_row(
     (business_id, mode, status, shard): (&str, Mode, AccountStatus, i32),
     delta: i64,
-    only_with: Option<&str>,
-) -> Result<sea_orm::sea_query::InsertStatement, DbErr> {
-    use account_count::Column as Col;
-    let row = account_count::ActiveModel {
+) -> account_count::ActiveModel {
+    account_count::ActiveModel {
         business_id: Set(business_id.to_owned()),
         mode: Set(mode),
         status: Set(status),
         shard: Set(shard),
         n: Set(delta),
-    };
+    }
+}
+
+/// [`add`]'s upsert; with `only_with`, written only when that table of the same `WITH` has a row.
+fn count_insert(
+    counted: (&str, Mode, AccountStatus, i32),
+    delta: i64,
+    only_with: Option<&str>,
+) -> Result<sea_orm::sea_query::InsertStatement, DbErr> {
+    use account_count::Column as Col;
+    let row = count_row(counted, delta);
     let values = super::upsert_values(super::row_values(&row, |_| None)?, only_with);
     let mut insert = super::insert_select::<account_count::Entity>(values, "the account count")?;
     insert.on_conflict(
@@ -359,6 +389,21 @@ pub(crate) fn left_pending_insert(
         1,
         Some(changed),
     )
+}
+
+/// The values [`left_pending_insert`] binds, in its order (a [`super::Rendered`] statement): the
+/// count's row, then the delta of its update.
+pub(crate) fn push_left_pending_values(
+    into: &mut Vec<sea_orm::Value>,
+    business_id: &str,
+    mode: Mode,
+    account_id: &str,
+    to: AccountStatus,
+) -> Result<(), DbErr> {
+    let row = count_row((business_id, mode, to, shard_of(account_id)), 1);
+    super::push_row_values(into, &row, |_| false)?;
+    into.push(1i64.into());
+    Ok(())
 }
 
 /// How many accounts a business has in one mode, of one status or all: a few rows read,

@@ -17,17 +17,25 @@ use sea_orm::{ConnectionTrait, DbBackend, DbErr, FromQueryResult, QuerySelect, Q
 
 use super::super::entities::{outbox as outbox_row, virtual_account};
 use super::super::{
-    cte, has_row, insert_select, is_refused, outbox, row_values, tallies, with_query,
+    Rendered, cte, has_row, insert_select, is_refused, outbox, push_row_values, row_values,
+    tallies, with_query,
 };
 use super::{
-    Account, CreateOutcome, CreateRequest, LimitState, account_insert, idempotency_of, limit_of,
-    live_by_reference, settle_update, status_of,
+    Account, CreateOutcome, CreateRequest, LimitState, account_insert, account_row, idempotency_of,
+    limit_of, live_by_reference, push_live_by_reference_values, push_settle_active_values,
+    settle_update, stamped, status_of,
 };
 use crate::crypto::Cipher;
 use crate::messaging::jobs::ProvisioningJob;
 use domain::AccountStatus;
 use domain::ids::new_id;
 use domain::provider::ProvisioningOutcome;
+
+/// The first statement's SQL per shape: with a customerReference or without (its live-account
+/// check), and the bank's grace (written into the job's due time).
+static CREATE: Rendered<(bool, i64)> = Rendered::new();
+/// The second statement's SQL: one shape.
+static SETTLE_ACTIVE: Rendered<()> = Rendered::new();
 
 /// The first transaction of [`super::create`] for an ordinary creation:
 /// `WITH claim AS (INSERT key … ON CONFLICT DO NOTHING RETURNING key), acct AS (INSERT account
@@ -41,89 +49,111 @@ pub(super) async fn create<C: ConnectionTrait>(
     now: DateTime<Utc>,
 ) -> Result<Option<(CreateOutcome, LimitState)>, DbErr> {
     let account_id = new_id("va");
-    // A customerReference with a live account (a caller's get-or-create) claims nothing, so the
-    // usual 200 costs no failed statement; one committed meanwhile is caught by the insert.
-    let no_live_account = req.account.customer_reference.as_deref().map(|reference| {
-        Expr::exists(
-            live_by_reference(req, reference)
-                .select_only()
-                .expr(Expr::val(1))
-                .into_query(),
-        )
-        .not()
-    });
-    let claim = idempotency_of(req).claim_insert(Some(&account_id), now, no_live_account)?;
-    let account = account_insert(
-        DbBackend::Postgres,
-        cipher,
-        req,
-        account_id.clone(),
-        Some("claim"),
-    )?;
-
+    let key = idempotency_of(req);
+    let account = account_row(cipher, req, account_id.clone());
     // The job is stamped by the account's stamp, as the transaction path stamps it.
     let job_id = outbox::new_job_id();
     let job = outbox::job_row(
         job_id.clone(),
-        &ProvisioningJob::Provision { account_id },
+        &ProvisioningJob::Provision {
+            account_id: account_id.clone(),
+        },
         now,
         now,
     );
-    let (at, cutoff) = tallies::stamp_of("acct");
-    let due = Expr::cust(format!(
-        "acct.created_at + interval '{} milliseconds'",
-        req.provider_grace.num_milliseconds()
-    ));
-    let mut job_values = row_values(&job, |col| match col {
-        outbox_row::Column::RunAt => Some(due.clone()),
-        outbox_row::Column::CreatedAt | outbox_row::Column::UpdatedAt => Some(at.clone()),
-        _ => None,
+    let job_computed = |col: &outbox_row::Column| {
+        matches!(
+            col,
+            outbox_row::Column::RunAt
+                | outbox_row::Column::CreatedAt
+                | outbox_row::Column::UpdatedAt
+        )
+    };
+    let reference = req.account.customer_reference.as_deref();
+
+    // In the order the statement below binds them.
+    let mut values = Vec::with_capacity(50);
+    key.push_claim_values(&mut values, Some(&account_id), now)?;
+    if let Some(reference) = reference {
+        push_live_by_reference_values(&mut values, req, reference);
+    }
+    push_row_values(&mut values, &account, stamped)?;
+    push_row_values(&mut values, &job, job_computed)?;
+    tallies::push_count_creation_values(&mut values, req.business_id, req.mode);
+    values.push(i64::from(req.limit_per_hour).into());
+
+    let shape = (reference.is_some(), req.provider_grace.num_milliseconds());
+    let statement = CREATE.statement(shape, values, || {
+        // A customerReference with a live account (a caller's get-or-create) claims nothing, so
+        // the usual 200 costs no failed statement; one committed meanwhile is caught by the
+        // insert.
+        let no_live_account = reference.map(|reference| {
+            Expr::exists(
+                live_by_reference(req, reference)
+                    .select_only()
+                    .expr(Expr::val(1))
+                    .into_query(),
+            )
+            .not()
+        });
+        let claim = key.claim_insert(Some(&account_id), now, no_live_account)?;
+        let account = account_insert(DbBackend::Postgres, &account, Some("claim"))?;
+
+        let (at, cutoff) = tallies::stamp_of("acct");
+        let due = Expr::cust(format!(
+            "acct.created_at + interval '{} milliseconds'",
+            req.provider_grace.num_milliseconds()
+        ));
+        let mut job_values = row_values(&job, |col| match col {
+            outbox_row::Column::RunAt => Some(due.clone()),
+            outbox_row::Column::CreatedAt | outbox_row::Column::UpdatedAt => Some(at.clone()),
+            _ => None,
+        })?;
+        job_values.from(Alias::new("acct"));
+        let insert_job = insert_select::<outbox_row::Entity>(job_values, "the provisioning job")?;
+
+        let mut counted = tallies::count_creation_update(req.business_id, req.mode, at, cutoff);
+        counted.from(Alias::new("acct"));
+
+        let acct = Alias::new("acct");
+        let hour = Alias::new("counted");
+        let in_window = || Expr::col((hour.clone(), Alias::new("in_window")));
+        // Not ordinary: a live account has the reference (no account written), the mark is
+        // past the stamp (no count), or the count is over the limit.
+        let not_ordinary = Condition::any()
+            .add(Expr::col((acct.clone(), virtual_account::Column::Id)).is_null())
+            .add(in_window().is_null())
+            .add(in_window().gt(i64::from(req.limit_per_hour)));
+        let mut answer = Query::select();
+        answer
+            .column((acct.clone(), Asterisk))
+            .expr_as(in_window(), Alias::new("in_window"))
+            .expr_as(
+                Expr::col((hour.clone(), Alias::new("oldest"))),
+                Alias::new("oldest"),
+            )
+            .expr_as(
+                Expr::case(
+                    not_ordinary,
+                    Expr::cust(
+                        "vas_refuse('not an ordinary creation: the transaction answers it')",
+                    ),
+                ),
+                Alias::new("refused"),
+            )
+            .from(Alias::new("claim"))
+            .left_join(acct, Expr::cust("true"))
+            .left_join(hour, Expr::cust("true"));
+        let mut counted = cte("counted", counted);
+        counted.columns([Alias::new("in_window"), Alias::new("oldest")]);
+        let mut with = WithClause::new();
+        with.cte(cte("claim", claim))
+            .cte(cte("acct", account))
+            .cte(cte("job", insert_job))
+            .cte(counted);
+        Ok(DbBackend::Postgres.build(&with_query(with, answer)))
     })?;
-    job_values.from(Alias::new("acct"));
-    let insert_job = insert_select::<outbox_row::Entity>(job_values, "the provisioning job")?;
-
-    let mut counted = tallies::count_creation_update(req.business_id, req.mode, at, cutoff);
-    counted.from(Alias::new("acct"));
-
-    let acct = Alias::new("acct");
-    let hour = Alias::new("counted");
-    let in_window = || Expr::col((hour.clone(), Alias::new("in_window")));
-    // Not ordinary: a live account has the reference (no account written), the mark is past
-    // the stamp (no count), or the count is over the limit.
-    let not_ordinary = Condition::any()
-        .add(Expr::col((acct.clone(), virtual_account::Column::Id)).is_null())
-        .add(in_window().is_null())
-        .add(in_window().gt(i64::from(req.limit_per_hour)));
-    let mut answer = Query::select();
-    answer
-        .column((acct.clone(), Asterisk))
-        .expr_as(in_window(), Alias::new("in_window"))
-        .expr_as(
-            Expr::col((hour.clone(), Alias::new("oldest"))),
-            Alias::new("oldest"),
-        )
-        .expr_as(
-            Expr::case(
-                not_ordinary,
-                Expr::cust("vas_refuse('not an ordinary creation: the transaction answers it')"),
-            ),
-            Alias::new("refused"),
-        )
-        .from(Alias::new("claim"))
-        .left_join(acct, Expr::cust("true"))
-        .left_join(hour, Expr::cust("true"));
-    let mut counted = cte("counted", counted);
-    counted.columns([Alias::new("in_window"), Alias::new("oldest")]);
-    let mut with = WithClause::new();
-    with.cte(cte("claim", claim))
-        .cte(cte("acct", account))
-        .cte(cte("job", insert_job))
-        .cte(counted);
-    let statement = with_query(with, answer);
-    let row = match db
-        .query_one_raw(DbBackend::Postgres.build(&statement))
-        .await
-    {
+    let row = match db.query_one_raw(statement).await {
         Ok(Some(row)) => row,
         // The key was there already: nothing written.
         Ok(None) => return Ok(None),
@@ -155,38 +185,52 @@ pub(super) async fn settle_active<C: ConnectionTrait>(
     outcome: &ProvisioningOutcome,
     now: DateTime<Utc>,
 ) -> Result<Option<Account>, DbErr> {
-    if !matches!(outcome, ProvisioningOutcome::Active { .. }) {
-        return Ok(None);
-    }
-    let Some(update) = settle_update(account_id, outcome, now) else {
+    let ProvisioningOutcome::Active { account_number } = outcome else {
         return Ok(None);
     };
-    let mut update = update.into_query();
-    update.returning_all();
-    let count = tallies::left_pending_insert(
+    let key = idempotency_of(req);
+    let status = status_of(AccountStatus::Active, true);
+    // In the order the statement below binds them; `1` is each `EXISTS (SELECT 1 FROM upd)`.
+    let mut values = Vec::with_capacity(26);
+    push_settle_active_values(&mut values, account_id, account_number, now);
+    tallies::push_left_pending_values(
+        &mut values,
         req.business_id,
         req.mode,
         account_id,
         AccountStatus::Active,
-        "upd",
     )?;
-    let mut job = outbox::mark_update(job_id, outbox::Mark::Completed, now);
-    job.and_where(has_row("upd"));
-    let mut key =
-        idempotency_of(req).completion(status_of(AccountStatus::Active, true), account_id, now);
-    key.and_where(has_row("upd"));
-    let mut with = WithClause::new();
-    with.cte(cte("upd", update))
-        .cte(cte("counted", count))
-        .cte(cte("job", job))
-        .cte(cte("key", key));
-    let mut answer = Query::select();
-    answer.column(Asterisk).from(Alias::new("upd"));
-    let statement = with_query(with, answer);
-    match db
-        .query_one_raw(DbBackend::Postgres.build(&statement))
-        .await?
-    {
+    outbox::push_mark_values(&mut values, job_id, now);
+    values.push(1i32.into());
+    key.push_completion_values(&mut values, status, account_id, now);
+    values.push(1i32.into());
+
+    let statement = SETTLE_ACTIVE.statement((), values, || {
+        let update = settle_update(account_id, outcome, now)
+            .ok_or_else(|| DbErr::Custom("an active answer always updates".into()))?;
+        let mut update = update.into_query();
+        update.returning_all();
+        let count = tallies::left_pending_insert(
+            req.business_id,
+            req.mode,
+            account_id,
+            AccountStatus::Active,
+            "upd",
+        )?;
+        let mut job = outbox::mark_update(job_id, outbox::Mark::Completed, now);
+        job.and_where(has_row("upd"));
+        let mut completion = key.completion(status, account_id, now);
+        completion.and_where(has_row("upd"));
+        let mut with = WithClause::new();
+        with.cte(cte("upd", update))
+            .cte(cte("counted", count))
+            .cte(cte("job", job))
+            .cte(cte("key", completion));
+        let mut answer = Query::select();
+        answer.column(Asterisk).from(Alias::new("upd"));
+        Ok(DbBackend::Postgres.build(&with_query(with, answer)))
+    })?;
+    match db.query_one_raw(statement).await? {
         Some(row) => Ok(Some(Account::from_query_result(&row, "")?)),
         None => Ok(None),
     }

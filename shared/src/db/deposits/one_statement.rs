@@ -20,13 +20,17 @@ use sea_orm::{QuerySelect, QueryTrait};
 
 use super::super::entities::{deposit, provider_notification, virtual_account};
 use super::super::{
-    cte, deliveries, events, has_row, insert_select, is_refused, ledger, row_values, with_query,
+    Rendered, cte, deliveries, events, has_row, insert_select, is_refused, ledger, push_row_values,
+    row_values, with_query,
 };
 use super::{
     Accepted, Credit, DEPOSIT_KEY, Incoming, NOTIFICATION_KEY, Recorded, Report, Source,
     account_for, announcement, deposit_row, notification_row, recorded_before,
 };
 use domain::provider::{NotificationOutcome, RemoteTransaction};
+
+/// The statement's SQL per shape: crediting (a deposit into an active account) or not (flagged).
+static DEPOSIT: Rendered<bool> = Rendered::new();
 
 /// [`super::accept`] of a deposit notification; None when it wrote nothing and the transaction
 /// path must answer.
@@ -52,83 +56,118 @@ pub(super) async fn accept_deposit<C: ConnectionTrait>(
     claimed.outcome = sea_orm::ActiveValue::Set(NotificationOutcome::Recorded);
     claimed.provider_reference = sea_orm::ActiveValue::Set(Some(tx.reference.clone()));
     claimed.deposit_id = sea_orm::ActiveValue::Set(Some(row.id.clone()));
-    // A reference recorded before (a bank's report again, in another body) stores nothing here,
-    // so that usual duplicate costs no failed statement; one recorded meanwhile is caught below.
-    let mut stored = row_values(&claimed, |_| None)?;
-    stored.and_where(
-        Expr::exists(
-            recorded_before(report)
-                .select_only()
-                .expr(Expr::val(1))
-                .into_query(),
-        )
-        .not(),
-    );
-    let mut notification =
-        insert_select::<provider_notification::Entity>(stored, "the notification")?;
-    notification
-        .on_conflict(
-            OnConflict::columns(NOTIFICATION_KEY)
-                .do_nothing()
-                .to_owned(),
-        )
-        .returning_col(provider_notification::Column::Id);
-
-    // The account, locked as the transaction path locks it, only as it was read.
-    let locked = account_for(report)
-        .select_only()
-        .column(virtual_account::Column::Id)
-        .filter(virtual_account::Column::Id.eq(account.id.as_str()))
-        .filter(virtual_account::Column::Status.eq(account.status))
-        .filter(virtual_account::Column::UpdatedAt.eq(account.updated_at))
-        .filter(has_row("ntf"))
-        .lock_exclusive()
-        .into_query();
-
-    let mut deposit_values = row_values(&deposit::ActiveModel::from(row.clone()), |_| None)?;
-    deposit_values.from(Alias::new("acct"));
-    let mut insert_deposit = insert_select::<deposit::Entity>(deposit_values, "the deposit")?;
-    insert_deposit
-        .on_conflict(OnConflict::columns(DEPOSIT_KEY).do_nothing().to_owned())
-        .returning_col(deposit::Column::Id);
-
     let (event_type, data) = announcement(&row, &account);
     let event = events::new_event(&account.business_id, report.mode, event_type, &data, now);
-
-    let mut with = WithClause::new();
-    with.cte(cte("ntf", notification))
-        .cte(cte("acct", locked))
-        .cte(cte("dep", insert_deposit));
-    for part in deliveries::event_with_delivery(&event, now, Some("dep"))? {
-        with.cte(part);
-    }
+    // The URL is written from the business's row; the placeholder is never stored.
+    let delivery = deliveries::new_delivery(&event, "", now);
     let credit = Credit::of(&row);
-    if let Some(credit) = &credit {
-        for part in ledger::credit_ctes(&credit.movement(), "dep")? {
+    let entry = credit
+        .as_ref()
+        .map(|credit| ledger::new_entry(&credit.movement()));
+
+    // In the order the statement below binds them; `1` is each `EXISTS (SELECT 1 …)`.
+    let mut values = Vec::with_capacity(90);
+    push_row_values(&mut values, &claimed, |_| false)?;
+    values.extend([
+        1i32.into(),
+        report.mode.as_str().into(),
+        report.bank.slug().into(),
+        tx.reference.as_str().into(),
+    ]);
+    values.extend([
+        report.mode.into(),
+        report.bank.into(),
+        tx.account_number.as_str().into(),
+        account.id.as_str().into(),
+        account.status.into(),
+        account.updated_at.into(),
+        1i32.into(),
+    ]);
+    push_row_values(
+        &mut values,
+        &deposit::ActiveModel::from(row.clone()),
+        |_| false,
+    )?;
+    deliveries::push_event_with_delivery_values(&mut values, &event, &delivery)?;
+    if let (Some(credit), Some(entry)) = (&credit, &entry) {
+        ledger::push_credit_values(&mut values, &credit.movement(), entry)?;
+        values.push(1i32.into());
+    }
+    values.push(1i32.into());
+
+    let statement = DEPOSIT.statement(credit.is_some(), values, || {
+        // A reference recorded before (a bank's report again, in another body) stores nothing
+        // here, so that usual duplicate costs no failed statement; one recorded meanwhile is
+        // caught below.
+        let mut stored = row_values(&claimed, |_| None)?;
+        stored.and_where(
+            Expr::exists(
+                recorded_before(report)
+                    .select_only()
+                    .expr(Expr::val(1))
+                    .into_query(),
+            )
+            .not(),
+        );
+        let mut notification =
+            insert_select::<provider_notification::Entity>(stored, "the notification")?;
+        notification
+            .on_conflict(
+                OnConflict::columns(NOTIFICATION_KEY)
+                    .do_nothing()
+                    .to_owned(),
+            )
+            .returning_col(provider_notification::Column::Id);
+
+        // The account, locked as the transaction path locks it, only as it was read.
+        let locked = account_for(report)
+            .select_only()
+            .column(virtual_account::Column::Id)
+            .filter(virtual_account::Column::Id.eq(account.id.as_str()))
+            .filter(virtual_account::Column::Status.eq(account.status))
+            .filter(virtual_account::Column::UpdatedAt.eq(account.updated_at))
+            .filter(has_row("ntf"))
+            .lock_exclusive()
+            .into_query();
+
+        let mut deposit_values = row_values(&deposit::ActiveModel::from(row.clone()), |_| None)?;
+        deposit_values.from(Alias::new("acct"));
+        let mut insert_deposit = insert_select::<deposit::Entity>(deposit_values, "the deposit")?;
+        insert_deposit
+            .on_conflict(OnConflict::columns(DEPOSIT_KEY).do_nothing().to_owned())
+            .returning_col(deposit::Column::Id);
+
+        let mut with = WithClause::new();
+        with.cte(cte("ntf", notification))
+            .cte(cte("acct", locked))
+            .cte(cte("dep", insert_deposit));
+        for part in deliveries::event_with_delivery(&event, &delivery, Some("dep"))? {
             with.cte(part);
         }
-    }
-    // Stored, but not a new deposit (the account changed, the reference is known) or, credited,
-    // no entry (the balance would overflow): fail, so that nothing stays.
-    let mut not_new = Condition::any().add(has_row("dep").not());
-    if credit.is_some() {
-        not_new = not_new.add(has_row("entry").not());
-    }
-    let mut answer = Query::select();
-    answer
-        .expr_as(
-            Expr::case(
-                not_new,
-                Expr::cust("vas_refuse('not a new deposit: the transaction answers it')"),
-            ),
-            Alias::new("refused"),
-        )
-        .from(Alias::new("ntf"));
-    let statement = with_query(with, answer);
-    match db
-        .query_one_raw(DbBackend::Postgres.build(&statement))
-        .await
-    {
+        if let (Some(credit), Some(entry)) = (&credit, &entry) {
+            for part in ledger::credit_ctes(&credit.movement(), entry, "dep")? {
+                with.cte(part);
+            }
+        }
+        // Stored, but not a new deposit (the account changed, the reference is known) or,
+        // credited, no entry (the balance would overflow): fail, so that nothing stays.
+        let mut not_new = Condition::any().add(has_row("dep").not());
+        if credit.is_some() {
+            not_new = not_new.add(has_row("entry").not());
+        }
+        let mut answer = Query::select();
+        answer
+            .expr_as(
+                Expr::case(
+                    not_new,
+                    Expr::cust("vas_refuse('not a new deposit: the transaction answers it')"),
+                ),
+                Alias::new("refused"),
+            )
+            .from(Alias::new("ntf"));
+        Ok(DbBackend::Postgres.build(&with_query(with, answer)))
+    })?;
+    match db.query_one_raw(statement).await {
         Ok(Some(_)) => Ok(Some(Accepted::Stored {
             id,
             recorded: Recorded::New(Box::new(row)),
