@@ -160,12 +160,32 @@ fn account_for(report: Report<'_>) -> sea_orm::Select<virtual_account::Entity> {
         .filter(virtual_account::Column::AccountNumber.eq(report.tx.account_number.as_str()))
 }
 
+/// The values [`account_for`] binds, in its order (a [`super::Rendered`] statement).
+fn push_account_for_values(into: &mut Vec<sea_orm::Value>, report: Report<'_>) {
+    into.extend([
+        report.mode.into(),
+        report.bank.into(),
+        report.tx.account_number.as_str().into(),
+    ]);
+}
+
 /// The deposit already recorded for a report's transaction (its mode, bank and reference).
 fn recorded_before(report: Report<'_>) -> sea_orm::Select<deposit::Entity> {
     deposit::Entity::find()
         .filter(deposit::Column::Mode.eq(report.mode.as_str()))
         .filter(deposit::Column::Bank.eq(report.bank.slug()))
         .filter(deposit::Column::ProviderReference.eq(report.tx.reference.as_str()))
+}
+
+/// The values [`recorded_before`] binds, in its order, as the select of `EXISTS (SELECT 1 …)` (a
+/// [`super::Rendered`] statement).
+fn push_recorded_before_values(into: &mut Vec<sea_orm::Value>, report: Report<'_>) {
+    into.extend([
+        1i32.into(),
+        report.mode.as_str().into(),
+        report.bank.slug().into(),
+        report.tx.reference.as_str().into(),
+    ]);
 }
 
 /// The unique key that records a bank's transaction once.

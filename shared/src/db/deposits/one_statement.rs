@@ -25,7 +25,8 @@ use super::super::{
 };
 use super::{
     Accepted, Credit, DEPOSIT_KEY, Incoming, NOTIFICATION_KEY, Recorded, Report, Source,
-    account_for, announcement, deposit_row, notification_row, recorded_before,
+    account_for, announcement, deposit_row, notification_row, push_account_for_values,
+    push_recorded_before_values, recorded_before,
 };
 use domain::provider::{NotificationOutcome, RemoteTransaction};
 
@@ -68,16 +69,9 @@ pub(super) async fn accept_deposit<C: ConnectionTrait>(
     // In the order the statement below binds them; `1` is each `EXISTS (SELECT 1 …)`.
     let mut values = Vec::with_capacity(90);
     push_row_values(&mut values, &claimed, |_| false)?;
+    push_recorded_before_values(&mut values, report);
+    push_account_for_values(&mut values, report);
     values.extend([
-        1i32.into(),
-        report.mode.as_str().into(),
-        report.bank.slug().into(),
-        tx.reference.as_str().into(),
-    ]);
-    values.extend([
-        report.mode.into(),
-        report.bank.into(),
-        tx.account_number.as_str().into(),
         account.id.as_str().into(),
         account.status.into(),
         account.updated_at.into(),
