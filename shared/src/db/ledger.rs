@@ -128,7 +128,6 @@ pub(crate) fn push_credit_values(
     movement: &Movement<'_>,
     entry: &Entry,
 ) -> Result<(), DbErr> {
-    use ledger_entry::Column as Col;
     into.extend([
         movement.business_id.into(),
         movement.mode.as_str().into(),
@@ -139,7 +138,16 @@ pub(crate) fn push_credit_values(
     super::push_row_values(
         into,
         &ledger_entry::ActiveModel::from(entry.clone()),
-        |col| matches!(col, Col::BalanceAfter | Col::CreatedAt),
+        from_moved,
+    )
+}
+
+/// The entry's columns [`entry_from_moved`] computes rather than binds: the balance `moved`
+/// returned, and the database's stamp.
+fn from_moved(col: &ledger_entry::Column) -> bool {
+    matches!(
+        col,
+        ledger_entry::Column::BalanceAfter | ledger_entry::Column::CreatedAt
     )
 }
 
@@ -264,10 +272,11 @@ fn entry_from_moved(entry: &Entry) -> Result<sea_orm::sea_query::InsertStatement
     use ledger_entry::Column as Col;
     let moved = Alias::new("moved");
     let row = ledger_entry::ActiveModel::from(entry.clone());
-    let mut values = super::row_values(&row, |col| match col {
-        Col::BalanceAfter => Some(Expr::col((moved.clone(), balance::Column::Available))),
-        Col::CreatedAt => Some(super::clock_expr(DbBackend::Postgres)),
-        _ => None,
+    let mut values = super::row_values(&row, |col| {
+        from_moved(col).then(|| match col {
+            Col::BalanceAfter => Expr::col((moved.clone(), balance::Column::Available)),
+            _ => super::clock_expr(DbBackend::Postgres),
+        })
     })?;
     values.from(moved);
     Ok(

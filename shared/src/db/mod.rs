@@ -188,6 +188,9 @@ impl<K: PartialEq> Rendered<K> {
     }
 
     /// The statement of this `shape` with these `values`; `build` makes it with the builders.
+    /// What is sent is always the kept text with the listed values (tests run the path
+    /// production runs), but for values that disagree with the builders' in a release build:
+    /// then the builders' statement is sent and nothing kept.
     pub(crate) fn statement(
         &self,
         shape: K,
@@ -202,35 +205,43 @@ impl<K: PartialEq> Rendered<K> {
             .iter()
             .find(|(known, _)| *known == shape)
             .map(|(_, sql)| std::sync::Arc::clone(sql));
-        if let Some(sql) = &cached
-            && !cfg!(debug_assertions)
-        {
-            return Ok(sea_orm::Statement::from_sql_and_values(
-                DbBackend::Postgres,
-                sql.to_string(),
-                values,
-            ));
-        }
-        let built = build()?;
-        let agree = built.values.as_ref().map_or(&[][..], |v| &v.0[..]) == values.as_slice();
-        debug_assert!(
-            agree,
-            "hand-listed values differ from the builders'\n{:?}\n{:?}\n{}",
-            values, built.values, built.sql
-        );
-        match cached {
-            Some(sql) => debug_assert_eq!(*sql, built.sql, "a shape rendered two texts"),
-            None if agree => {
-                let mut shapes = self.shapes.write().unwrap_or_else(PoisonError::into_inner);
-                if !shapes.iter().any(|(known, _)| *known == shape) {
-                    shapes.push((shape, built.sql.as_str().into()));
+        let sql = match cached {
+            Some(sql) if !cfg!(debug_assertions) => sql,
+            cached => {
+                let built = build()?;
+                let agree =
+                    built.values.as_ref().map_or(&[][..], |v| &v.0[..]) == values.as_slice();
+                debug_assert!(
+                    agree,
+                    "hand-listed values differ from the builders'\n{:?}\n{:?}\n{}",
+                    values, built.values, built.sql
+                );
+                if !agree {
+                    tracing::error!(sql = %built.sql, "a statement's listed values differ from its builders': not cached");
+                    return Ok(built);
+                }
+                match cached {
+                    Some(sql) => {
+                        debug_assert_eq!(*sql, built.sql, "a shape rendered two texts");
+                        sql
+                    }
+                    None => {
+                        let sql: std::sync::Arc<str> = built.sql.into();
+                        let mut shapes =
+                            self.shapes.write().unwrap_or_else(PoisonError::into_inner);
+                        if !shapes.iter().any(|(known, _)| *known == shape) {
+                            shapes.push((shape, std::sync::Arc::clone(&sql)));
+                        }
+                        sql
+                    }
                 }
             }
-            None => {
-                tracing::error!(sql = %built.sql, "a statement's listed values differ from its builders': not cached")
-            }
-        }
-        Ok(built)
+        };
+        Ok(sea_orm::Statement::from_sql_and_values(
+            DbBackend::Postgres,
+            sql.to_string(),
+            values,
+        ))
     }
 }
 
@@ -635,5 +646,53 @@ mod tests {
         ] {
             assert!(!is_unique_violation(&DbErr::Custom(text.into())), "{text}");
         }
+    }
+}
+
+#[cfg(test)]
+mod rendered_tests {
+    //! [`Rendered`] alone: what it sends, and that a list differing from the builders' is caught.
+    use super::Rendered;
+    use sea_orm::{DbBackend, Statement, Value};
+
+    fn select(value: i32) -> Statement {
+        Statement::from_sql_and_values(DbBackend::Postgres, "SELECT $1", [Value::from(value)])
+    }
+
+    #[test]
+    fn a_kept_shape_is_sent_with_each_calls_own_values() {
+        let rendered = Rendered::<u8>::new();
+        let first = rendered
+            .statement(0, vec![1.into()], || Ok(select(1)))
+            .unwrap();
+        assert_eq!(first, select(1));
+        let second = rendered
+            .statement(0, vec![2.into()], || Ok(select(2)))
+            .unwrap();
+        assert_eq!(second, select(2), "the kept text, with this call's values");
+        assert_eq!(rendered.shapes.read().unwrap().len(), 1);
+    }
+
+    #[test]
+    #[should_panic(expected = "hand-listed values differ from the builders'")]
+    fn a_list_that_differs_from_the_builders_fails_in_tests() {
+        let rendered = Rendered::<u8>::new();
+        let _ = rendered.statement(0, vec![2.into()], || Ok(select(1)));
+    }
+
+    #[test]
+    #[should_panic(expected = "a shape rendered two texts")]
+    fn a_shape_whose_text_changes_fails_in_tests() {
+        let rendered = Rendered::<u8>::new();
+        rendered
+            .statement(0, vec![1.into()], || Ok(select(1)))
+            .unwrap();
+        let _ = rendered.statement(0, vec![1.into()], || {
+            Ok(Statement::from_sql_and_values(
+                DbBackend::Postgres,
+                "SELECT $1 + 0",
+                [Value::from(1)],
+            ))
+        });
     }
 }

@@ -104,10 +104,11 @@ pub(super) async fn create<C: ConnectionTrait>(
             "acct.created_at + interval '{} milliseconds'",
             req.provider_grace.num_milliseconds()
         ));
-        let mut job_values = row_values(&job, |col| match col {
-            outbox_row::Column::RunAt => Some(due.clone()),
-            outbox_row::Column::CreatedAt | outbox_row::Column::UpdatedAt => Some(at.clone()),
-            _ => None,
+        let mut job_values = row_values(&job, |col| {
+            job_computed(col).then(|| match col {
+                outbox_row::Column::RunAt => due.clone(),
+                _ => at.clone(),
+            })
         })?;
         job_values.from(Alias::new("acct"));
         let insert_job = insert_select::<outbox_row::Entity>(job_values, "the provisioning job")?;
