@@ -118,6 +118,12 @@ pub struct WebhooksArgs {
     /// recorded one at a time).
     #[arg(long, default_value_t = 32)]
     pub accounts: usize,
+    /// Ours: send each deposit as its bank does, the signed notification straight to the api,
+    /// instead of through `simulate-deposit` (which adds a request to the api, a read of the
+    /// account and the sandbox's own work); the secret the api checks test-mode banks'
+    /// signatures with (`VAS_SANDBOX__SECRET`).
+    #[arg(long, conflicts_with = "svix")]
+    pub bank_secret: Option<String>,
     /// Sends a second in the steady run.
     #[arg(long, default_value_t = 100)]
     pub rate: u64,
@@ -389,6 +395,7 @@ async fn webhooks(args: WebhooksArgs) -> anyhow::Result<ExitCode> {
             api: args.api,
             key: args.key.unwrap_or_default(),
             database_url: args.database_url.unwrap_or_default(),
+            bank_secret: args.bank_secret,
         },
     };
     let settings = WebhooksSettings {

@@ -9,7 +9,8 @@
 //!   the worker starts, and the clock runs until the last one arrives.
 //! - **saturate**: the worker runs; `--events` events are sent by `--concurrency` callers as fast
 //!   as they answer (ours: `simulate-deposit`, which the sandbox turns into a deposit
-//!   notification and the api into a `deposit.received` event; svix: one `POST …/msg/`). Each
+//!   notification and the api into a `deposit.received` event; or with `--bank-secret` that
+//!   notification itself, signed as the bank signs it; svix: one `POST …/msg/`). Each
 //!   event is timed from its send to its arrival.
 //! - **steady**: `--rate` sends a second for `--steady-for`, timed the same way.
 //!
@@ -75,6 +76,10 @@ pub enum Target {
         api: String,
         key: String,
         database_url: String,
+        /// Sends each deposit as its bank does (the signed notification, straight to the api)
+        /// instead of through `simulate-deposit`: the secret the api checks test-mode banks'
+        /// signatures with (`VAS_SANDBOX__SECRET`).
+        bank_secret: Option<String>,
     },
     /// svix-server's API (an api-only instance: the bench starts the worker) and a token
     /// (`svix-server jwt generate`).
@@ -423,7 +428,7 @@ struct Sender {
     http: Client,
     target: Target,
     /// Ours: the accounts that receive simulated deposits, in turn; svix: the application id.
-    into: Vec<String>,
+    into: Vec<Receiving>,
     /// Ours: the business, and the database for drain events.
     business: Option<(String, DatabaseConnection)>,
 }
@@ -441,6 +446,7 @@ impl Sender {
                 api,
                 key,
                 database_url,
+                ..
             } => {
                 let db = Database::connect(database_url)
                     .await
@@ -494,7 +500,10 @@ impl Sender {
                 Ok(Self {
                     http,
                     target: settings.target.clone(),
-                    into: vec![app],
+                    into: vec![Receiving {
+                        id: app,
+                        account: None,
+                    }],
                     business: None,
                 })
             }
@@ -503,13 +512,19 @@ impl Sender {
 
     /// Sends one event through the front door; Err carries what went wrong.
     async fn send(&self, seq: u64) -> Result<(), String> {
+        let into = &self.into[seq as usize % self.into.len()];
         let (response, what) = match &self.target {
-            Target::Ours { api, key, .. } => (
+            Target::Ours {
+                api,
+                key,
+                bank_secret: None,
+                ..
+            } => (
                 self.http
                     .post(format!(
                         "{}/v1/virtual-accounts/{}/simulate-deposit",
                         api.trim_end_matches('/'),
-                        self.into[seq as usize % self.into.len()]
+                        into.id
                     ))
                     .bearer_auth(key)
                     .json(&json!({"amount": 100_000, "narration": format!("{MARKER}{seq}")}))
@@ -517,12 +532,39 @@ impl Sender {
                     .await,
                 "simulate-deposit",
             ),
+            // What the sandbox's bank sends once the money has arrived; the api answers it once
+            // the deposit, its event and the job to deliver it are stored.
+            Target::Ours {
+                api,
+                bank_secret: Some(secret),
+                ..
+            } => {
+                let (bank, number) = into.account.as_ref().ok_or("no account number")?;
+                let mut paid = provider_sandbox::Transaction::received(number, 100_000);
+                paid.narration = format!("{MARKER}{seq}");
+                let notification = provider_sandbox::signed_deposit(secret, *bank, &paid)
+                    .map_err(|e| e.to_string())?;
+                (
+                    self.http
+                        .post(format!(
+                            "{}{}",
+                            api.trim_end_matches('/'),
+                            notification.path
+                        ))
+                        .header("Content-Type", "application/json")
+                        .header("X-Provider-Signature", notification.signature)
+                        .body(notification.body)
+                        .send()
+                        .await,
+                    "bank notification",
+                )
+            }
             Target::Svix { url, token } => (
                 self.http
                     .post(format!(
                         "{}/api/v1/app/{}/msg/",
                         url.trim_end_matches('/'),
-                        self.into[0]
+                        into.id
                     ))
                     .bearer_auth(token)
                     .json(&json!({"eventType": "bench.event", "payload": {"message": format!("{MARKER}{seq}")}}))
@@ -610,7 +652,13 @@ impl Sender {
     }
 }
 
-async fn create_account(http: &Client, api: &str, key: &str) -> anyhow::Result<String> {
+/// Ours: an account that receives deposits, with its bank and number; svix: the application.
+struct Receiving {
+    id: String,
+    account: Option<(domain::Bank, String)>,
+}
+
+async fn create_account(http: &Client, api: &str, key: &str) -> anyhow::Result<Receiving> {
     let response = http
         .post(format!("{}/v1/virtual-accounts", api.trim_end_matches('/')))
         .bearer_auth(key)
@@ -625,8 +673,19 @@ async fn create_account(http: &Client, api: &str, key: &str) -> anyhow::Result<S
         status.is_success(),
         "creating an account: HTTP {status} {body}"
     );
-    let id = body["id"].as_str().context("the account has no id")?;
-    Ok(id.to_owned())
+    let field = |name: &str| {
+        body[name]
+            .as_str()
+            .map(str::to_owned)
+            .with_context(|| format!("the created account has no {name}: {body}"))
+    };
+    // An account of test-bank is active at once, at the bank it asked for.
+    let bank = field("preferredBank")?;
+    let bank = domain::Bank::parse(&bank).with_context(|| format!("unknown bank {bank}"))?;
+    Ok(Receiving {
+        id: field("id")?,
+        account: Some((bank, field("accountNumber")?)),
+    })
 }
 
 async fn svix_post(

@@ -19,8 +19,9 @@ use anyhow::Context;
 use ops::config::SandboxConfig;
 use tokio_util::sync::CancellationToken;
 
-pub use notify::sign;
+pub use notify::{Signed, sign, signed_deposit};
 pub use routes::router;
+pub use state::Transaction;
 
 use crate::state::Ledger;
 use crate::store::Store;

@@ -32,6 +32,40 @@ struct Notification<'a, T> {
     data: &'a T,
 }
 
+/// A notification as a bank sends it.
+pub struct Signed {
+    /// Where it goes, under the service's base URL: `/providers/{bank}/notifications`.
+    pub path: String,
+    pub body: Vec<u8>,
+    /// The `X-Provider-Signature` header.
+    pub signature: String,
+}
+
+/// `{"event", "data"}` signed under `secret`, for `bank`'s notification path.
+pub fn signed<T: Serialize>(
+    secret: &str,
+    bank: Bank,
+    event: ProviderEvent,
+    data: &T,
+) -> serde_json::Result<Signed> {
+    let body = serde_json::to_vec(&Notification { event, data })?;
+    Ok(Signed {
+        path: format!("/providers/{}/notifications", bank.slug()),
+        signature: sign(secret, &body),
+        body,
+    })
+}
+
+/// A deposit's notification as the sandbox's banks send it (what `bench webhooks --bank-secret`
+/// sends in their place).
+pub fn signed_deposit(
+    secret: &str,
+    bank: Bank,
+    transaction: &Transaction,
+) -> serde_json::Result<Signed> {
+    signed(secret, bank, ProviderEvent::TransferReceived, transaction)
+}
+
 /// Builds the client notifications go out with.
 pub fn client() -> anyhow::Result<reqwest::Client> {
     Ok(reqwest::Client::builder()
@@ -77,19 +111,18 @@ pub fn spawn_event<T: Serialize>(
         );
         return;
     };
-    let url = format!(
-        "{}/providers/{}/notifications",
-        base.trim_end_matches('/'),
-        bank.slug()
-    );
-    let body = match serde_json::to_vec(&Notification { event, data }) {
-        Ok(body) => body,
+    let Signed {
+        path,
+        body,
+        signature,
+    } = match signed(secret, bank, event, data) {
+        Ok(signed) => signed,
         Err(e) => {
             tracing::error!(error = %e, event = event.as_str(), "could not encode a notification");
             return;
         }
     };
-    let signature = sign(secret, &body);
+    let url = format!("{}{path}", base.trim_end_matches('/'));
     let reference = reference.to_owned();
     tokio::spawn(async move {
         deliver(&client, &url, body, &signature, &reference).await;

@@ -9,7 +9,7 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use chrono::{DateTime, SubsecRound, Utc};
+use chrono::{DateTime, Utc};
 use domain::Bank;
 use domain::provider::{NewTransfer, RemoteTransferStatus};
 use rand::Rng;
@@ -306,23 +306,15 @@ async fn control_deposit(
         })?;
     let bank = parse_bank(&body.bank)?;
     let account_number = body.account_number;
-    // Whole milliseconds, as paidAt is shown: a caller filtering with a shown paidAt as `to`
-    // must find that very transaction.
-    let paid_at = Utc::now().trunc_subsecs(3);
+    let received = Transaction::received(&account_number, amount);
     let make = || Transaction {
-        reference: domain::ids::new_id("txn"),
-        account_number: account_number.clone(),
-        amount,
-        currency: domain::money::CURRENCY.into(),
-        sender_name: body.sender_name.unwrap_or_else(|| "Sandbox Sender".into()),
+        sender_name: body.sender_name.unwrap_or(received.sender_name),
         sender_account_number: body
             .sender_account_number
-            .unwrap_or_else(|| "0123456789".into()),
-        sender_bank_name: body
-            .sender_bank_name
-            .unwrap_or_else(|| "Sandbox Bank".into()),
-        narration: body.narration.unwrap_or_else(|| "Sandbox transfer".into()),
-        paid_at,
+            .unwrap_or(received.sender_account_number),
+        sender_bank_name: body.sender_bank_name.unwrap_or(received.sender_bank_name),
+        narration: body.narration.unwrap_or(received.narration),
+        ..received
     };
     let transaction = sandbox
         .update(|ledger| ledger.deposit(bank, &account_number, make))

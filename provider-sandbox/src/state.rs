@@ -69,6 +69,26 @@ pub struct Transaction {
     pub paid_at: DateTime<Utc>,
 }
 
+impl Transaction {
+    /// Money paid to `account_number` now, under a new reference, from the sandbox's default
+    /// sender with its default narration (a caller sets its own over these).
+    pub fn received(account_number: &str, amount: i64) -> Self {
+        Self {
+            reference: domain::ids::new_id("txn"),
+            account_number: account_number.to_owned(),
+            amount,
+            currency: domain::money::CURRENCY.into(),
+            sender_name: "Sandbox Sender".into(),
+            sender_account_number: "0123456789".into(),
+            sender_bank_name: "Sandbox Bank".into(),
+            narration: "Sandbox transfer".into(),
+            // Whole milliseconds, as paidAt is shown: a caller filtering with a shown paidAt as
+            // `to` must find that very transaction.
+            paid_at: chrono::SubsecRound::trunc_subsecs(Utc::now(), 3),
+        }
+    }
+}
+
 /// One bank's accounts, by reference, plus an index from account number to reference.
 #[derive(Debug, Default, Serialize, Deserialize)]
 struct Book {

@@ -10,7 +10,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;
 use domain::nuban;
 use ops::config::SandboxConfig;
-use provider_sandbox::{sign, spawn};
+use provider_sandbox::{Transaction, sign, signed_deposit, spawn};
 use serde_json::{Value, json};
 use test_support::eventually;
 
@@ -420,6 +420,12 @@ async fn deposits_are_listed_and_notified_only_when_asked() {
     for field in ["senderAccountNumber", "senderBankName", "paidAt"] {
         assert!(data[field].is_string(), "{field} in {data}");
     }
+    // What `bench webhooks --bank-secret` sends in the bank's place is this very notification.
+    let paid: Transaction = serde_json::from_value(data.clone()).expect("a transaction");
+    let same = signed_deposit(SECRET, domain::Bank::TestBank, &paid).expect("encodes");
+    assert_eq!(same.path, "/providers/test-bank/notifications");
+    assert_eq!(&same.body[..], &body[..]);
+    assert_eq!(same.signature, signature);
 
     let (status, listed) = bank.get("/test-bank/accounts/va_d/transactions").await;
     assert_eq!(status, StatusCode::OK);
