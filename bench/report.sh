@@ -335,20 +335,27 @@ section_webhooks() { # bench webhooks: drain and saturate with this project's wo
     svix_cpu=$(awk '$1 == "saturate" {print $7}' "$work/webhooks-svix.txt")
   fi
   key=$(business "Hooks Ltd" | jq -r .test.secretKey)
-  local ours=(--database-url "$db_url" --api "$api" --key "$key" --worker "$bin/worker-webhooks"
+  local ours=(--database-url "$db_url" --api "$api" --worker "$bin/worker-webhooks"
     --pid api="$pid_api" --pid sandbox="$pid_provider_sandbox" --pg-database "$db")
-  "$bench" webhooks "${args[@]}" "${ours[@]}" --scenarios drain,saturate \
+  "$bench" webhooks "${args[@]}" "${ours[@]}" --key "$key" --scenarios drain,saturate \
     >"$work/webhooks.txt" 2>>"$work/webhooks.log" || true
   # The deposits sent as their bank sends them (its signed notification, answered once stored):
   # what a deposit costs in production, without simulate-deposit's request to the api, read of
   # the account and sandbox. svix-server's counterpart is its one `POST …/msg/`.
-  "$bench" webhooks "${args[@]}" "${ours[@]}" --scenarios saturate \
+  "$bench" webhooks "${args[@]}" "${ours[@]}" --key "$key" --scenarios saturate \
     --bank-secret "$VAS_SANDBOX__SECRET" >"$work/webhooks-bank.txt" 2>>"$work/webhooks.log" || true
+  # The same over 16 businesses (2 accounts each, 32 in all as above): one business's deposits
+  # take its balance row's lock in turn, so over one business they wait on each other.
+  local keys b
+  keys=$(for b in $(seq 1 16); do business "Hooks $b Ltd" | jq -r .test.secretKey; done | paste -sd,)
+  "$bench" webhooks "${args[@]}" "${ours[@]}" --key "$keys" --accounts 2 --scenarios saturate \
+    --bank-secret "$VAS_SANDBOX__SECRET" >"$work/webhooks-bank-16.txt" 2>>"$work/webhooks.log" || true
   awk -v sd="${svix_drain:--}" '
     $1 == "drain" { printf "bench webhooks: drain of %s events (deliveries/s; CPU ms per delivery)\t%s; %s\t%s\t≥ 2 × svix\n", $2, $4, $7, sd }' \
     "$work/webhooks.txt"
   saturate_rows "sent by simulate-deposit" "-" "$work/webhooks.txt"
   saturate_rows "sent as their bank sends them" "≤ svix's; 1.9 (issue 24)" "$work/webhooks-bank.txt"
+  saturate_rows "sent as their bank sends them, over 16 businesses" "1.9 (issue 24)" "$work/webhooks-bank-16.txt"
 }
 
 saturate_rows() { # label, CPU goal, file: a saturate scenario's rows beside svix-server's
@@ -364,6 +371,60 @@ saturate_rows() { # label, CPU goal, file: a saturate scenario's rows beside svi
                        printf "  CPU per send, by process (ms)\t%s\t-\t-\n", by
                        printf "  CPU per send, all processes but the bench (ms)\t%s\t%s\t%s\n", $7, sc, goal }' \
     "$3"
+}
+
+section_guarantees() { # what a deposit's guarantees cost in CPU (issue 24): saturate, sent as the
+  # bank sends them, with all of them, then without the list counts' triggers, then without the
+  # foreign keys of the tables a deposit and its delivery write, then with all of them but spread
+  # over 16 businesses (2 accounts each, against 32 of one business: a business's deposits take
+  # its balance row's lock in turn); alternating, GUARANTEE_ROUNDS times (2). It changes this
+  # run's database (put back afterwards, the counts no longer exact), so it is never among the
+  # default sections and refuses --keep and --reuse.
+  if $keep; then echo "section_guarantees changes its database: not with --keep or --reuse" >&2; return 0; fi
+  local counted="deposits events ledger_entries" fk_tables="'events','deliveries','delivery_attempts','deposits'"
+  local drop_fks add_fks
+  drop_fks=$(psql -tA "$db_url" -c "SELECT string_agg(format('ALTER TABLE %s DROP CONSTRAINT %I;', conrelid::regclass, conname), ' ')
+    FROM pg_constraint WHERE contype = 'f' AND conrelid::regclass::text IN ($fk_tables)")
+  add_fks=$(psql -tA "$db_url" -c "SELECT string_agg(format('ALTER TABLE %s ADD CONSTRAINT %I %s NOT VALID;', conrelid::regclass, conname, pg_get_constraintdef(oid)), ' ')
+    FROM pg_constraint WHERE contype = 'f' AND conrelid::regclass::text IN ($fk_tables)")
+  triggers() { local t; for t in $counted; do echo "ALTER TABLE $t $1 TRIGGER ${t}_counted_write;"; done; }
+  local n variant key by=() label spread=(--accounts 32) b
+  # A warm-up first, not counted: the api and the worker prepare and plan their statements at
+  # their first deposits, which would otherwise fall on the first variant.
+  for n in 0 $(seq 1 "${GUARANTEE_ROUNDS:-2}"); do
+    for variant in all counts fks spread; do
+      [ "$n" = 0 ] && [ "$variant" != all ] && continue
+      case $variant in
+        counts) psql -q "$db_url" -v ON_ERROR_STOP=1 -c "$(triggers DISABLE)" ;;
+        fks) psql -q "$db_url" -v ON_ERROR_STOP=1 -c "$drop_fks" ;;
+      esac
+      if [ "$variant" = spread ]; then
+        key=$(for b in $(seq 1 16); do business "Guarantees $n spread $b Ltd" | jq -r .test.secretKey; done | paste -sd,)
+        spread=(--accounts 2)
+      else
+        key=$(business "Guarantees $n $variant Ltd" | jq -r .test.secretKey)
+        spread=(--accounts 32)
+      fi
+      # Fresh statistics for the worker started below, which plans its statements at its first
+      # rounds: the first run would otherwise plan them on tables of no rows (README, seventh round).
+      psql -q "$db_url" -c "ANALYZE" >/dev/null
+      "$bench" webhooks --events 5000 -c "$callers" --proc beam.smp --scenarios saturate "${spread[@]}" \
+        --database-url "$db_url" --api "$api" --key "$key" --worker "$bin/worker-webhooks" \
+        --pid api="$pid_api" --pg-database "$db" --bank-secret "$VAS_SANDBOX__SECRET" \
+        --worker-log "$work/guarantees-worker.log" >"$work/guarantees-$n-$variant.txt" 2>>"$work/guarantees.log" || true
+      case $variant in
+        counts) psql -q "$db_url" -v ON_ERROR_STOP=1 -c "$(triggers ENABLE)" ;;
+        fks) psql -q "$db_url" -v ON_ERROR_STOP=1 -c "$add_fks" ;;
+      esac
+      [ "$n" = 0 ] && continue
+      # "cpu (PostgreSQL's)" per send, from the saturate line's total and its postgres figure.
+      by+=("$(awk '$1 == "saturate" { for (i = 8; i < NF; i++) if ($i == "postgres") pg = $(i + 1)
+              sub(/,$/, "", pg); printf "%s (%.2f)", $7, pg / $2 }' "$work/guarantees-$n-$variant.txt")")
+    done
+  done
+  label="bench webhooks: saturate sent as their bank sends them, CPU ms per send (PostgreSQL's)"
+  row "$label: with every guarantee / without the list counts' triggers / without the foreign keys of deposits, events, deliveries and attempts / with every guarantee over 16 businesses, by run" \
+    "$(for ((i = 0; i < ${#by[@]}; i += 4)); do printf '%s / %s / %s / %s' "${by[@]:i:4}"; [ $((i + 4)) -lt ${#by[@]} ] && printf '; '; done)"
 }
 
 # One line per section.

@@ -82,14 +82,17 @@ pub struct WebhooksArgs {
     /// Ours: the service's base URL (without /v1).
     #[arg(long, default_value = "http://127.0.0.1:8080", env = "BENCH_BASE")]
     pub api: String,
-    /// Ours: a test secret key of the business whose endpoint receives the events.
+    /// Ours: test secret keys of the businesses whose endpoints receive the events,
+    /// comma-separated: each gets `--accounts` accounts and the deposits go to them in turn (the
+    /// drain's events are the first business's).
     #[arg(
         long,
         env = "BENCH_KEY",
         hide_env_values = true,
+        value_delimiter = ',',
         required_unless_present = "svix"
     )]
-    pub key: Option<String>,
+    pub key: Vec<String>,
     /// Ours: the database `api serve` uses.
     #[arg(
         long,
@@ -114,8 +117,8 @@ pub struct WebhooksArgs {
     /// Callers in flight during saturation.
     #[arg(long, short = 'c', default_value_t = 32)]
     pub concurrency: usize,
-    /// Ours: accounts the simulated deposits are spread over (one account's deposits are
-    /// recorded one at a time).
+    /// Ours: accounts of each business the simulated deposits are spread over (one account's
+    /// deposits are recorded one at a time).
     #[arg(long, default_value_t = 32)]
     pub accounts: usize,
     /// Ours: send each deposit as its bank does, the signed notification straight to the api,
@@ -393,7 +396,7 @@ async fn webhooks(args: WebhooksArgs) -> anyhow::Result<ExitCode> {
         (Some(url), Some(token)) => Target::Svix { url, token },
         _ => Target::Ours {
             api: args.api,
-            key: args.key.unwrap_or_default(),
+            keys: args.key,
             database_url: args.database_url.unwrap_or_default(),
             bank_secret: args.bank_secret,
         },

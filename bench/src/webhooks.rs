@@ -71,10 +71,10 @@ impl Scenario {
 #[derive(Debug, Clone)]
 pub enum Target {
     /// This project: the api (for sends), its database (for the drain's events and the webhook
-    /// URL) and a test secret key.
+    /// URLs) and test secret keys, one per business.
     Ours {
         api: String,
-        key: String,
+        keys: Vec<String>,
         database_url: String,
         /// Sends each deposit as its bank does (the signed notification, straight to the api)
         /// instead of through `simulate-deposit`: the secret the api checks test-mode banks'
@@ -444,35 +444,48 @@ impl Sender {
         match &settings.target {
             Target::Ours {
                 api,
-                key,
+                keys,
                 database_url,
                 ..
             } => {
                 let db = Database::connect(database_url)
                     .await
                     .context("connecting to --database-url")?;
-                let business = crate::lists::business_of(&db, key, None).await?;
-                let set = shared::db::businesses::set_webhook_url(
-                    &db,
-                    &business,
-                    domain::Mode::Test,
-                    &url,
-                )
-                .await?;
-                ensure!(set, "business {business} has no test settings");
+                ensure!(!keys.is_empty(), "no --key");
+                let mut businesses = Vec::new();
+                let mut by_business = Vec::new();
+                for key in keys {
+                    let business = crate::lists::business_of(&db, key, None).await?;
+                    let set = shared::db::businesses::set_webhook_url(
+                        &db,
+                        &business,
+                        domain::Mode::Test,
+                        &url,
+                    )
+                    .await?;
+                    ensure!(set, "business {business} has no test settings");
+                    let mut accounts = Vec::new();
+                    for _ in 0..settings.accounts.max(1) {
+                        accounts.push(create_account(&http, api, key).await?);
+                    }
+                    businesses.push(business);
+                    by_business.push(accounts);
+                }
+                // In turn across the businesses: consecutive sends go to different ones.
                 let mut accounts = Vec::new();
-                for _ in 0..settings.accounts.max(1) {
-                    accounts.push(create_account(&http, api, key).await?);
+                for i in 0..settings.accounts.max(1) {
+                    accounts.extend(by_business.iter().map(|a| a[i].clone()));
                 }
                 eprintln!(
-                    "bench webhooks: business {business}, {} accounts, endpoint {url}",
+                    "bench webhooks: businesses {}, {} accounts, endpoint {url}",
+                    businesses.join(", "),
                     accounts.len()
                 );
                 Ok(Self {
                     http,
                     target: settings.target.clone(),
                     into: accounts,
-                    business: Some((business, db)),
+                    business: Some((businesses.swap_remove(0), db)),
                 })
             }
             Target::Svix { url: svix, token } => {
@@ -503,6 +516,7 @@ impl Sender {
                     into: vec![Receiving {
                         id: app,
                         account: None,
+                        key: String::new(),
                     }],
                     business: None,
                 })
@@ -516,7 +530,6 @@ impl Sender {
         let (response, what) = match &self.target {
             Target::Ours {
                 api,
-                key,
                 bank_secret: None,
                 ..
             } => (
@@ -526,7 +539,7 @@ impl Sender {
                         api.trim_end_matches('/'),
                         into.id
                     ))
-                    .bearer_auth(key)
+                    .bearer_auth(&into.key)
                     .json(&json!({"amount": 100_000, "narration": format!("{MARKER}{seq}")}))
                     .send()
                     .await,
@@ -652,10 +665,13 @@ impl Sender {
     }
 }
 
-/// Ours: an account that receives deposits, with its bank and number; svix: the application.
+/// Ours: an account that receives deposits, with its bank and number and its business's key;
+/// svix: the application.
+#[derive(Clone)]
 struct Receiving {
     id: String,
     account: Option<(domain::Bank, String)>,
+    key: String,
 }
 
 async fn create_account(http: &Client, api: &str, key: &str) -> anyhow::Result<Receiving> {
@@ -685,6 +701,7 @@ async fn create_account(http: &Client, api: &str, key: &str) -> anyhow::Result<R
     Ok(Receiving {
         id: field("id")?,
         account: Some((bank, field("accountNumber")?)),
+        key: key.to_owned(),
     })
 }
 
