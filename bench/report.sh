@@ -145,6 +145,8 @@ echo "report: database $db, logs in $work" >&2
 [ -n "$reuse" ] || psql -q "$admin_url" -c "CREATE DATABASE $db" >/dev/null
 "$bin/api" migrate >/dev/null
 business() { "$bin/api" admin business create --name "$1" --kyb approved; }
+# `test_keys PREFIX N`: N new businesses ("PREFIX 1 Ltd" …), their test keys comma-separated.
+test_keys() { local b; for b in $(seq 1 "$2"); do business "$1 $b Ltd" | jq -r .test.secretKey; done | paste -sd,; }
 lists_id=$(psql -tA "$db_url" -c "SELECT id FROM businesses WHERE name = 'Lists Ltd' LIMIT 1")
 if [ -n "$lists_id" ]; then # a reused database: a new key for the business already loaded
   lists_key=$("$bin/api" admin key roll "$lists_id" --mode test | jq -r .secretKey)
@@ -346,8 +348,8 @@ section_webhooks() { # bench webhooks: drain and saturate with this project's wo
     --bank-secret "$VAS_SANDBOX__SECRET" >"$work/webhooks-bank.txt" 2>>"$work/webhooks.log" || true
   # The same over 16 businesses (2 accounts each, 32 in all as above): one business's deposits
   # take its balance row's lock in turn, so over one business they wait on each other.
-  local keys b
-  keys=$(for b in $(seq 1 16); do business "Hooks $b Ltd" | jq -r .test.secretKey; done | paste -sd,)
+  local keys
+  keys=$(test_keys Hooks 16)
   "$bench" webhooks "${args[@]}" "${ours[@]}" --key "$keys" --accounts 2 --scenarios saturate \
     --bank-secret "$VAS_SANDBOX__SECRET" >"$work/webhooks-bank-16.txt" 2>>"$work/webhooks.log" || true
   awk -v sd="${svix_drain:--}" '
@@ -388,7 +390,7 @@ section_guarantees() { # what a deposit's guarantees cost in CPU (issue 24): sat
   add_fks=$(psql -tA "$db_url" -c "SELECT string_agg(format('ALTER TABLE %s ADD CONSTRAINT %I %s NOT VALID;', conrelid::regclass, conname, pg_get_constraintdef(oid)), ' ')
     FROM pg_constraint WHERE contype = 'f' AND conrelid::regclass::text IN ($fk_tables)")
   triggers() { local t; for t in $counted; do echo "ALTER TABLE $t $1 TRIGGER ${t}_counted_write;"; done; }
-  local n variant key by=() label spread=(--accounts 32) b
+  local n variant key by=() label spread=(--accounts 32)
   # A warm-up first, not counted: the api and the worker prepare and plan their statements at
   # their first deposits, which would otherwise fall on the first variant.
   for n in 0 $(seq 1 "${GUARANTEE_ROUNDS:-2}"); do
@@ -399,7 +401,7 @@ section_guarantees() { # what a deposit's guarantees cost in CPU (issue 24): sat
         fks) psql -q "$db_url" -v ON_ERROR_STOP=1 -c "$drop_fks" ;;
       esac
       if [ "$variant" = spread ]; then
-        key=$(for b in $(seq 1 16); do business "Guarantees $n spread $b Ltd" | jq -r .test.secretKey; done | paste -sd,)
+        key=$(test_keys "Guarantees $n spread" 16)
         spread=(--accounts 2)
       else
         key=$(business "Guarantees $n $variant Ltd" | jq -r .test.secretKey)
