@@ -13,10 +13,24 @@
 //!
 //! Locks are taken in the transaction path's order: the notification's key, the account, the
 //! deposit's key, the balance.
+//!
+//! One business's deposits (of one mode) credit one balance row, so they commit one after
+//! another, each holding that row through its commit's WAL flush. The statements of the deposits
+//! that arrive while one commits therefore share the next transaction ([`ROUNDS`]): one commit,
+//! and no waiting on the row, for all of them; a lone deposit is sent in autocommit as before.
+//! Each caller is still answered only once its deposit is committed. A round takes its
+//! accounts' locks first, in id order, so that it holds no account while it waits for another
+//! with the balance held (every other path takes an account before the balance). Should any
+//! statement of a round fail (one refused, a deadlock, a lost connection, even at the commit),
+//! the round's statements are sent again one by one as a lone deposit's is: a deposit the round
+//! did commit then finds its notification stored and is answered as the repeat it is.
 
+use std::sync::LazyLock;
+
+use futures::future::BoxFuture;
 use sea_orm::sea_query::{Alias, Condition, Expr, ExprTrait, OnConflict, Query, WithClause};
-use sea_orm::{ColumnTrait, ConnectionTrait, DbBackend, DbErr, QueryFilter};
-use sea_orm::{QuerySelect, QueryTrait};
+use sea_orm::{ColumnTrait, ConnectionTrait, DatabaseConnection, DbBackend, DbErr, QueryFilter};
+use sea_orm::{QuerySelect, QueryTrait, Statement, TransactionTrait};
 
 use super::super::entities::{deposit, provider_notification, virtual_account};
 use super::super::{
@@ -28,6 +42,8 @@ use super::{
     account_for, announcement, deposit_row, notification_row, push_account_for_values,
     push_recorded_before_values, recorded_before,
 };
+use crate::messaging::batch::Keyed;
+use domain::Mode;
 use domain::provider::{NotificationOutcome, RemoteTransaction};
 
 /// The statement's SQL per shape: crediting (a deposit into an active account) or not (flagged).
@@ -35,8 +51,8 @@ static DEPOSIT: Rendered<bool> = Rendered::new();
 
 /// [`super::accept`] of a deposit notification; None when it wrote nothing and the transaction
 /// path must answer.
-pub(super) async fn accept_deposit<C: ConnectionTrait>(
-    db: &C,
+pub(super) async fn accept_deposit(
+    db: &DatabaseConnection,
     incoming: Incoming<'_>,
     tx: &RemoteTransaction,
 ) -> Result<Option<Accepted>, DbErr> {
@@ -161,17 +177,125 @@ pub(super) async fn accept_deposit<C: ConnectionTrait>(
             .from(Alias::new("ntf"));
         Ok(DbBackend::Postgres.build(&with_query(with, answer)))
     })?;
+    let business = (account.business_id.clone(), report.mode);
+    let pending = Pending {
+        db: db.clone(),
+        account: account.id.clone(),
+        statement,
+    };
+    let stored = ROUNDS.submit(business, pending).await.unwrap_or_else(|| {
+        Err(DbErr::Custom(
+            "the round of the deposit's business ended without an answer".into(),
+        ))
+    })?;
+    Ok(stored.then(|| Accepted::Stored {
+        id,
+        recorded: Recorded::New(Box::new(row)),
+        outcome: NotificationOutcome::Recorded,
+    }))
+}
+
+/// A business and mode: whose balance row a deposit credits.
+type Business = (String, Mode);
+
+/// What became of a deposit's statement: true when it stored the deposit, false when it wrote
+/// nothing and the transaction path must answer.
+type Stored = Result<bool, DbErr>;
+
+/// The deposit statements waiting for their business's next round.
+static ROUNDS: LazyLock<Keyed<Business, Pending, Stored>> =
+    LazyLock::new(|| Keyed::new(MOST_IN_A_ROUND, run_round));
+
+/// Deposits in one transaction at most: the balance row is held for all of them.
+const MOST_IN_A_ROUND: usize = 64;
+
+/// A deposit's statement, built, and the account it locks.
+struct Pending {
+    db: DatabaseConnection,
+    account: String,
+    statement: Statement,
+}
+
+/// A round of one business's deposit statements, what became of each.
+fn run_round(_business: &Business, round: Vec<Pending>) -> BoxFuture<'static, Vec<Stored>> {
+    Box::pin(async move {
+        if round.len() > 1 {
+            let deposits = round.len();
+            match together(&round).await {
+                Ok(stored) => return stored.into_iter().map(Ok).collect(),
+                // One of them is not a plain new deposit: the usual reason, and its own answer.
+                Err(e) if is_refused(&e) => {
+                    tracing::debug!(deposits, "a round of deposits rolled back; sent one by one");
+                }
+                Err(e) => {
+                    tracing::warn!(
+                        error = %e,
+                        deposits,
+                        "a round of deposits failed; sent one by one"
+                    );
+                }
+            }
+        }
+        let mut answers = Vec::with_capacity(round.len());
+        for pending in round {
+            answers.push(alone(&pending.db, pending.statement).await);
+        }
+        answers
+    })
+}
+
+/// One deposit's statement in autocommit.
+async fn alone(db: &DatabaseConnection, statement: Statement) -> Stored {
     match db.query_one_raw(statement).await {
-        Ok(Some(_)) => Ok(Some(Accepted::Stored {
-            id,
-            recorded: Recorded::New(Box::new(row)),
-            outcome: NotificationOutcome::Recorded,
-        })),
-        // The body was stored before: nothing written.
-        Ok(None) => Ok(None),
-        Err(e) if is_refused(&e) => Ok(None),
+        Ok(stored) => Ok(stored.is_some()),
+        Err(e) if is_refused(&e) => Ok(false),
         Err(e) => Err(e),
     }
+}
+
+/// The round's statements in one transaction, its accounts locked first in id order; any error
+/// (a statement refused included) rolls all of it back.
+async fn together(round: &[Pending]) -> Result<Vec<bool>, DbErr> {
+    let txn = round[0].db.begin().await?;
+    match in_transaction(&txn, round).await {
+        Ok(stored) => {
+            txn.commit().await?;
+            Ok(stored)
+        }
+        Err(e) => {
+            // Its own error, if any, says no more than the statement's.
+            let _ = txn.rollback().await;
+            Err(e)
+        }
+    }
+}
+
+async fn in_transaction(
+    txn: &sea_orm::DatabaseTransaction,
+    round: &[Pending],
+) -> Result<Vec<bool>, DbErr> {
+    let mut accounts: Vec<&str> = round.iter().map(|p| p.account.as_str()).collect();
+    accounts.sort_unstable();
+    accounts.dedup();
+    let accounts = serde_json::to_string(&accounts).map_err(|e| DbErr::Custom(e.to_string()))?;
+    // By primary key whatever the statistics say (`= ANY(ARRAY(…))`), locked in the order sorted.
+    txn.execute_raw(Statement::from_sql_and_values(
+        DbBackend::Postgres,
+        "SELECT id FROM virtual_accounts \
+         WHERE id = ANY(ARRAY(SELECT json_array_elements_text($1::json))) \
+         ORDER BY id FOR UPDATE",
+        [accounts.into()],
+    ))
+    .await?;
+    let mut stored = Vec::with_capacity(round.len());
+    for pending in round {
+        stored.push(
+            txn.query_one_raw(pending.statement.clone())
+                .await?
+                .is_some(),
+        );
+    }
+    Ok(stored)
 }
 
 #[cfg(test)]
@@ -217,53 +341,72 @@ mod tests {
         }
     }
 
+    /// A business with one active account numbered 9900000001 (and `more` numbered after it):
+    /// the business's id and the accounts.
+    async fn active_accounts(
+        db: &DatabaseConnection,
+        more: u32,
+    ) -> (String, Vec<accounts::Account>) {
+        let cipher = Cipher::new(&Cipher::generate_key(), &[]).unwrap();
+        let business = crate::db::businesses::create(db, &cipher, "Paid Ltd", KybStatus::Approved)
+            .await
+            .unwrap();
+        let mut active = Vec::new();
+        for n in 0..=more {
+            let body = serde_json::json!({
+                "customerName": "Ada Obi",
+                "customerEmail": "ada@example.com",
+                "customerPhone": "08031234567",
+                "customerBvn": "22200000001",
+                "preferredBank": "wema-bank",
+            });
+            let account = NewAccount::parse(body.as_object().unwrap(), Mode::Test).unwrap();
+            let digest = RequestDigest::new(&cipher, "{}");
+            let key = format!("k{n}");
+            let request = CreateRequest {
+                business_id: &business.id,
+                business_name: "Paid Ltd",
+                mode: Mode::Test,
+                idempotency_key: &key,
+                request: &digest,
+                account: &account,
+                limit_per_hour: 10,
+                provider_grace: chrono::Duration::seconds(35),
+            };
+            let now = domain::time::now();
+            let (CreateOutcome::Started { account, job_id }, _) =
+                accounts::create(db, &cipher, &request, now).await.unwrap()
+            else {
+                panic!("not created");
+            };
+            let numbered = ProvisioningOutcome::Active {
+                account_number: format!("{}", 9_900_000_001u64 + u64::from(n)),
+            };
+            accounts::settle_creation(db, &request, &account.id, &job_id, numbered, now)
+                .await
+                .unwrap();
+            active.push(account);
+        }
+        (business.id, active)
+    }
+
+    fn incoming(body: &str) -> Incoming<'_> {
+        Incoming {
+            mode: Mode::Test,
+            bank: Bank::WemaBank,
+            body,
+            now: domain::time::now(),
+        }
+    }
+
     #[tokio::test]
     async fn a_new_deposit_is_one_statement_and_every_other_case_writes_nothing() {
         let Some(fresh) = fresh_database().await else {
             return;
         };
         let db = &fresh.db;
-        let cipher = Cipher::new(&Cipher::generate_key(), &[]).unwrap();
-        let business = crate::db::businesses::create(db, &cipher, "Paid Ltd", KybStatus::Approved)
-            .await
-            .unwrap();
-        let body = serde_json::json!({
-            "customerName": "Ada Obi",
-            "customerEmail": "ada@example.com",
-            "customerPhone": "08031234567",
-            "customerBvn": "22200000001",
-            "preferredBank": "wema-bank",
-        });
-        let account = NewAccount::parse(body.as_object().unwrap(), Mode::Test).unwrap();
-        let digest = RequestDigest::new(&cipher, "{}");
-        let request = CreateRequest {
-            business_id: &business.id,
-            business_name: "Paid Ltd",
-            mode: Mode::Test,
-            idempotency_key: "k1",
-            request: &digest,
-            account: &account,
-            limit_per_hour: 10,
-            provider_grace: chrono::Duration::seconds(35),
-        };
-        let now = domain::time::now();
-        let (CreateOutcome::Started { account, job_id }, _) =
-            accounts::create(db, &cipher, &request, now).await.unwrap()
-        else {
-            panic!("not created");
-        };
-        let numbered = ProvisioningOutcome::Active {
-            account_number: "9900000001".into(),
-        };
-        accounts::settle_creation(db, &request, &account.id, &job_id, numbered, now)
-            .await
-            .unwrap();
-        let incoming = |body: &'static str| Incoming {
-            mode: Mode::Test,
-            bank: Bank::WemaBank,
-            body,
-            now: domain::time::now(),
-        };
+        let (_, active) = active_accounts(db, 0).await;
+        let account = &active[0];
 
         let first = paid("ref-1", 5_000);
         let accepted = accept_deposit(db, incoming("body 1"), &first)
@@ -336,6 +479,124 @@ mod tests {
             1
         );
         assert_eq!(count(db, "SELECT count(*) FROM deposits").await, 1);
+        fresh.drop().await;
+    }
+
+    /// Ledger entries, and how many transactions wrote them.
+    async fn entries_and_transactions(db: &DatabaseConnection) -> [i64; 2] {
+        [
+            count(db, "SELECT count(*) FROM ledger_entries").await,
+            count(db, "SELECT count(DISTINCT xmin::text) FROM ledger_entries").await,
+        ]
+    }
+
+    #[tokio::test]
+    async fn deposits_arriving_while_one_commits_share_the_next_transaction() {
+        let Some(fresh) = fresh_database().await else {
+            return;
+        };
+        let db = &fresh.db;
+        let (business_id, active) = active_accounts(db, 1).await;
+        let deposit = |n: u32, into: usize| {
+            let db = db.clone();
+            tokio::spawn(async move {
+                let body = format!("body {n}");
+                let mut tx = paid(&format!("ref-{n}"), 100);
+                tx.account_number = format!("{}", 9_900_000_001u64 + into as u64);
+                super::super::accept(
+                    &db,
+                    incoming(&body),
+                    super::super::Notified::Deposit(Some(&tx)),
+                )
+                .await
+            })
+        };
+        let recorded_once = |accepted: Accepted| {
+            assert!(
+                matches!(
+                    accepted,
+                    Accepted::Stored {
+                        recorded: Recorded::New(_),
+                        outcome: NotificationOutcome::Recorded,
+                        ..
+                    }
+                ),
+                "not recorded: {accepted:?}"
+            );
+        };
+        let key = (business_id.clone(), Mode::Test);
+        let until_waiting = |n: usize| {
+            let key = key.clone();
+            async move {
+                for _ in 0..2_000 {
+                    if ROUNDS.waiting(&key) == Some(n) {
+                        return;
+                    }
+                    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+                }
+                panic!("{n} deposits never waited for the business's round");
+            }
+        };
+        let hold_balance = || async {
+            let holder = db.begin().await.unwrap();
+            holder
+                .execute_unprepared(&format!(
+                    "SELECT 1 FROM balances WHERE business_id = '{business_id}' FOR UPDATE"
+                ))
+                .await
+                .unwrap();
+            holder
+        };
+        recorded_once(deposit(0, 0).await.unwrap().unwrap());
+
+        // While a deposit waits for the balance row (held here), ten more arrive, into both
+        // accounts: they wait for its round, then share one transaction.
+        let holder = hold_balance().await;
+        let first = deposit(1, 0);
+        until_waiting(0).await;
+        let rest: Vec<_> = (2..12).map(|n| deposit(n, n as usize % 2)).collect();
+        until_waiting(10).await;
+        holder.rollback().await.unwrap();
+        recorded_once(first.await.unwrap().unwrap());
+        for answer in rest {
+            recorded_once(answer.await.unwrap().unwrap());
+        }
+        assert_eq!(entries_and_transactions(db).await, [12, 3]);
+        assert_eq!(
+            count(db, "SELECT available FROM balances").await,
+            1_200,
+            "each credited once"
+        );
+
+        // A round one of whose deposits is refused (its account changed since it was read):
+        // rolled back, then each deposit on its own, the refused one by the transaction path.
+        let holder = hold_balance().await;
+        let first = deposit(12, 0);
+        until_waiting(0).await;
+        let rest = [deposit(13, 0), deposit(14, 1)];
+        until_waiting(2).await;
+        db.execute_unprepared(&format!(
+            "UPDATE virtual_accounts SET updated_at = updated_at + interval '1 millisecond' \
+             WHERE id = '{}'",
+            active[1].id
+        ))
+        .await
+        .unwrap();
+        holder.rollback().await.unwrap();
+        recorded_once(first.await.unwrap().unwrap());
+        for answer in rest {
+            recorded_once(answer.await.unwrap().unwrap());
+        }
+        assert_eq!(entries_and_transactions(db).await, [15, 6]);
+        assert_eq!(count(db, "SELECT count(*) FROM deposits").await, 15);
+        assert_eq!(
+            count(db, "SELECT count(*) FROM provider_notifications").await,
+            15
+        );
+        assert_eq!(count(db, "SELECT available FROM balances").await, 1_500);
+        let verified = crate::db::ledger::verify(db).await.unwrap();
+        assert!(verified.ok, "the ledger's chain holds: {verified:?}");
+        assert_eq!(ROUNDS.waiting(&key), None, "an idle business holds nothing");
         fresh.drop().await;
     }
 }
