@@ -17,13 +17,14 @@
 //! One business's deposits (of one mode) credit one balance row, so they commit one after
 //! another, each holding that row through its commit's WAL flush. The statements of the deposits
 //! that arrive while one commits therefore share the next transaction ([`ROUNDS`]): one commit,
-//! and no waiting on the row, for all of them; a lone deposit is sent in autocommit as before.
+//! and no waiting on the row, for all of them; fewer than [`FEWEST_TOGETHER`] are sent each in
+//! autocommit as before.
 //! Each caller is still answered only once its deposit is committed. A round takes its
 //! accounts' locks first, in id order, so that it holds no account while it waits for another
 //! with the balance held (every other path takes an account before the balance). Should any
 //! statement of a round fail (one refused, a deadlock, a lost connection, even at the commit),
-//! the round's statements are sent again one by one as a lone deposit's is: a deposit the round
-//! did commit then finds its notification stored and is answered as the repeat it is.
+//! the round's statements are sent again each on its own, as a lone deposit's is: a deposit the
+//! round did commit then finds its notification stored and is answered as the repeat it is.
 
 use std::sync::LazyLock;
 
@@ -209,6 +210,10 @@ static ROUNDS: LazyLock<Keyed<Business, Pending, Stored>> =
 /// Deposits in one transaction at most: the balance row is held for all of them.
 const MOST_IN_A_ROUND: usize = 64;
 
+/// Fewer deposits than this are sent each in autocommit, side by side: a transaction's three
+/// round trips (`BEGIN`, the accounts' locks, `COMMIT`) cost more than the commits it saves.
+const FEWEST_TOGETHER: usize = 4;
+
 /// A deposit's statement, built, and the account it locks.
 struct Pending {
     db: DatabaseConnection,
@@ -219,28 +224,32 @@ struct Pending {
 /// A round of one business's deposit statements, what became of each.
 fn run_round(_business: &Business, round: Vec<Pending>) -> BoxFuture<'static, Vec<Stored>> {
     Box::pin(async move {
-        if round.len() > 1 {
+        if round.len() >= FEWEST_TOGETHER {
             let deposits = round.len();
             match together(&round).await {
                 Ok(stored) => return stored.into_iter().map(Ok).collect(),
                 // One of them is not a plain new deposit: the usual reason, and its own answer.
                 Err(e) if is_refused(&e) => {
-                    tracing::debug!(deposits, "a round of deposits rolled back; sent one by one");
+                    tracing::debug!(
+                        deposits,
+                        "a round of deposits rolled back; sent each on its own"
+                    );
                 }
                 Err(e) => {
                     tracing::warn!(
                         error = %e,
                         deposits,
-                        "a round of deposits failed; sent one by one"
+                        "a round of deposits failed; sent each on its own"
                     );
                 }
             }
         }
-        let mut answers = Vec::with_capacity(round.len());
-        for pending in round {
-            answers.push(alone(&pending.db, pending.statement).await);
-        }
-        answers
+        futures::future::join_all(
+            round
+                .into_iter()
+                .map(|pending| async move { alone(&pending.db, pending.statement).await }),
+        )
+        .await
     })
 }
 
@@ -573,8 +582,13 @@ mod tests {
         let holder = hold_balance().await;
         let first = deposit(12, 0);
         until_waiting(0).await;
-        let rest = [deposit(13, 0), deposit(14, 1)];
-        until_waiting(2).await;
+        let rest = [
+            deposit(13, 0),
+            deposit(14, 0),
+            deposit(15, 0),
+            deposit(16, 1),
+        ];
+        until_waiting(4).await;
         db.execute_unprepared(&format!(
             "UPDATE virtual_accounts SET updated_at = updated_at + interval '1 millisecond' \
              WHERE id = '{}'",
@@ -587,13 +601,26 @@ mod tests {
         for answer in rest {
             recorded_once(answer.await.unwrap().unwrap());
         }
-        assert_eq!(entries_and_transactions(db).await, [15, 6]);
-        assert_eq!(count(db, "SELECT count(*) FROM deposits").await, 15);
+        assert_eq!(entries_and_transactions(db).await, [17, 8]);
+
+        // Fewer than FEWEST_TOGETHER waiting: each in autocommit.
+        let holder = hold_balance().await;
+        let first = deposit(17, 0);
+        until_waiting(0).await;
+        let rest = [deposit(18, 0), deposit(19, 1)];
+        until_waiting(2).await;
+        holder.rollback().await.unwrap();
+        recorded_once(first.await.unwrap().unwrap());
+        for answer in rest {
+            recorded_once(answer.await.unwrap().unwrap());
+        }
+        assert_eq!(entries_and_transactions(db).await, [20, 11]);
+        assert_eq!(count(db, "SELECT count(*) FROM deposits").await, 20);
         assert_eq!(
             count(db, "SELECT count(*) FROM provider_notifications").await,
-            15
+            20
         );
-        assert_eq!(count(db, "SELECT available FROM balances").await, 1_500);
+        assert_eq!(count(db, "SELECT available FROM balances").await, 2_000);
         let verified = crate::db::ledger::verify(db).await.unwrap();
         assert!(verified.ok, "the ledger's chain holds: {verified:?}");
         assert_eq!(ROUNDS.waiting(&key), None, "an idle business holds nothing");
