@@ -18,13 +18,13 @@
 //! another, each holding that row through its commit's WAL flush. The statements of the deposits
 //! that arrive while one commits therefore share the next transaction ([`ROUNDS`]): one commit,
 //! and no waiting on the row, for all of them; fewer than [`FEWEST_TOGETHER`] are sent each in
-//! autocommit as before.
-//! Each caller is still answered only once its deposit is committed. A round takes its
-//! accounts' locks first, in id order, so that it holds no account while it waits for another
-//! with the balance held (every other path takes an account before the balance). Should any
-//! statement of a round fail (one refused, a deadlock, a lost connection, even at the commit),
-//! the round's statements are sent again each on its own, as a lone deposit's is: a deposit the
-//! round did commit then finds its notification stored and is answered as the repeat it is.
+//! autocommit as before. Each caller is still answered only once its deposit is committed. A
+//! round takes its accounts' locks first, in id order, so that it never waits for an account
+//! while it holds the balance (no other path does either: a deposit takes its account before the
+//! balance, a payout no account). Should any statement of a round fail (one refused, a deadlock,
+//! a lost connection, even at the commit), the round's statements are sent again each on its
+//! own, as a lone deposit's is: a deposit the round did commit then finds its notification stored
+//! and is answered as the repeat it is.
 
 use std::sync::LazyLock;
 
