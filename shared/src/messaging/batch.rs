@@ -161,16 +161,26 @@ where
         let mut pieces = vec![first];
         loop {
             let (items, replies): (Vec<I>, Vec<_>) = pieces.into_iter().unzip();
-            reply(replies, (self.run)(&key, items).await);
-            let mut waiting = self.waiting();
-            let queue = waiting.entry(key.clone()).or_default();
-            if queue.is_empty() {
-                waiting.remove(&key);
-                leading.key = None;
-                return;
+            let outputs = (self.run)(&key, items).await;
+            // The next round is taken (or the key freed) before this one is answered, so that
+            // whoever gets an answer finds the key as it is.
+            let next = {
+                let mut waiting = self.waiting();
+                let queue = waiting.entry(key.clone()).or_default();
+                if queue.is_empty() {
+                    waiting.remove(&key);
+                    leading.key = None;
+                    None
+                } else {
+                    let n = queue.len().min(self.max);
+                    Some(queue.drain(..n).collect())
+                }
+            };
+            reply(replies, outputs);
+            match next {
+                Some(next) => pieces = next,
+                None => return,
             }
-            let n = queue.len().min(self.max);
-            pieces = queue.drain(..n).collect();
         }
     }
 }
