@@ -196,3 +196,134 @@ async fn binaries_finish_a_recheck_whose_worker_was_killed() {
         );
     }
 }
+
+/// A bank's notifications of one business's deposits, 32 at a time (so that they share rounds),
+/// through a SIGKILL of the api and its restart, each sent again until answered 2xx as a bank
+/// does: every deposit is recorded once and credited once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn binaries_record_one_businesss_deposits_once_through_an_api_kill() {
+    use futures::StreamExt;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    const SECRET: &str = "e2e-notification-secret";
+    const DEPOSITS: usize = 400;
+    let Some(stack) = Stack::new(
+        env!("CARGO_BIN_EXE_api"),
+        &[("VAS_SANDBOX__SECRET", SECRET)],
+    )
+    .await
+    else {
+        return;
+    };
+    let _sandbox = stack.start("provider-sandbox", &[]);
+    let mut api = stack.start("api", &["serve"]);
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(10))
+        .build()
+        .unwrap();
+    wait_healthy(&client, &format!("{}/readyz", stack.base)).await;
+    wait_healthy(&client, &format!("{}/healthz", stack.sandbox)).await;
+
+    let (mut ids, mut numbers) = (Vec::new(), Vec::new());
+    for n in 0..4u32 {
+        let resp = client
+            .post(format!("{}/v1/virtual-accounts", stack.base))
+            .bearer_auth(&stack.key)
+            .header("Idempotency-Key", format!("dk-{n}"))
+            .json(&account_body(n, "test-bank"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 201);
+        let account = resp.json::<Value>().await.unwrap();
+        ids.push(account["id"].as_str().unwrap().to_owned());
+        numbers.push(account["accountNumber"].as_str().unwrap().to_owned());
+    }
+    let notifications: Vec<_> = (0..DEPOSITS)
+        .map(|n| {
+            let paid = provider_sandbox::Transaction::received(&numbers[n % 4], 1_000 + n as i64);
+            provider_sandbox::signed_deposit(SECRET, domain::Bank::TestBank, &paid).unwrap()
+        })
+        .collect();
+    let total: i64 = (0..DEPOSITS).map(|n| 1_000 + n as i64).sum();
+
+    let answered = Arc::new(AtomicUsize::new(0));
+    let errors = Arc::new(AtomicUsize::new(0));
+    let resent = Arc::new(AtomicUsize::new(0));
+    let sending = tokio::spawn({
+        let (client, base) = (client.clone(), stack.base.clone());
+        let (answered, errors, resent) = (answered.clone(), errors.clone(), resent.clone());
+        async move {
+            futures::stream::iter(notifications)
+                .for_each_concurrent(32, |notification| {
+                    let (client, answered, errors, resent) = (&client, &answered, &errors, &resent);
+                    let url = format!("{base}{}", notification.path);
+                    async move {
+                        loop {
+                            let sent = client
+                                .post(&url)
+                                .header("Content-Type", "application/json")
+                                .header("X-Provider-Signature", &notification.signature)
+                                .body(notification.body.clone())
+                                .send()
+                                .await;
+                            match sent {
+                                Ok(r) if r.status().is_success() => break,
+                                Ok(r) if r.status() == 500 => {
+                                    errors.fetch_add(1, Ordering::Relaxed);
+                                }
+                                _ => {}
+                            }
+                            resent.fetch_add(1, Ordering::Relaxed);
+                            tokio::time::sleep(Duration::from_millis(100)).await;
+                        }
+                        answered.fetch_add(1, Ordering::Relaxed);
+                    }
+                })
+                .await;
+        }
+    });
+    // Killed while the business's rounds are under way.
+    let started = Instant::now();
+    while answered.load(Ordering::Relaxed) < DEPOSITS / 4 {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "no deposits answered"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    api.kill_9();
+    let at_kill = answered.load(Ordering::Relaxed);
+    let _api = stack.start("api", &["serve"]);
+    wait_healthy(&client, &format!("{}/readyz", stack.base)).await;
+    tokio::time::timeout(Duration::from_secs(120), sending)
+        .await
+        .expect("every notification answered within two minutes")
+        .unwrap();
+    assert!(at_kill < DEPOSITS, "the kill came before the last answer");
+    let resent = resent.load(Ordering::Relaxed);
+    eprintln!("{at_kill} of {DEPOSITS} answered at the kill; {resent} sends again");
+    assert!(resent > 0, "the kill cut notifications short");
+    assert_eq!(
+        errors.load(Ordering::Relaxed),
+        0,
+        "no notification answered 500"
+    );
+
+    for id in &ids {
+        let path = format!("/v1/virtual-accounts/{id}/deposits?pageSize=1");
+        let deposits = stack.get(&client, &path).await;
+        assert_eq!(
+            deposits["total"],
+            DEPOSITS / 4,
+            "each deposit recorded once: {deposits}"
+        );
+    }
+    let balance = stack.get(&client, "/v1/balance").await;
+    assert_eq!(
+        balance["available"], total,
+        "each deposit credited once: {balance}"
+    );
+    stack.assert_ledger_verifies();
+}
