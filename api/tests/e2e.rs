@@ -227,16 +227,16 @@ async fn binaries_record_one_businesss_deposits_once_through_an_api_kill() {
 
     let (mut ids, mut numbers) = (Vec::new(), Vec::new());
     for n in 0..4u32 {
-        let resp = client
-            .post(format!("{}/v1/virtual-accounts", stack.base))
-            .bearer_auth(&stack.key)
-            .header("Idempotency-Key", format!("dk-{n}"))
-            .json(&account_body(n, "test-bank"))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(resp.status(), 201);
-        let account = resp.json::<Value>().await.unwrap();
+        let (status, account) = stack
+            .send(
+                &client,
+                reqwest::Method::POST,
+                "/v1/virtual-accounts",
+                Some(&format!("dk-{n}")),
+                account_body(n, "test-bank"),
+            )
+            .await;
+        assert_eq!(status, 201, "{account}");
         ids.push(account["id"].as_str().unwrap().to_owned());
         numbers.push(account["accountNumber"].as_str().unwrap().to_owned());
     }

@@ -505,8 +505,9 @@ pub async fn finish<C: ConnectionTrait>(
 /// on PostgreSQL: a statement whose text is the same however many ids a round has is prepared
 /// once per connection, where an `IN ($1, …, $n)` list is a new statement for every n (and
 /// rounds of every size from 1 to 64 push each other out of the driver's statement cache).
-pub fn ids_param(ids: &[String]) -> String {
-    serde_json::to_string(ids).expect("strings serialise")
+pub fn ids_param<S: AsRef<str>>(ids: &[S]) -> String {
+    let ids: Vec<&str> = ids.iter().map(AsRef::as_ref).collect();
+    serde_json::to_string(&ids).expect("strings serialise")
 }
 
 /// Runs that ended `Done`, completed in one statement.

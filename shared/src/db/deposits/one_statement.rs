@@ -286,14 +286,13 @@ async fn in_transaction(
     let mut accounts: Vec<&str> = round.iter().map(|p| p.account.as_str()).collect();
     accounts.sort_unstable();
     accounts.dedup();
-    let accounts = serde_json::to_string(&accounts).map_err(|e| DbErr::Custom(e.to_string()))?;
     // By primary key whatever the statistics say (`= ANY(ARRAY(…))`), locked in the order sorted.
     txn.execute_raw(Statement::from_sql_and_values(
         DbBackend::Postgres,
         "SELECT id FROM virtual_accounts \
          WHERE id = ANY(ARRAY(SELECT json_array_elements_text($1::json))) \
          ORDER BY id FOR UPDATE",
-        [accounts.into()],
+        [super::super::outbox::ids_param(&accounts).into()],
     ))
     .await?;
     let mut stored = Vec::with_capacity(round.len());
