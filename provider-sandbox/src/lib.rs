@@ -19,7 +19,7 @@ use anyhow::Context;
 use ops::config::SandboxConfig;
 use tokio_util::sync::CancellationToken;
 
-pub use notify::{Signed, sign, signed_deposit};
+pub use notify::{FIRST_ATTEMPT_WAIT, Signed, sign, signed_deposit};
 pub use routes::router;
 pub use state::Transaction;
 

@@ -7,6 +7,7 @@ use domain::provider::ProviderEvent;
 use hmac::{Hmac, Mac};
 use serde::Serialize;
 use sha2::Sha512;
+use tokio::sync::oneshot;
 
 use crate::state::Transaction;
 
@@ -16,6 +17,11 @@ const RETRY_DELAYS_SECS: [u64; 7] = [1, 2, 4, 8, 15, 15, 15];
 
 /// How long one attempt may take before it counts as failed.
 const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The longest a simulated deposit's answer waits for its notification's first attempt: well
+/// under the api's 15 s for a call to a bank, so a slow service costs the caller a slow 202, not
+/// an error for money the sandbox did move.
+pub const FIRST_ATTEMPT_WAIT: Duration = Duration::from_secs(5);
 
 /// Lowercase hex HMAC-SHA512 of `body` under `secret`: the `X-Provider-Signature` header.
 pub fn sign(secret: &str, body: &[u8]) -> String {
@@ -73,6 +79,20 @@ pub fn client() -> anyhow::Result<reqwest::Client> {
         .build()?)
 }
 
+/// The end of a notification's first attempt (answered, refused, failed or timed out); the
+/// attempts after it go on in the background either way.
+pub struct FirstAttempt(Option<oneshot::Receiver<()>>);
+
+impl FirstAttempt {
+    /// Waits until the first attempt has ended, or `at_most`.
+    pub async fn wait(self, at_most: Duration) {
+        if let Some(ended) = self.0 {
+            // A dropped sender (the task ended) is an end too.
+            let _ = tokio::time::timeout(at_most, ended).await;
+        }
+    }
+}
+
 /// Sends a deposit notification in the background, retrying until a 2xx or the tries run out.
 /// The deposit is already recorded, so a lost notification is exactly what a recheck must find.
 pub fn spawn_delivery(
@@ -81,7 +101,7 @@ pub fn spawn_delivery(
     secret: &str,
     bank: Bank,
     transaction: &Transaction,
-) {
+) -> FirstAttempt {
     spawn_event(
         client,
         notify_url,
@@ -90,7 +110,7 @@ pub fn spawn_delivery(
         ProviderEvent::TransferReceived,
         &transaction.reference,
         transaction,
-    );
+    )
 }
 
 /// Sends `{"event", "data"}` to the service in the background, signed, retrying like a bank.
@@ -102,14 +122,14 @@ pub fn spawn_event<T: Serialize>(
     event: ProviderEvent,
     reference: &str,
     data: &T,
-) {
+) -> FirstAttempt {
     let Some(base) = notify_url else {
         tracing::warn!(
             provider_reference = %reference,
             event = event.as_str(),
             "no notify_url configured; notification skipped"
         );
-        return;
+        return FirstAttempt(None);
     };
     let Signed {
         path,
@@ -119,14 +139,16 @@ pub fn spawn_event<T: Serialize>(
         Ok(signed) => signed,
         Err(e) => {
             tracing::error!(error = %e, event = event.as_str(), "could not encode a notification");
-            return;
+            return FirstAttempt(None);
         }
     };
     let url = format!("{}{path}", base.trim_end_matches('/'));
     let reference = reference.to_owned();
+    let (first_ended, first) = oneshot::channel();
     tokio::spawn(async move {
-        deliver(&client, &url, body, &signature, &reference).await;
+        deliver(&client, &url, body, &signature, &reference, first_ended).await;
     });
+    FirstAttempt(Some(first))
 }
 
 async fn deliver(
@@ -135,7 +157,9 @@ async fn deliver(
     body: Vec<u8>,
     signature: &str,
     reference: &str,
+    first_ended: oneshot::Sender<()>,
 ) {
+    let mut first_ended = Some(first_ended);
     let attempts = RETRY_DELAYS_SECS.len() + 1;
     for attempt in 1..=attempts {
         let outcome = client
@@ -145,6 +169,10 @@ async fn deliver(
             .body(body.clone())
             .send()
             .await;
+        if let Some(ended) = first_ended.take() {
+            // Nobody waiting any more is fine: the answer went without it.
+            let _ = ended.send(());
+        }
         match outcome {
             Ok(response) if response.status().is_success() => {
                 tracing::info!(provider_reference = %reference, attempt, "notification delivered");

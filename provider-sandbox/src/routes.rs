@@ -327,13 +327,19 @@ async fn control_deposit(
         })?;
     if body.notify {
         let config = sandbox.config();
+        // Answered once the notification's first attempt has ended, as a bank that notifies as
+        // part of the transfer: the money shows in the service when the 202 arrives, and a
+        // caller simulating deposits as fast as it can goes no faster than the service stores
+        // them (answered at once, it would queue their webhooks by the thousand).
         notify::spawn_delivery(
             sandbox.http().clone(),
             config.notify_url.as_deref(),
             &config.secret,
             bank,
             &transaction,
-        );
+        )
+        .wait(notify::FIRST_ATTEMPT_WAIT)
+        .await;
     }
     let answer = json!({ "providerReference": transaction.reference });
     Ok((StatusCode::ACCEPTED, Json(answer)).into_response())

@@ -389,16 +389,10 @@ async fn deposits_are_listed_and_notified_only_when_asked() {
     let loud_ref = loud["providerReference"].as_str().expect("reference");
     assert_ne!(silent_ref, loud_ref);
 
-    let received = eventually(Duration::from_secs(3), async || {
-        let got = inbox.received();
-        if got.is_empty() {
-            Err("the notification has not arrived")
-        } else {
-            Ok(got)
-        }
-    })
-    .await;
-    // Give a wrongly sent silent notification the same chance to land before counting.
+    // The 202 comes once the notification's first attempt has ended: it has arrived already.
+    let received = inbox.received();
+    assert_eq!(received.len(), 1, "notified before the answer");
+    // Give a wrongly sent silent notification the chance to land before counting.
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(inbox.received().len(), 1, "notify: false sends nothing");
 
@@ -469,7 +463,14 @@ async fn a_refused_notification_is_retried_with_the_same_body() {
     .await;
     let (_, opened) = bank.open("wema-bank", "va_retry").await;
     let number = opened["accountNumber"].as_str().expect("a number");
-    let (_, sent) = bank.deposit("wema-bank", number, 700, true).await;
+    let (status, sent) = bank.deposit("wema-bank", number, 700, true).await;
+    assert_eq!(
+        status,
+        StatusCode::ACCEPTED,
+        "a refused notification does not fail the deposit"
+    );
+    assert_eq!(inbox.attempts(), 1, "answered after the first attempt");
+    assert!(inbox.received().is_empty());
 
     let received = eventually(Duration::from_secs(4), async || {
         let got = inbox.received();
@@ -489,6 +490,38 @@ async fn a_refused_notification_is_retried_with_the_same_body() {
     assert_eq!(headers["x-provider-signature"], sign(SECRET, body).as_str());
     let notification: Value = serde_json::from_slice(body).expect("json");
     assert_eq!(notification["data"]["reference"], sent["providerReference"]);
+}
+
+#[tokio::test]
+async fn a_service_that_never_answers_costs_a_slow_202_not_an_error() {
+    // A notification endpoint that takes the request and never answers.
+    let hanging = Router::new().route(
+        "/providers/{bank}/notifications",
+        post(async || {
+            tokio::time::sleep(Duration::from_secs(60)).await;
+            StatusCode::OK
+        }),
+    );
+    let address = test_support::http::serve(hanging).await;
+    let bank = Bank::start(SandboxConfig {
+        notify_url: Some(format!("http://{address}")),
+        ..config()
+    })
+    .await;
+    let (_, opened) = bank.open("wema-bank", "va_hang").await;
+    let number = opened["accountNumber"].as_str().expect("a number");
+    let asked = Instant::now();
+    let (status, sent) = bank.deposit("wema-bank", number, 900, true).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{sent}");
+    assert!(
+        asked.elapsed() >= provider_sandbox::FIRST_ATTEMPT_WAIT,
+        "waited for the first attempt as long as it may"
+    );
+    let (_, listed) = bank.get("/wema-bank/accounts/va_hang/transactions").await;
+    assert_eq!(
+        listed["data"][0]["reference"], sent["providerReference"],
+        "the money moved"
+    );
 }
 
 #[tokio::test]

@@ -200,7 +200,9 @@ pub struct SimulatedDepositAccepted {
 /// Simulate a deposit (test mode)
 ///
 /// Asks the test provider to send money to the account. With `notify: true` (default) the
-/// provider notifies the service as a real bank would, and the deposit appears shortly; with
+/// provider notifies the service as a real bank would, and answers once that notification's
+/// first attempt has ended (at most 5 s), so the deposit is usually listed by the time the 202
+/// arrives (after the provider's retries, when that attempt failed); with
 /// `notify: false` the notification is lost, so that a recheck can find it. Live keys get 403
 /// `test_mode_only`; an account without a number (pending, failed) is 409 `invalid_state`.
 #[utoipa::path(
