@@ -224,16 +224,20 @@ struct Pending {
 /// A round of one business's deposit statements, what became of each.
 fn run_round(_business: &Business, round: Vec<Pending>) -> BoxFuture<'static, Vec<Stored>> {
     Box::pin(async move {
-        if round.len() >= FEWEST_TOGETHER {
-            let deposits = round.len();
+        let deposits = round.len();
+        let outcome = if deposits >= FEWEST_TOGETHER {
             match together(&round).await {
-                Ok(stored) => return stored.into_iter().map(Ok).collect(),
+                Ok(stored) => {
+                    count_round(RoundOutcome::Together, deposits);
+                    return stored.into_iter().map(Ok).collect();
+                }
                 // One of them is not a plain new deposit: the usual reason, and its own answer.
                 Err(e) if is_refused(&e) => {
                     tracing::debug!(
                         deposits,
                         "a round of deposits rolled back; sent each on its own"
                     );
+                    RoundOutcome::Refused
                 }
                 Err(e) => {
                     tracing::warn!(
@@ -241,9 +245,13 @@ fn run_round(_business: &Business, round: Vec<Pending>) -> BoxFuture<'static, Ve
                         deposits,
                         "a round of deposits failed; sent each on its own"
                     );
+                    RoundOutcome::Failed
                 }
             }
-        }
+        } else {
+            RoundOutcome::Alone
+        };
+        count_round(outcome, deposits);
         futures::future::join_all(
             round
                 .into_iter()
@@ -251,6 +259,38 @@ fn run_round(_business: &Business, round: Vec<Pending>) -> BoxFuture<'static, Ve
         )
         .await
     })
+}
+
+/// What became of a round: the `outcome` label of its metrics.
+#[derive(Clone, Copy)]
+enum RoundOutcome {
+    /// Written by one transaction.
+    Together,
+    /// Fewer than [`FEWEST_TOGETHER`] waiting: each sent in autocommit.
+    Alone,
+    /// Rolled back because one of them was not a plain new deposit; then each on its own.
+    Refused,
+    /// Rolled back on any other error (a deadlock, a lost connection); then each on its own.
+    Failed,
+}
+
+impl RoundOutcome {
+    fn label(self) -> &'static str {
+        match self {
+            RoundOutcome::Together => "together",
+            RoundOutcome::Alone => "alone",
+            RoundOutcome::Refused => "refused",
+            RoundOutcome::Failed => "failed",
+        }
+    }
+}
+
+/// `deposit_rounds_total{outcome}` and `deposit_round_deposits_total{outcome}`: how often
+/// one business's deposits share a commit, and how many at a time (the second over the first).
+fn count_round(outcome: RoundOutcome, deposits: usize) {
+    metrics::counter!("deposit_rounds_total", "outcome" => outcome.label()).increment(1);
+    metrics::counter!("deposit_round_deposits_total", "outcome" => outcome.label())
+        .increment(deposits as u64);
 }
 
 /// One deposit's statement in autocommit.
@@ -498,6 +538,50 @@ mod tests {
         ]
     }
 
+    /// The rounds' metrics, read from a recorder installed for this test binary.
+    struct RoundCounts(metrics_util::debugging::Snapshotter);
+
+    fn round_counts() -> RoundCounts {
+        static SNAPSHOTTER: std::sync::OnceLock<metrics_util::debugging::Snapshotter> =
+            std::sync::OnceLock::new();
+        RoundCounts(
+            SNAPSHOTTER
+                .get_or_init(|| {
+                    let recorder = metrics_util::debugging::DebuggingRecorder::new();
+                    let snapshotter = recorder.snapshotter();
+                    recorder
+                        .install()
+                        .expect("no other recorder in this test binary");
+                    snapshotter
+                })
+                .clone(),
+        )
+    }
+
+    impl RoundCounts {
+        /// Per outcome, (rounds, deposits) counted since the last call (reading resets them).
+        fn since(&self) -> std::collections::HashMap<String, (u64, u64)> {
+            use metrics_util::debugging::DebugValue;
+            let mut counts = std::collections::HashMap::<String, (u64, u64)>::new();
+            for (key, _, _, value) in self.0.snapshot().into_vec() {
+                let key = key.key();
+                let (DebugValue::Counter(n), Some(outcome)) =
+                    (value, key.labels().find(|l| l.key() == "outcome"))
+                else {
+                    continue;
+                };
+                let entry = counts.entry(outcome.value().to_owned()).or_default();
+                match key.name() {
+                    "deposit_rounds_total" => entry.0 += n,
+                    "deposit_round_deposits_total" => entry.1 += n,
+                    _ => {}
+                }
+            }
+            counts.retain(|_, (rounds, _)| *rounds > 0);
+            counts
+        }
+    }
+
     #[tokio::test]
     async fn deposits_arriving_while_one_commits_share_the_next_transaction() {
         let Some(fresh) = fresh_database().await else {
@@ -556,6 +640,8 @@ mod tests {
             holder
         };
         recorded_once(deposit(0, 0).await.unwrap().unwrap());
+        let rounds = round_counts();
+        rounds.since();
 
         // While a deposit waits for the balance row (held here), ten more arrive, into both
         // accounts: they wait for its round, then share one transaction.
@@ -570,6 +656,8 @@ mod tests {
             recorded_once(answer.await.unwrap().unwrap());
         }
         assert_eq!(entries_and_transactions(db).await, [12, 3]);
+        let counted = rounds.since();
+        assert_eq!(counted.get("together"), Some(&(1, 10)), "{counted:?}");
         assert_eq!(
             count(db, "SELECT available FROM balances").await,
             1_200,
@@ -601,6 +689,9 @@ mod tests {
             recorded_once(answer.await.unwrap().unwrap());
         }
         assert_eq!(entries_and_transactions(db).await, [17, 8]);
+        let counted = rounds.since();
+        assert_eq!(counted.get("refused"), Some(&(1, 4)), "{counted:?}");
+        assert_eq!(counted.get("together"), None, "{counted:?}");
 
         // Fewer than FEWEST_TOGETHER waiting: each in autocommit.
         let holder = hold_balance().await;
@@ -614,6 +705,11 @@ mod tests {
             recorded_once(answer.await.unwrap().unwrap());
         }
         assert_eq!(entries_and_transactions(db).await, [20, 11]);
+        // Other tests' deposits go alone too, meanwhile: at least this test's three.
+        let counted = rounds.since();
+        let (_, alone) = counted.get("alone").copied().unwrap_or_default();
+        assert!(alone >= 3, "{counted:?}");
+        assert_eq!(counted.get("together"), None, "{counted:?}");
         assert_eq!(count(db, "SELECT count(*) FROM deposits").await, 20);
         assert_eq!(
             count(db, "SELECT count(*) FROM provider_notifications").await,
