@@ -5,7 +5,8 @@
 //! `job_duration_seconds{queue}`, `outbox_backlog`, `webhook_deliveries_total{outcome}`,
 //! `webhook_delivery_duration_seconds`, `webhook_dead_letters`,
 //! `provider_calls_total{bank,operation,outcome}`, `provider_call_duration_seconds{bank,operation}`,
-//! `deposit_rounds_total{outcome}`, `deposit_round_deposits_total{outcome}`;
+//! `deposit_conflicts_total{bank}`, `deposit_rounds_total{outcome}`,
+//! `deposit_round_deposits_total{outcome}`;
 //! the provider sandbox's own `sandbox_requests_total{method,route,status}` and
 //! `sandbox_request_duration_seconds{method,route}`; `http_connection_timeouts_total{phase}`
 //! (`header`, `body`, `idle`: connections a listener closed, see [`crate::http`]);
