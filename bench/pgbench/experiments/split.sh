@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# Issue 24, eleventh round: the creation's statements as they are (../create-statements.sql)
+# against the prototype where the account's number and status live in rows of their own
+# (account-split-schema.sql, account-split.sql), alternating, each on a fresh database: pgbench
+# -M prepared, 32 clients over 16 businesses, two 15 s runs per database, PostgreSQL's CPU per
+# creation from /proc (every postgres process, with the exited backends through the postmaster's
+# cutime and cstime, as bench/report.sh counts it) and the account updates that were HOT.
+#
+#   bench/pgbench/experiments/split.sh --bin /tmp/vas-target/release [--pairs 2] [--duration 15]
+#       [--database-url postgres://postgres@127.0.0.1:5432/postgres]
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+admin_url=postgres://postgres@127.0.0.1:5432/postgres
+bin=""
+pairs=2
+duration=15
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --bin) bin=$2; shift 2 ;;
+    --pairs) pairs=$2; shift 2 ;;
+    --duration) duration=$2; shift 2 ;;
+    --database-url) admin_url=$2; shift 2 ;;
+    *) echo "unknown argument $1 (see the top of $0)" >&2; exit 2 ;;
+  esac
+done
+[ -n "$bin" ] || { echo "--bin DIR (with the api binary, for its migrations) is required" >&2; exit 2; }
+pgbench=$(command -v pgbench || echo /usr/lib/postgresql/15/bin/pgbench)
+hz=$(getconf CLK_TCK)
+pg_cpu_ms() {
+  local total=0 t
+  for pid in $(pgrep -x postgres); do
+    t=$(sed 's/.*) //' "/proc/$pid/stat" 2>/dev/null | awk '{print $12 + $13 + $14 + $15}') || t=0
+    total=$((total + ${t:-0}))
+  done
+  echo $((total * 1000 / hz))
+}
+
+# `measure NAME STATEMENTS [SCHEMA]`: a fresh database migrated (then SCHEMA applied), the
+# pgbench businesses copied from one real business as bench/report.sh makes them, two runs.
+measure() {
+  local name=$1 statements=$2 schema=${3:-}
+  local db=vas_split_$$_$RANDOM
+  local url=${admin_url%/*}/$db
+  psql -q "$admin_url" -c "CREATE DATABASE $db" >/dev/null
+  VAS_DATABASE__URL=$url "$bin/api" migrate >/dev/null
+  local template
+  template=$(VAS_DATABASE__URL=$url VAS_CRYPTO__KEY=$(head -c 32 /dev/urandom | base64) \
+    "$bin/api" admin business create --name "Template Ltd" --kyb approved | jq -r .id)
+  psql -q "$url" -v ON_ERROR_STOP=1 <<SQL >/dev/null
+INSERT INTO businesses (id, name, kyb_status, created_at, updated_at)
+  SELECT 'biz_pgbench_' || g, 'Bench Ltd', 'approved', now(), now() FROM generate_series(1, 16) g;
+INSERT INTO business_modes (business_id, mode, webhook_url, webhook_secret_enc, created_at, updated_at)
+  SELECT 'biz_pgbench_' || g, mode, NULL, webhook_secret_enc, now(), now()
+  FROM business_modes, generate_series(1, 16) g WHERE business_id = '$template';
+SQL
+  [ -z "$schema" ] || psql -q "$url" -v ON_ERROR_STOP=1 -f "$schema" >/dev/null
+  psql -q "$url" -c "VACUUM ANALYZE" >/dev/null
+  local run before after out done failed tps
+  for run in 1 2; do
+    before=$(pg_cpu_ms)
+    out=$("$pgbench" -n -M prepared -c 32 -j 2 -T "$duration" -D businesses=16 -f "$statements" "$url" 2>&1)
+    after=$(pg_cpu_ms)
+    done=$(grep -oP 'actually processed: \K[0-9]+' <<<"$out")
+    failed=$(grep -oP 'number of failed transactions: \K[0-9]+' <<<"$out" || echo 0)
+    tps=$(grep -oP 'tps = \K[0-9]+' <<<"$out" | head -1)
+    printf '%s\trun %s\t%s creations/s\t%s ms of PostgreSQL CPU each\t%s failed\n' "$name" "$run" \
+      "$tps" "$(echo "scale=2; ($after - $before) / $done" | bc -l | sed 's/^\./0./')" "$failed"
+  done
+  psql -tA "$url" -c "SELECT 'updates of virtual_accounts: ' || n_tup_upd || ', HOT: ' || n_tup_hot_upd
+    FROM pg_stat_user_tables WHERE relname = 'virtual_accounts'" | sed "s/^/$name\t/"
+  psql -q "$admin_url" -c "DROP DATABASE $db" >/dev/null
+}
+
+for _ in $(seq 1 "$pairs"); do
+  measure "as they are" "$here/../create-statements.sql"
+  measure "split" "$here/account-split.sql" "$here/account-split-schema.sql"
+done
