@@ -2,7 +2,7 @@
 -- statements would cost if the account's number and status lived in rows of their own, so that
 -- the second write (pending → active with its number) touches no indexed column of
 -- virtual_accounts and PostgreSQL can make it a HOT update (no new entry in its indexes).
--- Applied after `api migrate` by split.sh; account-split.sql is the creation run against it.
+-- Applied after `api migrate` by split.sh, which runs the creation statements rewritten for it.
 --
 -- account_states: what lists filter on (status) and what keeps one live account per
 -- customerReference; account_numbers: what deposits are matched on, unique per mode and bank.
