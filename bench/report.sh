@@ -112,21 +112,8 @@ wait_ready() { # url
   echo "not ready: $1 (logs in $work)" >&2; exit 1
 }
 row() { printf '%s\t%s\t%s\t%s\n' "$1" "$2" "${3:--}" "${4:--}"; }
-# CPU time (ms) of processes so far: `cpu_ms PID…` (utime + stime); `pg_cpu_ms`: every
-# PostgreSQL process, with the time of the backends that have exited (the postmaster's cutime +
-# cstime: pgbench's connections end with it); a process gone meanwhile counts 0.
-hz=$(getconf CLK_TCK)
-cpu_ms() {
-  local total=0 t fields=${CPU_FIELDS:-'$12 + $13'}
-  for pid in "$@"; do
-    # Fields 14–17 (utime, stime, cutime, cstime) after the name, which is in parentheses and
-    # may hold spaces.
-    t=$(sed 's/.*) //' "/proc/$pid/stat" 2>/dev/null | awk "{print $fields}") || t=0
-    total=$((total + ${t:-0}))
-  done
-  echo $((total * 1000 / hz))
-}
-pg_cpu_ms() { CPU_FIELDS='$12 + $13 + $14 + $15' cpu_ms $(pgrep -x postgres); }
+# cpu_ms, pg_cpu_ms and pgbench_businesses
+. "$here/pgbench/common.sh"
 # `timed NAME ERRFILE COMMAND…`: runs the command (stderr appended to ERRFILE) and writes its user
 # + system CPU in ms, threads and children included (bash's `time`), to $work/NAME.cpu.
 TIMEFORMAT='%3U %3S'
@@ -161,16 +148,8 @@ for n in $(seq 1 16); do
 done
 one_key=${keys[0]}
 all_keys=$(IFS=,; echo "${keys[*]}")
-# pgbench's businesses (biz_pgbench_1…16): copies of one created above, in the same tables.
-psql -q "$db_url" -v ON_ERROR_STOP=1 <<SQL >/dev/null
-INSERT INTO businesses (id, name, kyb_status, created_at, updated_at)
-  SELECT 'biz_pgbench_' || g, 'Bench Ltd', 'approved', now(), now() FROM generate_series(1, 16) g
-  ON CONFLICT DO NOTHING;
-INSERT INTO business_modes (business_id, mode, webhook_url, webhook_secret_enc, created_at, updated_at)
-  SELECT 'biz_pgbench_' || g, mode, NULL, webhook_secret_enc, now(), now()
-  FROM business_modes, generate_series(1, 16) g WHERE business_id = '$template'
-  ON CONFLICT DO NOTHING;
-SQL
+# pgbench's businesses: copies of one created above, in the same tables.
+pgbench_businesses "$db_url" "$template"
 
 start provider-sandbox "$bin/provider-sandbox"
 wait_ready "http://127.0.0.1:$sandbox_port/readyz"

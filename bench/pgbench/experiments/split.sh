@@ -27,56 +27,46 @@ while [ $# -gt 0 ]; do
 done
 [ -n "$bin" ] || { echo "--bin DIR (with the api binary, for its migrations) is required" >&2; exit 2; }
 pgbench=$(command -v pgbench || echo /usr/lib/postgresql/15/bin/pgbench)
-hz=$(getconf CLK_TCK)
-pg_cpu_ms() {
-  local total=0 t
-  for pid in $(pgrep -x postgres); do
-    t=$(sed 's/.*) //' "/proc/$pid/stat" 2>/dev/null | awk '{print $12 + $13 + $14 + $15}') || t=0
-    total=$((total + ${t:-0}))
-  done
-  echo $((total * 1000 / hz))
-}
+# pg_cpu_ms and pgbench_businesses, as bench/report.sh measures and makes them
+. "$here/../common.sh"
 
 # `measure NAME STATEMENTS [SCHEMA]`: a fresh database migrated (then SCHEMA applied), the
 # pgbench businesses copied from one real business as bench/report.sh makes them, two runs.
 measure() {
   local name=$1 statements=$2 schema=${3:-}
   local db=vas_split_$$_$RANDOM
+  current_db=$db
   local url=${admin_url%/*}/$db
   psql -q "$admin_url" -c "CREATE DATABASE $db" >/dev/null
   VAS_DATABASE__URL=$url "$bin/api" migrate >/dev/null
   local template
   template=$(VAS_DATABASE__URL=$url VAS_CRYPTO__KEY=$(head -c 32 /dev/urandom | base64) \
     "$bin/api" admin business create --name "Template Ltd" --kyb approved | jq -r .id)
-  psql -q "$url" -v ON_ERROR_STOP=1 <<SQL >/dev/null
-INSERT INTO businesses (id, name, kyb_status, created_at, updated_at)
-  SELECT 'biz_pgbench_' || g, 'Bench Ltd', 'approved', now(), now() FROM generate_series(1, 16) g;
-INSERT INTO business_modes (business_id, mode, webhook_url, webhook_secret_enc, created_at, updated_at)
-  SELECT 'biz_pgbench_' || g, mode, NULL, webhook_secret_enc, now(), now()
-  FROM business_modes, generate_series(1, 16) g WHERE business_id = '$template';
-SQL
+  pgbench_businesses "$url" "$template"
   [ -z "$schema" ] || psql -q "$url" -v ON_ERROR_STOP=1 -f "$schema" >/dev/null
   psql -q "$url" -c "VACUUM ANALYZE" >/dev/null
-  local run before after out done failed tps
+  local run before after out count failed tps
   for run in 1 2; do
     before=$(pg_cpu_ms)
     out=$("$pgbench" -n -M prepared -c 32 -j 2 -T "$duration" -D businesses=16 -f "$statements" "$url" 2>&1)
     after=$(pg_cpu_ms)
-    done=$(grep -oP 'actually processed: \K[0-9]+' <<<"$out")
+    count=$(grep -oP 'actually processed: \K[0-9]+' <<<"$out")
     failed=$(grep -oP 'number of failed transactions: \K[0-9]+' <<<"$out" || echo 0)
     tps=$(grep -oP 'tps = \K[0-9]+' <<<"$out" | head -1)
     printf '%s\trun %s\t%s creations/s\t%s ms of PostgreSQL CPU each\t%s failed\n' "$name" "$run" \
-      "$tps" "$(echo "scale=2; ($after - $before) / $done" | bc -l | sed 's/^\./0./')" "$failed"
+      "$tps" "$(echo "scale=2; ($after - $before) / $count" | bc -l | sed 's/^\./0./')" "$failed"
   done
   psql -tA "$url" -c "SELECT 'updates of virtual_accounts: ' || n_tup_upd || ', HOT: ' || n_tup_hot_upd
     FROM pg_stat_user_tables WHERE relname = 'virtual_accounts'" | sed "s/^/$name\t/"
   psql -q "$admin_url" -c "DROP DATABASE $db" >/dev/null
+  current_db=""
 }
 
 # The split's statements are the service's (../create-statements.sql) with three parts rewritten,
 # so the two cannot drift apart: if a part is no longer found there, this stops and says which.
 split_sql=$(mktemp --suffix=.sql /tmp/account-split.XXXXXX)
-trap 'rm -f "$split_sql"' EXIT
+current_db="" # the database a measurement is using, dropped if this stops half-way
+trap 'rm -f "$split_sql"; [ -z "$current_db" ] || psql -q "$admin_url" -c "DROP DATABASE IF EXISTS $current_db" >/dev/null 2>&1' EXIT
 python3 - "$here/../create-statements.sql" "$split_sql" <<'PY'
 import sys
 text = open(sys.argv[1]).read()
