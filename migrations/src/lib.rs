@@ -24,6 +24,7 @@ mod m0018_sign_in_audit;
 mod m0019_audit_key_actor;
 mod m0020_payout_provider_lease;
 mod m0021_one_statement_refusal;
+mod m0022_hot_activation;
 
 pub struct Migrator;
 
@@ -51,6 +52,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0019_audit_key_actor::Migration),
             Box::new(m0020_payout_provider_lease::Migration),
             Box::new(m0021_one_statement_refusal::Migration),
+            Box::new(m0022_hot_activation::Migration),
         ]
     }
 }

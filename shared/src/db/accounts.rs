@@ -9,7 +9,9 @@ use sea_orm::{
     QuerySelect, TransactionSession, TransactionTrait,
 };
 
-use super::entities::{business_mode, idempotency_key, virtual_account};
+use super::entities::{
+    account_number, account_state, business_mode, idempotency_key, virtual_account,
+};
 use super::idempotency::{self, Claim, Scope, StoredKey};
 use super::outbox::{Mark, enqueue};
 use super::paging;
@@ -26,6 +28,8 @@ pub use virtual_account::Model as Account;
 pub use super::tallies::LIMIT_WINDOW;
 
 mod one_statement;
+#[cfg(test)]
+mod side_rows;
 
 /// Who is creating, and under which key.
 pub struct CreateRequest<'a> {
@@ -79,9 +83,10 @@ pub enum CreateOutcome {
 /// One short transaction, in the order that keeps the business-and-mode row lock shortest: the
 /// key is claimed (a request with the same key waits for this transaction, then finds the key);
 /// the account is written unless its customerReference already has a live account (the unique
-/// index `virtual_accounts_live_reference` decides, so two creations with one reference cannot
-/// both win); its provisioning job; then one statement locks the row and counts the creation in
-/// the rolling hour, and the transaction commits (or rolls back everything over the limit).
+/// index `virtual_accounts_live_reference_key` decides, so two creations with one reference
+/// cannot both win); its provisioning job; then one statement locks the row and counts the
+/// creation in the rolling hour, and the transaction commits (or rolls back everything over the
+/// limit).
 /// Creations of one business and mode, in any process, queue only for that last statement and
 /// the commit.
 pub async fn create(
@@ -357,28 +362,31 @@ fn push_settle_active_values(
     ]);
 }
 
-/// No other account of the updated row's mode and bank holds `account_number` (a condition of an
-/// update of `virtual_accounts`).
+/// No account of the updated row's mode and bank holds `account_number` (a condition of an
+/// update of `virtual_accounts`, read from `account_numbers`).
 fn number_free(account_number: &str) -> Condition {
-    use sea_orm::sea_query::{Alias, ExprTrait, Query};
+    use account_number::Column as N;
+    use sea_orm::sea_query::{ExprTrait, Query};
     use virtual_account::Column as Col;
-    let held = Alias::new("held");
     let holder = Query::select()
         .expr(Expr::val(1))
-        .from_as(virtual_account::Entity, held.clone())
+        .from(account_number::Entity)
         .and_where(
-            Expr::col((held.clone(), Col::Mode)).equals((virtual_account::Entity, Col::Mode)),
+            Expr::col((account_number::Entity, N::Mode))
+                .equals((virtual_account::Entity, Col::Mode)),
         )
         .and_where(
-            Expr::col((held.clone(), Col::Bank)).equals((virtual_account::Entity, Col::Bank)),
+            Expr::col((account_number::Entity, N::Bank))
+                .equals((virtual_account::Entity, Col::Bank)),
         )
-        .and_where(Expr::col((held, Col::AccountNumber)).eq(account_number))
+        .and_where(Expr::col((account_number::Entity, N::AccountNumber)).eq(account_number))
         .to_owned();
     Condition::all().add(Expr::exists(holder).not())
 }
 
 /// Runs an update that writes an account number, in a savepoint: None when the number is another
-/// account's already (unique index `virtual_accounts_mode_bank_number`, recognised by SQLSTATE),
+/// account's already (the primary key of `account_numbers`, which the trigger on
+/// `virtual_accounts` writes; recognised by SQLSTATE),
 /// with the caller's transaction still usable (on PostgreSQL a failed statement would abort it).
 async fn write_number<C: ConnectionTrait + TransactionTrait>(
     db: &C,
@@ -406,20 +414,17 @@ async fn number_held<C: ConnectionTrait>(
     account_id: &str,
     account_number: &str,
 ) -> Result<(), DbErr> {
-    use virtual_account::Column as Col;
     let Some(account) = virtual_account::Entity::find_by_id(account_id.to_owned())
         .one(db)
         .await?
     else {
         return Ok(());
     };
-    let holder = virtual_account::Entity::find()
-        .filter(Col::Mode.eq(account.mode))
-        .filter(Col::Bank.eq(account.bank))
-        .filter(Col::AccountNumber.eq(account_number))
-        .one(db)
-        .await?
-        .map(|a| a.id);
+    let holder =
+        account_number::Entity::find_by_id((account.mode, account.bank, account_number.to_owned()))
+            .one(db)
+            .await?
+            .map(|held| held.account_id);
     tracing::error!(
         account_id,
         bank = %account.bank,
@@ -551,6 +556,7 @@ fn live_by_reference(
     req: &CreateRequest<'_>,
     reference: &str,
 ) -> sea_orm::Select<virtual_account::Entity> {
+    use sea_orm::sea_query::{Alias, ExprTrait};
     // The business and mode opaque to the planner: see `db::eq_opaque`.
     virtual_account::Entity::find()
         .filter(super::eq_opaque(
@@ -558,12 +564,11 @@ fn live_by_reference(
             req.business_id,
         ))
         .filter(super::eq_opaque(virtual_account::Column::Mode, req.mode))
-        .filter(virtual_account::Column::CustomerReference.eq(reference))
-        // The live-reference index's own predicate: as constants, or no generic plan uses it.
-        .filter(super::in_constants(
-            virtual_account::Column::Status,
-            [AccountStatus::Pending, AccountStatus::Active],
-        ))
+        // The live-reference index's key (the reference while the account is pending or
+        // active) and, implied by it, the index's predicate.
+        .filter(
+            Expr::col((virtual_account::Entity, Alias::new(LIVE_REFERENCE_COLUMN))).eq(reference),
+        )
 }
 
 /// The values [`live_by_reference`] binds as the select of `EXISTS (SELECT 1 …)`, in its order
@@ -677,7 +682,6 @@ fn account_insert(
     only_with: Option<&str>,
 ) -> Result<sea_orm::sea_query::InsertStatement, DbErr> {
     use sea_orm::sea_query::{Alias, OnConflict, Query};
-    use virtual_account::Column as Col;
     // One reading of the clock for both stamps: `INSERT … SELECT …, stamp.t, stamp.t FROM
     // (SELECT <clock> AS t) stamp`.
     let stamp = Query::select()
@@ -691,18 +695,27 @@ fn account_insert(
     let mut insert = super::insert_select::<virtual_account::Entity>(values, "the account insert")?;
     insert
         .on_conflict(
-            OnConflict::columns([Col::BusinessId, Col::Mode, Col::CustomerReference])
-                .target_and_where(Expr::cust(LIVE_REFERENCE))
-                .do_nothing()
-                .to_owned(),
+            OnConflict::columns([
+                Alias::new("business_id"),
+                Alias::new("mode"),
+                Alias::new(LIVE_REFERENCE_COLUMN),
+            ])
+            .target_and_where(Expr::cust(LIVE_REFERENCE))
+            .do_nothing()
+            .to_owned(),
         )
         .returning_all();
     Ok(insert)
 }
 
-/// The predicate of the unique index `virtual_accounts_live_reference` (m0001): a conflict target
-/// names it so that only this index decides "already has a live account".
-const LIVE_REFERENCE: &str = "customer_reference IS NOT NULL AND status IN ('pending', 'active')";
+/// The predicate of the unique index `virtual_accounts_live_reference_key` (m0022): a conflict
+/// target names it so that only this index decides "already has a live account".
+const LIVE_REFERENCE: &str = "live_reference IS NOT NULL";
+
+/// The generated column (m0022) that holds an account's customerReference while the account is
+/// pending or active, and NULL otherwise: one live account per reference is a unique index on it.
+/// Not in the entity: the database alone writes it.
+const LIVE_REFERENCE_COLUMN: &str = "live_reference";
 
 /// The provider's open-account request for an account, built from its stored row alone (the
 /// identity decrypted for this call only): the api's create and worker-provisioning both send
@@ -778,11 +791,11 @@ pub struct ListQuery<'a> {
 }
 
 /// What `q` searches, lower-cased and joined by U+001F (which a search text never holds: the api
-/// refuses control characters), so a match never spans two fields. The `m0013_list_indexes`
-/// trigram index is on exactly this expression: keep the two the same.
+/// refuses control characters), so a match never spans two fields. The `m0022_hot_activation`
+/// trigram index is on exactly this expression: keep the two the same. The account number is not
+/// in it (an account's activation must change no indexed column): see [`list`].
 pub const SEARCH_TEXT: &str = "lower(customer_name || chr(31) || customer_email || chr(31) || \
-     coalesce(customer_reference, '') || chr(31) || customer_phone || chr(31) || \
-     coalesce(account_number, ''))";
+     coalesce(customer_reference, '') || chr(31) || customer_phone)";
 
 /// A page of one business's accounts in one mode, newest first, and the total.
 pub async fn list<C: ConnectionTrait>(
@@ -791,15 +804,31 @@ pub async fn list<C: ConnectionTrait>(
     mode: Mode,
     query: &ListQuery<'_>,
 ) -> Result<(paging::Fetched<Account>, paging::Total), DbErr> {
-    use sea_orm::sea_query::ExprTrait;
+    use sea_orm::RelationTrait;
+    use sea_orm::sea_query::{ExprTrait, Query, UnionType};
     use virtual_account::Column as C_;
     let mut select = virtual_account::Entity::find()
         .filter(C_::BusinessId.eq(business_id))
         .filter(C_::Mode.eq(mode));
-    if let Some(status) = query.status {
-        select = select.filter(C_::Status.eq(status));
-    }
     let q = query.q.filter(|q| !q.is_empty());
+    // Without a search, a status filter walks `account_states`' (…, status, created_at, id) index
+    // and reads each account beside it; with one, the search's index decides and the status is
+    // read from the account itself.
+    let by_state = query.status.is_some() && q.is_none();
+    if let Some(status) = query.status {
+        select = if by_state {
+            select
+                .join_rev(
+                    sea_orm::JoinType::InnerJoin,
+                    account_state::Relation::Account.def(),
+                )
+                .filter(account_state::Column::BusinessId.eq(business_id))
+                .filter(account_state::Column::Mode.eq(mode))
+                .filter(account_state::Column::Status.eq(status))
+        } else {
+            select.filter(C_::Status.eq(status))
+        };
+    }
     if let Some(q) = q {
         // Case-insensitive substring, with LIKE's wildcards in the search text taken literally.
         let escaped = q
@@ -814,10 +843,38 @@ pub async fn list<C: ConnectionTrait>(
             && q.chars().count() >= 3
             && !q.contains('\u{1f}');
         if trigram {
-            select = select.filter(Expr::cust_with_values(
+            let text = Expr::cust_with_values(
                 format!("{SEARCH_TEXT} LIKE $1 ESCAPE '\\'"),
-                [pattern],
-            ));
+                [pattern.clone()],
+            );
+            // Account numbers are ten digits (domain::provider): only digits can match one, and
+            // then the accounts whose number matches (`account_numbers`' own trigram index) join
+            // those whose text does, as one set the planner can read from both indexes.
+            if q.bytes().all(|b| b.is_ascii_digit()) {
+                use account_number::Column as N;
+                let mut matching = Query::select()
+                    .column(C_::Id)
+                    .from(virtual_account::Entity)
+                    .and_where(C_::BusinessId.eq(business_id))
+                    .and_where(C_::Mode.eq(mode))
+                    .and_where(text)
+                    .to_owned();
+                matching.union(
+                    UnionType::All,
+                    Query::select()
+                        .column(N::AccountId)
+                        .from(account_number::Entity)
+                        .and_where(N::BusinessId.eq(business_id))
+                        .and_where(N::Mode.eq(mode))
+                        .and_where(
+                            Expr::col(N::AccountNumber).like(LikeExpr::new(pattern).escape('\\')),
+                        )
+                        .to_owned(),
+                );
+                select = select.filter(C_::Id.in_subquery(matching));
+            } else {
+                select = select.filter(text);
+            }
         } else {
             let mut any = Condition::any();
             for col in [
@@ -844,10 +901,21 @@ pub async fn list<C: ConnectionTrait>(
             estimate: false,
         }
     };
-    let fetched = paging::fetch(db, select, C_::CreatedAt, C_::Id, query.request, |a| {
-        (a.created_at, a.id.clone())
-    })
-    .await?;
+    let key_of = |a: &Account| (a.created_at, a.id.clone());
+    let fetched = if by_state {
+        use account_state::Column as S;
+        paging::fetch(
+            db,
+            select,
+            S::CreatedAt,
+            S::AccountId,
+            query.request,
+            key_of,
+        )
+        .await?
+    } else {
+        paging::fetch(db, select, C_::CreatedAt, C_::Id, query.request, key_of).await?
+    };
     Ok((fetched, total))
 }
 

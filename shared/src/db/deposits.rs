@@ -7,7 +7,9 @@ use sea_orm::{
     DbBackend, DbErr, EntityTrait, PaginatorTrait, QueryFilter, QuerySelect, TransactionTrait,
 };
 
-use super::entities::{deposit, deposit_conflict, provider_notification, virtual_account};
+use super::entities::{
+    account_number, deposit, deposit_conflict, provider_notification, virtual_account,
+};
 use super::list_counts::{self, List};
 use super::paging;
 use crate::json::{AccountView, DepositView};
@@ -152,12 +154,18 @@ async fn record_in<C: ConnectionTrait>(
     Ok((Recorded::New(Box::new(row)), credit))
 }
 
-/// The account a report is for: its bank and mode's account with the reported number.
+/// The account a report is for: its bank and mode's account with the reported number (found
+/// through `account_numbers`, the number's one index).
 fn account_for(report: Report<'_>) -> sea_orm::Select<virtual_account::Entity> {
-    virtual_account::Entity::find()
-        .filter(virtual_account::Column::Mode.eq(report.mode))
-        .filter(virtual_account::Column::Bank.eq(report.bank))
-        .filter(virtual_account::Column::AccountNumber.eq(report.tx.account_number.as_str()))
+    use account_number::Column as N;
+    let holder = sea_orm::sea_query::Query::select()
+        .column(N::AccountId)
+        .from(account_number::Entity)
+        .and_where(N::Mode.eq(report.mode))
+        .and_where(N::Bank.eq(report.bank))
+        .and_where(N::AccountNumber.eq(report.tx.account_number.as_str()))
+        .to_owned();
+    virtual_account::Entity::find().filter(virtual_account::Column::Id.in_subquery(holder))
 }
 
 /// The values [`account_for`] binds, in its order (a [`super::Rendered`] statement).
@@ -646,13 +654,13 @@ async fn mode_select<C: ConnectionTrait>(
         select = select.filter(Col::Status.eq(status));
     }
     if let Some(search) = query.search.filter(|s| !s.is_empty()) {
-        let accounts: Vec<String> = virtual_account::Entity::find()
+        let accounts: Vec<String> = account_number::Entity::find()
             .select_only()
-            .column(virtual_account::Column::Id)
-            .filter(virtual_account::Column::Mode.eq(query.mode))
-            .filter(virtual_account::Column::Bank.is_in(Bank::ALL))
-            .filter(virtual_account::Column::AccountNumber.eq(search))
-            .filter(virtual_account::Column::BusinessId.eq(query.business_id))
+            .column(account_number::Column::AccountId)
+            .filter(account_number::Column::Mode.eq(query.mode))
+            .filter(account_number::Column::Bank.is_in(Bank::ALL))
+            .filter(account_number::Column::AccountNumber.eq(search))
+            .filter(account_number::Column::BusinessId.eq(query.business_id))
             .into_tuple()
             .all(db)
             .await?;

@@ -436,6 +436,11 @@ pub(crate) mod testing {
 
     /// None without `TEST_DATABASE_URL`.
     pub async fn fresh_database() -> Option<Fresh> {
+        fresh_database_at(None).await
+    }
+
+    /// [`fresh_database`] with only the first `steps` migrations applied (all with None).
+    pub async fn fresh_database_at(steps: Option<u32>) -> Option<Fresh> {
         let admin_url = std::env::var("TEST_DATABASE_URL")
             .ok()
             .filter(|u| !u.is_empty())?;
@@ -447,7 +452,7 @@ pub(crate) mod testing {
             .unwrap();
         let url = format!("{}/{name}", admin_url.rsplit_once('/').unwrap().0);
         let db = Database::connect(&url).await.unwrap();
-        migrations::Migrator::up(&db, None).await.unwrap();
+        migrations::Migrator::up(&db, steps).await.unwrap();
         Some(Fresh {
             db,
             admin,

@@ -148,18 +148,20 @@ pub struct Fetched<M> {
 
 /// One page of `select` (already filtered), newest first on (`created`, `id`): by offset for a
 /// page number, by key (`(created, id) < (…)`, which the (…, created_at, id) indexes serve) for a
-/// cursor. Reads one row more than the page to know whether another page follows.
-pub async fn fetch<E, C>(
+/// cursor. Reads one row more than the page to know whether another page follows. The order's
+/// columns may be a joined table's that carries the same values (an index walked in its stead).
+pub async fn fetch<E, C, K>(
     db: &C,
     select: Select<E>,
-    created: E::Column,
-    id: E::Column,
+    created: K,
+    id: K,
     request: &PageRequest,
     key_of: impl Fn(&E::Model) -> (DateTime<Utc>, String),
 ) -> Result<Fetched<E::Model>, DbErr>
 where
     E: EntityTrait,
     C: ConnectionTrait,
+    K: ColumnTrait,
 {
     let mut select = select.order_by_desc(created).order_by_desc(id);
     match &request.position {

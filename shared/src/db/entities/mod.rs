@@ -2,6 +2,8 @@
 //! stored as their text: a value that is none of them is an error when the row is read.
 
 pub mod account_count;
+pub mod account_number;
+pub mod account_state;
 pub mod api_key;
 pub mod audit_entry;
 pub mod balance;
