@@ -1,5 +1,5 @@
-# Sourced by bench/report.sh and bench/pgbench/experiments/split.sh: how both count CPU and make
-# the businesses pgbench's statements write to, so the two measure the same way.
+# Sourced by bench/report.sh: how it counts CPU and makes the businesses pgbench's statements
+# write to (kept apart so that an experiment beside it measures the same way).
 
 # CPU time (ms) of processes so far: `cpu_ms PID…` (utime + stime); `pg_cpu_ms`: every
 # PostgreSQL process, with the time of the backends that have exited (the postmaster's cutime +

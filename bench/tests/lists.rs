@@ -35,13 +35,19 @@ async fn loads_lists_searches_and_explains_on_postgres() {
         .map(|c| (c.name.as_str(), c.total))
         .collect();
     assert_eq!(
-        totals[..7],
+        totals[..11],
         [
             ("page 1", Some((1_000, false))),
             ("q = one account's e-mail", Some((1, false))),
             // Parts of that e-mail find that account alone.
             ("q = part of an e-mail (local part + @)", Some((1, false))),
             ("q = part of an e-mail (digits + @)", Some((1, false))),
+            // The number is found through `account_numbers`, not the text's trigram index.
+            ("q = one account's number", Some((1, false))),
+            ("q = part of a number (its last 6 digits)", Some((1, false))),
+            // Every 50th loaded account is deactivated: `account_states` holds each status.
+            ("status=active", Some((980, false))),
+            ("status=deactivated", Some((20, false))),
             ("q matching nothing", Some((0, false))),
             (
                 "cursor hops from page 10 (nextCursor)",
@@ -61,7 +67,7 @@ async fn loads_lists_searches_and_explains_on_postgres() {
         );
     }
     assert_eq!(
-        totals[7..],
+        totals[11..],
         [
             ("deposits: page 1", Some((3_000, false))),
             (
@@ -104,7 +110,8 @@ async fn loads_lists_searches_and_explains_on_postgres() {
             case.stats.error_samples
         );
     }
-    assert_eq!(report.plans.len(), 7 + 3 + 4 + 4 + 3);
+    // The accounts' 9 (a search by number and a status filter among them), then the others'.
+    assert_eq!(report.plans.len(), 9 + 3 + 4 + 4 + 3);
     assert!(report.api_rss_kb.is_some());
     let text = report.to_text();
     assert!(text.contains("| page 1 |"), "{text}");
