@@ -70,7 +70,7 @@ impl MigrationTrait for Migration {
                     .to_owned(),
             )
             .await?;
-        // Filled before their indexes and triggers exist (one pass each, no per-row trigger).
+        // Filled before their other indexes and the trigger exist (one pass each).
         db.execute_unprepared(
             "INSERT INTO account_states (account_id, business_id, mode, status, created_at) \
              SELECT id, business_id, mode, status, created_at FROM virtual_accounts",
@@ -126,8 +126,8 @@ impl MigrationTrait for Migration {
 
 impl Migration {
     /// One row trigger keeps both tables: a new account's state (and number, if it has one), a
-    /// changed status (or creation stamp, which only tests move), a number written once. A number is never changed or taken away: that is
-    /// refused here, whoever tries.
+    /// changed status (or creation stamp, which only tests move), a number written once. A
+    /// number is never changed or taken away: that is refused here, whoever tries.
     async fn postgres_triggers(&self, manager: &SchemaManager<'_>) -> Result<(), DbErr> {
         let db = manager.get_connection();
         db.execute_unprepared(
