@@ -24,6 +24,13 @@ pub struct Migration;
 /// stored column rewrites the table once (seconds at a million accounts).
 #[async_trait::async_trait]
 impl MigrationTrait for Migration {
+    /// In one transaction on SQLite too (sea-orm wraps only PostgreSQL's by default): `api dev`
+    /// killed half-way through would otherwise leave the column added and the rest undone, and
+    /// the migration could never run again.
+    fn use_transaction(&self) -> Option<bool> {
+        Some(true)
+    }
+
     async fn up(&self, manager: &SchemaManager) -> Result<(), DbErr> {
         let db = manager.get_connection();
         let postgres = db.get_database_backend() == DbBackend::Postgres;

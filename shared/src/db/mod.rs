@@ -301,7 +301,7 @@ pub(crate) fn cte(
 }
 
 /// `column IN (values)` with the values written into the SQL as constants, not bound. A
-/// partial index whose predicate names them (`status IN ('pending', 'active')`) serves only a
+/// partial index whose predicate names them (`rechecks_one_open`'s `status IN (…)`) serves only a
 /// plan that sees those constants: with parameters, the generic plan of a prepared statement
 /// cannot use the index, and PostgreSQL plans the statement afresh on every execution instead
 /// (issue 24: 0.65 ms of planning per creation). Only for a closed set of our own values.

@@ -228,3 +228,42 @@ async fn the_rows_beside_an_account_follow_it_whoever_writes_it() {
         }
     }
 }
+
+#[tokio::test]
+async fn a_migration_that_fails_half_way_leaves_nothing_behind() {
+    for (db, fresh) in databases(Some(steps_before_side_rows())).await {
+        let backend = db.get_database_backend();
+        // A table in the way of the migration's second table: it fails after its first steps.
+        db.execute_unprepared("CREATE TABLE account_numbers (x integer)")
+            .await
+            .unwrap();
+        migrations::Migrator::up(&db, None)
+            .await
+            .expect_err("the table in the way");
+        for undone in [
+            "SELECT live_reference FROM virtual_accounts",
+            "SELECT count(*) FROM account_states",
+        ] {
+            assert!(
+                db.execute_unprepared(undone).await.is_err(),
+                "{backend:?}: {undone} should find nothing of the failed migration"
+            );
+        }
+        // Out of the way, it runs whole.
+        db.execute_unprepared("DROP TABLE account_numbers")
+            .await
+            .unwrap();
+        migrations::Migrator::up(&db, None).await.unwrap();
+        let business = business(&db).await;
+        insert(&db, &business, "va_1", "pending", None, Some("r1"))
+            .await
+            .unwrap();
+        assert_eq!(
+            beside(&db).await,
+            [row("va_1", "pending", None, Some("r1"))]
+        );
+        if let Some(fresh) = fresh {
+            fresh.drop().await;
+        }
+    }
+}
