@@ -297,6 +297,7 @@ on_both_brokers!(
     a_long_outage_leaves_one_message_per_job,
     a_relay_that_dies_mid_publish_leaves_nothing_behind,
     a_replayed_dead_job_leaves_no_copy_in_the_dead_letter_queue,
+    relays_claiming_at_once_share_the_due_jobs_oldest_first,
 );
 
 /// Item 9: a relay whose clock runs 5 s ahead publishes a job 3 s early. The consumer does not
@@ -510,6 +511,87 @@ async fn a_relay_that_dies_mid_publish_leaves_nothing_behind(env: Arc<Env>) {
     }
     sleep(Duration::from_millis(1000)).await;
     assert_eq!(env.broker.depth("provisioning", false).await.unwrap(), 3);
+}
+
+/// Relays claiming at the same moment (`FOR UPDATE SKIP LOCKED` on PostgreSQL) split the due jobs
+/// between them: none claimed twice, none left behind, none claimed before it is due, each batch
+/// oldest first. A claim is settled only by the relay that holds it.
+async fn relays_claiming_at_once_share_the_due_jobs_oldest_first(env: Arc<Env>) {
+    let now = domain::time::now();
+    let mut due = Vec::new();
+    // Written newest first, so that the order claimed is the jobs' time, not the order written.
+    for n in 0..30 {
+        let at = now - chrono::Duration::seconds(n as i64 + 1);
+        due.push(env.enqueue(&provision(n), at).await);
+    }
+    let later = env
+        .enqueue(&provision(99), now + chrono::Duration::minutes(5))
+        .await;
+    let until = |k: i64| outbox::claim_until(now, Duration::from_secs(60 + k as u64));
+    let claims =
+        futures::future::join_all((0..4).map(|k| outbox::claim_due(&env.db, now, until(k), 10)))
+            .await;
+    let mut claimed: Vec<String> = Vec::new();
+    for (k, batch) in claims.into_iter().enumerate() {
+        let batch = batch.unwrap();
+        assert!(batch.len() <= 10, "a batch is at most its size");
+        assert!(
+            batch.windows(2).all(|w| w[0].run_at <= w[1].run_at),
+            "each batch oldest first"
+        );
+        for row in &batch {
+            let stored = env.job(&row.id).await;
+            assert!(stored.published_at.is_some(), "{} marked published", row.id);
+            assert_eq!(stored.publishing_until, Some(until(k as i64)), "{}", row.id);
+            assert!(stored.started_at.is_none());
+        }
+        claimed.extend(batch.into_iter().map(|row| row.id));
+    }
+    let mut sorted = claimed.clone();
+    sorted.sort();
+    sorted.dedup();
+    assert_eq!(sorted.len(), claimed.len(), "a job claimed twice");
+    let mut expected = due.clone();
+    expected.sort();
+    assert_eq!(sorted, expected, "every due job claimed, and only those");
+    assert!(!claimed.contains(&later));
+    assert!(
+        outbox::claim_due(&env.db, now, until(9), 10)
+            .await
+            .unwrap()
+            .is_empty(),
+        "nothing left to claim"
+    );
+
+    // A claim is settled under its own lease only.
+    let first = env.job(&claimed[0]).await;
+    let mine: Vec<String> = {
+        let mut ids = Vec::new();
+        for id in &claimed {
+            if env.job(id).await.publishing_until == first.publishing_until {
+                ids.push(id.clone());
+            }
+        }
+        ids
+    };
+    let lease = first.publishing_until.unwrap();
+    let others = lease + chrono::Duration::milliseconds(1);
+    assert_eq!(
+        outbox::confirm_published(&env.db, &mine, others)
+            .await
+            .unwrap(),
+        0,
+        "another lease confirms none of them"
+    );
+    assert_eq!(
+        outbox::confirm_published(&env.db, &mine, lease)
+            .await
+            .unwrap(),
+        mine.len() as u64
+    );
+    for id in &mine {
+        assert!(env.job(id).await.publishing_until.is_none(), "{id} settled");
+    }
 }
 
 /// Item 13: a dead job's copy waits in the dead-letter queue until the job is replayed (as
