@@ -106,6 +106,17 @@ fn row(
     )
 }
 
+/// A business with one pending account, `va_1` with reference `r1`, checked beside it; the
+/// business's id.
+async fn first_account(db: &DatabaseConnection) -> String {
+    let business = business(db).await;
+    insert(db, &business, "va_1", "pending", None, Some("r1"))
+        .await
+        .unwrap();
+    assert_eq!(beside(db).await, [row("va_1", "pending", None, Some("r1"))]);
+    business
+}
+
 async fn set(db: &DatabaseConnection, id: &str, assignments: &str) -> Result<u64, DbErr> {
     db.execute_raw(Statement::from_sql_and_values(
         db.get_database_backend(),
@@ -168,14 +179,7 @@ async fn migrating_fills_the_rows_beside_the_accounts_already_there() {
 async fn the_rows_beside_an_account_follow_it_whoever_writes_it() {
     for (db, fresh) in databases(None).await {
         let backend = db.get_database_backend();
-        let business = business(&db).await;
-        insert(&db, &business, "va_1", "pending", None, Some("r1"))
-            .await
-            .unwrap();
-        assert_eq!(
-            beside(&db).await,
-            [row("va_1", "pending", None, Some("r1"))]
-        );
+        let business = first_account(&db).await;
 
         // Activation: the state follows and the number is registered.
         set(&db, "1", "status = 'active', account_number = '9900000001'")
@@ -254,14 +258,7 @@ async fn a_migration_that_fails_half_way_leaves_nothing_behind() {
             .await
             .unwrap();
         migrations::Migrator::up(&db, None).await.unwrap();
-        let business = business(&db).await;
-        insert(&db, &business, "va_1", "pending", None, Some("r1"))
-            .await
-            .unwrap();
-        assert_eq!(
-            beside(&db).await,
-            [row("va_1", "pending", None, Some("r1"))]
-        );
+        first_account(&db).await;
         if let Some(fresh) = fresh {
             fresh.drop().await;
         }
