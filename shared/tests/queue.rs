@@ -296,6 +296,66 @@ async fn rabbit_reconnects_after_losing_its_connection() {
     .await;
 }
 
+/// Acks that come together leave as one `basic.ack` frame (issue 24), and such a frame never
+/// covers a message still being worked on: acked around an open message, the acked ones are gone
+/// and the open one comes back when it is dropped.
+#[tokio::test]
+async fn rabbit_sends_acks_together_but_never_for_an_open_message() {
+    with_rabbit(|broker, _| async move {
+        broker.declare().await.unwrap();
+        for i in 0..40 {
+            let body = format!("m{i}");
+            broker
+                .publish("webhooks", body.as_bytes(), false)
+                .await
+                .unwrap();
+        }
+        let mut stream = broker.consume("webhooks", 50).await.unwrap();
+        let mut deliveries = Vec::new();
+        for _ in 0..40 {
+            deliveries.push(next(&mut stream).await);
+        }
+        let before = broker.acks_sent();
+        let acks = futures::future::join_all(deliveries.into_iter().map(Delivery::ack)).await;
+        assert!(acks.iter().all(Result::is_ok), "{acks:?}");
+        let frames = broker.acks_sent() - before;
+        // The first ack leaves at once; the 39 that come while it is sent share the next frame.
+        assert!(frames <= 2, "40 acks at once took {frames} frames");
+        nothing_more(&mut stream).await;
+        assert_depth(&broker, "webhooks", false, 0).await;
+
+        // Three more; the oldest stays open while the two after it are acked.
+        for body in ["a", "b", "c"] {
+            broker
+                .publish("webhooks", body.as_bytes(), false)
+                .await
+                .unwrap();
+        }
+        let a = next(&mut stream).await;
+        let b = next(&mut stream).await;
+        let c = next(&mut stream).await;
+        assert_eq!(
+            (&a.body[..], &b.body[..], &c.body[..]),
+            (&b"a"[..], &b"b"[..], &b"c"[..])
+        );
+        c.ack().await.unwrap();
+        b.ack().await.unwrap();
+        drop(a);
+        let again = next(&mut stream).await;
+        assert_eq!(again.body, b"a", "only the dropped message comes back");
+        assert!(again.redelivered);
+        again.ack().await.unwrap();
+        nothing_more(&mut stream).await;
+        assert_depth(&broker, "webhooks", false, 0).await;
+
+        // A new consumer finds nothing left behind by the batches.
+        drop(stream);
+        let mut fresh = broker.consume("webhooks", 50).await.unwrap();
+        nothing_more(&mut fresh).await;
+    })
+    .await;
+}
+
 /// A `mandatory` publish that no queue takes comes back as an error, and the publishing
 /// channel survives it.
 #[tokio::test]

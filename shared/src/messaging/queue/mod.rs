@@ -71,7 +71,7 @@ pub struct DeadLetter<'a> {
     pub expires_in: Duration,
 }
 
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum QueueError {
     #[error("broker unreachable: {0}")]
     Unreachable(String),

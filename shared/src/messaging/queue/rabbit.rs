@@ -1,7 +1,7 @@
 //! RabbitMQ through lapin: durable quorum queues behind a direct exchange, a dead-letter
 //! exchange with a dead-letter queue per work queue (bounded: `x-max-length` and
-//! `x-message-ttl`), publisher confirms, `mandatory` publishes, manual acks and a per-consumer
-//! prefetch.
+//! `x-message-ttl`), publisher confirms, `mandatory` publishes, manual acks (sent together where
+//! they can be: [`AckBatches`]) and a per-consumer prefetch.
 //!
 //! Dead-letter queues are named `<prefix>.<queue>.dlq`. Versions before the bound named them
 //! `<prefix>.<queue>.dead`, without arguments; a queue's arguments cannot change once declared
@@ -23,6 +23,7 @@
 //! message); `consume` and `declare` wait out the backoff before their attempt, so a worker's
 //! "consume again" loop does not spin.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -74,6 +75,8 @@ struct Inner {
     name: String,
     dead_letters: DeadLetterBounds,
     consumers: AtomicU64,
+    /// `basic.ack` frames sent by every consuming channel (each may settle several messages).
+    acks_sent: Arc<AtomicU64>,
     session: Mutex<Session>,
 }
 
@@ -172,6 +175,7 @@ impl RabbitBroker {
                 name,
                 dead_letters,
                 consumers: AtomicU64::new(0),
+                acks_sent: Arc::default(),
                 session: Mutex::new(Session::default()),
             }),
         };
@@ -232,6 +236,12 @@ impl RabbitBroker {
         for q in QUEUES {
             self.inner.retire_legacy_dead_queue(q, &dlx).await;
         }
+    }
+
+    /// How many `basic.ack` frames this broker's consumers have sent; one settles every message
+    /// its batch covers.
+    pub fn acks_sent(&self) -> u64 {
+        self.inner.acks_sent.load(Ordering::Relaxed)
     }
 
     /// Closes the connection under the broker's feet, as a broker restart would. Test-only.
@@ -824,6 +834,7 @@ impl Broker for RabbitBroker {
                 redelivered: delivery.redelivered,
                 acker: Box::new(RabbitAcker {
                     acker: Some(delivery.acker),
+                    batches: None,
                     channel,
                 }),
             }
@@ -862,11 +873,13 @@ impl Broker for RabbitBroker {
         tracing::debug!(consumer = %tag, queue = %name, prefetch, "consuming");
         // The stream holds the channel (and each delivery holds it too), so the channel lives as
         // long as either does and closes, returning whatever is unacked, when both are gone.
+        let acks = Arc::new(AckBatches::new(self.inner.acks_sent.clone()));
         let stream = consumer.map(move |delivery| match delivery {
             Ok(delivery) => Ok(Delivery {
                 body: delivery.data,
                 redelivered: delivery.redelivered,
                 acker: Box::new(RabbitAcker {
+                    batches: Some(acks.open(delivery.delivery_tag)),
                     acker: Some(delivery.acker),
                     channel: channel.clone(),
                 }),
@@ -903,6 +916,8 @@ impl Broker for RabbitBroker {
 struct RabbitAcker {
     /// `None` once used.
     acker: Option<lapin::Acker>,
+    /// The consuming channel's batches and this message's tag; `None` for `basic.get`.
+    batches: Option<(Arc<AckBatches>, u64)>,
     /// Keeps the delivery's channel open until it is settled.
     channel: Channel,
 }
@@ -912,25 +927,36 @@ impl RabbitAcker {
         let Some(acker) = self.acker.take() else {
             return Ok(());
         };
-        let (what, sent) = match requeue {
-            None => ("ack", acker.ack(BasicAckOptions::default()).await),
-            Some(requeue) => (
-                "nack",
-                acker
+        let batches = self.batches.take();
+        let (what, sent) = match (requeue, batches) {
+            (None, Some((batches, tag))) => return batches.ack(tag, acker).await,
+            (None, None) => ("ack", acker.ack(BasicAckOptions::default()).await),
+            (Some(requeue), batches) => {
+                let sent = acker
                     .nack(BasicNackOptions {
                         multiple: false,
                         requeue,
                     })
-                    .await,
-            ),
+                    .await;
+                // Only once the nack is on its way: until then no batch may cover the message.
+                if let Some((batches, tag)) = batches {
+                    batches.settled(tag);
+                }
+                ("nack", sent)
+            }
         };
-        match sent {
-            Ok(true) => Ok(()),
-            Ok(false) => Err(QueueError::Unreachable(format!(
-                "cannot {what}: the delivery's channel closed, so the broker will deliver it again"
-            ))),
-            Err(error) => Err(lapin_error(what, &error)),
-        }
+        settlement(what, sent)
+    }
+}
+
+/// What became of one `basic.ack` or `basic.nack`.
+fn settlement(what: &str, sent: lapin::Result<bool>) -> Result<(), QueueError> {
+    match sent {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(QueueError::Unreachable(format!(
+            "cannot {what}: the delivery's channel closed, so the broker will deliver it again"
+        ))),
+        Err(error) => Err(lapin_error(what, &error)),
     }
 }
 
@@ -949,21 +975,144 @@ impl Drop for RabbitAcker {
     /// Neither acked nor nacked: requeue it now rather than when the channel closes, so it does
     /// not hold a prefetch slot meanwhile (as the memory broker does).
     fn drop(&mut self) {
-        if let Some(acker) = self.acker.take()
-            && acker.usable()
-            && let Ok(runtime) = tokio::runtime::Handle::try_current()
-        {
-            let channel = self.channel.clone();
-            runtime.spawn(async move {
-                let requeue = BasicNackOptions {
-                    multiple: false,
-                    requeue: true,
-                };
-                if let Err(error) = acker.nack(requeue).await {
-                    tracing::debug!(%error, "requeueing a dropped delivery");
+        let batches = self.batches.take();
+        let Some(acker) = self.acker.take() else {
+            return;
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) if acker.usable() => {
+                let channel = self.channel.clone();
+                runtime.spawn(async move {
+                    let requeue = BasicNackOptions {
+                        multiple: false,
+                        requeue: true,
+                    };
+                    if let Err(error) = acker.nack(requeue).await {
+                        tracing::debug!(%error, "requeueing a dropped delivery");
+                    }
+                    if let Some((batches, tag)) = batches {
+                        batches.settled(tag);
+                    }
+                    drop(channel);
+                });
+            }
+            // The channel is gone (it returns the message) or there is no runtime to send on:
+            // the message stays unsettled, so no batch of this channel may cover it.
+            _ => drop(batches),
+        }
+    }
+}
+
+/// One consuming channel's acknowledgements, sent together where AMQP allows (issue 24). A
+/// `basic.ack` with `multiple` settles every message of the channel up to its tag, and a quorum
+/// queue then appends one settle command to its log, not one per message. The acks that come
+/// while a frame is being sent go out together in the next one.
+///
+/// A batch only ever covers messages this process acked: it reaches up to just below the oldest
+/// message of the channel not yet settled here (tags grow in delivery order, so a message
+/// delivered later cannot fall under it). An ack above that message is sent on its own at once,
+/// so a slow message (an endpoint taking its time) holds back no other's ack, and a nack is sent
+/// before its message leaves the open set, so no batch overtakes it.
+struct AckBatches {
+    state: std::sync::Mutex<AckState>,
+    sent: Arc<AtomicU64>,
+}
+
+#[derive(Default)]
+struct AckState {
+    /// Delivered to this process and not yet settled by it.
+    open: BTreeSet<u64>,
+    /// Acked here and waiting for the frame that settles them.
+    waiting: Vec<WaitingAck>,
+    /// A task is sending frames; acks that come meanwhile wait for its next round.
+    sending: bool,
+}
+
+struct WaitingAck {
+    tag: u64,
+    acker: lapin::Acker,
+    done: tokio::sync::oneshot::Sender<Result<(), QueueError>>,
+}
+
+impl AckBatches {
+    fn new(sent: Arc<AtomicU64>) -> Self {
+        AckBatches {
+            state: std::sync::Mutex::default(),
+            sent,
+        }
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, AckState> {
+        // Nothing panics while holding it; a poisoned lock still holds consistent sets.
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Records a delivered message; the acker settles it through these batches.
+    fn open(self: &Arc<Self>, tag: u64) -> (Arc<Self>, u64) {
+        self.state().open.insert(tag);
+        (self.clone(), tag)
+    }
+
+    /// The message was settled otherwise (a nack sent) or will be by the channel's end.
+    fn settled(&self, tag: u64) {
+        self.state().open.remove(&tag);
+    }
+
+    /// Acks `tag`, returning once a frame that settles it is sent.
+    async fn ack(self: Arc<Self>, tag: u64, acker: lapin::Acker) -> Result<(), QueueError> {
+        let (done, sent) = tokio::sync::oneshot::channel();
+        let lead = {
+            let mut state = self.state();
+            state.open.remove(&tag);
+            state.waiting.push(WaitingAck { tag, acker, done });
+            !std::mem::replace(&mut state.sending, true)
+        };
+        if lead {
+            // Its own task: a caller cancelled mid-send must not leave the others waiting.
+            tokio::spawn(self.send());
+        }
+        match sent.await {
+            Ok(verdict) => verdict,
+            Err(_) => Err(QueueError::Unreachable(
+                "the acknowledgement was abandoned; the broker will deliver it again".to_owned(),
+            )),
+        }
+    }
+
+    /// Sends what is waiting, round after round, until nothing is.
+    async fn send(self: Arc<Self>) {
+        loop {
+            let (waiting, floor) = {
+                let mut state = self.state();
+                if state.waiting.is_empty() {
+                    state.sending = false;
+                    return;
                 }
-                drop(channel);
+                let floor = state.open.first().copied().unwrap_or(u64::MAX);
+                (std::mem::take(&mut state.waiting), floor)
+            };
+            let (mut covered, alone): (Vec<_>, Vec<_>) =
+                waiting.into_iter().partition(|w| w.tag < floor);
+            covered.sort_unstable_by_key(|w| w.tag);
+            let mut frames = Vec::with_capacity(alone.len() + 1);
+            if let Some(last) = covered.pop() {
+                frames.push((last, covered));
+            }
+            frames.extend(alone.into_iter().map(|w| (w, Vec::new())));
+            let counter: &AtomicU64 = &self.sent;
+            let sends = frames.into_iter().map(|(last, below)| async move {
+                let multiple = !below.is_empty();
+                let sent = last.acker.ack(BasicAckOptions { multiple }).await;
+                counter.fetch_add(1, Ordering::Relaxed);
+                let verdict = settlement("ack", sent);
+                for w in below {
+                    let _ = w.done.send(verdict.clone());
+                }
+                let _ = last.done.send(verdict);
             });
+            futures::future::join_all(sends).await;
         }
     }
 }
