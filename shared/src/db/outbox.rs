@@ -178,7 +178,23 @@ pub async fn claim_due(
         .lock_with_behavior(LockType::Update, LockBehavior::SkipLocked)
         .all(&txn)
         .await?;
-    if !rows.is_empty() {
+    if rows.is_empty() {
+        // Nothing to claim.
+    } else if db.get_database_backend() == DbBackend::Postgres {
+        // The rows are locked by this transaction, so they are still unclaimed and due: the
+        // update finds them by primary key alone. Repeating the due condition here let the
+        // planner walk `outbox_due` over every due job instead, testing each against the ids:
+        // 93 ms for a batch of 200 with 5,000 jobs due (a drain), 0.2 ms by key.
+        let ids: Vec<&str> = rows.iter().map(|r| r.id.as_str()).collect();
+        txn.execute_raw(Statement::from_sql_and_values(
+            DbBackend::Postgres,
+            "UPDATE outbox SET published_at = $1, publishing_until = $2, started_at = NULL \
+             WHERE id = ANY(ARRAY(SELECT json_array_elements_text($3::json)))",
+            [now.into(), until.into(), ids_param(&ids).into()],
+        ))
+        .await?;
+    } else {
+        // SQLite locks no rows: the condition is checked again under its one writer.
         outbox::Entity::update_many()
             .col_expr(outbox::Column::PublishedAt, Some(now).into())
             .col_expr(outbox::Column::PublishingUntil, Some(until).into())
