@@ -184,7 +184,7 @@ pub async fn claim_due(
         // The rows are locked by this transaction, so they are still unclaimed and due: the
         // update finds them by primary key alone. Repeating the due condition here let the
         // planner walk `outbox_due` over every due job instead, testing each against the ids:
-        // 93 ms for a batch of 200 with 5,000 jobs due (a drain), 0.2 ms by key.
+        // 93 ms for a batch of 200 with 5,000 jobs due (a drain's start).
         let ids: Vec<&str> = rows.iter().map(|r| r.id.as_str()).collect();
         txn.execute_raw(Statement::from_sql_and_values(
             DbBackend::Postgres,
