@@ -324,7 +324,8 @@ async fn rabbit_sends_acks_together_but_never_for_an_open_message() {
         nothing_more(&mut stream).await;
         assert_depth(&broker, "webhooks", false, 0).await;
 
-        // Three more; the oldest stays open while the two after it are acked.
+        // Three more; the oldest stays open while the two after it are acked together (so
+        // that they would share one frame but for the open message below them).
         for body in ["a", "b", "c"] {
             broker
                 .publish("webhooks", body.as_bytes(), false)
@@ -338,8 +339,9 @@ async fn rabbit_sends_acks_together_but_never_for_an_open_message() {
             (&a.body[..], &b.body[..], &c.body[..]),
             (&b"a"[..], &b"b"[..], &b"c"[..])
         );
-        c.ack().await.unwrap();
-        b.ack().await.unwrap();
+        let (b, c) = futures::future::join(b.ack(), c.ack()).await;
+        b.unwrap();
+        c.unwrap();
         drop(a);
         let again = next(&mut stream).await;
         assert_eq!(again.body, b"a", "only the dropped message comes back");
