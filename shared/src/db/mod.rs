@@ -31,10 +31,11 @@ pub const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A pooled connection is pinged before it is handed out only once it has sat idle this long
 /// (issue 24). sqlx pings on every acquire by default, and again on every release: two round
-/// trips per statement beside the statement's one. The ping on release stays (it discards a
-/// connection a query broke); a server that went away while a connection sat idle is caught
-/// here; one that went away in the last second fails that query, which answers 503 as any lost
-/// connection does ([`failover::is_unavailable`]).
+/// trips per statement beside the statement's one. The ping on release is skipped for a
+/// connection that has just answered everything asked of it (vendor/README.md: sqlx-postgres,
+/// patched), so a connection a query broke is still pinged and discarded; a server that went away
+/// while a connection sat idle is caught here; one that went away in the last second fails that
+/// query, which answers 503 as any lost connection does ([`failover::is_unavailable`]).
 pub const PING_IF_IDLE_FOR: Duration = Duration::from_secs(1);
 
 /// Opens a pool. SQLite gets one connection: its writers serialise anyway, and one connection
