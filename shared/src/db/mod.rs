@@ -638,10 +638,12 @@ mod tests {
             pool.query_one_raw(statement).await.unwrap();
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
-        assert_eq!(
-            syncs.load(Ordering::Relaxed) - before,
-            10,
-            "one Sync per prepared statement, its own; two would mean a ping beside each"
+        // Each statement's own Sync, and one more where a connection first prepares it (at most
+        // one per pooled connection); a ping beside each statement would make it 20 or more.
+        let prepared = syncs.load(Ordering::Relaxed) - before;
+        assert!(
+            (10..=12).contains(&prepared),
+            "{prepared} Syncs for ten prepared statements on two connections"
         );
         pool.close().await.unwrap();
         fresh.drop().await;
