@@ -503,11 +503,16 @@ async fn a_relay_that_dies_mid_publish_leaves_nothing_behind(env: Arc<Env>) {
     // ...and publishes them when they end.
     env.depth_becomes("provisioning", false, 3, Duration::from_secs(5))
         .await;
+    // The broker holds a message before the relay has its confirm and records it: wait for that.
     for id in &ids {
-        assert!(
-            env.job(id).await.publishing_until.is_none(),
-            "{id} confirmed"
-        );
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        while env.job(id).await.publishing_until.is_some() {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{id} not confirmed within 5 s"
+            );
+            sleep(Duration::from_millis(20)).await;
+        }
     }
     sleep(Duration::from_millis(1000)).await;
     assert_eq!(env.broker.depth("provisioning", false).await.unwrap(), 3);
