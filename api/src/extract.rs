@@ -162,11 +162,16 @@ async fn authenticated(
     key: &CachedKey,
     now: DateTime<Utc>,
 ) -> Result<Caller, ApiError> {
-    if key.claim_use_stamp(now)
-        && let Err(e) = record_use(&state.db, &key.owner.key_id, now).await
-    {
-        // Only the dashboard's "last used" is late; the request itself is fine.
-        tracing::warn!(error = %e, "recording a key's last use failed");
+    if key.claim_use_stamp(now) {
+        // Off the request's path: a stamp is a write, and a read must not wait on one (a
+        // primary whose synchronous standby is down holds every commit until it is back).
+        let (db, key_id) = (state.db.clone(), key.owner.key_id.clone());
+        tokio::spawn(async move {
+            if let Err(e) = record_use(&db, &key_id, now).await {
+                // Only the dashboard's "last used" is late; the request itself was fine.
+                tracing::warn!(error = %e, "recording a key's last use failed");
+            }
+        });
     }
     let owner = &key.owner;
     if !kyb_allows(owner.mode, owner.kyb_status) {

@@ -192,25 +192,28 @@ pub struct AuthCache {
     /// Hashes of keys that worked in this process lately, however short `keys`' TTL: only
     /// someone who holds a working key can present one, so looking it up is never the flood the
     /// failure limit guards against, and two businesses behind one address (a NAT, a PaaS) do
-    /// not lock each other out.
-    known: Cache<String, ()>,
+    /// not lock each other out. Each holds the minute this process last stamped, so that a
+    /// lookup (no cache, or an expired entry) does not stamp the same minute again.
+    known: Cache<String, Arc<AtomicI64>>,
 }
 
 /// A working key's owner, and the minute of its last use as this process last saw it.
 #[derive(Debug)]
 pub struct CachedKey {
     pub owner: KeyOwner,
-    /// Minutes since the epoch; i64::MIN when never used.
-    used_minute: AtomicI64,
+    /// Minutes since the epoch; i64::MIN when never used. Shared by every entry of the key.
+    used_minute: Arc<AtomicI64>,
 }
 
 impl CachedKey {
-    pub fn new(owner: KeyOwner) -> Self {
-        let used_minute = owner.last_used_at.map_or(i64::MIN, minute_number);
-        Self {
-            owner,
-            used_minute: AtomicI64::new(used_minute),
-        }
+    /// `owner` as just read, with the minute this process last stamped (`used_minute`), which
+    /// takes the stored stamp when that is later.
+    fn new(owner: KeyOwner, used_minute: Arc<AtomicI64>) -> Self {
+        used_minute.fetch_max(
+            owner.last_used_at.map_or(i64::MIN, minute_number),
+            Ordering::Relaxed,
+        );
+        Self { owner, used_minute }
     }
 
     /// True once per minute (per process): when `at`'s minute is later than the stored one, so
@@ -264,8 +267,10 @@ impl AuthCache {
 
     /// Caches a working key's owner (when caching is on) and returns the entry to use.
     pub fn insert(&self, key_hash: String, owner: KeyOwner) -> Arc<CachedKey> {
-        let entry = Arc::new(CachedKey::new(owner));
-        self.known.insert(key_hash.clone(), ());
+        let used_minute = self
+            .known
+            .get_with_by_ref(&key_hash, || Arc::new(AtomicI64::new(i64::MIN)));
+        let entry = Arc::new(CachedKey::new(owner, used_minute));
         if let Some(keys) = &self.keys {
             keys.insert(key_hash, entry.clone());
         }
@@ -495,11 +500,45 @@ mod tests {
             expires_at: None,
             last_used_at: Some(at - chrono::TimeDelta::minutes(3)),
         };
-        let entry = CachedKey::new(owner);
+        let entry = CachedKey::new(owner, Arc::new(AtomicI64::new(i64::MIN)));
         assert!(entry.claim_use_stamp(at));
         assert!(!entry.claim_use_stamp(at + chrono::TimeDelta::seconds(40)));
         assert!(entry.claim_use_stamp(at + chrono::TimeDelta::seconds(50)));
         // A clock that steps back claims nothing.
         assert!(!entry.claim_use_stamp(at));
+    }
+
+    #[test]
+    fn a_lookup_does_not_stamp_a_minute_this_process_stamped() {
+        let at = DateTime::parse_from_rfc3339("2024-05-01T10:42:10Z")
+            .unwrap()
+            .to_utc();
+        let never_used = || KeyOwner {
+            key_id: "key_1".into(),
+            business_id: "biz_1".into(),
+            business_name: "Acme".into(),
+            mode: domain::Mode::Test,
+            kyb_status: domain::KybStatus::Approved,
+            expires_at: None,
+            last_used_at: None,
+        };
+        // No owner cache: every request looks the key up.
+        let cache = AuthCache::new(Duration::ZERO);
+        assert!(
+            cache
+                .insert("hash".into(), never_used())
+                .claim_use_stamp(at)
+        );
+        // The stamp is written beside the request: the next lookup may not see it yet.
+        let again = cache.insert("hash".into(), never_used());
+        assert!(!again.claim_use_stamp(at + chrono::TimeDelta::seconds(5)));
+        assert!(again.claim_use_stamp(at + chrono::TimeDelta::seconds(60)));
+        // Forgotten (revoked, say), the key starts from what is stored.
+        cache.forget("hash");
+        assert!(
+            cache
+                .insert("hash".into(), never_used())
+                .claim_use_stamp(at)
+        );
     }
 }

@@ -11,7 +11,7 @@ use domain::Mode;
 use domain::keys::{KeyGrace, generate_secret_key, hash_secret_key};
 use ops::config::Config;
 use reqwest::StatusCode;
-use sea_orm::{ConnectionTrait, DatabaseConnection, EntityTrait};
+use sea_orm::{ConnectionTrait, DatabaseConnection, EntityTrait, TransactionTrait};
 use sea_orm_migration::MigratorTrait;
 use serde_json::Value;
 use shared::crypto::Cipher;
@@ -299,7 +299,14 @@ async fn last_use_is_recorded_to_the_minute_without_a_write_per_request(backend:
                 StatusCode::OK
             );
         }
-        let stored = stored_last_use(&app.db, &key).await.expect("recorded");
+        // The stamp is written beside the request, not before its answer.
+        let stored = test_support::eventually(Duration::from_secs(10), async || {
+            match stored_last_use(&app.db, &key).await {
+                Some(at) if served.key_writes.load(Ordering::SeqCst) > 0 => Ok(at),
+                _ => Err("no last use recorded yet"),
+            }
+        })
+        .await;
         assert_eq!(stored, minute, "to the minute (cache {cache_secs} s)");
         assert_eq!(
             served.key_writes.load(Ordering::SeqCst),
@@ -650,5 +657,50 @@ async fn the_migration_moves_every_key_hash(backend: Backend) {
             .await
             .unwrap()
             .is_none()
+    );
+}
+
+/// A request answers without waiting for its key's use stamp: with the key's row locked, as a
+/// commit that cannot finish holds it (a primary whose synchronous standby is down), a list
+/// still answers at once, and the stamp lands once the lock is let go.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_request_does_not_wait_for_its_keys_use_stamp() {
+    let Some(backend) = Backend::postgres() else {
+        return;
+    };
+    let app = spawn_app(backend).await;
+    let key = app.test_key().to_owned();
+    let served = serve_with_peer_addresses(&app, |c| c.http.auth_cache_secs = 0).await;
+    early_in_a_minute().await;
+    let holder = app.db.begin().await.unwrap();
+    holder
+        .execute_unprepared(&format!(
+            "SELECT id FROM api_keys WHERE key_hash = '{}' FOR UPDATE",
+            hash_secret_key(&key)
+        ))
+        .await
+        .unwrap();
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(10))
+        .build()
+        .unwrap();
+    for _ in 0..3 {
+        assert_eq!(
+            list_status(&client, &served.base, &key).await,
+            StatusCode::OK
+        );
+    }
+    assert_eq!(stored_last_use(&app.db, &key).await, None, "still held");
+    holder.rollback().await.unwrap();
+    test_support::eventually(Duration::from_secs(10), async || {
+        stored_last_use(&app.db, &key)
+            .await
+            .ok_or("no last use recorded yet")
+    })
+    .await;
+    assert_eq!(
+        served.key_writes.load(Ordering::SeqCst),
+        1,
+        "one stamp for the minute, however many requests"
     );
 }

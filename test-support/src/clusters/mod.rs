@@ -1,5 +1,5 @@
 //! Real clusters of their own, for the failover tests: three RabbitMQ nodes clustered together
-//! ([`RabbitCluster`]) and a PostgreSQL primary with a synchronous standby ([`PgPair`]), each on
+//! ([`RabbitCluster`]) and a PostgreSQL primary with a standby ([`PgPair`]), each on
 //! free ports and in temporary folders, started from the packages the machine has, as the system
 //! user each server runs as, and torn down (process groups killed, folders removed) on drop.
 //!
@@ -14,7 +14,7 @@ use std::process::{Command, Output};
 use std::sync::OnceLock;
 
 pub use auto_failover::AutoFailover;
-pub use postgres::PgPair;
+pub use postgres::{PgPair, Replication};
 pub use rabbit::RabbitCluster;
 
 /// True under `CI=true`; otherwise prints that `what` was skipped and why.
@@ -44,6 +44,18 @@ pub async fn turn(what: &str) -> Option<tokio::sync::MutexGuard<'static, ()>> {
     } else {
         None
     }
+}
+
+/// How long a cluster test may take in all; they take minutes when they pass.
+const TEST_LIMIT: std::time::Duration = std::time::Duration::from_secs(15 * 60);
+
+/// A cluster test's body, bounded: a request or wait that never returns fails the test named
+/// `what` (dropping its clusters and processes, and passing the turn on) instead of holding the
+/// whole suite until CI gives up on it.
+pub async fn bounded<T>(what: &str, test: impl Future<Output = T>) -> T {
+    tokio::time::timeout(TEST_LIMIT, test)
+        .await
+        .unwrap_or_else(|_| panic!("{what} did not finish within {TEST_LIMIT:?}"))
 }
 
 /// Runs `program` as the system user `user` (`runuser`), with `env`; the output, whatever the

@@ -1,6 +1,7 @@
-//! A PostgreSQL primary with a synchronous standby of their own: `initdb`, `pg_basebackup -R`,
-//! `synchronous_standby_names = '*'` on the primary, `pg_ctl` for start, stop and promotion, all
-//! run as the `postgres` user, on free ports and in a temporary folder; stopped on drop.
+//! A PostgreSQL primary with a standby of their own: `initdb`, `pg_basebackup -R`, for a
+//! failover `synchronous_standby_names = '*'` on the primary, `pg_ctl` for start, stop and
+//! promotion, all run as the `postgres` user, on free ports and in a temporary folder; stopped on
+//! drop.
 
 use std::fs;
 use std::path::PathBuf;
@@ -17,6 +18,16 @@ pub struct PgNode {
     pub port: u16,
     data: PathBuf,
     log: PathBuf,
+}
+
+/// How the primary waits for its standby.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Replication {
+    /// Every commit waits until the standby has it: a promotion loses nothing acknowledged,
+    /// and with the standby stopped no commit returns.
+    Synchronous,
+    /// A read replica: commits never wait for it, so stopping it stops no write.
+    Asynchronous,
 }
 
 pub struct PgPair {
@@ -53,8 +64,9 @@ impl PgNode {
 }
 
 impl PgPair {
-    /// A primary and its synchronous standby, streaming; `db` created on the primary.
-    pub fn start(db: &str) -> PgPair {
+    /// A primary and its standby, streaming as `replication` says; `db` created on the
+    /// primary.
+    pub fn start(db: &str, replication: Replication) -> PgPair {
         let dir = folder_for(USER);
         let base = dir.path().to_path_buf();
         let node = |name: &str| PgNode {
@@ -80,12 +92,16 @@ impl PgPair {
             ],
         );
         let socket = base.display().to_string();
+        let standbys = match replication {
+            Replication::Synchronous => "*",
+            Replication::Asynchronous => "",
+        };
         append(
             &primary.data.join("postgresql.conf"),
             &format!(
                 "port = {}\nlisten_addresses = '127.0.0.1'\nunix_socket_directories = '{socket}'\n\
                  wal_level = replica\nmax_wal_senders = 5\nhot_standby = on\n\
-                 synchronous_standby_names = '*'\nsynchronous_commit = on\n\
+                 synchronous_standby_names = '{standbys}'\nsynchronous_commit = on\n\
                  fsync = off\nfull_page_writes = on\nshared_buffers = 32MB\nmax_connections = 100\n",
                 primary.port
             ),
@@ -120,7 +136,10 @@ impl PgPair {
             nodes: [primary, standby],
             dir,
         };
-        pair.await_sync_standby();
+        pair.await_standby(match replication {
+            Replication::Synchronous => "sync",
+            Replication::Asynchronous => "async",
+        });
         pair.psql(0, "postgres", &format!("CREATE DATABASE {db}"));
         pair
     }
@@ -176,7 +195,8 @@ impl PgPair {
         self.nodes[i].pg_ctl(&["-w", "promote"]);
     }
 
-    fn await_sync_standby(&self) {
+    /// Waits until the primary reports its standby streaming in `state` (`sync` or `async`).
+    fn await_standby(&self, wanted: &str) {
         let started = Instant::now();
         loop {
             let state = self.psql(
@@ -184,12 +204,12 @@ impl PgPair {
                 "postgres",
                 "SELECT coalesce(string_agg(sync_state, ','), '') FROM pg_stat_replication",
             );
-            if state == "sync" {
+            if state == wanted {
                 return;
             }
             assert!(
                 started.elapsed() < Duration::from_secs(60),
-                "the standby did not become synchronous: {state:?}\n{}",
+                "the standby is not {wanted}: {state:?}\n{}",
                 fs::read_to_string(&self.nodes[1].log).unwrap_or_default()
             );
             std::thread::sleep(Duration::from_millis(200));
