@@ -269,7 +269,10 @@ impl AuthCache {
     pub fn insert(&self, key_hash: String, owner: KeyOwner) -> Arc<CachedKey> {
         let used_minute = self
             .known
-            .get_with_by_ref(&key_hash, || Arc::new(AtomicI64::new(i64::MIN)));
+            .get(&key_hash)
+            .unwrap_or_else(|| Arc::new(AtomicI64::new(i64::MIN)));
+        // Inserted again, so a key in use stays known: its time to live starts anew.
+        self.known.insert(key_hash.clone(), used_minute.clone());
         let entry = Arc::new(CachedKey::new(owner, used_minute));
         if let Some(keys) = &self.keys {
             keys.insert(key_hash, entry.clone());
