@@ -489,20 +489,25 @@ mod tests {
         assert_eq!(gate.businesses(), 0, "the timed-out wait left no entry");
     }
 
-    #[test]
-    fn the_use_stamp_is_claimed_once_per_minute() {
-        let at = DateTime::parse_from_rfc3339("2024-05-01T10:42:10Z")
-            .unwrap()
-            .to_utc();
-        let owner = KeyOwner {
+    /// A working test key of one business, last used at `last_used_at`.
+    fn key_owner(last_used_at: Option<DateTime<Utc>>) -> KeyOwner {
+        KeyOwner {
             key_id: "key_1".into(),
             business_id: "biz_1".into(),
             business_name: "Acme".into(),
             mode: domain::Mode::Test,
             kyb_status: domain::KybStatus::Approved,
             expires_at: None,
-            last_used_at: Some(at - chrono::TimeDelta::minutes(3)),
-        };
+            last_used_at,
+        }
+    }
+
+    #[test]
+    fn the_use_stamp_is_claimed_once_per_minute() {
+        let at = DateTime::parse_from_rfc3339("2024-05-01T10:42:10Z")
+            .unwrap()
+            .to_utc();
+        let owner = key_owner(Some(at - chrono::TimeDelta::minutes(3)));
         let entry = CachedKey::new(owner, Arc::new(AtomicI64::new(i64::MIN)));
         assert!(entry.claim_use_stamp(at));
         assert!(!entry.claim_use_stamp(at + chrono::TimeDelta::seconds(40)));
@@ -516,15 +521,7 @@ mod tests {
         let at = DateTime::parse_from_rfc3339("2024-05-01T10:42:10Z")
             .unwrap()
             .to_utc();
-        let never_used = || KeyOwner {
-            key_id: "key_1".into(),
-            business_id: "biz_1".into(),
-            business_name: "Acme".into(),
-            mode: domain::Mode::Test,
-            kyb_status: domain::KybStatus::Approved,
-            expires_at: None,
-            last_used_at: None,
-        };
+        let never_used = || key_owner(None);
         // No owner cache: every request looks the key up.
         let cache = AuthCache::new(Duration::ZERO);
         assert!(
