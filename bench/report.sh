@@ -270,7 +270,7 @@ section_create() { # the ceilings, then the service, per load; ratio = service /
     [ "$least" != - ] && budget=$(echo "scale=2; $(nproc) * 1000 / (0.6 * $least)" | bc -l | sed 's/^\./0./')
     # A guide between machines, not a goal: issue 24's 1.3 ms was 2.55 of its machine's
     # least-write transactions (0.51 ms of PostgreSQL). It is not machine-independent: one
-    # machine gave 2.04-2.79 in three runs, since least-write's own CPU swings from run to run.
+    # machine gave 2.04-2.80 in five runs, since least-write's own CPU swings from run to run.
     local relative=-
     if [ "$total" != - ] && [ "$least_pg" != - ] && [ "$least_pg" != 0 ]; then
       relative=$(echo "scale=2; $total / $least_pg" | bc -l | sed 's/^\./0./')
