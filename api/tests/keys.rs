@@ -692,12 +692,16 @@ async fn a_request_does_not_wait_for_its_keys_use_stamp() {
     }
     assert_eq!(stored_last_use(&app.db, &key).await, None, "still held");
     holder.rollback().await.unwrap();
+    // The row is visible a moment before the statement counter sees the write: wait for both.
     test_support::eventually(Duration::from_secs(10), async || {
-        stored_last_use(&app.db, &key)
-            .await
-            .ok_or("no last use recorded yet")
+        match stored_last_use(&app.db, &key).await {
+            Some(_) if served.key_writes.load(Ordering::SeqCst) > 0 => Ok(()),
+            _ => Err("no last use recorded yet"),
+        }
     })
     .await;
+    // A second stamp, had a request claimed one, waited on the same lock and lands as fast.
+    tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(
         served.key_writes.load(Ordering::SeqCst),
         1,
