@@ -481,9 +481,11 @@ async fn load_in_flight(
         .await
         .unwrap();
     let during = spawn_phase(load.clone(), "after", before);
-    while load.done.load(Ordering::Relaxed) < (ACCOUNTS + DEPOSITS + PAYOUTS) + ACCOUNTS / 2 {
-        if during.is_finished() {
-            // Ended before it got this far: only a panic does that; say which.
+    let mark = (ACCOUNTS + DEPOSITS + PAYOUTS) + ACCOUNTS / 2;
+    while load.done.load(Ordering::Relaxed) < mark {
+        // Finished short of the mark (its count is final once it has finished): only a panic
+        // does that; say which.
+        if during.is_finished() && load.done.load(Ordering::Relaxed) < mark {
             during.await.unwrap();
             unreachable!("the load's second phase ended half way");
         }
