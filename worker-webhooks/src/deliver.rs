@@ -29,7 +29,7 @@ use shared::messaging::worker::JobHandler;
 use shared::outbound::signing::{self, SigningKey};
 use shared::outbound::ssrf::{GuardedResolver, TargetPolicy};
 
-use crate::endpoints::{Admission, Endpoints, Limits, Outcome};
+use crate::endpoints::{Admission, Endpoints, Limits, Outcome, Sender};
 
 /// How long to wait before trying again when the attempt could not even be prepared (the
 /// database or the key is unavailable). Such a wait costs the delivery none of its attempts.
@@ -42,7 +42,7 @@ pub struct Deliverer {
     db: DatabaseConnection,
     cipher: Arc<Cipher>,
     config: WebhooksConfig,
-    /// In-flight bounds and circuit breakers, per endpoint.
+    /// In-flight bounds per endpoint, and circuit breakers per endpoint, business and mode.
     endpoints: Arc<Endpoints>,
     /// Which addresses webhooks may go to, in both modes.
     policy: TargetPolicy,
@@ -167,11 +167,8 @@ impl Deliverer {
                 });
             }
         };
-        let permit = match self
-            .endpoints
-            .admit(&url, &delivery.business_id, Instant::now())
-            .await
-        {
+        let sender = Sender::new(&delivery.business_id, mode);
+        let permit = match self.endpoints.admit(&url, &sender, Instant::now()).await {
             Admission::Go(permit) => permit,
             Admission::Wait { after, reason } => {
                 // Handed back: no consumer slot is held while it waits, and no attempt is spent.

@@ -1,25 +1,32 @@
-//! Fairness between endpoints, per worker process: each webhook URL may have at most
-//! `max_in_flight_per_endpoint` attempts in flight, and an endpoint that keeps failing is backed
-//! off as a whole by a circuit breaker. A delivery that may not go now is handed back to the
-//! outbox with a time to come back (see [`Admission::Wait`]), so it holds no consumer slot while
-//! it waits and spends none of its attempts.
+//! Fairness between endpoints and between the businesses that share one, per worker process:
+//! each webhook URL may have at most `max_in_flight_per_endpoint` attempts in flight, shared out
+//! between the senders (a business in a mode) that currently use it, and a sender whose
+//! deliveries keep failing there is backed off by its own circuit breaker. A delivery that may
+//! not go now is handed back to the outbox with a time to come back (see [`Admission::Wait`]),
+//! so it holds no consumer slot while it waits and spends none of its attempts.
+//!
+//! One business's failures never delay another's (SPEC §4): a business that points its URL at
+//! someone else's receiver gets refused there (wrong signature), and only its own circuit opens.
+//! The slots protect the receiver from overload, so they stay per URL, but each sender using it
+//! gets a fair share of them: one that holds its share waits while another wants a slot.
 //!
 //! An endpoint that answers quickly frees its slots within moments: a delivery waits for one
 //! in-process, briefly ([`SHORT_WAIT`]), which costs less than a trip through the outbox. A slow
-//! endpoint's deliveries are handed back at once, and spread over the times its slots are
-//! expected to free up (its average attempt time divided among its slots), so its backlog is
-//! looked at about once per expected slot instead of every second.
+//! endpoint's deliveries are handed back at once, and spread over the times the sender's share of
+//! slots is expected to free up (the endpoint's average attempt time divided among them), so its
+//! backlog is looked at about once per expected slot instead of every second.
 //!
 //! Operators see the breakers in metrics without any per-endpoint label (URLs are unbounded and
-//! may carry tokens): `webhook_endpoint_circuit_open` (endpoints whose circuit is open or
-//! half-open in this process), `webhook_circuit_transitions_total{state}` and
-//! `webhook_deliveries_deferred_total{reason}`; each transition is logged with the business id
-//! and a hashed endpoint id.
+//! may carry tokens): `webhook_endpoint_circuit_open` (breakers of an endpoint, business and
+//! mode that are open or half-open in this process), `webhook_circuit_transitions_total{state}`
+//! and `webhook_deliveries_deferred_total{reason}`; each transition is logged with the business
+//! id, the mode and a hashed endpoint id.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use domain::Mode;
 use ops::config::WebhooksConfig;
 use rand::Rng;
 use sha2::{Digest, Sha256};
@@ -35,7 +42,11 @@ const PRIOR_ATTEMPT_TIME: Duration = Duration::from_secs(1);
 const MIN_SPACING: Duration = Duration::from_millis(50);
 /// Deferrals never reach further ahead than this: past it, a delivery simply looks again then.
 const HORIZON: Duration = Duration::from_secs(60);
-/// An endpoint idle (nothing in flight, circuit closed) this long is forgotten.
+/// How long a sender still counts in the share-out of an endpoint's slots after it last asked
+/// for one (or after the time it was told to come back): longer than the outbox takes to bring a
+/// deferred delivery back, so a sender waiting for a slot keeps its share meanwhile.
+const ACTIVE_FOR: Duration = Duration::from_secs(5);
+/// An endpoint idle (nothing in flight, circuits closed) this long is forgotten.
 const FORGET_AFTER: Duration = Duration::from_secs(15 * 60);
 const PRUNE_EVERY: Duration = Duration::from_secs(60);
 
@@ -60,12 +71,28 @@ impl Limits {
     }
 }
 
+/// Whose deliveries: a business in one mode. Each has its own breaker at every endpoint.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Sender {
+    pub business_id: String,
+    pub mode: Mode,
+}
+
+impl Sender {
+    pub fn new(business_id: &str, mode: Mode) -> Self {
+        Self {
+            business_id: business_id.to_owned(),
+            mode,
+        }
+    }
+}
+
 /// Why a delivery was handed back.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WaitReason {
-    /// The endpoint has its most attempts in flight.
+    /// The endpoint has its most attempts in flight, or the sender its share of them.
     EndpointBusy,
-    /// The endpoint's circuit is open (or half-open with its probe in flight).
+    /// The sender's circuit at the endpoint is open (or half-open with its probe in flight).
     CircuitOpen,
 }
 
@@ -103,20 +130,70 @@ enum Circuit {
     HalfOpen { cooldown: Duration, probing: bool },
 }
 
+impl Circuit {
+    /// How long a delivery that found it not closed waits (None when closed).
+    fn wait(self, now: Instant) -> Option<Duration> {
+        match self {
+            Circuit::Closed { .. } => None,
+            // Spread over the next cool-down, so they do not all come back at once.
+            Circuit::Open { until, cooldown } => {
+                Some(until.saturating_duration_since(now) + spread(cooldown))
+            }
+            Circuit::HalfOpen { cooldown, .. } => {
+                Some(Duration::from_secs(1) + spread(cooldown / 2))
+            }
+        }
+    }
+}
+
 #[derive(Debug)]
 struct Endpoint {
     /// Hashed URL, for logs.
     id: String,
-    /// One permit per attempt that may be in flight.
+    /// One permit per attempt that may be in flight, whoever sends it.
     slots: Arc<Semaphore>,
     /// Start times of the attempts in flight, by permit number.
     in_flight: Vec<(u64, Instant)>,
     /// Moving average of attempt times.
     average: Option<Duration>,
+    senders: HashMap<Sender, SenderState>,
+    last_seen: Instant,
+}
+
+/// One sender at one endpoint.
+#[derive(Debug)]
+struct SenderState {
+    circuit: Circuit,
+    /// Attempts admitted, in flight or waiting in-process for a slot.
+    held: usize,
     /// The last time handed to a deferred delivery.
     reserved_until: Option<Instant>,
-    circuit: Circuit,
+    /// Counts in the share-out of slots until then.
+    active_until: Instant,
     last_seen: Instant,
+}
+
+impl SenderState {
+    fn new(now: Instant) -> Self {
+        Self {
+            circuit: Circuit::Closed { failures: 0 },
+            held: 0,
+            reserved_until: None,
+            active_until: now,
+            last_seen: now,
+        }
+    }
+
+    fn active(&self, now: Instant) -> bool {
+        self.held > 0 || self.active_until > now
+    }
+
+    fn idle(&self, now: Instant) -> bool {
+        self.held == 0
+            && matches!(self.circuit, Circuit::Closed { .. })
+            && self.reserved_until.is_none_or(|t| t <= now)
+            && now.duration_since(self.last_seen) >= FORGET_AFTER
+    }
 }
 
 impl Endpoint {
@@ -126,8 +203,7 @@ impl Endpoint {
             slots: Arc::new(Semaphore::new(slots)),
             in_flight: Vec::new(),
             average: None,
-            reserved_until: None,
-            circuit: Circuit::Closed { failures: 0 },
+            senders: HashMap::new(),
             last_seen: now,
         }
     }
@@ -144,10 +220,21 @@ impl Endpoint {
         }
     }
 
+    /// The senders using it now, and the most slots each may hold: all of them for one, an equal
+    /// share (rounded up, at least one) between several.
+    fn share(&self, slots: usize, now: Instant) -> (usize, usize) {
+        let active = self
+            .senders
+            .values()
+            .filter(|s| s.active(now))
+            .count()
+            .max(1);
+        (active, slots.div_ceil(active).max(1))
+    }
+
     fn idle(&self, now: Instant) -> bool {
         self.in_flight.is_empty()
-            && matches!(self.circuit, Circuit::Closed { .. })
-            && self.reserved_until.is_none_or(|t| t <= now)
+            && self.senders.is_empty()
             && now.duration_since(self.last_seen) >= FORGET_AFTER
     }
 }
@@ -170,7 +257,7 @@ pub struct Permit {
     endpoints: Arc<Endpoints>,
     slot: Option<OwnedSemaphorePermit>,
     url: String,
-    business_id: String,
+    sender: Sender,
     number: u64,
     probe: bool,
     finished: bool,
@@ -205,44 +292,60 @@ impl Endpoints {
         })
     }
 
-    /// May an attempt to `url` (on behalf of `business_id`, for logs) go now? Waits at most
-    /// [`SHORT_WAIT`], and only for a quick endpoint.
-    pub async fn admit(self: &Arc<Self>, url: &str, business_id: &str, now: Instant) -> Admission {
+    /// May an attempt of `sender` to `url` go now? Waits at most [`SHORT_WAIT`], and only for a
+    /// quick endpoint.
+    pub async fn admit(self: &Arc<Self>, url: &str, sender: &Sender, now: Instant) -> Admission {
+        let max = self.limits.max_in_flight;
         let (slots, quick, probe) = {
             let mut inner = self.inner.lock().expect("endpoint state lock");
             inner.prune(now);
             let endpoint = inner
                 .endpoints
                 .entry(url.to_owned())
-                .or_insert_with(|| Endpoint::new(url, self.limits.max_in_flight, now));
+                .or_insert_with(|| Endpoint::new(url, max, now));
             endpoint.last_seen = now;
-            if let Circuit::Open { until, cooldown } = endpoint.circuit {
-                if now < until {
-                    // Spread over the next cool-down, so they do not all come back at once.
-                    let after = (until - now) + spread(cooldown);
-                    return Admission::Wait {
-                        after,
-                        reason: WaitReason::CircuitOpen,
-                    };
-                }
-                endpoint.circuit = Circuit::HalfOpen {
+            let state = endpoint
+                .senders
+                .entry(sender.clone())
+                .or_insert_with(|| SenderState::new(now));
+            state.last_seen = now;
+            state.active_until = state.active_until.max(now + ACTIVE_FOR);
+            if let Circuit::Open { until, cooldown } = state.circuit
+                && now >= until
+            {
+                state.circuit = Circuit::HalfOpen {
                     cooldown,
                     probing: false,
                 };
-                transition(endpoint, "half_open", business_id);
+                transition(&endpoint.id, state.circuit, sender, "half_open");
+            }
+            if let Some(after) = match state.circuit {
+                Circuit::HalfOpen { probing: false, .. } => None,
+                circuit => circuit.wait(now),
+            } {
+                return Admission::Wait {
+                    after,
+                    reason: WaitReason::CircuitOpen,
+                };
+            }
+            let (active, share) = endpoint.share(max, now);
+            let Some(state) = endpoint.senders.get_mut(sender) else {
+                unreachable!("inserted above");
+            };
+            if active > 1 && state.held >= share {
+                // Its share is taken: the next free slot goes to a sender that wants one.
+                let after = defer(endpoint, sender, share, now);
+                return Admission::Wait {
+                    after,
+                    reason: WaitReason::EndpointBusy,
+                };
             }
             let mut probe = false;
-            if let Circuit::HalfOpen { cooldown, probing } = &mut endpoint.circuit {
-                if *probing {
-                    let after = Duration::from_secs(1) + spread(*cooldown / 2);
-                    return Admission::Wait {
-                        after,
-                        reason: WaitReason::CircuitOpen,
-                    };
-                }
+            if let Circuit::HalfOpen { probing, .. } = &mut state.circuit {
                 *probing = true;
                 probe = true;
             }
+            state.held += 1;
             (endpoint.slots.clone(), endpoint.quick(now), probe)
         };
         let slot = match slots.clone().try_acquire_owned() {
@@ -256,43 +359,36 @@ impl Endpoints {
         let mut inner = self.inner.lock().expect("endpoint state lock");
         inner.next_permit += 1;
         let number = inner.next_permit;
+        // Held (`held` > 0), so never pruned meanwhile.
         let Some(endpoint) = inner.endpoints.get_mut(url) else {
-            // Forgotten meanwhile (it was idle): come back at once.
-            return Admission::Wait {
-                after: Duration::ZERO,
-                reason: WaitReason::EndpointBusy,
-            };
+            unreachable!("an endpoint with an admitted attempt is kept");
+        };
+        let Some(state) = endpoint.senders.get_mut(sender) else {
+            unreachable!("a sender with an admitted attempt is kept");
         };
         let Some(slot) = slot else {
-            if probe && let Circuit::HalfOpen { probing, .. } = &mut endpoint.circuit {
+            state.held -= 1;
+            if probe && let Circuit::HalfOpen { probing, .. } = &mut state.circuit {
                 // Earlier attempts still hold the slots: the probe goes once one is free.
                 *probing = false;
             }
-            let after = reserve(endpoint, self.limits.max_in_flight, now);
+            let (_, share) = endpoint.share(max, now);
+            let after = defer(endpoint, sender, share, now);
             return Admission::Wait {
                 after,
                 reason: WaitReason::EndpointBusy,
             };
         };
-        // While this one waited for a slot, the attempts that held them may have opened the
-        // circuit: a delivery admitted under a closed circuit must not slip through an open one.
-        if !probe {
-            let reopened = match endpoint.circuit {
-                Circuit::Closed { .. } => None,
-                Circuit::Open { until, cooldown } => {
-                    Some(until.saturating_duration_since(now) + spread(cooldown))
-                }
-                Circuit::HalfOpen { cooldown, .. } => {
-                    Some(Duration::from_secs(1) + spread(cooldown / 2))
-                }
+        // While this one waited for a slot, the sender's attempts that held them may have opened
+        // its circuit: a delivery admitted under a closed circuit must not slip through an open
+        // one.
+        if !probe && let Some(after) = state.circuit.wait(now) {
+            state.held -= 1;
+            drop(slot);
+            return Admission::Wait {
+                after,
+                reason: WaitReason::CircuitOpen,
             };
-            if let Some(after) = reopened {
-                drop(slot);
-                return Admission::Wait {
-                    after,
-                    reason: WaitReason::CircuitOpen,
-                };
-            }
         }
         endpoint.in_flight.push((number, Instant::now().max(now)));
         drop(inner);
@@ -300,7 +396,7 @@ impl Endpoints {
             endpoints: self.clone(),
             slot: Some(slot),
             url: url.to_owned(),
-            business_id: business_id.to_owned(),
+            sender: sender.clone(),
             number,
             probe,
             finished: false,
@@ -315,55 +411,63 @@ impl Endpoints {
         };
         endpoint.in_flight.retain(|(n, _)| *n != permit.number);
         endpoint.last_seen = now;
-        let Some((outcome, took)) = result else {
-            if permit.probe
-                && let Circuit::HalfOpen { probing, .. } = &mut endpoint.circuit
-            {
-                *probing = false; // the next delivery probes instead
-            }
-            return;
-        };
-        if outcome != Outcome::NotSent {
+        if let Some((outcome, took)) = result
+            && outcome != Outcome::NotSent
+        {
             endpoint.average = Some(match endpoint.average {
                 Some(average) => average.mul_f64(0.8) + took.mul_f64(0.2),
                 None => took,
             });
         }
-        let business_id = permit.business_id.as_str();
-        match (outcome, endpoint.circuit) {
+        let Some(state) = endpoint.senders.get_mut(&permit.sender) else {
+            return;
+        };
+        state.held = state.held.saturating_sub(1);
+        state.last_seen = now;
+        let sender = &permit.sender;
+        let Some((outcome, _)) = result else {
+            if permit.probe
+                && let Circuit::HalfOpen { probing, .. } = &mut state.circuit
+            {
+                *probing = false; // the next delivery probes instead
+            }
+            return;
+        };
+        let id = endpoint.id.as_str();
+        match (outcome, state.circuit) {
             (Outcome::NotSent, Circuit::HalfOpen { cooldown, .. }) if permit.probe => {
-                endpoint.circuit = Circuit::HalfOpen {
+                state.circuit = Circuit::HalfOpen {
                     cooldown,
                     probing: false,
                 };
             }
             (Outcome::NotSent, _) => {}
             (Outcome::Succeeded, Circuit::Closed { .. }) => {
-                endpoint.circuit = Circuit::Closed { failures: 0 };
+                state.circuit = Circuit::Closed { failures: 0 };
             }
             (Outcome::Succeeded, _) => {
-                endpoint.circuit = Circuit::Closed { failures: 0 };
-                transition(endpoint, "closed", business_id);
+                state.circuit = Circuit::Closed { failures: 0 };
+                transition(id, state.circuit, sender, "closed");
             }
             (Outcome::Failed, Circuit::Closed { failures }) => {
                 let failures = failures + 1;
                 if failures >= limits.failure_threshold {
-                    endpoint.circuit = Circuit::Open {
+                    state.circuit = Circuit::Open {
                         until: now + limits.cooldown,
                         cooldown: limits.cooldown,
                     };
-                    transition(endpoint, "open", business_id);
+                    transition(id, state.circuit, sender, "open");
                 } else {
-                    endpoint.circuit = Circuit::Closed { failures };
+                    state.circuit = Circuit::Closed { failures };
                 }
             }
             (Outcome::Failed, Circuit::HalfOpen { cooldown, .. }) if permit.probe => {
                 let cooldown = (cooldown * 2).min(limits.max_cooldown);
-                endpoint.circuit = Circuit::Open {
+                state.circuit = Circuit::Open {
                     until: now + cooldown,
                     cooldown,
                 };
-                transition(endpoint, "open", business_id);
+                transition(id, state.circuit, sender, "open");
             }
             // An attempt that started before the circuit opened: it confirms what is known.
             (Outcome::Failed, _) => {}
@@ -371,7 +475,8 @@ impl Endpoints {
         let open = inner
             .endpoints
             .values()
-            .filter(|e| !matches!(e.circuit, Circuit::Closed { .. }))
+            .flat_map(|e| e.senders.values())
+            .filter(|s| !matches!(s.circuit, Circuit::Closed { .. }))
             .count();
         metrics::gauge!("webhook_endpoint_circuit_open").set(open as f64);
     }
@@ -395,27 +500,52 @@ impl Inner {
             return;
         }
         self.pruned_at = Some(now);
+        for endpoint in self.endpoints.values_mut() {
+            endpoint.senders.retain(|_, s| !s.idle(now));
+        }
         self.endpoints.retain(|_, e| !e.idle(now));
     }
 }
 
-/// A time to come back for a delivery of a busy endpoint: the next of the times its slots are
-/// expected to free up that no other deferred delivery holds yet.
-fn reserve(endpoint: &mut Endpoint, slots: usize, now: Instant) -> Duration {
-    let attempt = endpoint
-        .average
-        .unwrap_or(PRIOR_ATTEMPT_TIME)
-        .max(MIN_SPACING);
-    let spacing = (attempt / u32::try_from(slots).unwrap_or(u32::MAX)).max(MIN_SPACING);
-    // The line starts when the oldest attempt in flight is expected to end.
-    let first_free = endpoint
-        .in_flight
-        .iter()
-        .map(|(_, started)| *started + attempt)
-        .min()
-        .unwrap_or(now)
-        .max(now);
-    let last = endpoint
+/// Hands a delivery of `sender` back for later ([`reserve`]); the sender keeps its place in the
+/// share-out until a little after it is due back.
+fn defer(endpoint: &mut Endpoint, sender: &Sender, share: usize, now: Instant) -> Duration {
+    let (attempt, first_free) = endpoint.expected_free(now);
+    let Some(state) = endpoint.senders.get_mut(sender) else {
+        return Duration::ZERO;
+    };
+    let after = reserve(state, attempt, first_free, share, now);
+    state.active_until = state.active_until.max(now + after + ACTIVE_FOR);
+    after
+}
+
+impl Endpoint {
+    /// How long an attempt is expected to take, and when the oldest attempt in flight is
+    /// expected to end.
+    fn expected_free(&self, now: Instant) -> (Duration, Instant) {
+        let attempt = self.average.unwrap_or(PRIOR_ATTEMPT_TIME).max(MIN_SPACING);
+        let first_free = self
+            .in_flight
+            .iter()
+            .map(|(_, started)| *started + attempt)
+            .min()
+            .unwrap_or(now)
+            .max(now);
+        (attempt, first_free)
+    }
+}
+
+/// A time to come back for a deferred delivery: the next of the times the sender's share of
+/// slots is expected to free up that none of its other deferred deliveries holds yet.
+fn reserve(
+    state: &mut SenderState,
+    attempt: Duration,
+    first_free: Instant,
+    share: usize,
+    now: Instant,
+) -> Duration {
+    let spacing = (attempt / u32::try_from(share).unwrap_or(u32::MAX)).max(MIN_SPACING);
+    let last = state
         .reserved_until
         .filter(|t| *t >= first_free)
         .map_or(first_free, |t| t + spacing);
@@ -423,7 +553,7 @@ fn reserve(endpoint: &mut Endpoint, slots: usize, now: Instant) -> Duration {
         // Too far ahead to promise: look again then.
         return HORIZON + spread(HORIZON / 4);
     }
-    endpoint.reserved_until = Some(last);
+    state.reserved_until = Some(last);
     // A little past the expected end, so the slot is free by then.
     (last - now) + MIN_SPACING
 }
@@ -436,17 +566,19 @@ fn spread(up_to: Duration) -> Duration {
     up_to.mul_f64(rand::rng().random_range(0.0..=1.0))
 }
 
-fn transition(endpoint: &Endpoint, state: &'static str, business_id: &str) {
+fn transition(endpoint: &str, circuit: Circuit, sender: &Sender, state: &'static str) {
     metrics::counter!("webhook_circuit_transitions_total", "state" => state).increment(1);
-    match endpoint.circuit {
+    let (business_id, mode) = (sender.business_id.as_str(), sender.mode);
+    match circuit {
         Circuit::Open { cooldown, .. } => tracing::warn!(
-            endpoint = %endpoint.id,
+            endpoint,
             business_id,
+            %mode,
             cooldown_secs = cooldown.as_secs(),
-            "webhook endpoint keeps failing: circuit open, its deliveries wait"
+            "webhook endpoint keeps failing for this business: circuit open, its deliveries wait"
         ),
         _ => {
-            tracing::info!(endpoint = %endpoint.id, business_id, state, "webhook endpoint circuit")
+            tracing::info!(endpoint, business_id, %mode, state, "webhook endpoint circuit")
         }
     }
 }
@@ -467,6 +599,10 @@ mod tests {
             cooldown: Duration::from_secs(10),
             max_cooldown: Duration::from_secs(30),
         }
+    }
+
+    fn sender(business_id: &str) -> Sender {
+        Sender::new(business_id, Mode::Test)
     }
 
     fn go(admission: Admission) -> Permit {
@@ -492,28 +628,28 @@ mod tests {
         let endpoints = Endpoints::new(limits());
         let t = Instant::now();
         // Known to be slow: nobody waits for it in-process.
-        go(endpoints.admit(A, "biz_a", t).await).finish(Outcome::Succeeded, SLOW, t);
-        let first = go(endpoints.admit(A, "biz_a", t).await);
-        let _second = go(endpoints.admit(A, "biz_a", t).await);
+        go(endpoints.admit(A, &sender("biz_a"), t).await).finish(Outcome::Succeeded, SLOW, t);
+        let first = go(endpoints.admit(A, &sender("biz_a"), t).await);
+        let _second = go(endpoints.admit(A, &sender("biz_a"), t).await);
         let asked = Instant::now();
-        let (_, reason) = wait(endpoints.admit(A, "biz_a", t).await);
+        let (_, reason) = wait(endpoints.admit(A, &sender("biz_a"), t).await);
         assert_eq!(reason, WaitReason::EndpointBusy);
         assert!(
             asked.elapsed() < Duration::from_millis(100),
             "handed back at once"
         );
         // Another endpoint is not affected.
-        let _b = go(endpoints.admit(B, "biz_b", t).await);
+        let _b = go(endpoints.admit(B, &sender("biz_b"), t).await);
         first.finish(Outcome::Succeeded, SLOW, t);
-        let _third = go(endpoints.admit(A, "biz_a", t).await);
+        let _third = go(endpoints.admit(A, &sender("biz_a"), t).await);
     }
 
     #[tokio::test]
     async fn a_quick_endpoint_is_waited_for_briefly_in_process() {
         let endpoints = Endpoints::new(limits());
         let t = Instant::now();
-        let first = go(endpoints.admit(A, "biz_a", t).await);
-        let _second = go(endpoints.admit(A, "biz_a", t).await);
+        let first = go(endpoints.admit(A, &sender("biz_a"), t).await);
+        let _second = go(endpoints.admit(A, &sender("biz_a"), t).await);
         let freed = tokio::spawn(async move {
             tokio::time::sleep(Duration::from_millis(50)).await;
             first.finish(
@@ -523,12 +659,12 @@ mod tests {
             );
         });
         let asked = Instant::now();
-        let _third = go(endpoints.admit(A, "biz_a", Instant::now()).await);
+        let _third = go(endpoints.admit(A, &sender("biz_a"), Instant::now()).await);
         assert!(asked.elapsed() >= Duration::from_millis(40));
         freed.await.unwrap();
         // No slot within the short wait: handed back.
         let asked = Instant::now();
-        let (_, reason) = wait(endpoints.admit(A, "biz_a", Instant::now()).await);
+        let (_, reason) = wait(endpoints.admit(A, &sender("biz_a"), Instant::now()).await);
         assert_eq!(reason, WaitReason::EndpointBusy);
         let waited = asked.elapsed();
         assert!(
@@ -541,11 +677,11 @@ mod tests {
     async fn a_cancelled_attempt_frees_its_slot() {
         let endpoints = Endpoints::new(limits());
         let t = Instant::now();
-        go(endpoints.admit(A, "biz_a", t).await).finish(Outcome::Succeeded, SLOW, t);
-        let first = go(endpoints.admit(A, "biz_a", t).await);
-        let _second = go(endpoints.admit(A, "biz_a", t).await);
+        go(endpoints.admit(A, &sender("biz_a"), t).await).finish(Outcome::Succeeded, SLOW, t);
+        let first = go(endpoints.admit(A, &sender("biz_a"), t).await);
+        let _second = go(endpoints.admit(A, &sender("biz_a"), t).await);
         drop(first);
-        let _third = go(endpoints.admit(A, "biz_a", t).await);
+        let _third = go(endpoints.admit(A, &sender("biz_a"), t).await);
     }
 
     #[tokio::test]
@@ -553,12 +689,16 @@ mod tests {
         let endpoints = Endpoints::new(limits());
         let t = Instant::now();
         // Learn that an attempt takes 8 s.
-        go(endpoints.admit(A, "biz_a", t).await).finish(Outcome::Succeeded, SLOW, t);
-        let _p1 = go(endpoints.admit(A, "biz_a", t).await);
-        let _p2 = go(endpoints.admit(A, "biz_a", t).await);
+        go(endpoints.admit(A, &sender("biz_a"), t).await).finish(Outcome::Succeeded, SLOW, t);
+        let _p1 = go(endpoints.admit(A, &sender("biz_a"), t).await);
+        let _p2 = go(endpoints.admit(A, &sender("biz_a"), t).await);
         let mut afters = Vec::new();
         for _ in 0..6 {
-            afters.push(wait(endpoints.admit(A, "biz_a", t).await).0.as_secs_f64());
+            afters.push(
+                wait(endpoints.admit(A, &sender("biz_a"), t).await)
+                    .0
+                    .as_secs_f64(),
+            );
         }
         // First free at 8 s, then every 8 s / 2 slots = 4 s.
         for (after, expected) in afters.iter().zip([8.0, 12.0, 16.0, 20.0, 24.0, 28.0]) {
@@ -570,7 +710,11 @@ mod tests {
         // Past the horizon: look again in about a minute, without reserving.
         let mut far = Vec::new();
         for _ in 0..20 {
-            far.push(wait(endpoints.admit(A, "biz_a", t).await).0.as_secs_f64());
+            far.push(
+                wait(endpoints.admit(A, &sender("biz_a"), t).await)
+                    .0
+                    .as_secs_f64(),
+            );
         }
         assert!(far.iter().any(|a| *a >= 60.0), "{far:?}");
         assert!(far.iter().all(|a| *a <= 75.5), "{far:?}");
@@ -584,11 +728,11 @@ mod tests {
         });
         let t = Instant::now();
         // Both slots taken by attempts that will fail; a third delivery waits for a slot.
-        let first = go(endpoints.admit(A, "biz_a", t).await);
-        let second = go(endpoints.admit(A, "biz_a", t).await);
+        let first = go(endpoints.admit(A, &sender("biz_a"), t).await);
+        let second = go(endpoints.admit(A, &sender("biz_a"), t).await);
         let waiting = tokio::spawn({
             let endpoints = endpoints.clone();
-            async move { endpoints.admit(A, "biz_a", t).await }
+            async move { endpoints.admit(A, &sender("biz_a"), t).await }
         });
         tokio::task::yield_now().await;
         // The two fail: the circuit opens, and their slots free up for the waiting one.
@@ -612,7 +756,7 @@ mod tests {
         let endpoints = Endpoints::new(limits());
         let t = Instant::now();
         let attempt = async |at: Instant, outcome: Outcome| {
-            go(endpoints.admit(A, "biz_a", at).await).finish(outcome, Duration::ZERO, at)
+            go(endpoints.admit(A, &sender("biz_a"), at).await).finish(outcome, Duration::ZERO, at)
         };
         attempt(t, Outcome::Failed).await;
         // A success resets the count: failures must be consecutive.
@@ -625,7 +769,7 @@ mod tests {
         // Open: everything waits out the cool-down (10 s), spread over the next one.
         let (after, reason) = wait(
             endpoints
-                .admit(A, "biz_a", t + Duration::from_secs(4))
+                .admit(A, &sender("biz_a"), t + Duration::from_secs(4))
                 .await,
         );
         assert_eq!(reason, WaitReason::CircuitOpen);
@@ -634,34 +778,34 @@ mod tests {
             "{after:?} after 4 s of 10"
         );
         // Another endpoint is not affected.
-        drop(go(endpoints.admit(B, "biz_b", t).await));
+        drop(go(endpoints.admit(B, &sender("biz_b"), t).await));
         assert!(handle.render().contains("webhook_endpoint_circuit_open 1"));
 
         // Half-open: one probe, the others wait for it.
         let t = t + Duration::from_secs(10);
-        let probe = go(endpoints.admit(A, "biz_a", t).await);
+        let probe = go(endpoints.admit(A, &sender("biz_a"), t).await);
         assert_eq!(
-            wait(endpoints.admit(A, "biz_a", t).await).1,
+            wait(endpoints.admit(A, &sender("biz_a"), t).await).1,
             WaitReason::CircuitOpen
         );
         // It fails: open again, for twice as long.
         probe.finish(Outcome::Failed, Duration::ZERO, t);
         let (after, _) = wait(
             endpoints
-                .admit(A, "biz_a", t + Duration::from_secs(19))
+                .admit(A, &sender("biz_a"), t + Duration::from_secs(19))
                 .await,
         );
         assert!(after >= Duration::from_secs(1), "{after:?}");
         let t = t + Duration::from_secs(20);
         // A cancelled probe lets the next delivery probe.
-        drop(go(endpoints.admit(A, "biz_a", t).await));
-        let probe = go(endpoints.admit(A, "biz_a", t).await);
+        drop(go(endpoints.admit(A, &sender("biz_a"), t).await));
+        let probe = go(endpoints.admit(A, &sender("biz_a"), t).await);
         probe.finish(Outcome::Succeeded, SLOW, t);
         // Closed: back to the in-flight bound only.
-        let _p1 = go(endpoints.admit(A, "biz_a", t).await);
-        let _p2 = go(endpoints.admit(A, "biz_a", t).await);
+        let _p1 = go(endpoints.admit(A, &sender("biz_a"), t).await);
+        let _p2 = go(endpoints.admit(A, &sender("biz_a"), t).await);
         assert_eq!(
-            wait(endpoints.admit(A, "biz_a", t).await).1,
+            wait(endpoints.admit(A, &sender("biz_a"), t).await).1,
             WaitReason::EndpointBusy
         );
         drop((_p1, _p2));
@@ -686,14 +830,18 @@ mod tests {
         let endpoints = Endpoints::new(limits());
         let mut t = Instant::now();
         for _ in 0..3 {
-            go(endpoints.admit(A, "biz_a", t).await).finish(Outcome::Failed, Duration::ZERO, t);
+            go(endpoints.admit(A, &sender("biz_a"), t).await).finish(
+                Outcome::Failed,
+                Duration::ZERO,
+                t,
+            );
         }
         let mut cooldowns = Vec::new();
         for _ in 0..4 {
             // Step through the cool-down second by second until the probe goes.
             let mut waited = 0;
             let probe = loop {
-                match endpoints.admit(A, "biz_a", t).await {
+                match endpoints.admit(A, &sender("biz_a"), t).await {
                     Admission::Go(p) => break p,
                     Admission::Wait { .. } => {
                         t += Duration::from_secs(1);
@@ -711,16 +859,107 @@ mod tests {
     async fn idle_endpoints_are_forgotten() {
         let endpoints = Endpoints::new(limits());
         let t = Instant::now();
-        go(endpoints.admit(A, "biz_a", t).await).finish(Outcome::Succeeded, Duration::ZERO, t);
-        go(endpoints.admit(B, "biz_b", t).await).finish(Outcome::Succeeded, Duration::ZERO, t);
+        go(endpoints.admit(A, &sender("biz_a"), t).await).finish(
+            Outcome::Succeeded,
+            Duration::ZERO,
+            t,
+        );
+        go(endpoints.admit(B, &sender("biz_b"), t).await).finish(
+            Outcome::Succeeded,
+            Duration::ZERO,
+            t,
+        );
         assert_eq!(endpoints.known(), 2);
         let later = t + FORGET_AFTER + PRUNE_EVERY;
-        go(endpoints.admit(B, "biz_b", later).await).finish(
+        go(endpoints.admit(B, &sender("biz_b"), later).await).finish(
             Outcome::Succeeded,
             Duration::ZERO,
             later,
         );
         assert_eq!(endpoints.known(), 1);
+    }
+
+    #[tokio::test]
+    async fn one_businesss_failures_open_only_its_own_circuit_at_a_shared_url() {
+        let endpoints = Endpoints::new(limits());
+        let t = Instant::now();
+        let (attacker, victim) = (sender("biz_a"), sender("biz_b"));
+        let victim_live = Sender::new("biz_b", Mode::Live);
+        // The attacker's deliveries are refused (wrong signature) until its circuit opens.
+        for _ in 0..3 {
+            go(endpoints.admit(A, &attacker, t).await).finish(Outcome::Failed, Duration::ZERO, t);
+        }
+        assert_eq!(
+            wait(endpoints.admit(A, &attacker, t).await).1,
+            WaitReason::CircuitOpen
+        );
+        // The victim's deliveries to the same URL go at once, in either mode.
+        go(endpoints.admit(A, &victim, t).await).finish(Outcome::Succeeded, Duration::ZERO, t);
+        go(endpoints.admit(A, &victim_live, t).await).finish(Outcome::Succeeded, Duration::ZERO, t);
+        // One mode's failures leave the other mode's deliveries alone too.
+        for _ in 0..3 {
+            go(endpoints.admit(A, &victim_live, t).await).finish(
+                Outcome::Failed,
+                Duration::ZERO,
+                t,
+            );
+        }
+        assert_eq!(
+            wait(endpoints.admit(A, &victim_live, t).await).1,
+            WaitReason::CircuitOpen
+        );
+        drop(go(endpoints.admit(A, &victim, t).await));
+    }
+
+    #[tokio::test]
+    async fn businesses_sharing_an_endpoint_share_its_slots() {
+        let endpoints = Endpoints::new(Limits {
+            max_in_flight: 4,
+            ..limits()
+        });
+        let t = Instant::now();
+        let (greedy, other) = (sender("biz_a"), sender("biz_b"));
+        // Known to be slow: nobody waits in-process.
+        go(endpoints.admit(A, &greedy, t).await).finish(Outcome::Succeeded, SLOW, t);
+        // Alone, one business may use every slot.
+        let mut held: Vec<Permit> = Vec::new();
+        for _ in 0..4 {
+            held.push(go(endpoints.admit(A, &greedy, t).await));
+        }
+        // Another business finds them all taken and is told to come back when one frees up.
+        let (after, reason) = wait(endpoints.admit(A, &other, t).await);
+        assert_eq!(reason, WaitReason::EndpointBusy);
+        assert!(after <= SLOW + Duration::from_secs(1), "{after:?}");
+        // A slot frees up: the first business, over its half, does not get it back...
+        held.pop().unwrap().finish(Outcome::Succeeded, SLOW, t);
+        let t = t + Duration::from_secs(1);
+        let (_, reason) = wait(endpoints.admit(A, &greedy, t).await);
+        assert_eq!(reason, WaitReason::EndpointBusy);
+        // ...the other business does, and keeps getting slots up to its half.
+        let mine = go(endpoints.admit(A, &other, t).await);
+        held.pop().unwrap().finish(Outcome::Succeeded, SLOW, t);
+        assert_eq!(
+            wait(endpoints.admit(A, &greedy, t).await).1,
+            WaitReason::EndpointBusy
+        );
+        let _mine_too = go(endpoints.admit(A, &other, t).await);
+        // At its half, it waits for its own to finish, and the first business gets the rest.
+        assert_eq!(
+            wait(endpoints.admit(A, &other, t).await).1,
+            WaitReason::EndpointBusy
+        );
+        mine.finish(Outcome::Succeeded, SLOW, t);
+        held.pop().unwrap().finish(Outcome::Succeeded, SLOW, t);
+        let _greedy_again = go(endpoints.admit(A, &greedy, t).await);
+        // Once the other business has gone quiet (none of its deliveries due back), the first
+        // may use every slot again.
+        drop(_mine_too);
+        drop(held);
+        let later = t + HORIZON * 2;
+        let mut more = Vec::new();
+        for _ in 0..3 {
+            more.push(go(endpoints.admit(A, &greedy, later).await));
+        }
     }
 
     #[test]
