@@ -309,7 +309,7 @@ section_payouts() { # bench payouts with the sandbox bank answering at once: the
 
 section_webhooks() { # bench webhooks: drain and saturate with this project's worker-webhooks;
   # with SVIX_URL, SVIX_TOKEN and SVIX_WORKER (a command starting svix-server's worker, built
-  # outside this repository: README "Benchmarks") the same scenarios against svix-server first,
+  # outside this repository: docs/benchmarks.md) the same scenarios against svix-server first,
   # as the ceiling to beat (goal: drain ≥ 2×, saturate p99 no worse); SVIX_API_PID (its api-only
   # instance) counts that process's CPU too.
   local key args svix_drain=- svix_p99=- svix_cpu=-
@@ -396,7 +396,7 @@ section_guarantees() { # what a deposit's guarantees cost in CPU (issue 24): sat
         spread=(--accounts 32)
       fi
       # Fresh statistics for the worker started below, which plans its statements at its first
-      # rounds: the first run would otherwise plan them on tables of no rows (README, seventh round).
+      # rounds: the first run would otherwise plan them on tables of no rows (docs/benchmarks.md).
       psql -q "$db_url" -c "ANALYZE" >/dev/null
       "$bench" webhooks --events 5000 -c "$callers" --proc beam.smp --scenarios saturate "${spread[@]}" \
         --database-url "$db_url" --api "$api" --key "$key" --worker "$bin/worker-webhooks" \

@@ -16,7 +16,8 @@ pub mod state;
 use axum::extract::Request;
 use axum::http::header;
 use axum::middleware::{self, Next};
-use axum::response::{IntoResponse, Response};
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::routing::get;
 use axum::{Extension, Router};
 
 pub use state::AppState;
@@ -36,6 +37,9 @@ pub fn router(state: AppState) -> Router {
         .merge(api.clone())
         .nest("/v1", api)
         .merge(dashboard::router(state.cookies))
+        // A person who opens the service's address lands on the dashboard; not an API
+        // operation, so not in the OpenAPI document.
+        .route("/", get(|| async { Redirect::to("/dashboard/") }))
         .fallback(
             |method: axum::http::Method, uri: axum::http::Uri| async move {
                 if dashboard::owns(uri.path()) {

@@ -6,7 +6,7 @@
 //!
 //! The clusters take minutes: these tests run under `CI=true` only, one at a time
 //! (`test_support::clusters`). Each prints its figure (the time from the failure to the first
-//! work done after it), which the README quotes.
+//! work done after it), which docs/operations/high-availability.md quotes.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
