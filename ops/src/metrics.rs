@@ -16,6 +16,12 @@
 //! `VAS_DATABASE__READ_URL`, `database_read_fallbacks_total{reason}` (`replica_down`,
 //! `replica_lagging`: lists that read the primary instead).
 //!
+//! For alerting (`deploy/prometheus/`): `process_ready` (1 while `/readyz` would answer 200,
+//! refreshed at each scrape), `outbox_oldest_job_age_seconds` (the oldest job due and unfinished),
+//! `deposit_webhook_latency_seconds` (a credited deposit's receipt to its webhook's first 2xx),
+//! `webhook_endpoint_failing_seconds{business}` (the few endpoints failing longest, see
+//! worker-webhooks) and `payouts_processing_oldest_seconds{bank}` (per provider bank).
+//!
 //! Every label takes its values from a fixed set (a series lives as long as the process, so a
 //! label a client could choose would grow memory without bound).
 
@@ -39,11 +45,21 @@ const DURATION_BUCKETS: &[f64] = &[
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
 ];
 
+/// A deposit's webhook waits on retries that are minutes to hours apart (SPEC §4).
+const DEPOSIT_WEBHOOK_BUCKETS: &[f64] = &[
+    0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 900.0, 1800.0, 3600.0, 7200.0,
+];
+
 /// Installs the process-wide recorder (once; later calls return the same handle).
 pub fn install() -> &'static PrometheusHandle {
     HANDLE.get_or_init(|| {
         let recorder = PrometheusBuilder::new()
             .set_buckets_for_metric(Matcher::Suffix("duration_seconds".into()), DURATION_BUCKETS)
+            .expect("buckets are not empty")
+            .set_buckets_for_metric(
+                Matcher::Full("deposit_webhook_latency_seconds".into()),
+                DEPOSIT_WEBHOOK_BUCKETS,
+            )
             .expect("buckets are not empty")
             .build_recorder();
         let handle = recorder.handle();

@@ -206,7 +206,7 @@ pub async fn serve_ops(
     let app = axum::Router::new()
         .route("/healthz", get(|| async { Json(json!({"status": "ok"})) }))
         .route("/readyz", get(readyz))
-        .route("/metrics", get(ops::metrics::endpoint))
+        .route("/metrics", get(metrics))
         .with_state(OpsState { db, broker });
     tokio::spawn(ops::http::serve(
         listener,
@@ -240,6 +240,29 @@ pub struct Readiness {
 pub async fn readiness(
     db: &DatabaseConnection,
     broker: &dyn Broker,
+async fn metrics(State(state): State<OpsState>) -> impl axum::response::IntoResponse {
+    metrics_with_readiness(&state.db, state.broker.as_ref()).await
+}
+
+/// How long a scrape waits for the readiness check: a database that hangs makes the process
+/// not ready, not its scrape fail (which would read as the process being down).
+const READINESS_IN_SCRAPE: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// `GET /metrics` of the api and of every worker: `process_ready` refreshed (what `/readyz`
+/// would answer now, so an alert needs no probe of its own), then the exposition.
+pub async fn metrics_with_readiness(
+    db: &DatabaseConnection,
+    broker: &dyn Broker,
+) -> ([(axum::http::HeaderName, &'static str); 1], String) {
+    if tokio::time::timeout(READINESS_IN_SCRAPE, readiness(db, broker))
+        .await
+        .is_err()
+    {
+        metrics::gauge!("process_ready").set(0.0);
+    }
+    ops::metrics::endpoint().await
+}
+
 ) -> (StatusCode, Json<Readiness>) {
     let database = match db.ping().await {
         Ok(()) => true,
@@ -270,6 +293,7 @@ pub struct WorkerParts {
     pub db: DatabaseConnection,
     pub cipher: Arc<Cipher>,
     pub broker: Arc<dyn Broker>,
+    metrics::gauge!("process_ready").set(if ready { 1.0 } else { 0.0 });
     pub relay: crate::messaging::relay::Relay,
     pub shutdown: CancellationToken,
 }

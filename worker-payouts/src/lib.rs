@@ -492,6 +492,7 @@ pub async fn run_with(config: Config, parts: WorkerParts) -> anyhow::Result<()> 
     });
     let daily = tokio::spawn(schedule.run(shutdown.clone()));
     // Each job is a short provider call or two; a long drain would only delay the restart.
+    let processing = tokio::spawn(show_processing(db.clone(), shutdown.clone()));
     Consumer::new(db, broker, relay, handler)
         .prefetch(32)
         .grace(Duration::from_secs(20))
@@ -499,9 +500,39 @@ pub async fn run_with(config: Config, parts: WorkerParts) -> anyhow::Result<()> 
         .await;
     let _ = daily.await;
     Ok(())
+    let _ = processing.await;
 }
 
 /// This worker, as `api dev`, the test app and its binary start it.
+/// How often the payouts in `processing` are looked at.
+const PROCESSING_CHECK_EVERY: Duration = Duration::from_secs(15);
+
+/// Keeps `payouts_processing_oldest_seconds{bank}` up to date until cancelled: per provider
+/// bank, how long its oldest payout has been `processing` since it was sent (0 when none is).
+async fn show_processing(db: DatabaseConnection, shutdown: CancellationToken) {
+    loop {
+        match payouts::oldest_processing(&db).await {
+            Ok(oldest) => {
+                let now = domain::time::now();
+                for bank in Bank::ALL {
+                    let since = oldest
+                        .iter()
+                        .filter(|(b, _)| *b == Some(bank))
+                        .find_map(|(_, sent)| *sent);
+                    let seconds = since.map_or(0.0, |t| (now - t).as_seconds_f64().max(0.0));
+                    metrics::gauge!("payouts_processing_oldest_seconds", "bank" => bank.slug())
+                        .set(seconds);
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "looking at processing payouts failed"),
+        }
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            () = tokio::time::sleep(PROCESSING_CHECK_EVERY) => {}
+        }
+    }
+}
+
 pub const WORKER: Worker = Worker {
     name: "worker-payouts",
     run: |config, parts| Box::pin(run_with(config, parts)),

@@ -150,7 +150,7 @@ impl Deliverer {
         // Every attempt goes where the business says now, never to an endpoint it has left.
         let Some(url) = settings.webhook_url.clone().filter(|u| !u.is_empty()) else {
             let sent = refused(None, "no webhook URL is set for this mode".into());
-            return self.settle(row, &delivery, sent).await;
+            return self.settle(row, &delivery, None, sent).await;
         };
         let Some(event) = event else {
             return Ok(JobOutcome::Dead {
@@ -195,7 +195,7 @@ impl Deliverer {
             (true, false) => Outcome::Failed,
         };
         permit.finish(outcome, started.elapsed(), Instant::now());
-        self.settle(row, &delivery, sent).await
+        self.settle(row, &delivery, Some(&event), sent).await
     }
 
     /// The mode's current key, and the previous one while its rotation overlap lasts: those of
@@ -316,6 +316,7 @@ impl Deliverer {
         &self,
         row: &JobRow,
         delivery: &Delivery,
+        event: Option<&events::Event>,
         sent: Sent,
     ) -> anyhow::Result<JobOutcome> {
         let now = domain::time::now();
@@ -381,6 +382,9 @@ impl Deliverer {
         }
         // Only attempts that count: a superseded or duplicate run's is not on record either.
         observe(record, &next);
+        if let Some(event) = event {
+            observe_deposit_latency(delivery, event, &next, now);
+        }
         Ok(match (next, delay) {
             (Next::Succeeded, _) => JobOutcome::Done,
             (Next::RetryAt(_), Some(after)) => JobOutcome::Retry { after, error },
@@ -450,6 +454,27 @@ fn observe(record: &AttemptRecord, next: &Next) {
     }
     if matches!(next, Next::Dead) {
         metrics::gauge!("webhook_dead_letters").increment(1.0);
+    }
+}
+
+/// `deposit_webhook_latency_seconds`: from a credited deposit's receipt (its event is recorded in
+/// the deposit's own transaction) to its webhook's first 2xx, the figure a business waits on. A
+/// delivery that succeeded before (a resend) is not counted again.
+fn observe_deposit_latency(
+    delivery: &Delivery,
+    event: &events::Event,
+    next: &Next,
+    now: chrono::DateTime<Utc>,
+) {
+    let succeeded_before = delivery
+        .last_status_code
+        .is_some_and(|code| (200..300).contains(&code));
+    if *next == Next::Succeeded
+        && event.event_type == domain::EventType::DepositReceived
+        && !succeeded_before
+    {
+        let waited = (now - event.created_at).as_seconds_f64().max(0.0);
+        metrics::histogram!("deposit_webhook_latency_seconds").record(waited);
     }
 }
 

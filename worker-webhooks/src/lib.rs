@@ -42,6 +42,7 @@ pub async fn run_with(config: Config, parts: WorkerParts) -> anyhow::Result<()> 
         shutdown,
     } = parts;
     let gauge = tokio::spawn(count_dead_letters(db.clone(), shutdown.clone()));
+    let failing = tokio::spawn(show_failing_endpoints(db.clone(), shutdown.clone()));
     let handler = Arc::new(Deliverer::new(db.clone(), cipher, config.webhooks.clone()));
     Consumer::new(db, broker, relay, handler)
         .prefetch(config.webhooks.concurrency.max(1))
@@ -50,6 +51,7 @@ pub async fn run_with(config: Config, parts: WorkerParts) -> anyhow::Result<()> 
         .run(shutdown)
         .await;
     let _ = gauge.await;
+    let _ = failing.await;
     Ok(())
 }
 
@@ -73,6 +75,46 @@ pub async fn count_dead_letters(db: DatabaseConnection, shutdown: CancellationTo
         tokio::select! {
             () = shutdown.cancelled() => return,
             () = tokio::time::sleep(DEAD_LETTER_COUNT_EVERY) => {}
+        }
+    }
+}
+
+/// How many businesses `webhook_endpoint_failing_seconds` shows: the worst few name the
+/// offenders; a series per business would grow with every customer.
+const FAILING_SHOWN: u64 = 5;
+
+/// How often the failing endpoints are looked for.
+const FAILING_CHECK_EVERY: Duration = Duration::from_secs(15);
+
+/// Keeps `webhook_endpoint_failing_seconds{business}` up to date until cancelled: for the
+/// [`FAILING_SHOWN`] businesses whose webhooks have failed longest, how long; a business that
+/// leaves that list is set to 0 (its series stays, so a resolved alert resolves).
+pub async fn show_failing_endpoints(db: DatabaseConnection, shutdown: CancellationToken) {
+    let mut shown = std::collections::BTreeSet::new();
+    loop {
+        match shared::db::deliveries::failing_longest(&db, FAILING_SHOWN).await {
+            Ok(failing) => {
+                let now = domain::time::now();
+                let current: std::collections::BTreeSet<String> = failing
+                    .iter()
+                    .map(|(business, _)| business.clone())
+                    .collect();
+                for gone in shown.difference(&current) {
+                    metrics::gauge!("webhook_endpoint_failing_seconds", "business" => gone.clone())
+                        .set(0.0);
+                }
+                for (business, since) in failing {
+                    let seconds = (now - since).as_seconds_f64().max(0.0);
+                    metrics::gauge!("webhook_endpoint_failing_seconds", "business" => business)
+                        .set(seconds);
+                }
+                shown.extend(current);
+            }
+            Err(e) => tracing::warn!(error = %e, "looking for failing webhook endpoints failed"),
+        }
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            () = tokio::time::sleep(FAILING_CHECK_EVERY) => {}
         }
     }
 }

@@ -78,6 +78,6 @@ pub async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<Readines
         (status = 403, response = problem::BrowserRefused),
     ),
 )]
-pub async fn metrics() -> impl IntoResponse {
-    ops::metrics::endpoint().await
+pub async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
+    shared::bootstrap::metrics_with_readiness(&state.db, state.relay.broker().as_ref()).await
 }

@@ -723,6 +723,31 @@ pub async fn count_dead<C: ConnectionTrait>(db: &C) -> Result<u64, DbErr> {
         .await
 }
 
+/// The businesses whose webhooks have been failing longest: for each, since when its oldest
+/// delivery still waiting on a retry was created; at most `limit`, longest first. What the
+/// `webhook_endpoint_failing_seconds` gauge shows, so that an alert names the worst offenders
+/// without a series per business.
+pub async fn failing_longest<C: ConnectionTrait>(
+    db: &C,
+    limit: u64,
+) -> Result<Vec<(String, DateTime<Utc>)>, DbErr> {
+    use sea_orm::QuerySelect;
+    use sea_orm::sea_query::{Expr, Func};
+    let since = Expr::expr(Func::min(Expr::col(delivery::Column::CreatedAt)));
+    delivery::Entity::find()
+        .select_only()
+        .column(delivery::Column::BusinessId)
+        .column_as(since.clone(), "since")
+        .filter(delivery::Column::Status.eq(DeliveryStatus::Pending))
+        .filter(delivery::Column::Attempts.gt(0))
+        .group_by(delivery::Column::BusinessId)
+        .order_by_asc(since)
+        .limit(limit)
+        .into_tuple()
+        .all(db)
+        .await
+}
+
 /// Replays one delivery (any status) with a fresh schedule; None when there is no such delivery.
 pub async fn replay(
     db: &DatabaseConnection,

@@ -663,6 +663,21 @@ pub async fn backlog<C: ConnectionTrait>(db: &C, now: DateTime<Utc>) -> Result<u
         .await
 }
 
+/// When the longest-waiting job of the backlog fell due (None: no job is due): a backlog that
+/// is worked off stays young however large it is; one that is stuck ages.
+pub async fn oldest_due<C: ConnectionTrait>(
+    db: &C,
+    now: DateTime<Utc>,
+) -> Result<Option<DateTime<Utc>>, DbErr> {
+    Ok(outbox::Entity::find()
+        .filter(unfinished())
+        .filter(outbox::Column::RunAt.lte(now))
+        .order_by_asc(outbox::Column::RunAt)
+        .one(db)
+        .await?
+        .map(|job| job.run_at))
+}
+
 /// Forgets finished jobs older than `before`.
 pub async fn purge_finished<C: ConnectionTrait>(
     db: &C,

@@ -238,6 +238,11 @@ impl Relay {
                 && let Ok(backlog) = outbox::backlog(&self.db, domain::time::now()).await
             {
                 metrics::gauge!("outbox_backlog").set(backlog as f64);
+                let now = domain::time::now();
+                if let Ok(oldest) = outbox::oldest_due(&self.db, now).await {
+                    let age = oldest.map_or(0.0, |due| (now - due).as_seconds_f64().max(0.0));
+                    metrics::gauge!("outbox_oldest_job_age_seconds").set(age);
+                }
             }
             sweeps += 1;
             tokio::select! {
