@@ -1407,7 +1407,7 @@ async fn the_sign_in_migration_keeps_audit_rows_and_counts(backend: Backend) {
             .query_all_raw(Statement::from_string(
                 db.get_database_backend(),
                 "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'audit_log' \
-                 AND sql IS NOT NULL",
+                 AND name = 'audit_log_business_created_id'",
             ))
             .await
             .unwrap();

@@ -13,6 +13,9 @@ text_enum! {
         SignInFailed = "session.sign_in_failed",
         /// The attempt that locked an e-mail for 15 minutes (SPEC §8).
         SignInLocked = "session.sign_in_locked",
+        /// Attempts refused unchecked while the e-mail is locked (SPEC §8), the right password's
+        /// too: one row per e-mail, address and minute, with how many.
+        SignInRefused = "session.sign_in_refused",
         KeyRolled = "key.rolled",
         KeyRevoked = "key.revoked",
         WebhookUrlSet = "webhook.url_set",
@@ -28,6 +31,10 @@ text_enum! {
         TotpRemoved = "profile.totp_removed",
         /// From the Balance page or `PUT /settlement-account`.
         SettlementAccountChanged = "settlement_account.changed",
+        /// `POST /virtual-accounts/{id}/deactivate`.
+        AccountDeactivated = "virtual_account.deactivated",
+        /// `POST /payouts` (the daily schedule's payouts are the service's, not audited).
+        PayoutCreated = "payout.created",
     }
 }
 
@@ -39,6 +46,7 @@ impl AuditAction {
             AuditAction::SignedOut => "Signed out",
             AuditAction::SignInFailed => "Failed to sign in",
             AuditAction::SignInLocked => "Sign-in locked for 15 minutes",
+            AuditAction::SignInRefused => "Sign-in refused while locked",
             AuditAction::KeyRolled => "Rolled the secret key",
             AuditAction::KeyRevoked => "Revoked a secret key",
             AuditAction::WebhookUrlSet => "Set the webhook URL",
@@ -52,6 +60,8 @@ impl AuditAction {
             AuditAction::TotpEnabled => "Turned on two-step verification",
             AuditAction::TotpRemoved => "Turned off two-step verification",
             AuditAction::SettlementAccountChanged => "Changed the settlement account",
+            AuditAction::AccountDeactivated => "Deactivated a virtual account",
+            AuditAction::PayoutCreated => "Requested a payout",
         }
     }
 }

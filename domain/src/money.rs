@@ -26,10 +26,33 @@ pub fn whole_kobo(value: &Value) -> Option<i64> {
     })
 }
 
+/// Kobo as naira, as people read it (the dashboard, the audit log): `₦1,500.00`.
+pub fn naira(kobo: i64) -> String {
+    let sign = if kobo < 0 { "−" } else { "" };
+    let kobo = kobo.unsigned_abs();
+    let whole = (kobo / 100).to_string();
+    let mut grouped = String::new();
+    for (i, c) in whole.chars().enumerate() {
+        if i > 0 && (whole.len() - i).is_multiple_of(3) {
+            grouped.push(',');
+        }
+        grouped.push(c);
+    }
+    format!("{sign}₦{grouped}.{:02}", kobo % 100)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn money_reads_as_naira() {
+        assert_eq!(naira(150_000), "₦1,500.00");
+        assert_eq!(naira(5), "₦0.05");
+        assert_eq!(naira(12_345_678_900), "₦123,456,789.00");
+        assert_eq!(naira(-100), "−₦1.00");
+    }
 
     #[test]
     fn whole_numbers_only() {

@@ -25,6 +25,7 @@ mod m0019_audit_key_actor;
 mod m0020_payout_provider_lease;
 mod m0021_one_statement_refusal;
 mod m0022_hot_activation;
+mod m0023_audit_repeats;
 
 pub struct Migrator;
 
@@ -53,6 +54,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0020_payout_provider_lease::Migration),
             Box::new(m0021_one_statement_refusal::Migration),
             Box::new(m0022_hot_activation::Migration),
+            Box::new(m0023_audit_repeats::Migration),
         ]
     }
 }

@@ -445,6 +445,7 @@ impl DailySchedule {
                     mode: account.mode,
                     idempotency: None,
                     payout: &new,
+                    actor: None,
                 },
             )
             .await?;

@@ -171,14 +171,7 @@ pub async fn record_failure(
     locked: bool,
 ) -> anyhow::Result<()> {
     let now = domain::time::now();
-    let actor = match user {
-        Some(user) => Actor::user(&user.id, &user.email, addr),
-        None => Actor::anonymous(addr),
-    };
-    let entry = |action| match user {
-        Some(user) => Entry::new(&user.business_id, action),
-        None => Entry::without_business(action).target(format!("e-mail {key}")),
-    };
+    let (actor, entry) = attempt_of(user, key, addr);
     let txn = db.begin().await?;
     if let Some(detail) = failed {
         let failed = entry(AuditAction::SignInFailed).detail(detail);
@@ -190,6 +183,41 @@ pub async fn record_failure(
     }
     txn.commit().await?;
     Ok(())
+}
+
+/// The audit log's record of a sign-in refused unchecked because the e-mail is locked (whatever
+/// was typed, the right password too), folded into one row per e-mail, address and minute: a
+/// flood of them adds a count, not rows.
+pub async fn record_refusal(
+    db: &DatabaseConnection,
+    user: Option<&User>,
+    key: &str,
+    addr: Option<String>,
+) -> anyhow::Result<()> {
+    let (actor, entry) = attempt_of(user, key, addr);
+    let entry = entry(AuditAction::SignInRefused).detail("not checked: the e-mail is locked");
+    audit::record_folded(db, &actor, entry, key, domain::time::now()).await?;
+    Ok(())
+}
+
+/// Who made a sign-in attempt, and its entry: the user's, against their business, when the
+/// e-mail is theirs; else no one's and no business's, named by the throttle's hash of what was
+/// typed, never the text.
+fn attempt_of<'a>(
+    user: Option<&'a User>,
+    key: &str,
+    addr: Option<String>,
+) -> (Actor, impl Fn(AuditAction) -> Entry<'a>) {
+    let actor = match user {
+        Some(user) => Actor::user(&user.id, &user.email, addr),
+        None => Actor::anonymous(addr),
+    };
+    let target = format!("e-mail {key}");
+    let entry = move |action| match user {
+        Some(user) => Entry::new(&user.business_id, action),
+        None => Entry::without_business(action).target(target.clone()),
+    };
+    (actor, entry)
 }
 
 /// A signed-in user re-entering their password (a password change, turning TOTP on or off, a

@@ -309,20 +309,7 @@ impl AttemptRow {
     }
 }
 
-/// Kobo as naira: `₦1,500.00`.
-pub fn naira(kobo: i64) -> String {
-    let sign = if kobo < 0 { "−" } else { "" };
-    let kobo = kobo.unsigned_abs();
-    let whole = (kobo / 100).to_string();
-    let mut grouped = String::new();
-    for (i, c) in whole.chars().enumerate() {
-        if i > 0 && (whole.len() - i).is_multiple_of(3) {
-            grouped.push(',');
-        }
-        grouped.push(c);
-    }
-    format!("{sign}₦{grouped}.{:02}", kobo % 100)
-}
+pub use domain::money::naira;
 
 /// What a status means to the person reading it, as a badge's colour.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -471,14 +458,6 @@ pub fn query(pairs: &[(&str, &str)]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn money_reads_as_naira() {
-        assert_eq!(naira(150_000), "₦1,500.00");
-        assert_eq!(naira(5), "₦0.05");
-        assert_eq!(naira(12_345_678_900), "₦123,456,789.00");
-        assert_eq!(naira(-100), "−₦1.00");
-    }
 
     #[test]
     fn times_read_in_west_africa_time() {

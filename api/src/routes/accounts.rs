@@ -20,6 +20,7 @@ use domain::{AccountStatus, Mode, NewAccount};
 use shared::db::accounts::{
     self, CreateOutcome, CreateRequest, DeactivateOutcome, LimitState, ListQuery,
 };
+use shared::db::audit::Actor;
 use shared::db::paging::Filter;
 use shared::json::{AccountView, Page};
 use shared::outbound::providers::{self, ProviderError};
@@ -28,7 +29,7 @@ use super::fields::Text;
 use super::paging::{PageParams, Paging};
 use crate::error::responses as problem;
 use crate::error::{ApiError, ApiResult};
-use crate::extract::{Caller, IdempotentCreate, OptionalJsonObject, Path, QueryPairs};
+use crate::extract::{Caller, ClientAddr, IdempotentCreate, OptionalJsonObject, Path, QueryPairs};
 use crate::state::AppState;
 
 pub fn routes() -> OpenApiRouter<AppState> {
@@ -441,12 +442,14 @@ impl DeactivateRequest {
 async fn deactivate(
     State(state): State<AppState>,
     caller: Caller,
+    ClientAddr(client_addr): ClientAddr,
     Path(id): Path<String>,
     OptionalJsonObject(body): OptionalJsonObject,
 ) -> ApiResult<Json<AccountView>> {
     let DeactivateRequest { reason } = DeactivateRequest::parse(&body)?;
     let outcome = accounts::deactivate(
         &state.db,
+        &Actor::api_key(&caller.0.key_id, client_addr),
         caller.business_id(),
         caller.mode(),
         &id,

@@ -9,13 +9,14 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use domain::payout::{NewPayout, PayoutStatus};
+use shared::db::audit::Actor;
 use shared::db::idempotency::{Key, Scope};
 use shared::db::payouts::{self, CreateOutcome, CreateRequest};
 use shared::json::{Page, PayoutView};
 
 use crate::error::responses as problem;
 use crate::error::{ApiError, ApiResult};
-use crate::extract::{Caller, IdempotentCreate, Path, QueryPairs};
+use crate::extract::{Caller, ClientAddr, IdempotentCreate, Path, QueryPairs};
 use crate::routes::paging::{PageParams, Paging};
 use crate::state::AppState;
 use shared::db::paging::Filter;
@@ -75,8 +76,13 @@ struct CreatePayoutRequest {
         (status = 422, response = problem::PayoutUnprocessable),
     ),
 )]
-async fn create(State(state): State<AppState>, create: IdempotentCreate) -> ApiResult<Response> {
+async fn create(
+    State(state): State<AppState>,
+    ClientAddr(client_addr): ClientAddr,
+    create: IdempotentCreate,
+) -> ApiResult<Response> {
     let caller = &create.caller;
+    let actor = Actor::api_key(&caller.0.key_id, client_addr);
     let payout = NewPayout::parse(&create.body, state.config.payouts.max_amount)
         .map_err(ApiError::Validation)?;
     let digest = create.digest(&state.cipher);
@@ -91,6 +97,7 @@ async fn create(State(state): State<AppState>, create: IdempotentCreate) -> ApiR
             request: &digest,
         }),
         payout: &payout,
+        actor: Some(&actor),
     };
     let mut headers = HeaderMap::new();
     let (status, payout) = match payouts::create(&state.db, &request).await? {

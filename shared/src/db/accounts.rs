@@ -9,6 +9,7 @@ use sea_orm::{
     QuerySelect, TransactionSession, TransactionTrait,
 };
 
+use super::audit::{self, Actor};
 use super::entities::{
     account_number, account_state, business_mode, idempotency_key, virtual_account,
 };
@@ -20,7 +21,7 @@ use crate::crypto::Cipher;
 use crate::messaging::jobs::ProvisioningJob;
 use domain::ids::new_id;
 use domain::provider::OpenAccount;
-use domain::{AccountStatus, EventType, IdentityNumber, Mode, NewAccount};
+use domain::{AccountStatus, AuditAction, EventType, IdentityNumber, Mode, NewAccount};
 
 use domain::provider::ProvisioningOutcome;
 pub use virtual_account::Model as Account;
@@ -927,9 +928,11 @@ pub enum DeactivateOutcome {
     NotFound,
 }
 
-/// Deactivates an account and queues its closing at the provider, in one transaction.
+/// Deactivates an account and queues its closing at the provider, recorded in the audit log as
+/// `actor`'s, in one transaction. A repeat changes nothing and records nothing.
 pub async fn deactivate(
     db: &DatabaseConnection,
+    actor: &Actor,
     business_id: &str,
     mode: Mode,
     id: &str,
@@ -962,6 +965,17 @@ pub async fn deactivate(
     tallies::status_changed(&txn, &account, status, AccountStatus::Deactivated).await?;
     record_account_event(&txn, &account, EventType::VirtualAccountDeactivated, now).await?;
     enqueue_close(&txn, &account.id, now).await?;
+    let target = match &account.account_number {
+        Some(number) => format!("{} ({number})", account.id),
+        None => account.id.clone(),
+    };
+    let mut entry = audit::Entry::new(business_id, AuditAction::AccountDeactivated)
+        .mode(mode)
+        .target(target);
+    if let Some(reason) = &account.deactivation_reason {
+        entry = entry.detail(reason.as_str());
+    }
+    audit::record(&txn, actor, entry, now).await?;
     txn.commit().await?;
     Ok(DeactivateOutcome::Deactivated(account))
 }

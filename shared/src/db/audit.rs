@@ -1,8 +1,10 @@
-//! The audit log (issue 15): every change a dashboard user (or an operator's `api admin`
-//! command) makes to a business is recorded by the function that makes it, in the same
+//! The audit log (issue 15): every change to a business made by a dashboard user, a secret key
+//! through the API (account creation aside: the hottest write, and the account is its own record)
+//! or an operator's `api admin` command is recorded by the function that makes it, in the same
 //! transaction, so a change and its record commit together or not at all.
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, DurationRound, TimeDelta, Utc};
+use sea_orm::sea_query::{Expr, ExprTrait, OnConflict};
 use sea_orm::{ActiveValue::Set, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter};
 
 use super::entities::audit_entry;
@@ -131,7 +133,53 @@ pub async fn record<C: ConnectionTrait>(
     entry: Entry<'_>,
     at: DateTime<Utc>,
 ) -> Result<(), DbErr> {
-    audit_entry::Entity::insert(audit_entry::ActiveModel {
+    audit_entry::Entity::insert(row(actor, entry, None, at))
+        .exec_without_returning(db)
+        .await?;
+    Ok(())
+}
+
+/// Records an entry that may come in a flood: repeats of the same action, `subject` and client
+/// address within one minute add to one row's `times` instead of adding rows, so the log grows
+/// by at most one row per subject, address and minute. One statement: concurrent repeats on
+/// either database count exactly. `subject` names what repeats (never a secret: a hash).
+pub async fn record_folded<C: ConnectionTrait>(
+    db: &C,
+    actor: &Actor,
+    entry: Entry<'_>,
+    subject: &str,
+    at: DateTime<Utc>,
+) -> Result<(), DbErr> {
+    let minute = at
+        .duration_trunc(TimeDelta::minutes(1))
+        .unwrap_or(at)
+        .to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let fold_key = format!(
+        "{} {subject} {} {minute}",
+        entry.action.as_str(),
+        actor.client_addr.as_deref().unwrap_or("-")
+    );
+    use audit_entry::Column as C_;
+    let times = Expr::col((audit_entry::Entity, C_::Times)).add(1);
+    audit_entry::Entity::insert(row(actor, entry, Some(fold_key), at))
+        .on_conflict(
+            OnConflict::column(C_::FoldKey)
+                .target_and_where(Expr::col(C_::FoldKey).is_not_null())
+                .value(C_::Times, times)
+                .to_owned(),
+        )
+        .exec_without_returning(db)
+        .await?;
+    Ok(())
+}
+
+fn row(
+    actor: &Actor,
+    entry: Entry<'_>,
+    fold_key: Option<String>,
+    at: DateTime<Utc>,
+) -> audit_entry::ActiveModel {
+    audit_entry::ActiveModel {
         id: Set(new_id("aud")),
         business_id: Set(entry.business_id.map(str::to_owned)),
         actor_user_id: Set(actor.user_id.clone()),
@@ -143,10 +191,9 @@ pub async fn record<C: ConnectionTrait>(
         detail: Set(entry.detail),
         client_addr: Set(actor.client_addr.clone()),
         created_at: Set(at),
-    })
-    .exec_without_returning(db)
-    .await?;
-    Ok(())
+        times: Set(1),
+        fold_key: Set(fold_key),
+    }
 }
 
 /// A page of a business's entries, newest first, and the total.

@@ -148,6 +148,9 @@ pub struct CreateRequest<'a> {
     pub mode: Mode,
     pub idempotency: Option<idempotency::Key<'a>>,
     pub payout: &'a NewPayout,
+    /// Who asked, recorded in the audit log with a new payout (only then: a replay or a
+    /// reference hit creates nothing). None for the daily schedule: the service's own.
+    pub actor: Option<&'a Actor>,
 }
 
 #[derive(Debug)]
@@ -291,9 +294,27 @@ pub async fn create(
         now,
     )
     .await?;
+    if let Some(actor) = req.actor {
+        audit::record(&txn, actor, payout_audit_entry(&row), now).await?;
+    }
     complete(&txn, 202, &id).await?;
     txn.commit().await?;
     Ok(CreateOutcome::Created(row))
+}
+
+/// The audit row of a new payout: its amount and where it goes, the number by its last four
+/// digits (as for the settlement account).
+fn payout_audit_entry(payout: &Payout) -> audit::Entry<'_> {
+    let digits = &payout.account_number;
+    let last_four = &digits[digits.len().saturating_sub(4)..];
+    audit::Entry::new(&payout.business_id, AuditAction::PayoutCreated)
+        .mode(payout.mode)
+        .target(payout.id.as_str())
+        .detail(format!(
+            "{} to {} …{last_four}",
+            domain::money::naira(payout.amount),
+            payout.bank_name
+        ))
 }
 
 async fn replay<C: ConnectionTrait>(

@@ -2,7 +2,8 @@
 //! and a wrong password get the same answer after the same work; five failures for an e-mail
 //! within 15 minutes lock it for 15 minutes, known or not. Every password or code is counted
 //! before it is checked (`auth::counted_check`), so attempts sent at once count the same; attempts
-//! are limited per client address too, and failed and locked sign-ins go into the audit log.
+//! are limited per client address too, and failed, locked and refused sign-ins go into the audit
+//! log.
 
 use askama::Template;
 use axum::extract::State;
@@ -19,7 +20,7 @@ use shared::db::users::{self, SessionOwner, User};
 
 use crate::cookies::{self, SESSION_COOKIE, SIGN_IN_COOKIE};
 use crate::dashboard::auth::{
-    self, Checked, TOTP_STEP_SECS, counted_check, record_failure, throttle_key,
+    self, Checked, TOTP_STEP_SECS, counted_check, record_failure, record_refusal, throttle_key,
 };
 use crate::dashboard::forms::FormFields;
 use crate::dashboard::session::Signed;
@@ -194,7 +195,10 @@ pub async fn submit(
     };
     let user = match (checked, user) {
         (Checked::Right, Some(user)) => user,
-        (Checked::Locked, _) => return refuse(LOCKED, StatusCode::TOO_MANY_REQUESTS),
+        (Checked::Locked, user) => {
+            record_refusal(&state.db, user.as_ref(), &key, addr).await?;
+            return refuse(LOCKED, StatusCode::TOO_MANY_REQUESTS);
+        }
         // (No password is right for an unknown e-mail.)
         (wrong, user) => {
             let locked = wrong == Checked::Wrong { locked: true };
@@ -348,7 +352,10 @@ pub async fn code_submit(
     .await?;
     match checked {
         Checked::Right => {}
-        Checked::Locked => return Ok(locked_out().await?),
+        Checked::Locked => {
+            record_refusal(&state.db, Some(user), &key, addr).await?;
+            return Ok(locked_out().await?);
+        }
         Checked::Wrong { locked } => {
             record_failure(
                 &state.db,

@@ -54,6 +54,8 @@ struct AuditRow {
     at: When,
     who: String,
     what: &'static str,
+    /// Repeats folded into the row (refused sign-ins: one row a minute), shown when more than 1.
+    times: i32,
     mode: Option<&'static str>,
     target: Option<String>,
     detail: Option<String>,
@@ -144,6 +146,7 @@ async fn render(
             at: When::of(&e.created_at),
             who: audit::actor_label(&e),
             what: e.action.label(),
+            times: e.times,
             mode: e.mode.map(Mode::as_str),
             target: e.target,
             detail: e.detail,

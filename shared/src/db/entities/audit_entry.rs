@@ -22,7 +22,12 @@ pub struct Model {
     pub detail: Option<String>,
     /// The client's address as the api saw it.
     pub client_addr: Option<String>,
+    /// The first time; repeats folded into this row (`times`) came within its minute.
     pub created_at: DateTimeUtc,
+    /// How many times it happened: more than 1 only for repeats folded into one row.
+    pub times: i32,
+    /// What makes repeats one row (`audit::record_folded`); None for every other entry.
+    pub fold_key: Option<String>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
