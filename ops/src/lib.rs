@@ -6,27 +6,18 @@ pub mod config;
 pub mod http;
 pub mod metrics;
 pub mod proxies;
+mod redact;
 pub mod telemetry;
 
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
+pub use crate::redact::redact_url;
 
 /// Every process of the service allocates through mimalloc: under load glibc's malloc, free and
 /// their consolidation took about a fifth of the api's CPU (issue 24's profile of a deposit).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
-/// A URL without its password, for messages and logs.
-pub fn redact_url(url: &str) -> String {
-    match url::Url::parse(url) {
-        Ok(mut parsed) if parsed.password().is_some() => {
-            let _ = parsed.set_password(Some("***"));
-            parsed.to_string()
-        }
-        _ => url.to_owned(),
-    }
-}
 
 /// Cancels `token` on SIGTERM or Ctrl-C.
 pub fn cancel_on_signal(token: CancellationToken) {
@@ -80,10 +71,25 @@ where
     match run(config).await {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", error_chain(&e));
             std::process::ExitCode::FAILURE
         }
     }
+}
+
+/// An error and its causes, as `{:#}` prints them but saying each once: a cause that its error's
+/// message already ends with (sea-orm's `"Execution Error: {0}"` whose source is that `{0}`) is
+/// not repeated.
+pub fn error_chain(e: &anyhow::Error) -> String {
+    let mut text = e.to_string();
+    for cause in e.chain().skip(1) {
+        let cause = cause.to_string();
+        if !text.ends_with(&cause) {
+            text.push_str(": ");
+            text.push_str(&cause);
+        }
+    }
+    text
 }
 
 /// The whole `main` of a process whose only option is `--config FILE` (each worker, the
@@ -115,4 +121,31 @@ macro_rules! config_main {
             $crate::main_with(cli.config.as_deref(), $run).await
         }
     };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("Execution Error: {0}")]
+    struct Wraps(#[source] Inner);
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("relation \"businesses\" does not exist")]
+    struct Inner;
+
+    #[test]
+    fn an_error_chain_says_each_cause_once() {
+        let e = anyhow::Error::new(Wraps(Inner)).context("approving KYB");
+        assert_eq!(
+            error_chain(&e),
+            "approving KYB: Execution Error: relation \"businesses\" does not exist"
+        );
+        let e = anyhow::Error::new(Inner).context("reading");
+        assert_eq!(
+            error_chain(&e),
+            "reading: relation \"businesses\" does not exist"
+        );
+    }
 }
