@@ -52,6 +52,9 @@ pub struct DatabaseConfig {
     pub read_url: Option<String>,
     /// Past this replay lag (or with the replica down) those reads go to the primary.
     pub read_max_lag_ms: u64,
+    /// A PEM file of CA certificates that PostgreSQL's server certificates are checked against
+    /// (libpq's `sslrootcert`), for every URL above that names none of its own.
+    pub ca_file: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -704,6 +707,7 @@ mod tests {
         assert_eq!(config.sandbox.state_file, None);
         assert_eq!(config.payouts.test_kill_at, None);
         // A section's own default is the same file.
+        assert_eq!(config.database.ca_file, None);
         assert_eq!(
             SandboxConfig::default().secret,
             "sandbox-notification-secret"

@@ -41,9 +41,27 @@ pub fn database_url_or_dev(config: &Config) -> anyhow::Result<String> {
 }
 
 pub async fn connect_database(url: &str, config: &Config) -> anyhow::Result<DatabaseConnection> {
-    crate::db::connect(url, config.database.max_connections)
+    let tls_url = with_database_ca(url, config)?;
+    crate::db::connect(&tls_url, config.database.max_connections)
         .await
-        .with_context(|| format!("connecting to the database ({})", redact_url(url)))
+        .map_err(|e| database_error("connecting to the database", url, &e))
+}
+
+/// A database error as one line: sea-orm's error repeats its cause as its source, which `{:#}`
+/// would print twice.
+fn database_error(doing: &str, url: &str, error: &sea_orm::DbErr) -> anyhow::Error {
+    anyhow::anyhow!("{doing} ({}): {error}", redact_url(url))
+}
+
+/// `url` with `VAS_DATABASE__CA_FILE` applied ([`crate::db::tls`]); a CA file that cannot be
+/// read stops the process here, by its setting's name, rather than at each connection.
+fn with_database_ca(url: &str, config: &Config) -> anyhow::Result<String> {
+    let ca_file = config.database.ca_file.as_deref();
+    if let Some(path) = ca_file {
+        std::fs::File::open(path)
+            .with_context(|| format!("reading VAS_DATABASE__CA_FILE {}", path.display()))?;
+    }
+    Ok(crate::db::tls::libpq_url(url, ca_file))
 }
 
 /// The handles of the reads that may lag: the replica of `VAS_DATABASE__READ_URL` beside the
@@ -55,9 +73,10 @@ pub async fn connect_reads(
     let Some(url) = &config.database.read_url else {
         return Ok(crate::db::read::Reads::primary_only(primary.clone()));
     };
-    let replica = crate::db::connect_replica(url, config.database.max_connections)
+    let tls_url = with_database_ca(url, config)?;
+    let replica = crate::db::connect_replica(&tls_url, config.database.max_connections)
         .await
-        .with_context(|| format!("opening the read replica ({})", redact_url(url)))?;
+        .map_err(|e| database_error("opening the read replica", url, &e))?;
     Ok(crate::db::read::Reads::with_replica(
         primary.clone(),
         replica,

@@ -88,7 +88,11 @@ impl MultiHost {
         }
         let hosts = hostlist
             .split(',')
-            .map(parse_host)
+            .enumerate()
+            .map(|(index, host)| {
+                parse_host(host)
+                    .map_err(|why| format!("host {} of the database URL: {why}", index + 1))
+            })
             .collect::<Result<Vec<_>, String>>()?;
         if hosts.len() == 1 && target.is_none() {
             return Ok(None);
@@ -128,13 +132,14 @@ impl MultiHost {
     }
 }
 
-/// `host`, `host:port` or `[v6]:port`; the port defaults to 5432, as with libpq.
+/// `host`, `host:port` or `[v6]:port`; the port defaults to 5432, as with libpq. An error does
+/// not repeat the text: with a password holding an unescaped `/`, part of it lands here.
 fn parse_host(host: &str) -> Result<(String, u16), String> {
     let (name, port) = match host.strip_prefix('[') {
         Some(v6) => {
             let (name, after) = v6
                 .split_once(']')
-                .ok_or_else(|| format!("invalid host {host:?}"))?;
+                .ok_or_else(|| "an IPv6 address without its `]`".to_owned())?;
             (name, after.strip_prefix(':'))
         }
         None => match host.split_once(':') {
@@ -143,12 +148,12 @@ fn parse_host(host: &str) -> Result<(String, u16), String> {
         },
     };
     if name.is_empty() {
-        return Err("an empty host in the database URL".to_owned());
+        return Err("empty".to_owned());
     }
     let port = match port {
         Some(port) => port
             .parse::<u16>()
-            .map_err(|_| format!("invalid port in host {host:?}"))?,
+            .map_err(|_| "an invalid port".to_owned())?,
         None => 5432,
     };
     Ok((name.to_owned(), port))
@@ -178,31 +183,54 @@ impl Primary {
         format!("{host}:{port}")
     }
 
-    /// The first host (from `start`) that answers as a primary, with a connection to it.
-    async fn find(&self, start: usize) -> Option<(usize, sqlx::PgConnection)> {
+    /// The first host (from `start`) that answers as a primary, with a connection to it; else
+    /// each host with why it was not taken (`h1:5432 (connection refused)`).
+    async fn find(&self, start: usize) -> Result<(usize, sqlx::PgConnection), Vec<String>> {
+        let mut skipped = Vec::new();
         for step in 0..self.hosts.len() {
             let index = (start + step) % self.hosts.len();
-            if let Some(connection) = self.probe(index).await {
-                return Some((index, connection));
+            match self.probe(index).await {
+                Ok(connection) => return Ok((index, connection)),
+                Err(why) => skipped.push(format!("{} ({why})", self.label(index))),
             }
         }
-        None
+        Err(skipped)
     }
 
-    /// A connection to host `index` if it answers within [`PROBE_TIMEOUT`] as a primary.
-    async fn probe(&self, index: usize) -> Option<sqlx::PgConnection> {
+    /// A connection to host `index` if it answers within [`PROBE_TIMEOUT`] as a primary; else
+    /// why not.
+    async fn probe(&self, index: usize) -> Result<sqlx::PgConnection, String> {
         let attempt = async {
-            let mut connection = self.options(index).connect().await.ok()?;
-            is_primary(&mut connection)
-                .await
-                .ok()
-                .filter(|primary| *primary)
-                .map(|_| connection)
+            let mut connection = self.options(index).connect().await.map_err(why_not)?;
+            match is_primary(&mut connection).await {
+                Ok(true) => Ok(connection),
+                Ok(false) => Err("a standby".to_owned()),
+                Err(e) => Err(why_not(e)),
+            }
         };
         tokio::time::timeout(PROBE_TIMEOUT, attempt)
             .await
-            .ok()
-            .flatten()
+            .unwrap_or_else(|_| Err(format!("no answer within {PROBE_TIMEOUT:?}")))
+    }
+}
+
+/// Why a host was not taken, in the words an operator acts on: refused (down, or the wrong
+/// port), authentication (the user, its password, `pg_hba.conf`), TLS (the server's words on a
+/// certificate, a CA, a host name, or no TLS at all), else the server's own message. sqlx's
+/// errors never carry the password.
+fn why_not(error: sqlx::Error) -> String {
+    match error {
+        sqlx::Error::Io(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+            "connection refused".to_owned()
+        }
+        // A failed TLS handshake (rustls' "invalid peer certificate: …") arrives as I/O.
+        sqlx::Error::Io(e) => e.to_string(),
+        sqlx::Error::Tls(e) => format!("TLS: {e}"),
+        sqlx::Error::Database(db) if db.code().is_some_and(|code| code.starts_with("28")) => {
+            format!("authentication failed: {}", db.message())
+        }
+        sqlx::Error::Database(db) => db.message().to_owned(),
+        other => other.to_string(),
     }
 }
 
@@ -235,19 +263,16 @@ pub async fn connect_primary(
     });
     let deadline = Instant::now() + acquire_timeout;
     let (index, watch) = loop {
-        if let Some(found) = primary.find(0).await {
-            break found;
+        match primary.find(0).await {
+            Ok(found) => break found,
+            Err(skipped) if Instant::now() >= deadline => {
+                return Err(DbErr::Conn(RuntimeErr::Internal(format!(
+                    "no primary among {}",
+                    skipped.join(", ")
+                ))));
+            }
+            Err(_) => tokio::time::sleep(WATCH_EVERY).await,
         }
-        if Instant::now() >= deadline {
-            return Err(DbErr::Conn(RuntimeErr::Internal(format!(
-                "no primary among {}",
-                (0..primary.hosts.len())
-                    .map(|i| primary.label(i))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ))));
-        }
-        tokio::time::sleep(WATCH_EVERY).await;
     };
     {
         let mut state = primary.state.lock().expect("not poisoned");
@@ -322,7 +347,7 @@ async fn watch_primary(primary: Arc<Primary>, pool: PgPool, mut watch: sqlx::PgC
             }
         }
         // The next host first: the lost one is likely still down.
-        let Some((index, connection)) = primary.find(current + 1).await else {
+        let Ok((index, connection)) = primary.find(current + 1).await else {
             continue;
         };
         watch = connection;
@@ -431,6 +456,10 @@ mod tests {
         assert!(MultiHost::parse("postgres://u@h1:54x,h2/vas").is_err());
         assert!(MultiHost::parse("postgres://u@h1,h2/vas?target_session_attrs=sometimes").is_err());
         assert!(MultiHost::parse("postgres://u@h1,/vas").is_err());
+        // A password with an unescaped `/` ends the host list early: the error names the
+        // host's place, never the text that holds part of the password.
+        let error = MultiHost::parse("postgres://vas:s3cr/et@h1,h2/vas").unwrap_err();
+        assert_eq!(error, "host 1 of the database URL: an invalid port");
         let v6 = MultiHost::parse("postgres://u@[::1]:6000,h2/vas")
             .unwrap()
             .unwrap();

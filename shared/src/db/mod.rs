@@ -20,6 +20,7 @@ pub mod rechecks;
 pub mod reencrypt;
 pub mod tallies;
 pub mod users;
+pub mod tls;
 
 use std::time::Duration;
 
@@ -41,12 +42,14 @@ pub const PING_IF_IDLE_FOR: Duration = Duration::from_secs(1);
 /// Opens a pool. SQLite gets one connection: its writers serialise anyway, and one connection
 /// turns "database is locked" errors into an orderly queue.
 /// A libpq multi-host URL (`postgres://u@h1,h2/vas?target_session_attrs=read-write`) gets a pool
-/// that follows the primary across failovers ([`failover`]).
+/// that follows the primary across failovers ([`failover`]). TLS as the URL says ([`tls`]).
 pub async fn connect(url: &str, max_connections: u32) -> Result<DatabaseConnection, DbErr> {
     if let Some(multi) = failover::MultiHost::parse(url).map_err(DbErr::Custom)? {
+    let url = &tls::libpq_url(url, None);
         return failover::connect_primary(&multi, max_connections, ACQUIRE_TIMEOUT).await;
     }
     let sqlite = url.starts_with("sqlite:");
+    usable(url)?;
     let mut options = ConnectOptions::new(url.to_owned());
     options
         .max_connections(if sqlite { 1 } else { max_connections })
@@ -70,10 +73,12 @@ pub async fn connect(url: &str, max_connections: u32) -> Result<DatabaseConnecti
 /// primary ([`read`]) rather than stop the process.
 pub async fn connect_replica(url: &str, max_connections: u32) -> Result<DatabaseConnection, DbErr> {
     let mut urls = vec![url.to_owned()];
+    let url = &tls::libpq_url(url, None);
     if let Some(multi) = failover::MultiHost::parse(url).map_err(DbErr::Custom)? {
         urls = (0..multi.hosts.len()).map(|i| multi.url_for(i)).collect();
     }
     let lazy = |url: &str| {
+    usable(&urls[0])?;
         let mut options = ConnectOptions::new(url.to_owned());
         options
             .max_connections(max_connections)
@@ -94,6 +99,18 @@ pub async fn connect_replica(url: &str, max_connections: u32) -> Result<Database
 }
 
 /// The time by the database's clock on PostgreSQL (the moment of the call, not the transaction's
+/// Refuses what sea-orm cannot open before it does: its error would repeat the whole string,
+/// password and all (libpq's key/value form, another scheme).
+fn usable(url: &str) -> Result<(), DbErr> {
+    match url::Url::parse(url) {
+        Ok(parsed) if matches!(parsed.scheme(), "postgres" | "postgresql" | "sqlite") => Ok(()),
+        _ => Err(DbErr::Conn(sea_orm::RuntimeErr::Internal(
+            "the database URL is neither postgres://… nor sqlite://… (libpq's key/value form is not accepted)"
+                .to_owned(),
+        ))),
+    }
+}
+
 /// start), so api instances whose clocks differ agree on creation stamps and the rolling-hour
 /// limit; SQLite serves one process, whose clock it is.
 pub async fn clock<C: sea_orm::ConnectionTrait>(
@@ -650,6 +667,18 @@ mod tests {
     }
 
     #[tokio::test]
+    #[tokio::test]
+    async fn a_database_url_that_cannot_be_used_is_refused_without_repeating_it() {
+        for url in [
+            "host=db port=5432 user=vas password=s3cret",
+            "mysql://vas:s3cret@db/vas",
+        ] {
+            let error = connect(url, 1).await.unwrap_err().to_string();
+            assert!(!error.contains("s3cret"), "{error}");
+            assert!(error.contains("neither postgres://"), "{error}");
+        }
+    }
+
     async fn unique_violations_are_told_by_their_code_not_their_wording() {
         let mut urls = vec!["sqlite::memory:".to_owned()];
         urls.extend(

@@ -14,7 +14,7 @@ use std::process::{Command, Output};
 use std::sync::OnceLock;
 
 pub use auto_failover::AutoFailover;
-pub use postgres::{PgPair, Replication};
+pub use postgres::{PgPair, PgServer, Replication};
 pub use rabbit::RabbitCluster;
 
 /// True under `CI=true`; otherwise prints that `what` was skipped and why.

@@ -1,7 +1,8 @@
 //! A PostgreSQL primary with a standby of their own: `initdb`, `pg_basebackup -R`, for a
 //! failover `synchronous_standby_names = '*'` on the primary, `pg_ctl` for start, stop and
 //! promotion, all run as the `postgres` user, on free ports and in a temporary folder; stopped on
-//! drop.
+//! drop. Or one server alone with settings and files of the test's ([`PgServer`]: TLS, say),
+//! quick enough (an `initdb`, a few seconds) to run in every test run.
 
 use std::fs;
 use std::path::PathBuf;
@@ -42,6 +43,71 @@ impl PgNode {
         format!("postgres://postgres@127.0.0.1:{}/{db}", self.port)
     }
 
+    /// `initdb` (user `postgres`, trust authentication) with this node's port, listening on
+    /// 127.0.0.1 only, its socket in `socket_dir`, then `settings` added to its configuration.
+    fn init(&self, socket_dir: &std::path::Path, settings: &str) {
+        let data = self.data.display().to_string();
+        run_as_ok(
+            USER,
+            &[],
+            &format!("{BIN}/initdb"),
+            &[
+                "-D",
+                &data,
+                "-U",
+                "postgres",
+                "--auth=trust",
+                "-N",
+                "-E",
+                "UTF8",
+            ],
+        );
+        append(
+            &self.data.join("postgresql.conf"),
+            &format!(
+                "port = {}\nlisten_addresses = '127.0.0.1'\nunix_socket_directories = '{}'\n{settings}",
+                self.port,
+                socket_dir.display()
+            ),
+        );
+    }
+
+    /// `psql -c sql` on this node's database `db`; its output (unaligned, tuples only).
+    pub fn psql(&self, db: &str, sql: &str) -> String {
+        run_as_ok(
+            USER,
+            &[],
+            &format!("{BIN}/psql"),
+            &[
+                "-h",
+                "127.0.0.1",
+                "-p",
+                &self.port.to_string(),
+                "-d",
+                db,
+                "-v",
+                "ON_ERROR_STOP=1",
+                "-Atc",
+                sql,
+            ],
+        )
+        .trim()
+        .to_owned()
+    }
+
+    /// `pg_ctl stop -m immediate` if it runs.
+    fn stop_if_running(&self) {
+        if self.running() {
+            let data = self.data.display().to_string();
+            let _ = run_as(
+                USER,
+                &[],
+                &format!("{BIN}/pg_ctl"),
+                &["-D", &data, "-m", "immediate", "stop"],
+            );
+        }
+    }
+
     fn pg_ctl(&self, args: &[&str]) -> String {
         let data = self.data.display().to_string();
         let log = self.log.display().to_string();
@@ -75,35 +141,16 @@ impl PgPair {
             log: base.join(format!("{name}.log")),
         };
         let (primary, standby) = (node("primary"), node("standby"));
-        let data = primary.data.display().to_string();
-        run_as_ok(
-            USER,
-            &[],
-            &format!("{BIN}/initdb"),
-            &[
-                "-D",
-                &data,
-                "-U",
-                "postgres",
-                "--auth=trust",
-                "-N",
-                "-E",
-                "UTF8",
-            ],
-        );
-        let socket = base.display().to_string();
         let standbys = match replication {
             Replication::Synchronous => "*",
             Replication::Asynchronous => "",
         };
-        append(
-            &primary.data.join("postgresql.conf"),
+        primary.init(
+            &base,
             &format!(
-                "port = {}\nlisten_addresses = '127.0.0.1'\nunix_socket_directories = '{socket}'\n\
-                 wal_level = replica\nmax_wal_senders = 5\nhot_standby = on\n\
+                "wal_level = replica\nmax_wal_senders = 5\nhot_standby = on\n\
                  synchronous_standby_names = '{standbys}'\nsynchronous_commit = on\n\
-                 fsync = off\nfull_page_writes = on\nshared_buffers = 32MB\nmax_connections = 100\n",
-                primary.port
+                 fsync = off\nfull_page_writes = on\nshared_buffers = 32MB\nmax_connections = 100\n"
             ),
         );
         primary.pg_ctl(&["-w", "start"]);
@@ -154,25 +201,7 @@ impl PgPair {
 
     /// `psql -c sql` on node `i`'s database `db`; its output (unaligned, tuples only).
     pub fn psql(&self, i: usize, db: &str, sql: &str) -> String {
-        run_as_ok(
-            USER,
-            &[],
-            &format!("{BIN}/psql"),
-            &[
-                "-h",
-                "127.0.0.1",
-                "-p",
-                &self.nodes[i].port.to_string(),
-                "-d",
-                db,
-                "-v",
-                "ON_ERROR_STOP=1",
-                "-Atc",
-                sql,
-            ],
-        )
-        .trim()
-        .to_owned()
+        self.nodes[i].psql(db, sql)
     }
 
     /// `pg_ctl stop -m immediate` on node `i`: a crash, as far as clients can tell.
@@ -220,16 +249,48 @@ impl PgPair {
 impl Drop for PgPair {
     fn drop(&mut self) {
         for node in &self.nodes {
-            if node.running() {
-                let data = node.data.display().to_string();
-                let _ = run_as(
-                    USER,
-                    &[],
-                    &format!("{BIN}/pg_ctl"),
-                    &["-D", &data, "-m", "immediate", "stop"],
-                );
-            }
+            node.stop_if_running();
         }
+        let _ = &self.dir;
+    }
+}
+
+/// One server of its own, no standby.
+pub struct PgServer {
+    pub node: PgNode,
+    dir: tempfile::TempDir,
+}
+
+impl PgServer {
+    /// A server with `settings` added to its configuration and `files` (name, contents) written
+    /// into its data folder, owned by the server and readable by it alone (as PostgreSQL wants a
+    /// TLS key), before it starts.
+    pub fn start(settings: &str, files: &[(&str, &[u8])]) -> PgServer {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = folder_for(USER);
+        let node = PgNode {
+            port: free_port(),
+            data: dir.path().join("data"),
+            log: dir.path().join("server.log"),
+        };
+        node.init(
+            dir.path(),
+            &format!("fsync = off\nshared_buffers = 16MB\nmax_connections = 50\n{settings}"),
+        );
+        for (name, contents) in files {
+            let path = node.data.join(name);
+            fs::write(&path, contents).unwrap();
+            fs::set_permissions(&path, fs::Permissions::from_mode(0o600)).unwrap();
+        }
+        super::chown(USER, &node.data);
+        node.pg_ctl(&["-w", "start"]);
+        PgServer { node, dir }
+    }
+}
+
+impl Drop for PgServer {
+    fn drop(&mut self) {
+        self.node.stop_if_running();
         let _ = &self.dir;
     }
 }
