@@ -542,7 +542,9 @@ fn parse_nodes(urls: &str) -> Result<Vec<Node>, QueueError> {
         .map(str::trim)
         .filter(|url| !url.is_empty())
         .map(|url| {
-            let parsed: lapin::uri::AMQPUri = url.parse().map_err(|error| {
+            let parsed: lapin::uri::AMQPUri = url.parse().map_err(|error: String| {
+                // The parser's message may quote the URL, password and all.
+                let error = error.replace(url, "…");
                 QueueError::Other(format!("an invalid RabbitMQ URL in the list: {error}"))
             })?;
             Ok(Node {
@@ -1184,5 +1186,9 @@ mod tests {
     fn an_empty_or_invalid_list_is_refused() {
         assert!(parse_nodes(" , ").is_err());
         assert!(parse_nodes("amqp://h:5672/%2f,http://h").is_err());
+        let Err(QueueError::Other(error)) = parse_nodes("amqp://h/%2f, amqp:u:s3cret@h2") else {
+            panic!("a URL that cannot be a base is refused");
+        };
+        assert!(!error.contains("s3cret"), "{error}");
     }
 }

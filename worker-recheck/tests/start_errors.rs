@@ -1,0 +1,80 @@
+//! What an operator reads when a worker cannot reach its database or broker at start: its own
+//! stderr, with every password of the URLs it names masked (SPEC §6), whatever their form.
+
+use test_support::http::free_port;
+use test_support::process::clean_command;
+
+/// Base64 of 32 bytes: a key the worker accepts.
+const KEY: &str = "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=";
+
+/// Runs the worker with `env` until it gives up; its stderr.
+fn start(env: &[(&str, String)]) -> String {
+    let mut cmd = clean_command(env!("CARGO_BIN_EXE_worker-recheck"));
+    cmd.env("VAS_CRYPTO__KEY", KEY)
+        .env("VAS_OPS__BIND", "127.0.0.1:0");
+    for (key, value) in env {
+        cmd.env(key, value);
+    }
+    let out = cmd.output().expect("the worker runs");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!out.status.success(), "started: {stderr}");
+    stderr
+}
+
+#[test]
+fn a_multi_host_database_url_that_cannot_connect_is_printed_without_its_passwords() {
+    let (first, second) = (free_port(), free_port());
+    let stderr = start(&[
+        (
+            "VAS_DATABASE__URL",
+            format!(
+                "postgres://vas:db-s3cret@127.0.0.1:{first},127.0.0.1:{second}/vas?password=query-s3cret&target_session_attrs=read-write"
+            ),
+        ),
+        (
+            "VAS_AMQP__URL",
+            "amqp://guest:mq-s3cret@127.0.0.1:1/%2f".to_owned(),
+        ),
+    ]);
+    assert!(!stderr.contains("s3cret"), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "connecting to the database (postgres://vas:***@127.0.0.1:{first},127.0.0.1:{second}/vas?password=***&target_session_attrs=read-write)"
+        )),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(&format!(
+            "no primary among 127.0.0.1:{first} (connection refused), 127.0.0.1:{second} (connection refused)"
+        )),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn every_node_of_a_broker_list_that_cannot_connect_is_printed_without_its_password() {
+    let dir = tempfile::tempdir().unwrap();
+    let (first, second) = (free_port(), free_port());
+    let stderr = start(&[
+        (
+            "VAS_DATABASE__URL",
+            format!(
+                "sqlite://{}?mode=rwc",
+                dir.path().join("vas.sqlite").display()
+            ),
+        ),
+        (
+            "VAS_AMQP__URL",
+            format!(
+                "amqp://guest:first-s3cret@127.0.0.1:{first}/%2f,amqp://guest:second-s3cret@127.0.0.1:{second}/%2f"
+            ),
+        ),
+    ]);
+    assert!(!stderr.contains("s3cret"), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "connecting to RabbitMQ (amqp://guest:***@127.0.0.1:{first}/%2f,amqp://guest:***@127.0.0.1:{second}/%2f)"
+        )),
+        "{stderr}"
+    );
+}
