@@ -93,13 +93,14 @@ impl FromRequestParts<AppState> for Caller {
         {
             return Err(ApiError::TooManyFailedAuthentications { retry_after_secs });
         }
+        let lookup = state.auth_cache.lookup();
         let owner = match &hash {
             Some(hash) => find_owner(&state.db, hash, now).await?,
             None => None,
         };
         match (hash, owner) {
             (Some(hash), Some(owner)) => {
-                let cached = state.auth_cache.insert(hash, owner);
+                let cached = state.auth_cache.insert(hash, owner, lookup);
                 authenticated(state, &cached, now).await
             }
             (hash, _) => {

@@ -1,18 +1,20 @@
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use domain::user::SessionLimits;
 use moka::sync::Cache;
 use ops::config::Config;
-use sea_orm::DatabaseConnection;
+use sea_orm::{DatabaseConnection, DbBackend};
 use shared::crypto::Cipher;
+use shared::db::changes::{self, Heard};
 use shared::db::keys::KeyOwner;
 use shared::messaging::relay::Relay;
 use shared::outbound::providers::Providers;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio_util::sync::CancellationToken;
 
 use crate::cookies::CookiePolicy;
 use crate::passwords::Hashing;
@@ -183,12 +185,20 @@ const CACHED_KEYS: u64 = 100_000;
 const KNOWN_KEY_SECS: u64 = 24 * 3600;
 
 /// Key hash → owner of a working key, for a few seconds: authentication costs no query on a hot
-/// path, and a KYB approval, roll or revocation made by another process is seen within the TTL
-/// (a rolled key's own expiry is honoured exactly). Unknown keys are not cached: what they cost
-/// is bounded by [`AuthFailures`] instead, and they cannot push working keys out.
+/// path. A KYB approval, roll or revocation made by any process is heard at once
+/// ([`AuthCache::follow_changes`]) and the business's entries forgotten (a rolled key's own
+/// expiry is honoured exactly); the TTL only bounds what a change never announced can cost.
+/// Unknown keys are not cached: what they cost is bounded by [`AuthFailures`] instead, and they
+/// cannot push working keys out.
 #[derive(Clone)]
 pub struct AuthCache {
     keys: Option<Cache<String, Arc<CachedKey>>>,
+    /// False while changes cannot be heard (the listener's connection is lost): nothing is
+    /// served from `keys` nor kept in it then.
+    hearing: Arc<AtomicBool>,
+    /// Moved by every change heard, before its entries are forgotten: a lookup that read the
+    /// database before a change is not kept after it ([`Lookup`]).
+    changes_heard: Arc<AtomicU64>,
     /// Hashes of keys that worked in this process lately, however short `keys`' TTL: only
     /// someone who holds a working key can present one, so looking it up is never the flood the
     /// failure limit guards against, and two businesses behind one address (a NAT, a PaaS) do
@@ -196,6 +206,10 @@ pub struct AuthCache {
     /// lookup (no cache, or an expired entry) does not stamp the same minute again.
     known: Cache<String, Arc<AtomicI64>>,
 }
+
+/// How many changes the cache had heard when a lookup began.
+#[derive(Debug, Clone, Copy)]
+pub struct Lookup(u64);
 
 /// A working key's owner, and the minute of its last use as this process last saw it.
 #[derive(Debug)]
@@ -252,11 +266,66 @@ impl AuthCache {
             .max_capacity(CACHED_KEYS)
             .time_to_live(Duration::from_secs(KNOWN_KEY_SECS))
             .build();
-        Self { keys, known }
+        Self {
+            keys,
+            hearing: Arc::new(AtomicBool::new(true)),
+            changes_heard: Arc::new(AtomicU64::new(0)),
+            known,
+        }
     }
 
     pub fn get(&self, key_hash: &str) -> Option<Arc<CachedKey>> {
+        if !self.hearing.load(Ordering::SeqCst) {
+            return None;
+        }
         self.keys.as_ref()?.get(key_hash)
+    }
+
+    /// Taken before a key is looked up in the database, and given to [`insert`](Self::insert).
+    pub fn lookup(&self) -> Lookup {
+        Lookup(self.changes_heard.load(Ordering::SeqCst))
+    }
+
+    /// Hears key and KYB changes made by any process (SPEC §6) until `shutdown`; with no cache
+    /// there is nothing to forget, and nothing is followed. On PostgreSQL nothing is cached
+    /// until the listener listens.
+    pub fn follow_changes(
+        &self,
+        db: DatabaseConnection,
+        shutdown: CancellationToken,
+    ) -> impl Future<Output = ()> + Send + 'static {
+        let cache = self.clone();
+        let follows = cache.keys.is_some();
+        if follows && db.get_database_backend() == DbBackend::Postgres {
+            cache.hear(Heard::Deaf);
+        }
+        async move {
+            if follows {
+                changes::follow(db, shutdown, move |heard| cache.hear(heard)).await;
+            }
+        }
+    }
+
+    /// Forgets what `heard` may have made untrue.
+    pub fn hear(&self, heard: Heard) {
+        let Some(keys) = &self.keys else {
+            return;
+        };
+        self.changes_heard.fetch_add(1, Ordering::SeqCst);
+        match heard {
+            Heard::Business(id) => {
+                for (hash, entry) in keys.iter() {
+                    if entry.owner.business_id == id {
+                        keys.invalidate(hash.as_str());
+                    }
+                }
+            }
+            Heard::Anything | Heard::Deaf => {
+                self.hearing
+                    .store(heard == Heard::Anything, Ordering::SeqCst);
+                keys.invalidate_all();
+            }
+        }
     }
 
     /// True when the key worked here lately: it is looked up even from an address over the
@@ -265,8 +334,9 @@ impl AuthCache {
         self.known.contains_key(key_hash)
     }
 
-    /// Caches a working key's owner (when caching is on) and returns the entry to use.
-    pub fn insert(&self, key_hash: String, owner: KeyOwner) -> Arc<CachedKey> {
+    /// Caches a working key's owner, read after `lookup` (when caching is on and no change was
+    /// heard since), and returns the entry to use.
+    pub fn insert(&self, key_hash: String, owner: KeyOwner, lookup: Lookup) -> Arc<CachedKey> {
         let used_minute = self
             .known
             .get(&key_hash)
@@ -274,8 +344,16 @@ impl AuthCache {
         // Inserted again, so a key in use stays known: its time to live starts anew.
         self.known.insert(key_hash.clone(), used_minute.clone());
         let entry = Arc::new(CachedKey::new(owner, used_minute));
-        if let Some(keys) = &self.keys {
-            keys.insert(key_hash, entry.clone());
+        let unchanged = || self.changes_heard.load(Ordering::SeqCst) == lookup.0;
+        if let Some(keys) = &self.keys
+            && self.hearing.load(Ordering::SeqCst)
+            && unchanged()
+        {
+            keys.insert(key_hash.clone(), entry.clone());
+            // A change heard between the check and the insert forgot everything but this entry.
+            if !unchanged() {
+                keys.invalidate(&key_hash);
+            }
         }
         entry
     }
@@ -526,19 +604,72 @@ mod tests {
         let cache = AuthCache::new(Duration::ZERO);
         assert!(
             cache
-                .insert("hash".into(), never_used())
+                .insert("hash".into(), never_used(), cache.lookup())
                 .claim_use_stamp(at)
         );
         // The stamp is written beside the request: the next lookup may not see it yet.
-        let again = cache.insert("hash".into(), never_used());
+        let again = cache.insert("hash".into(), never_used(), cache.lookup());
         assert!(!again.claim_use_stamp(at + chrono::TimeDelta::seconds(5)));
         assert!(again.claim_use_stamp(at + chrono::TimeDelta::seconds(60)));
         // Forgotten (revoked, say), the key starts from what is stored.
         cache.forget("hash");
         assert!(
             cache
-                .insert("hash".into(), never_used())
+                .insert("hash".into(), never_used(), cache.lookup())
                 .claim_use_stamp(at)
+        );
+    }
+
+    /// A key of `business`, as a lookup found it.
+    fn owner_of(business: &str) -> KeyOwner {
+        KeyOwner {
+            business_id: business.into(),
+            ..key_owner(None)
+        }
+    }
+
+    #[test]
+    fn a_change_heard_forgets_that_business_only() {
+        let cache = AuthCache::new(Duration::from_secs(600));
+        cache.insert("a".into(), owner_of("biz_1"), cache.lookup());
+        cache.insert("b".into(), owner_of("biz_2"), cache.lookup());
+        cache.hear(Heard::Business("biz_1".into()));
+        assert!(
+            cache.get("a").is_none(),
+            "the changed business is looked up again"
+        );
+        assert!(cache.get("b").is_some(), "another business keeps its entry");
+        cache.hear(Heard::Anything);
+        assert!(cache.get("b").is_none(), "anything may have changed");
+    }
+
+    #[test]
+    fn a_lookup_that_began_before_a_change_is_not_kept() {
+        let cache = AuthCache::new(Duration::from_secs(600));
+        let lookup = cache.lookup();
+        // The key was read, then its change was heard, then the lookup ended.
+        cache.hear(Heard::Business("biz_1".into()));
+        let entry = cache.insert("a".into(), owner_of("biz_1"), lookup);
+        assert_eq!(
+            entry.owner.business_id, "biz_1",
+            "the request itself is served"
+        );
+        assert!(cache.get("a").is_none(), "but the answer is not kept");
+    }
+
+    #[test]
+    fn nothing_is_cached_while_changes_cannot_be_heard() {
+        let cache = AuthCache::new(Duration::from_secs(600));
+        cache.insert("a".into(), owner_of("biz_1"), cache.lookup());
+        cache.hear(Heard::Deaf);
+        assert!(cache.get("a").is_none());
+        cache.insert("a".into(), owner_of("biz_1"), cache.lookup());
+        assert!(cache.get("a").is_none(), "not kept while deaf");
+        cache.hear(Heard::Anything);
+        cache.insert("a".into(), owner_of("biz_1"), cache.lookup());
+        assert!(
+            cache.get("a").is_some(),
+            "listening again, the cache serves again"
         );
     }
 }

@@ -58,9 +58,15 @@ pub async fn serve_production(config: Config) -> anyhow::Result<()> {
 /// in-flight requests finish.
 pub async fn serve(state: AppState, listener: TcpListener, shutdown: CancellationToken) {
     let maintenance = tokio::spawn(maintenance(state.clone(), shutdown.clone()));
+    let changes = tokio::spawn(
+        state
+            .auth_cache
+            .follow_changes(state.db.clone(), shutdown.clone()),
+    );
     let timeouts = state.config.http.server_timeouts();
     ops::http::serve(listener, crate::router(state), timeouts, shutdown).await;
     let _ = maintenance.await;
+    let _ = changes.await;
 }
 
 /// Forgets idempotency keys after 48 hours (the contract promises at least 24), finished jobs

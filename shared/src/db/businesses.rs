@@ -103,15 +103,26 @@ pub async fn find<C: ConnectionTrait>(db: &C, id: &str) -> Result<Option<busines
     business::Entity::find_by_id(id.to_owned()).one(db).await
 }
 
-/// Sets the KYB status; false when there is no such business.
-pub async fn set_kyb<C: ConnectionTrait>(db: &C, id: &str, kyb: KybStatus) -> Result<bool, DbErr> {
+/// Sets the KYB status, and announces it to every api process on commit (`changes`); false when
+/// there is no such business. Within a caller's transaction, it is part of that transaction.
+pub async fn set_kyb<C: ConnectionTrait + TransactionTrait>(
+    db: &C,
+    id: &str,
+    kyb: KybStatus,
+) -> Result<bool, DbErr> {
+    let txn = db.begin().await?;
     let res = business::Entity::update_many()
         .col_expr(business::Column::KybStatus, kyb.into())
         .col_expr(business::Column::UpdatedAt, now().into())
         .filter(business::Column::Id.eq(id))
-        .exec(db)
+        .exec(&txn)
         .await?;
-    Ok(res.rows_affected == 1)
+    if res.rows_affected != 1 {
+        return Ok(false);
+    }
+    super::changes::announce(&txn, id).await?;
+    sea_orm::TransactionSession::commit(txn).await?;
+    Ok(true)
 }
 
 /// Sets the webhook URL of one mode; false when there is no such business.

@@ -177,7 +177,8 @@ pub async fn change(
 }
 
 /// The one implementation of key changes (`api admin key` and the dashboard): applies `action`
-/// when `expect` holds, and records it in the audit log in the same transaction.
+/// when `expect` holds, and records it in the audit log and announces it to every api process
+/// (`changes`) in the same transaction.
 pub async fn change_by(
     db: &DatabaseConnection,
     actor: &Actor,
@@ -286,6 +287,8 @@ pub async fn change_by(
         }
     };
     audit::record(&txn, actor, entry, at).await?;
+    // Every api process forgets the business's cached keys on commit (SPEC §6).
+    super::changes::announce(&txn, business_id).await?;
     txn.commit().await?;
     Ok(Some(Changed {
         change: outcome,

@@ -3,6 +3,7 @@
 pub mod accounts;
 pub mod audit;
 pub mod businesses;
+pub mod changes;
 pub mod deliveries;
 pub mod deposits;
 pub mod entities;
