@@ -77,6 +77,20 @@ pub enum AdminCommand {
         #[command(subcommand)]
         command: LedgerCommand,
     },
+    /// The outbox's jobs.
+    Outbox {
+        #[command(subcommand)]
+        command: OutboxCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum OutboxCommand {
+    /// After a database restore (or a broker that lost its queues): publish every unfinished
+    /// job again now, not when its lease runs out, since the broker's messages no longer match
+    /// the database. Consumers tolerate the duplicates (a payout's worker asks the bank before
+    /// sending); prints how many jobs, as JSON.
+    Republish,
 }
 
 #[derive(Debug, Subcommand)]
@@ -239,19 +253,28 @@ pub async fn run(command: Command, config: Config) -> anyhow::Result<()> {
     }
 }
 
-async fn admin(command: AdminCommand, config: Config) -> anyhow::Result<()> {
+/// Every command that changes something records it in the audit log as the operator's
+/// (`Actor::operator`: this host account, via `api admin`), like the dashboard's changes.
+async fn admin(command: AdminCommand, mut config: Config) -> anyhow::Result<()> {
+    // On `api dev`'s own data (no database configured), `api dev`'s rule for webhook targets:
+    // what its dashboard accepts, the command beside it accepts (SPEC §4).
+    if config.database.url.is_none() {
+        config.webhooks.allow_private_addresses = true;
+    }
     let db = bootstrap::open_database_or_dev(&config).await?;
     match command {
         AdminCommand::Business { command } => match command {
             BusinessCommand::Create { name, kyb } => {
                 let name = validate_business_name(&name).map_err(anyhow::Error::msg)?;
                 let cipher = bootstrap::cipher_or_dev(&config)?;
-                let issued = businesses::create(&db, &cipher, &name, kyb.into()).await?;
+                let issued =
+                    businesses::create_by(&db, &cipher, &Actor::operator(), &name, kyb.into())
+                        .await?;
                 println!("{}", serde_json::to_string_pretty(&issued)?);
             }
             BusinessCommand::ApproveKyb { id } => {
                 anyhow::ensure!(
-                    businesses::set_kyb(&db, &id, KybStatus::Approved).await?,
+                    businesses::approve_kyb_by(&db, &Actor::operator(), &id).await?,
                     "no business {id}"
                 );
                 println!("KYB approved for {id}");
@@ -352,6 +375,12 @@ async fn admin(command: AdminCommand, config: Config) -> anyhow::Result<()> {
             let report = shared::db::ledger::verify(&db).await?;
             println!("{}", serde_json::to_string_pretty(&report)?);
             anyhow::ensure!(report.ok, "{} ledger mismatches", report.mismatches.len());
+        }
+        AdminCommand::Outbox {
+            command: OutboxCommand::Republish,
+        } => {
+            let jobs = shared::db::outbox::forget_publications(&db).await?;
+            println!("{}", serde_json::json!({ "republished": jobs }));
         }
     }
     Ok(())

@@ -54,13 +54,9 @@ fn admin_commands_work_on_the_dev_data_folder() {
     assert!(dir.path().join(".vas-dev/crypto.key").exists());
 
     run_ok(api(dir.path()).args(["admin", "business", "approve-kyb", id]));
-    // A receiver on this machine, as a developer running `api dev` points it (the setting is
-    // explicit: outside `api dev`, loopback targets are refused).
-    run_ok(
-        api(dir.path())
-            .env("VAS_WEBHOOKS__ALLOW_PRIVATE_ADDRESSES", "true")
-            .args(webhook_set(id, "test", "http://localhost:4000/hooks")),
-    );
+    // A receiver on this machine, as a developer running `api dev` points it: on the dev data
+    // folder, `api dev`'s rule.
+    run_ok(api(dir.path()).args(webhook_set(id, "test", "http://localhost:4000/hooks")));
     let rotated =
         run_ok(api(dir.path()).args(["admin", "webhook", "rotate-secret", id, "--mode", "test"]));
     assert!(rotated.trim().starts_with("whsec_"));
@@ -141,6 +137,69 @@ fn reencrypt_seals_everything_with_the_new_key_and_fails_on_what_it_cannot_read(
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("VAS_CRYPTO__PREVIOUS_KEYS"), "{stderr}");
     assert!(!stderr.contains(old_key.trim()) && !stderr.contains(&new_key));
+}
+
+/// A configured database (not `api dev`'s) keeps the strict rule for webhook targets unless the
+/// operator allows private addresses, and a refusal says why once.
+#[test]
+fn a_configured_database_refuses_a_loopback_webhook_url_saying_why_once() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let mut databases = vec![rt.block_on(TestDb::new(&Backend::Sqlite))];
+    databases.extend(Backend::postgres().map(|pg| rt.block_on(TestDb::new(&pg))));
+    let dir = tempfile::tempdir().unwrap();
+    for test_db in &databases {
+        let key = shared::crypto::Cipher::generate_key();
+        let env = [
+            ("VAS_DATABASE__URL", test_db.url.as_str()),
+            ("VAS_CRYPTO__KEY", key.as_str()),
+        ];
+        run_ok(api(dir.path()).arg("migrate").envs(env));
+        let issued: Value = serde_json::from_str(&run_ok(
+            api(dir.path())
+                .args(["admin", "business", "create", "--name", "Acme Ltd"])
+                .envs(env),
+        ))
+        .unwrap();
+        let id = id_of(&issued);
+        let set = webhook_set(&id, "test", "http://127.0.0.1:4000/hook");
+
+        let out = api(dir.path()).args(set).envs(env).output().unwrap();
+        assert!(!out.status.success(), "{}", test_db.url);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(
+            stderr.matches("127.0.0.1 is a loopback address").count(),
+            1,
+            "{stderr}"
+        );
+        run_ok(
+            api(dir.path())
+                .args(set)
+                .envs(env)
+                .env("VAS_WEBHOOKS__ALLOW_PRIVATE_ADDRESSES", "true"),
+        );
+    }
+    assert!(!dir.path().join(".vas-dev").exists());
+    drop(databases);
+}
+
+/// A database's error reaches the operator once, not once per layer that carries it.
+#[test]
+fn an_admin_command_on_an_unmigrated_database_says_why_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("empty.sqlite");
+    let url = format!("sqlite://{}?mode=rwc", file.display());
+    let out = api(dir.path())
+        .args(["admin", "business", "approve-kyb", "biz_x"])
+        .env("VAS_DATABASE__URL", &url)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        stderr.matches("no such table: businesses").count(),
+        1,
+        "{stderr}"
+    );
 }
 
 #[test]
@@ -371,6 +430,33 @@ async fn dev_prints_a_demo_key_and_keeps_data_across_restarts() {
         resp.json::<Value>().await.unwrap()["accountNumber"],
         account["accountNumber"]
     );
+    assert!(dev.terminate().success());
+}
+
+/// A newcomer's first hour: `api admin webhook set` beside `api dev`, with nothing configured,
+/// takes a receiver on this machine as the dev dashboard does, and `api dev` delivers to it.
+#[tokio::test]
+async fn webhook_set_beside_api_dev_takes_a_receiver_on_this_machine() {
+    let dir = tempfile::tempdir().unwrap();
+    let dev = Dev::start(dir.path());
+    let lines = dev.read_until("test webhook secret:");
+    let caller = Caller::of(&lines);
+    let business = field_after(&lines, "demo business ");
+    let business = business.split_whitespace().next().unwrap();
+    let receiver = Receiver::start().await;
+    assert!(
+        receiver.url.starts_with("http://127.0.0.1:"),
+        "{}",
+        receiver.url
+    );
+
+    let out = run_ok(api(dir.path()).args(webhook_set(business, "test", &receiver.url)));
+    assert!(out.contains(&receiver.url), "{out}");
+    let account = caller.create_account("/virtual-accounts", "hook").await;
+    let path = format!("/virtual-accounts/{}/deactivate", id_of(&account));
+    caller.call(Method::POST, &path, None, None, 200).await;
+    let received = receiver.wait_for(1, Duration::from_secs(20)).await;
+    assert!(received[0].json()["type"].is_string());
     assert!(dev.terminate().success());
 }
 

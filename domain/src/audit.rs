@@ -35,6 +35,12 @@ text_enum! {
         AccountDeactivated = "virtual_account.deactivated",
         /// `POST /payouts` (the daily schedule's payouts are the service's, not audited).
         PayoutCreated = "payout.created",
+        /// `api admin business create`.
+        BusinessCreated = "business.created",
+        /// `api admin business approve-kyb`: live mode opens.
+        KybApproved = "business.kyb_approved",
+        /// `worker-webhooks replay`: a delivery's fresh schedule.
+        DeliveryReplayed = "delivery.replayed",
     }
 }
 
@@ -62,6 +68,9 @@ impl AuditAction {
             AuditAction::SettlementAccountChanged => "Changed the settlement account",
             AuditAction::AccountDeactivated => "Deactivated a virtual account",
             AuditAction::PayoutCreated => "Requested a payout",
+            AuditAction::BusinessCreated => "Created the business",
+            AuditAction::KybApproved => "Approved KYB (live mode opened)",
+            AuditAction::DeliveryReplayed => "Replayed a webhook delivery",
         }
     }
 }

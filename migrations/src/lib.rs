@@ -26,6 +26,7 @@ mod m0020_payout_provider_lease;
 mod m0021_one_statement_refusal;
 mod m0022_hot_activation;
 mod m0023_audit_repeats;
+mod m0024_audit_operator;
 
 pub struct Migrator;
 
@@ -55,6 +56,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0021_one_statement_refusal::Migration),
             Box::new(m0022_hot_activation::Migration),
             Box::new(m0023_audit_repeats::Migration),
+            Box::new(m0024_audit_operator::Migration),
         ]
     }
 }

@@ -9,6 +9,7 @@ use domain::time::rfc3339;
 use domain::{DeliveryStatus, EventType, Mode};
 use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter};
 use serde::Serialize;
+use shared::db::audit::Actor;
 use shared::db::deliveries::{self, Delivery};
 use shared::db::entities::event;
 
@@ -91,20 +92,21 @@ struct ReplayLine<'a> {
     url: &'a str,
 }
 
-/// Replays deliveries; prints one line per replayed delivery. Unknown ids are an error, after
-/// the known ones were replayed.
+/// Replays deliveries, each recorded in the audit log as this host account's; prints one line
+/// per replayed delivery. Unknown ids are an error, after the known ones were replayed.
 pub async fn replay(
     db: &DatabaseConnection,
     target: &ReplayTarget,
     out: &mut impl Write,
 ) -> anyhow::Result<usize> {
     let now = domain::time::now();
+    let actor = Actor::operator_via("worker-webhooks replay");
     let (replayed, missing) = match target {
         ReplayTarget::Ids(ids) => {
             let mut replayed = Vec::new();
             let mut missing = Vec::new();
             for id in ids {
-                match deliveries::replay(db, id, now).await? {
+                match deliveries::replay(db, &actor, id, now).await? {
                     Some(d) => replayed.push(d),
                     None => missing.push(id.clone()),
                 }
@@ -112,7 +114,7 @@ pub async fn replay(
             (replayed, missing)
         }
         ReplayTarget::AllDead { business_id, since } => (
-            deliveries::replay_all_dead(db, business_id.as_deref(), *since, now).await?,
+            deliveries::replay_all_dead(db, &actor, business_id.as_deref(), *since, now).await?,
             Vec::new(),
         ),
     };

@@ -5,7 +5,9 @@ mod support;
 
 use std::process::{Command, Output};
 
+use domain::AuditAction;
 use serde_json::Value;
+use shared::db::audit::actor_label;
 use shared::db::deliveries::{self, AttemptRecord, Next};
 use support::binary;
 use test_support::{Setup, TestDb, postgres_url, setup, store};
@@ -26,6 +28,12 @@ fn ok_lines(cmd: &mut Command) -> Vec<Value> {
         .lines()
         .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
         .collect()
+}
+
+/// The account the tests, and so the commands they start, run as.
+fn host_account() -> String {
+    let out = Command::new("id").arg("-un").output().expect("id runs");
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
 }
 
 /// A delivery of a fresh event to `business_id` that exhausted its schedule.
@@ -127,6 +135,19 @@ async fn exercise(setup: &Setup, cmd: impl Fn() -> Command) {
         "a new job, due for the relay to publish: {state:?}"
     );
     assert_eq!(ok_lines(&mut with(&["dead", "list"])).len(), 1);
+    // Recorded as the operator's, on the business's Team page.
+    let replays: Vec<_> = store::audit_log(&setup.db, &acme)
+        .await
+        .into_iter()
+        .filter(|r| r.action == AuditAction::DeliveryReplayed)
+        .collect();
+    assert_eq!(replays.len(), 1, "{replays:?}");
+    assert_eq!(replays[0].target.as_deref(), Some(acme_event.as_str()));
+    assert_eq!(replays[0].mode, Some(domain::Mode::Test));
+    assert_eq!(
+        actor_label(&replays[0]),
+        format!("Operator ({}) via worker-webhooks replay", host_account())
+    );
 
     // By id; unknown ids are an error; the arguments must make sense.
     assert_eq!(ok_lines(&mut with(&["replay", &other_dead])).len(), 1);

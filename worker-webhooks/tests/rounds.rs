@@ -174,7 +174,8 @@ async fn a_round_of_distinct_deliveries_moves_each_on_as_alone(backend: Backend)
     .await
     .unwrap();
     assert_eq!(moved, vec![true]);
-    deliveries::replay(&setup.db, &read[4].id, now)
+    let operator = shared::db::audit::Actor::operator_via("worker-webhooks replay");
+    deliveries::replay(&setup.db, &operator, &read[4].id, now)
         .await
         .unwrap()
         .unwrap();

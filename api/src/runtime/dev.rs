@@ -8,6 +8,7 @@ use domain::KybStatus;
 use ops::config::Config;
 use sea_orm::{EntityTrait, PaginatorTrait, QueryOrder};
 use shared::bootstrap::{self, WorkerParts};
+use shared::db::audit::Actor;
 use shared::db::{businesses, entities::business};
 use shared::messaging::queue::{Broker, MemoryBroker};
 use shared::messaging::relay::Relay;
@@ -101,11 +102,15 @@ async fn print_banner(
     address: std::net::SocketAddr,
 ) -> anyhow::Result<()> {
     let existing = business::Entity::find().count(db).await?;
+    // The demo's business and user are recorded as made by whoever started `api dev`.
+    let operator = Actor::operator_via("api dev");
     println!();
     println!("  Virtual Account Service (dev) at http://{address}");
     println!("  data: {}", ops::redact_url(url));
     if existing == 0 {
-        let demo = businesses::create(db, cipher, "Demo Business", KybStatus::Pending).await?;
+        let demo =
+            businesses::create_by(db, cipher, &operator, "Demo Business", KybStatus::Pending)
+                .await?;
         println!(
             "  demo business {} created; these are shown only now:",
             demo.id
@@ -126,8 +131,10 @@ async fn print_banner(
             .one(db)
             .await?
     {
-        let user = crate::actions::users::create_user(
+        let user = crate::actions::users::create_user_by(
             db,
+            &crate::passwords::Hashing::single(),
+            &operator,
             &demo.id,
             "demo@example.com",
             domain::Role::Owner,

@@ -22,16 +22,34 @@ pub struct Actor {
     pub email: Option<String>,
     pub key_id: Option<String>,
     pub client_addr: Option<String>,
+    pub operator: Option<Operator>,
+}
+
+/// An operator's command: the host account that ran it, and which command it was.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Operator {
+    pub account: String,
+    pub via: &'static str,
 }
 
 impl Actor {
-    /// An operator's `api admin` command: no user, no address.
+    /// An operator's `api admin` command, run by this host account: no user, no address.
     pub fn operator() -> Actor {
+        Actor::operator_via("api admin")
+    }
+
+    /// An operator's command `via` (`worker-webhooks replay`, `api dev`), run by this host
+    /// account.
+    pub fn operator_via(via: &'static str) -> Actor {
         Actor {
             user_id: None,
             email: None,
             key_id: None,
             client_addr: None,
+            operator: Some(Operator {
+                account: host_account(),
+                via,
+            }),
         }
     }
 
@@ -43,6 +61,7 @@ impl Actor {
             email: None,
             key_id: None,
             client_addr,
+            operator: None,
         }
     }
 
@@ -52,6 +71,7 @@ impl Actor {
             email: Some(email.to_owned()),
             key_id: None,
             client_addr,
+            operator: None,
         }
     }
 
@@ -62,8 +82,20 @@ impl Actor {
             email: None,
             key_id: Some(key_id.to_owned()),
             client_addr,
+            operator: None,
         }
     }
+}
+
+/// The account this process runs as: the name of its effective uid (what `id -un` says, which
+/// no variable can change), else `$USER` or `$LOGNAME`, else "unknown".
+fn host_account() -> String {
+    whoami::username()
+        .ok()
+        .or_else(|| std::env::var("USER").ok())
+        .or_else(|| std::env::var("LOGNAME").ok())
+        .filter(|name| !name.is_empty())
+        .unwrap_or_else(|| "unknown".into())
 }
 
 /// Who made an entry, as people read it: the user's e-mail, the API key's id, or an operator.
@@ -73,7 +105,11 @@ pub fn actor_label(entry: &AuditEntry) -> String {
         (None, Some(key_id)) => format!("API key {key_id}"),
         // An operator's command has no address; someone who is not signed in has one.
         (None, None) if entry.client_addr.is_some() => "Someone not signed in".into(),
-        (None, None) => "An operator (api admin)".into(),
+        (None, None) => match (&entry.actor_operator, &entry.actor_via) {
+            (Some(account), Some(via)) => format!("Operator ({account}) via {via}"),
+            // Recorded before operators' accounts were kept.
+            _ => "An operator (api admin)".into(),
+        },
     }
 }
 
@@ -190,6 +226,8 @@ fn row(
         target: Set(entry.target),
         detail: Set(entry.detail),
         client_addr: Set(actor.client_addr.clone()),
+        actor_operator: Set(actor.operator.as_ref().map(|o| o.account.clone())),
+        actor_via: Set(actor.operator.as_ref().map(|o| o.via.to_owned())),
         created_at: Set(at),
         times: Set(1),
         fold_key: Set(fold_key),

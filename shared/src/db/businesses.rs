@@ -1,7 +1,7 @@
-use chrono::Duration;
+use chrono::{DateTime, Duration, Utc};
 use sea_orm::{
-    ActiveModelTrait, ActiveValue::Set, ColumnTrait, ConnectionTrait, DatabaseConnection, DbErr,
-    EntityTrait, QueryFilter, QuerySelect, TransactionTrait,
+    ActiveModelTrait, ActiveValue::Set, ColumnTrait, ConnectionTrait, DatabaseConnection,
+    DatabaseTransaction, DbErr, EntityTrait, QueryFilter, QuerySelect, TransactionTrait,
 };
 use serde::Serialize;
 
@@ -42,15 +42,47 @@ pub fn webhook_secret_context(business_id: &str, mode: Mode) -> String {
     format!("{business_id}:{mode}:webhook_secret")
 }
 
+/// A business, unrecorded: the test harness's fixtures.
 pub async fn create(
     db: &DatabaseConnection,
     cipher: &Cipher,
     name: &str,
     kyb: KybStatus,
 ) -> Result<IssuedBusiness, DbErr> {
-    let id = new_id("biz");
+    let txn = db.begin().await?;
+    let issued = insert(&txn, cipher, name, kyb, now()).await?;
+    txn.commit().await?;
+    Ok(issued)
+}
+
+/// A business created by `actor` (`api admin business create`, `api dev`'s demo business),
+/// recorded in the audit log in the same transaction.
+pub async fn create_by(
+    db: &DatabaseConnection,
+    cipher: &Cipher,
+    actor: &Actor,
+    name: &str,
+    kyb: KybStatus,
+) -> Result<IssuedBusiness, DbErr> {
     let at = now();
     let txn = db.begin().await?;
+    let issued = insert(&txn, cipher, name, kyb, at).await?;
+    let entry = Entry::new(&issued.id, AuditAction::BusinessCreated)
+        .target(name)
+        .detail(format!("KYB {kyb}"));
+    audit::record(&txn, actor, entry, at).await?;
+    txn.commit().await?;
+    Ok(issued)
+}
+
+async fn insert(
+    txn: &DatabaseTransaction,
+    cipher: &Cipher,
+    name: &str,
+    kyb: KybStatus,
+    at: DateTime<Utc>,
+) -> Result<IssuedBusiness, DbErr> {
+    let id = new_id("biz");
     business::ActiveModel {
         id: Set(id.clone()),
         name: Set(name.to_owned()),
@@ -58,7 +90,7 @@ pub async fn create(
         created_at: Set(at),
         updated_at: Set(at),
     }
-    .insert(&txn)
+    .insert(txn)
     .await?;
     let mut issued = Vec::new();
     for mode in Mode::ALL {
@@ -79,15 +111,14 @@ pub async fn create(
             created_at: Set(at),
             updated_at: Set(at),
         }
-        .insert(&txn)
+        .insert(txn)
         .await?;
-        let secret_key = super::keys::issue(&txn, &id, mode, at).await?;
+        let secret_key = super::keys::issue(txn, &id, mode, at).await?;
         issued.push(IssuedKeys {
             secret_key,
             webhook_secret,
         });
     }
-    txn.commit().await?;
     let live = issued.pop().expect("two modes");
     let test = issued.pop().expect("two modes");
     Ok(IssuedBusiness {
@@ -122,6 +153,22 @@ pub async fn set_kyb<C: ConnectionTrait + TransactionTrait>(
     }
     super::changes::announce(&txn, id).await?;
     sea_orm::TransactionSession::commit(txn).await?;
+    Ok(true)
+}
+
+/// Approves a business's KYB as `actor` (`api admin business approve-kyb`), recorded in the
+/// audit log in the same transaction; false when there is no such business.
+pub async fn approve_kyb_by(
+    db: &DatabaseConnection,
+    actor: &Actor,
+    id: &str,
+) -> Result<bool, DbErr> {
+    let txn = db.begin().await?;
+    if !set_kyb(&txn, id, KybStatus::Approved).await? {
+        return Ok(false);
+    }
+    audit::record(&txn, actor, Entry::new(id, AuditAction::KybApproved), now()).await?;
+    txn.commit().await?;
     Ok(true)
 }
 

@@ -8,13 +8,14 @@ use sea_orm::{
     EntityTrait, QueryFilter, QueryOrder, Statement, TransactionTrait,
 };
 
+use super::audit::{self, Actor, Entry};
 use super::businesses::webhook_url;
 use super::entities::event::Model as Event;
 use super::entities::{business_mode, delivery, delivery_attempt, event};
 use super::outbox;
 use crate::messaging::jobs::WebhookJob;
-use domain::DeliveryStatus;
 use domain::ids::new_id;
+use domain::{AuditAction, DeliveryStatus};
 
 pub use delivery::Model as Delivery;
 pub use delivery_attempt::Model as Attempt;
@@ -748,21 +749,28 @@ pub async fn failing_longest<C: ConnectionTrait>(
         .await
 }
 
-/// Replays one delivery (any status) with a fresh schedule; None when there is no such delivery.
+/// Replays one delivery (any status) with a fresh schedule, recorded in the audit log as
+/// `actor`'s in the same transaction; None when there is no such delivery.
 pub async fn replay(
     db: &DatabaseConnection,
+    actor: &Actor,
     delivery_id: &str,
     now: DateTime<Utc>,
 ) -> Result<Option<Delivery>, DbErr> {
     let txn = db.begin().await?;
     let replayed = restart(&txn, delivery_id, now).await?;
+    if let Some(d) = &replayed {
+        record_replay(&txn, actor, d, now).await?;
+    }
     txn.commit().await?;
     Ok(replayed)
 }
 
-/// Replays every dead delivery (of one business, dead since `since`, when given).
+/// Replays every dead delivery (of one business, dead since `since`, when given), each recorded
+/// in the audit log as `actor`'s in its own transaction.
 pub async fn replay_all_dead(
     db: &DatabaseConnection,
+    actor: &Actor,
     business_id: Option<&str>,
     since: Option<DateTime<Utc>>,
     now: DateTime<Utc>,
@@ -775,9 +783,24 @@ pub async fn replay_all_dead(
             .await?
             .is_some_and(|d| d.status == DeliveryStatus::Dead);
         if still_dead && let Some(d) = restart(&txn, &dead.id, now).await? {
+            record_replay(&txn, actor, &d, now).await?;
             replayed.push(d);
         }
         txn.commit().await?;
     }
     Ok(replayed)
+}
+
+/// Named as the Events page's resend is: the event, then the delivery.
+async fn record_replay<C: ConnectionTrait>(
+    db: &C,
+    actor: &Actor,
+    d: &Delivery,
+    now: DateTime<Utc>,
+) -> Result<(), DbErr> {
+    let entry = Entry::new(&d.business_id, AuditAction::DeliveryReplayed)
+        .mode(d.mode)
+        .target(d.event_id.as_str())
+        .detail(format!("delivery {}", d.id));
+    audit::record(db, actor, entry, now).await
 }

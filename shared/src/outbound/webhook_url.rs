@@ -19,8 +19,16 @@ pub enum WebhookUrlError {
     Scheme,
     #[error("live webhook URLs must be https")]
     LiveNotHttps,
+    /// The reason is in the message and is not also its source, so that printing the error
+    /// with its causes (`{:#}`) says it once.
     #[error("refused: {0}")]
-    Refused(#[from] SsrfError),
+    Refused(SsrfError),
+}
+
+impl From<SsrfError> for WebhookUrlError {
+    fn from(e: SsrfError) -> Self {
+        WebhookUrlError::Refused(e)
+    }
 }
 
 /// The URL, parsed, when `mode`'s events may go to it under `policy`.

@@ -16,6 +16,10 @@ pub struct Model {
     pub actor_email: Option<String>,
     /// A change made through the API: the id of the secret key that made it.
     pub actor_key_id: Option<String>,
+    /// An operator's command: the host account that ran it.
+    pub actor_operator: Option<String>,
+    /// An operator's command: which (`api admin`, `worker-webhooks replay`).
+    pub actor_via: Option<String>,
     pub action: AuditAction,
     pub mode: Option<Mode>,
     pub target: Option<String>,

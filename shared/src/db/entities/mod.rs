@@ -169,6 +169,7 @@ mod tests {
                 "session.signed_out",
                 "session.sign_in_failed",
                 "session.sign_in_locked",
+                "session.sign_in_refused",
                 "key.rolled",
                 "key.revoked",
                 "webhook.url_set",
@@ -182,6 +183,11 @@ mod tests {
                 "profile.totp_enabled",
                 "profile.totp_removed",
                 "settlement_account.changed",
+                "virtual_account.deactivated",
+                "payout.created",
+                "business.created",
+                "business.kyb_approved",
+                "delivery.replayed",
             ],
         );
         stored_and_sent_as(
