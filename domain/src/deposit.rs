@@ -38,10 +38,11 @@ impl RecheckStatus {
     }
 }
 
-/// The one rule on a reported deposit's amount (kobo), whichever way it arrives (a
-/// notification, a recheck): positive, and at most `max` (`VAS_LIMITS__MAX_DEPOSIT`, SPEC §7). A
-/// transaction that breaks it is never a deposit: a notification of it is kept as `invalid` for
-/// operators, a recheck leaves it out.
+/// The one rule on a deposit's amount (kobo), whichever way it arrives (a notification, a
+/// recheck, a simulated deposit): positive, and at most `max` (`VAS_LIMITS__MAX_DEPOSIT`, SPEC
+/// §7). A reported transaction that breaks it is never a deposit: it is kept as `invalid` for
+/// operators (see [`crate::provider::RemoteTransaction::read`]); a simulated one is refused
+/// before the test provider is asked.
 pub fn check_deposit_amount(amount: i64, max: i64) -> Result<(), crate::FieldError> {
     if amount <= 0 {
         return Err(crate::FieldError::new(

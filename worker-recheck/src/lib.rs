@@ -1,23 +1,24 @@
 //! worker-recheck: for each `recheck` job, pulls the provider's transactions for the account and
 //! window, records the missing ones exactly once (the same path as notifications, so the same
-//! events), and completes the recheck with the number it found. Provider errors are retried with
-//! backoff, then the recheck fails with the reason.
+//! events), keeps those that can be no deposit as `invalid` (as a notification of them would
+//! be), and completes the recheck with the number of deposits it found. Provider errors are
+//! retried with backoff, then the recheck fails with the reason.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use domain::RecheckStatus;
+use domain::{Bank, Mode, RecheckStatus};
 use ops::config::{Config, RecheckConfig};
 use sea_orm::DatabaseConnection;
 use shared::bootstrap::{Worker, WorkerParts};
-use shared::db::deposits::{self, Recorded, Source};
+use shared::db::deposits::{self, Incoming, Recorded, Source};
 use shared::db::outbox::{JobOutcome, JobRow};
 use shared::db::{accounts, rechecks};
 use shared::messaging::jobs::{QueueJob, RecheckJob};
 use shared::messaging::relay::Relay;
 use shared::messaging::worker::{Consumer, JobHandler};
-use shared::outbound::providers::Providers;
+use shared::outbound::providers::{InvalidListed, Listed, Providers};
 
 pub const QUEUE: &str = RecheckJob::QUEUE;
 
@@ -65,6 +66,26 @@ impl Rechecker {
         )
         .await?;
         Ok(JobOutcome::Done)
+    }
+
+    /// A listed transaction that can be no deposit is kept as `invalid` beside the invalid
+    /// notifications (SPEC §7), once however often it is found; logged without its content.
+    async fn keep_invalid(
+        &self,
+        recheck_id: &str,
+        mode: Mode,
+        bank: Bank,
+        invalid: &InvalidListed,
+    ) -> anyhow::Result<()> {
+        let incoming = Incoming {
+            mode,
+            bank,
+            body: &invalid.item,
+            now: domain::time::now(),
+        };
+        let id = deposits::keep_invalid(&self.db, incoming, invalid.reference.as_deref()).await?;
+        tracing::warn!(recheck_id, notification_id = %id, bank = bank.slug(), reference = ?invalid.reference, why = %invalid.why, "provider listed a transaction that cannot be a deposit; kept as invalid");
+        Ok(())
     }
 
     async fn run(&self, row: &JobRow, recheck_id: &str) -> anyhow::Result<JobOutcome> {
@@ -119,7 +140,16 @@ impl Rechecker {
             }
         };
         let mut new = 0;
-        for tx in transactions
+        let mut usable = Vec::new();
+        for listed in transactions {
+            match listed {
+                Listed::Usable(tx) => usable.push(tx),
+                Listed::Invalid(invalid) => {
+                    self.keep_invalid(recheck_id, mode, bank, &invalid).await?
+                }
+            }
+        }
+        for tx in usable
             .iter()
             .filter(|t| account.account_number.as_deref() == Some(t.account_number.as_str()))
         {

@@ -114,9 +114,6 @@ pub struct SimulateDepositRequest {
     pub notify: bool,
 }
 
-/// The largest simulated deposit, in kobo (NGN 10 billion).
-const AMOUNT_MAX: i64 = 1_000_000_000_000;
-
 const SENDER_NAME: Text = Text {
     name: "senderName",
     min: 1,
@@ -140,8 +137,12 @@ fn amount_schema() -> Object {
             utoipa::openapi::KnownFormat::Int64,
         )))
         .minimum(Some(1))
-        .maximum(Some(AMOUNT_MAX))
-        .description(Some(format!("Integer kobo, 1 to {AMOUNT_MAX}.")))
+        // The maximum is configured, so the document names the setting and its default.
+        .description(Some(format!(
+            "Integer kobo, from 1 to `VAS_LIMITS__MAX_DEPOSIT` (default {}): the largest deposit \
+             the service accepts from a bank.",
+            ops::config::Config::default().limits.max_deposit
+        )))
         .build()
 }
 
@@ -154,14 +155,16 @@ fn narration_schema() -> Object {
 }
 
 impl SimulateDepositRequest {
-    fn parse(body: &Map<String, Value>) -> ApiResult<Self> {
+    /// `max_deposit` is `VAS_LIMITS__MAX_DEPOSIT`: money the service would keep as `invalid` is
+    /// refused here for the same reason, rather than sent.
+    fn parse(body: &Map<String, Value>, max_deposit: i64) -> ApiResult<Self> {
         let mut errors = Vec::new();
         reject_unknown(
             body,
             &["amount", SENDER_NAME.name, NARRATION.name, "notify"],
             &mut errors,
         );
-        let amount = parse_amount(body, &mut errors);
+        let amount = parse_amount(body, max_deposit, &mut errors);
         let sender_name = SENDER_NAME.read(body, &mut errors);
         let narration = NARRATION.read(body, &mut errors);
         let notify = match body.get("notify") {
@@ -204,7 +207,9 @@ pub struct SimulatedDepositAccepted {
 /// first attempt has ended (at most 5 s), so the deposit is usually listed by the time the 202
 /// arrives (after the provider's retries, when that attempt failed); with
 /// `notify: false` the notification is lost, so that a recheck can find it. Live keys get 403
-/// `test_mode_only`; an account without a number (pending, failed) is 409 `invalid_state`.
+/// `test_mode_only`; an account without a number (pending, failed) is 409 `invalid_state`; an
+/// amount above `VAS_LIMITS__MAX_DEPOSIT`, which the service would keep as `invalid` and never
+/// credit, is 422 `validation_failed`.
 #[utoipa::path(
     post,
     path = "/virtual-accounts/{id}/simulate-deposit",
@@ -239,7 +244,7 @@ async fn simulate_deposit(
         sender_name,
         narration,
         notify,
-    } = SimulateDepositRequest::parse(&body)?;
+    } = SimulateDepositRequest::parse(&body, state.config.limits.max_deposit)?;
     let account = caller_account(&state, &caller, &id).await?;
     let Some(account_number) = account.account_number.clone() else {
         return Err(ApiError::InvalidState(format!(
@@ -275,8 +280,12 @@ async fn simulate_deposit(
     ))
 }
 
-/// A positive whole number of kobo.
-fn parse_amount(body: &Map<String, Value>, errors: &mut Vec<FieldError>) -> Option<i64> {
+/// A whole number of kobo that a deposit can be (`domain::deposit::check_deposit_amount`).
+fn parse_amount(
+    body: &Map<String, Value>,
+    max_deposit: i64,
+    errors: &mut Vec<FieldError>,
+) -> Option<i64> {
     let bad = |errors: &mut Vec<FieldError>, code: &'static str, message: &str| {
         errors.push(FieldError::new("amount", code, message));
         None
@@ -285,12 +294,13 @@ fn parse_amount(body: &Map<String, Value>, errors: &mut Vec<FieldError>) -> Opti
         None | Some(Value::Null) => bad(errors, "required", "amount is required"),
         // 146.0 is a whole number too (JSON Schema's integer says so); 146.5 is not.
         Some(number @ Value::Number(_)) => match domain::money::whole_kobo(number) {
-            Some(a) if (1..=AMOUNT_MAX).contains(&a) => Some(a),
-            Some(_) => bad(
-                errors,
-                "out_of_range",
-                &format!("amount must be a positive number of kobo, at most {AMOUNT_MAX}"),
-            ),
+            Some(a) => match domain::deposit::check_deposit_amount(a, max_deposit) {
+                Ok(()) => Some(a),
+                Err(e) => {
+                    errors.push(e);
+                    None
+                }
+            },
             None => bad(
                 errors,
                 "invalid_type",
@@ -547,7 +557,7 @@ async fn notification(
                 body: &kept,
                 now: domain::time::now(),
             };
-            let id = deposits::keep_invalid_notification(&state.db, incoming).await?;
+            let id = deposits::keep_invalid(&state.db, incoming, None).await?;
             tracing::warn!(notification_id = %id, bank = bank.slug(), error = %problem, "signed notification could not be read; kept as invalid");
             return Ok(Json(NotificationReceipt {
                 received: true,
@@ -577,7 +587,7 @@ async fn notification(
             // Nothing of it was written (the whole transaction rolled back): kept as invalid
             // for operators, like an amount above the maximum, rather than asked for again.
             Err(e) if shared::db::ledger::is_overflow(&e) => {
-                let id = deposits::keep_invalid_notification(&state.db, incoming).await?;
+                let id = deposits::keep_invalid(&state.db, incoming, None).await?;
                 tracing::error!(notification_id = %id, bank = bank.slug(), "a deposit would overflow its balance; kept as invalid, not credited");
                 return Ok(Json(NotificationReceipt {
                     received: true,
@@ -641,22 +651,84 @@ mod tests {
 
     #[test]
     fn each_body_declares_what_it_reads() {
-        assert_declares_what_it_reads::<SimulateDepositRequest, _>(SimulateDepositRequest::parse);
+        assert_declares_what_it_reads::<SimulateDepositRequest, _>(|body| {
+            SimulateDepositRequest::parse(body, 10_000_000_000)
+        });
         assert_declares_what_it_reads::<RecheckRequest, _>(|body| {
             RecheckRequest::parse(body, domain::time::now())
         });
     }
 
+    /// A deposit's amount is judged by one rule whichever path brings it: a notification, a
+    /// recheck's list, a simulated deposit. Each takes what the others take, and refuses the rest
+    /// with the rule's own error.
     #[test]
-    fn the_amount_schema_states_the_limit_the_parser_applies() {
-        let schema = serde_json::to_value(amount_schema()).unwrap();
-        let max = schema["maximum"].as_i64().unwrap();
-        let parse = |amount: i64| {
-            let body = Map::from_iter([("amount".to_owned(), Value::from(amount))]);
-            SimulateDepositRequest::parse(&body).is_ok()
+    fn notification_recheck_and_simulation_refuse_the_same_amounts_for_the_same_reason() {
+        use domain::provider::NotADeposit;
+        use shared::outbound::providers::notification::NotificationError;
+        use shared::outbound::providers::{Listed, read_listed};
+        let max = 10_000;
+        let rule = |amount: i64| domain::deposit::check_deposit_amount(amount, max).err();
+        let transaction = |amount: &Value| {
+            serde_json::json!({"reference": "t1", "accountNumber": "0123456789",
+                "amount": amount, "currency": "NGN", "paidAt": "2026-11-25T10:00:00Z"})
         };
-        assert_eq!(schema["minimum"], 1);
-        assert!(parse(1) && parse(max));
-        assert!(!parse(0) && !parse(max + 1));
+        // Each path's refusal, fields named as in a transaction; None: taken.
+        let notified = |amount: &Value| {
+            let body =
+                serde_json::json!({"event": "transfer.received", "data": transaction(amount)});
+            match notification::read(body.to_string().as_bytes(), max) {
+                Ok(_) => None,
+                Err(NotificationError::Fields(errors)) => Some(
+                    errors
+                        .into_iter()
+                        .map(|e| {
+                            FieldError::new(e.field.replacen("data.", "", 1), e.code, e.message)
+                        })
+                        .collect::<Vec<_>>(),
+                ),
+                Err(other) => panic!("{other}"),
+            }
+        };
+        let listed = |amount: &Value| match read_listed(max, vec![transaction(amount)]).pop() {
+            Some(Listed::Usable(_)) => None,
+            Some(Listed::Invalid(invalid)) => Some(match invalid.why {
+                NotADeposit::Refused(errors) => errors,
+                NotADeposit::Unreadable(reason) => {
+                    vec![FieldError::new("data", "invalid_format", reason)]
+                }
+            }),
+            None => panic!("the item is not read"),
+        };
+        let simulated = |amount: &Value| {
+            let body = Map::from_iter([("amount".to_owned(), amount.clone())]);
+            match SimulateDepositRequest::parse(&body, max) {
+                Ok(_) => None,
+                Err(ApiError::Validation(errors)) => Some(errors),
+                Err(other) => panic!("{other:?}"),
+            }
+        };
+        let cases = [
+            (serde_json::json!(1), None),
+            (serde_json::json!(max), None),
+            (serde_json::json!(146.0), None),
+            (serde_json::json!(max + 1), rule(max + 1)),
+            (serde_json::json!(0), rule(0)),
+            (serde_json::json!(-150), rule(-150)),
+            (serde_json::json!(i64::MAX), rule(i64::MAX)),
+        ];
+        for (amount, refused) in cases {
+            let refused = refused.map(|e| vec![e]);
+            assert_eq!(notified(&amount), refused, "notification of {amount}");
+            assert_eq!(listed(&amount), refused, "recheck of {amount}");
+            assert_eq!(simulated(&amount), refused, "simulation of {amount}");
+        }
+        assert_eq!(rule(max + 1).unwrap().code, "out_of_range");
+        // Not a whole number: no path takes it (each says so in its own shape).
+        for amount in [serde_json::json!(146.5), serde_json::json!("146")] {
+            assert!(notified(&amount).is_some(), "{amount}");
+            assert!(listed(&amount).is_some(), "{amount}");
+            assert!(simulated(&amount).is_some(), "{amount}");
+        }
     }
 }

@@ -15,7 +15,7 @@ use crate::{IdentityNumber, IdentityType};
 mod transaction;
 mod transfer;
 
-pub use transaction::RemoteTransaction;
+pub use transaction::{NotADeposit, RemoteTransaction};
 pub use transfer::{NewTransfer, RemoteTransfer, RemoteTransferStatus};
 
 text_enum! {

@@ -326,7 +326,8 @@ pub enum Accepted {
     },
 }
 
-/// A signed notification as it arrived: the mode and bank it came for, its body, and when.
+/// A signed notification as it arrived (or a listed item a recheck keeps, see [`keep_invalid`]):
+/// the mode and bank it came for, its body, and when.
 #[derive(Clone, Copy, Debug)]
 pub struct Incoming<'a> {
     pub mode: Mode,
@@ -471,16 +472,20 @@ async fn apply_transfer(
     })
 }
 
-/// Keeps a signed notification that could not be read as one (outcome `invalid`), for operators;
-/// the same body again is kept once. Returns the stored row's id.
-pub async fn keep_invalid_notification(
+/// Keeps what a bank reported that can be no deposit (outcome `invalid`), for operators: a signed
+/// notification that could not be read as one, or an item of its transaction list a recheck
+/// found (`incoming.body` the item as listed, with its `reference`), so that operators find both
+/// the same way (SPEC §7). The same body again is kept once. Returns the stored row's id.
+pub async fn keep_invalid(
     db: &DatabaseConnection,
     incoming: Incoming<'_>,
+    reference: Option<&str>,
 ) -> Result<String, DbErr> {
     let txn = db.begin().await?;
     let id = match claim_notification(&txn, incoming).await? {
         Claim::New(id) => {
-            record_outcome(&txn, &id, NotificationOutcome::Invalid, None, None).await?;
+            let reference = reference.map(str::to_owned);
+            record_outcome(&txn, &id, NotificationOutcome::Invalid, reference, None).await?;
             id
         }
         Claim::Seen(first) => first.id,

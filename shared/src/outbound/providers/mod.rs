@@ -12,8 +12,8 @@ use reqwest::StatusCode;
 use serde::{Deserialize, Serialize};
 
 use domain::provider::{
-    NewTransfer, OpenAccount, ProviderAccountStatus, ProviderAnswer, RemoteTransaction,
-    RemoteTransfer,
+    NewTransfer, NotADeposit, OpenAccount, ProviderAccountStatus, ProviderAnswer,
+    RemoteTransaction, RemoteTransfer,
 };
 use domain::{Bank, Mode};
 use ops::config::{Config, ProviderConfig, ProvidersConfig};
@@ -120,35 +120,46 @@ pub fn scrub_identity_numbers(text: &str) -> String {
     out
 }
 
-/// The transactions of a provider's list that can be deposits, without NUL in their free text.
-/// The others are logged (reference and what is wrong, never the whole item) and left out: a
-/// notification of the same transaction would be refused the same way.
-fn usable_transactions(
-    bank: Bank,
-    max_deposit: i64,
-    items: Vec<serde_json::Value>,
-) -> Vec<RemoteTransaction> {
+/// An item of a bank's transaction list, read as a notification's transaction is
+/// ([`RemoteTransaction::read`]): one the bank got wrong does not hide the others.
+#[derive(Debug)]
+pub enum Listed {
+    /// It can be a deposit.
+    Usable(RemoteTransaction),
+    /// It cannot: kept as `invalid` for operators, as a notification of it would be (SPEC §7).
+    Invalid(InvalidListed),
+}
+
+/// A listed item that can be no deposit.
+#[derive(Debug)]
+pub struct InvalidListed {
+    /// The item as listed, as JSON text: the same item listed again is the same text.
+    pub item: String,
+    /// Its `reference`, when it has one as a string (at most 200 characters, no NUL).
+    pub reference: Option<String>,
+    pub why: NotADeposit,
+}
+
+/// Reads each item of a bank's list by the one rule. `max_deposit` is `VAS_LIMITS__MAX_DEPOSIT`.
+pub fn read_listed(max_deposit: i64, items: Vec<serde_json::Value>) -> Vec<Listed> {
     items
         .into_iter()
-        .filter_map(|item| {
+        .map(|item| {
             let reference = item
                 .get("reference")
                 .and_then(serde_json::Value::as_str)
-                .map(|r| r.chars().take(200).collect::<String>());
-            let tx = match serde_json::from_value::<RemoteTransaction>(item) {
-                Ok(tx) => tx,
-                Err(e) => {
-                    tracing::warn!(bank = bank.slug(), ?reference, error = %e, "provider listed an unreadable transaction; skipped");
-                    return None;
-                }
-            };
-            let problems = tx.problems(max_deposit);
-            if !problems.is_empty() {
-                let fields: Vec<_> = problems.iter().map(|p| p.field.as_str()).collect();
-                tracing::warn!(bank = bank.slug(), ?reference, ?fields, "provider listed a transaction that cannot be a deposit; skipped");
-                return None;
+                .map(|r| r.chars().filter(|c| *c != '\0').take(200).collect());
+            // Serialised before it is read: JSON text escapes what a database column cannot
+            // hold (NUL), and the same item always gives the same text.
+            let text = item.to_string();
+            match RemoteTransaction::read(item, max_deposit) {
+                Ok(tx) => Listed::Usable(tx),
+                Err(why) => Listed::Invalid(InvalidListed {
+                    item: text,
+                    reference,
+                    why,
+                }),
             }
-            Some(tx.without_nul())
         })
         .collect()
 }
@@ -203,7 +214,7 @@ pub struct Providers {
     retry_for: Duration,
     /// The payout provider (`VAS_PAYOUTS__BANK`); None when the setting names no bank.
     payout_bank: Option<Bank>,
-    /// `VAS_LIMITS__MAX_DEPOSIT`: a listed transaction above it is no deposit.
+    /// `VAS_LIMITS__MAX_DEPOSIT`: a listed transaction above it is no deposit (see [`Listed`]).
     max_deposit: i64,
 }
 
@@ -390,7 +401,7 @@ impl Providers {
         .await
     }
 
-    /// Money received by the account in `[from, to]`.
+    /// Money received by the account in `[from, to]`, each item read by the one rule.
     pub async fn transactions(
         &self,
         bank: Bank,
@@ -398,7 +409,7 @@ impl Providers {
         reference: &str,
         from: DateTime<Utc>,
         to: DateTime<Utc>,
-    ) -> Result<Vec<RemoteTransaction>, ProviderError> {
+    ) -> Result<Vec<Listed>, ProviderError> {
         let range = [
             (
                 "from",
@@ -421,7 +432,7 @@ impl Providers {
             |response| async move {
                 let list: TransactionList =
                     read_success(response, "transactions", TRANSACTIONS_BODY_LIMIT).await?;
-                Ok(usable_transactions(bank, self.max_deposit, list.data))
+                Ok(read_listed(self.max_deposit, list.data))
             },
         )
         .await
@@ -683,30 +694,56 @@ mod tests {
     }
 
     #[test]
-    fn a_listed_transaction_that_cannot_be_a_deposit_leaves_the_others_usable() {
+    fn a_listed_transaction_that_cannot_be_a_deposit_is_kept_apart_from_the_others() {
         let mut nul = item("tx-nul", 300);
         nul["senderName"] = json!("Ada\u{0}Obi");
-        let mut unreadable = item("tx-no-date", 100);
+        let mut unreadable = item("tx-no-date\u{0}", 100);
         unreadable.as_object_mut().unwrap().remove("paidAt");
         let mut dollars = item("tx-usd", 100);
         dollars["currency"] = json!("USD");
-        let listed = usable_transactions(
-            Bank::WemaBank,
+        let too_large = item("tx-too-large", 10_000_000_001);
+        let listed = read_listed(
             10_000_000_000,
             vec![
                 item("tx-good", 150_000),
                 item("tx-reversal", -150_000),
                 // Above VAS_LIMITS__MAX_DEPOSIT: never a deposit, by the same rule as a
                 // notification's.
-                item("tx-too-large", 10_000_000_001),
+                too_large.clone(),
                 item("", 100),
                 unreadable,
                 dollars,
                 nul,
             ],
         );
-        let references: Vec<_> = listed.iter().map(|t| t.reference.as_str()).collect();
+        let (mut usable, mut invalid) = (Vec::new(), Vec::new());
+        for l in listed {
+            match l {
+                Listed::Usable(tx) => usable.push(tx),
+                Listed::Invalid(i) => invalid.push(i),
+            }
+        }
+        let references: Vec<_> = usable.iter().map(|t| t.reference.as_str()).collect();
         assert_eq!(references, ["tx-good", "tx-nul"]);
-        assert_eq!(listed[1].sender_name.as_deref(), Some("AdaObi"));
+        assert_eq!(usable[1].sender_name.as_deref(), Some("AdaObi"));
+        let references: Vec<_> = invalid.iter().map(|i| i.reference.as_deref()).collect();
+        assert_eq!(
+            references,
+            [
+                Some("tx-reversal"),
+                Some("tx-too-large"),
+                Some(""),
+                Some("tx-no-date"),
+                Some("tx-usd")
+            ]
+        );
+        assert_eq!(
+            serde_json::from_str::<serde_json::Value>(&invalid[1].item).unwrap(),
+            too_large,
+            "kept as listed"
+        );
+        assert!(matches!(&invalid[1].why, NotADeposit::Refused(e) if e[0].field == "amount"));
+        assert!(matches!(invalid[3].why, NotADeposit::Unreadable(_)));
+        assert!(!invalid[3].item.contains('\0'), "{}", invalid[3].item);
     }
 }

@@ -1,9 +1,9 @@
 //! A provider bank's notification (SPEC §5), read beside the client that asks the same banks:
 //! whose signature it carries (and so its mode), and what it announces. The api's notification
 //! endpoint stores and acts on it; worker-recheck reads the same transactions from a bank's list
-//! through [`RemoteTransaction::problems`], so a transaction is judged the same either way.
+//! through [`RemoteTransaction::read`], so a transaction is judged the same either way.
 
-use domain::provider::{ProviderEvent, RemoteTransaction, RemoteTransfer};
+use domain::provider::{NotADeposit, ProviderEvent, RemoteTransaction, RemoteTransfer};
 use domain::{Bank, FieldError, Mode};
 use ops::config::Config;
 use serde_json::Value;
@@ -96,20 +96,27 @@ fn data<T: serde::de::DeserializeOwned>(
     })
 }
 
+/// The transaction, by the one reading a recheck's list is read with; fields named as in the
+/// body.
 fn transaction(
     value: Option<&Value>,
     max_deposit: i64,
 ) -> Result<RemoteTransaction, NotificationError> {
-    let tx: RemoteTransaction = data(value, "a transaction")?;
-    let errors: Vec<FieldError> = tx
-        .problems(max_deposit)
-        .into_iter()
-        .map(|e| FieldError::new(format!("data.{}", e.field), e.code, e.message))
-        .collect();
-    if !errors.is_empty() {
-        return Err(NotificationError::Fields(errors));
-    }
-    Ok(tx.without_nul())
+    let value: Value = data(value, "a transaction")?;
+    RemoteTransaction::read(value, max_deposit).map_err(|refused| {
+        let errors = match refused {
+            NotADeposit::Unreadable(reason) => vec![FieldError::new(
+                "data",
+                "invalid_format",
+                format!("data is not a transaction: {reason}"),
+            )],
+            NotADeposit::Refused(errors) => errors
+                .into_iter()
+                .map(|e| FieldError::new(format!("data.{}", e.field), e.code, e.message))
+                .collect(),
+        };
+        NotificationError::Fields(errors)
+    })
 }
 
 #[cfg(test)]
