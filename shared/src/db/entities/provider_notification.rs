@@ -9,7 +9,8 @@ pub struct Model {
     pub id: String,
     pub bank: Bank,
     pub mode: Mode,
-    /// The raw body as the bank sent it.
+    /// The raw body as the bank sent it; for a listed transaction a recheck kept as `invalid`,
+    /// the item of the bank's list (JSON, without the notification envelope).
     pub body: String,
     /// SHA-256 of the body: a bank's retry of the same body is stored once (null on rows
     /// stored before deduplication).
