@@ -21,6 +21,7 @@ test_support::on_both_databases!(
     deactivations_and_payouts_through_the_api_are_audited_as_the_key,
     a_replayed_payout_is_audited_once,
     sign_ins_refused_while_locked_are_recorded_with_a_count,
+    a_code_refused_while_locked_is_recorded,
 );
 
 /// A client whose requests come from `ip` (a loopback address of its own).
@@ -252,4 +253,80 @@ async fn sign_ins_refused_while_locked_are_recorded_with_a_count(backend: Backen
     let team = team_page(&app).await;
     assert!(team.contains("Sign-in refused while locked"), "{team}");
     assert!(team.contains(&format!("{FLOOD} times")), "{team}");
+}
+
+/// The code form's refusals too: a second browser half-way through signing in (password given,
+/// code to come) when the first locks the e-mail with wrong codes.
+async fn a_code_refused_while_locked_is_recorded(backend: Backend) {
+    let app = spawn_app(backend).await;
+    let (email, password) = add_user(&app, Role::Owner).await;
+    let user = stored_user(&app, &email).await;
+    let mut owner = Http::new(&app);
+    owner.sign_in(&email, &password).await;
+    let started = owner
+        .submit(
+            "/dashboard/profile",
+            "/dashboard/profile/totp/start",
+            &[("mode", "test")],
+        )
+        .await;
+    let page = owner.follow(started).await;
+    let start = page.body.find(r#"<code class="secret">"#).unwrap() + 21;
+    let end = page.body[start..].find("</code>").unwrap();
+    let secret = page.body[start..start + end].replace(' ', "");
+    let totp = api::dashboard::auth::totp(&secret, &email).unwrap();
+    let now = chrono::Utc::now().timestamp() as u64;
+    let code = totp.generate(now).to_string();
+    let confirmed = owner
+        .submit(
+            "/dashboard/profile",
+            "/dashboard/profile/totp/confirm",
+            &[("mode", "test"), ("code", &code), ("password", &password)],
+        )
+        .await;
+    owner
+        .assert_done(confirmed, "Two-step verification is on")
+        .await;
+
+    let (mut first, mut second) = (Http::new(&app), Http::new(&app));
+    for browser in [&mut first, &mut second] {
+        let answer = browser.sign_in_answer(&email, &password).await;
+        assert!(answer.location().starts_with("/dashboard/sign-in/code"));
+    }
+    let second_token = second.form_token_of("/dashboard/sign-in/code").await;
+    let first_token = first.form_token_of("/dashboard/sign-in/code").await;
+    let wrong = (0..1_000_000)
+        .map(|n| format!("{n:06}"))
+        .find(|c| (0..3).all(|k| *c != totp.generate(now + 30 * k).to_string()))
+        .unwrap();
+    for _ in 0..4 {
+        let refused = first
+            .post_form("/dashboard/sign-in/code", &first_token, &[("code", &wrong)])
+            .await;
+        assert_eq!(refused.status, 401);
+    }
+    let locked = first
+        .post_form("/dashboard/sign-in/code", &first_token, &[("code", &wrong)])
+        .await;
+    assert_eq!(locked.location(), "/dashboard/sign-in?locked=1");
+    assert!(rows_of(&app, AuditAction::SignInRefused).await.is_empty());
+
+    let fresh = totp.generate(now + 30).to_string();
+    let refused = second
+        .post_form(
+            "/dashboard/sign-in/code",
+            &second_token,
+            &[("code", &fresh)],
+        )
+        .await;
+    assert_eq!(refused.location(), "/dashboard/sign-in?locked=1");
+    let rows = rows_of(&app, AuditAction::SignInRefused).await;
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(rows[0].times, 1);
+    assert_eq!(rows[0].actor_user_id.as_deref(), Some(user.id.as_str()));
+    assert_eq!(
+        rows[0].business_id.as_deref(),
+        Some(app.business.id.as_str())
+    );
+    assert_eq!(rows[0].client_addr.as_deref(), Some("127.0.0.1"));
 }
