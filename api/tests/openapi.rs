@@ -253,6 +253,12 @@ async fn the_document_is_openapi_3_1_and_lists_every_route_with_its_errors() {
             "{method} {path}: {limited}"
         );
     }
+    // Resending has a limit of its own per business (SPEC §4), also with Retry-After only.
+    let resend = &doc["paths"]["/events/{id}/resend"]["post"]["responses"]["429"];
+    assert_eq!(resend["$ref"], "#/components/responses/ResendLimited");
+    let limited = resolve(&doc, resend);
+    assert_eq!(limited["headers"]["Retry-After"]["required"], true);
+    assert!(limited["headers"].get("RateLimit").is_none(), "{limited}");
     let notification = &doc["paths"]["/providers/{bank}/notifications"]["post"];
     assert!(
         notification["parameters"]

@@ -6,7 +6,7 @@
 //! give the keys their types. A section's `Default` is the file's.
 
 use std::net::SocketAddr;
-use std::num::NonZeroU64;
+use std::num::{NonZeroU32, NonZeroU64};
 use std::path::{Path, PathBuf};
 use std::sync::LazyLock;
 use std::time::Duration;
@@ -120,6 +120,9 @@ pub struct LimitsConfig {
     /// Failed authentications one client address may make in a minute before its requests are
     /// answered 429 without a database lookup (0: no limit).
     pub auth_failures_per_minute: u32,
+    /// Resends one business may ask for in any rolling minute, through the API and the dashboard
+    /// together (SPEC §4); past it, 429 `rate_limited` with `Retry-After`.
+    pub resends_per_minute: NonZeroU32,
     /// Up to this many matches a searched list's `total` is exact; beyond it, an estimate
     /// (SPEC §3 says 10,000; smaller only to test the estimate).
     pub list_exact_total: u64,

@@ -91,6 +91,8 @@ struct Inner {
     requests: Mutex<Vec<Received>>,
     script: Mutex<VecDeque<Reply>>,
     fallback: Mutex<Option<Reply>>,
+    /// Only requests signed with this secret get the script or the default; others, 401.
+    only: Mutex<Option<String>>,
 }
 
 #[derive(Clone)]
@@ -137,6 +139,12 @@ impl Receiver {
         *self.inner.fallback.lock().unwrap() = Some(reply);
     }
 
+    /// Answers 401 to every request whose signature does not verify with `secret` (`whsec_…`),
+    /// as a business's receiver treats requests signed by anyone else; those use up no script.
+    pub fn accept_only(&self, secret: &str) {
+        *self.inner.only.lock().unwrap() = Some(secret.to_owned());
+    }
+
     pub fn requests(&self) -> Vec<Received> {
         self.inner.requests.lock().unwrap().clone()
     }
@@ -165,11 +173,21 @@ impl Receiver {
 
 async fn receive(State(inner): State<Arc<Inner>>, headers: HeaderMap, body: Bytes) -> Response {
     let reply = {
-        inner.requests.lock().unwrap().push(Received {
+        let received = Received {
             headers,
             body,
             at: Instant::now(),
-        });
+        };
+        let foreign = inner
+            .only
+            .lock()
+            .unwrap()
+            .as_deref()
+            .is_some_and(|secret| !received.verifies(secret));
+        inner.requests.lock().unwrap().push(received);
+        if foreign {
+            return StatusCode::UNAUTHORIZED.into_response();
+        }
         let scripted = inner.script.lock().unwrap().pop_front();
         scripted
             .or_else(|| inner.fallback.lock().unwrap().clone())

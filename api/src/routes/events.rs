@@ -7,6 +7,7 @@ use domain::time::rfc3339;
 use domain::{DeliveryStatus, EventType, Mode};
 use serde::Serialize;
 use serde_json::Value;
+use shared::db::audit::Actor;
 use shared::db::deliveries::{self, Attempt, Delivery};
 use shared::db::events::{self, Event};
 use shared::db::paging::Filter;
@@ -20,7 +21,7 @@ use super::paging::{PageParams, Paging};
 use crate::actions::{self, events::ResendError};
 use crate::error::responses as problem;
 use crate::error::{ApiError, ApiResult};
-use crate::extract::{Caller, Path, QueryPairs};
+use crate::extract::{Caller, ClientAddr, Path, QueryPairs};
 use crate::state::AppState;
 
 pub fn routes() -> OpenApiRouter<AppState> {
@@ -224,7 +225,10 @@ async fn read(
 ///
 /// Schedules the event again, to the mode's current webhook URL, with a fresh set of attempts and
 /// the same `webhook-id` (receivers dedupe on it). 409 `invalid_state` when the mode has no
-/// webhook URL.
+/// webhook URL. A business may resend a configured number of events per minute (both modes and
+/// the dashboard's resends together; 60 by default): past it, 429 `rate_limited` with
+/// `Retry-After`. Every resend is recorded in the audit log with the key's id and the client's
+/// address.
 #[utoipa::path(
     post,
     path = "/events/{id}/resend",
@@ -236,17 +240,20 @@ async fn read(
         (status = 202, description = "Scheduled: the event, with its deliveries.", body = EventView),
         problem::ById,
         (status = 409, response = problem::InvalidState),
+        (status = 429, response = problem::ResendLimited),
     ),
 )]
 async fn resend(
     State(state): State<AppState>,
     caller: Caller,
+    ClientAddr(client_addr): ClientAddr,
     Path(id): Path<String>,
 ) -> ApiResult<(StatusCode, Json<EventView>)> {
     let event = events::find(&state.db, caller.business_id(), caller.mode(), &id)
         .await?
         .ok_or(ApiError::NotFound)?;
-    actions::events::resend(&state, &event).await?;
+    let actor = Actor::api_key(&caller.0.key_id, client_addr);
+    actions::events::resend(&state, &actor, &event).await?;
     Ok((
         StatusCode::ACCEPTED,
         Json(with_deliveries(&state, &event).await?),
@@ -257,6 +264,9 @@ impl From<ResendError> for ApiError {
     fn from(e: ResendError) -> Self {
         match e {
             e @ ResendError::NoWebhookUrl(_) => ApiError::InvalidState(e.to_string()),
+            ResendError::RateLimited { retry_after_secs } => {
+                ApiError::RateLimited { retry_after_secs }
+            }
             ResendError::Db(e) => e.into(),
         }
     }

@@ -379,19 +379,43 @@ pub async fn restart<C: ConnectionTrait>(
     find(db, delivery_id).await
 }
 
-/// `POST /events/{id}/resend`: a fresh schedule for the event to the mode's current URL, on the
-/// existing delivery to that URL or a new one. None when the mode has no webhook URL.
+/// The window of the resend limit (SPEC §4: a configured number per business per minute).
+pub const RESEND_WINDOW: chrono::Duration = chrono::Duration::minutes(1);
+
+/// What became of a resend.
+#[derive(Debug)]
+pub enum Resent {
+    /// The delivery with its fresh schedule.
+    Scheduled(Delivery),
+    /// The mode has no webhook URL: nothing was sent, nothing counted.
+    NoWebhookUrl,
+    /// The business has had its resends of the last minute: nothing was sent.
+    RateLimited { retry_after_secs: u64 },
+}
+
+/// `POST /events/{id}/resend` and the Events page: a fresh schedule for the event to the mode's
+/// current URL, on the existing delivery to that URL or a new one, recorded in the audit log as
+/// `actor`'s in the same transaction. At most `per_minute` resends per business (both modes) in
+/// any rolling minute: the audit log's resend rows are the count, read under the business row's
+/// lock, so concurrent resends in any number of api processes never pass the limit.
 pub async fn resend(
     db: &DatabaseConnection,
+    actor: &Actor,
     event: &Event,
+    per_minute: u32,
     now: DateTime<Utc>,
-) -> Result<Option<Delivery>, DbErr> {
+) -> Result<Resent, DbErr> {
     // Two tries: a concurrent resend may insert the delivery between our look and our insert.
     for _ in 0..2 {
         let txn = db.begin().await?;
         let Some(url) = webhook_url(&txn, &event.business_id, event.mode).await? else {
-            return Ok(None);
+            return Ok(Resent::NoWebhookUrl);
         };
+        if let Some(retry_after_secs) =
+            resends_exhausted(&txn, &event.business_id, per_minute, now).await?
+        {
+            return Ok(Resent::RateLimited { retry_after_secs });
+        }
         let existing = delivery::Entity::find()
             .filter(delivery::Column::EventId.eq(event.id.as_str()))
             .filter(delivery::Column::Url.eq(url.as_str()))
@@ -405,8 +429,13 @@ pub async fn resend(
         };
         match result {
             Ok(d) => {
+                let entry = Entry::new(&event.business_id, AuditAction::EventResent)
+                    .mode(event.mode)
+                    .target(event.id.as_str())
+                    .detail(format!("delivery {}", d.id));
+                audit::record(&txn, actor, entry, now).await?;
                 txn.commit().await?;
-                return Ok(Some(d));
+                return Ok(Resent::Scheduled(d));
             }
             Err(e) if super::is_unique_violation(&e) => {
                 txn.rollback().await?;
@@ -419,6 +448,46 @@ pub async fn resend(
         "resending {} kept colliding with another resend",
         event.id
     )))
+}
+
+/// Locks the business row (FOR NO KEY UPDATE on PostgreSQL, so rows that merely reference the
+/// business are not held up; SQLite has one writer at a time) and counts its resends in the
+/// minute before `now`: None while fewer than `per_minute`, else the seconds until the oldest of
+/// them leaves the minute.
+async fn resends_exhausted<C: ConnectionTrait>(
+    txn: &C,
+    business_id: &str,
+    per_minute: u32,
+    now: DateTime<Utc>,
+) -> Result<Option<u64>, DbErr> {
+    use super::entities::{audit_entry, business};
+    use sea_orm::QuerySelect;
+    use sea_orm::sea_query::LockType;
+    business::Entity::find_by_id(business_id.to_owned())
+        .select_only()
+        .column(business::Column::Id)
+        .lock(LockType::NoKeyUpdate)
+        .into_tuple::<String>()
+        .one(txn)
+        .await?;
+    let recent: Vec<DateTime<Utc>> = audit_entry::Entity::find()
+        .select_only()
+        .column(audit_entry::Column::CreatedAt)
+        .filter(audit_entry::Column::BusinessId.eq(business_id))
+        .filter(audit_entry::Column::CreatedAt.gt(now - RESEND_WINDOW))
+        .filter(audit_entry::Column::Action.eq(AuditAction::EventResent))
+        .order_by_desc(audit_entry::Column::CreatedAt)
+        .limit(u64::from(per_minute))
+        .into_tuple()
+        .all(txn)
+        .await?;
+    if recent.len() < per_minute as usize {
+        return Ok(None);
+    }
+    // The oldest of the newest `per_minute`: once it leaves the minute, one more may go.
+    let frees_at = recent.last().copied().unwrap_or(now) + RESEND_WINDOW;
+    let wait = (frees_at - now).num_milliseconds().max(0) as u64;
+    Ok(Some(wait.div_ceil(1000).max(1)))
 }
 
 /// One attempt as it happened.

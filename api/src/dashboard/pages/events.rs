@@ -4,10 +4,10 @@
 
 use askama::Template;
 use axum::extract::State;
-use axum::http::StatusCode;
+use axum::http::header::RETRY_AFTER;
+use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Redirect};
-use domain::{AuditAction, EventType, Role};
-use shared::db::audit::{self, Entry};
+use domain::{EventType, Role};
 use shared::db::deliveries;
 use shared::db::events::{self, Event};
 use shared::db::paging::Filter;
@@ -219,8 +219,10 @@ pub async fn resend(
     let Some(event) = find_event(&state, &scope, path).await? else {
         return Ok(scope.not_found(Section::Events, ("event", "events")));
     };
-    let delivery = match actions::events::resend(&state, &event).await {
-        Ok(delivery) => delivery,
+    // The API's action: the same per-business limit, and its audit entry in the same
+    // transaction.
+    match actions::events::resend(&state, &scope.signed.actor(), &event).await {
+        Ok(_) => {}
         Err(ResendError::NoWebhookUrl(_)) => {
             return render_event(
             &state,
@@ -235,15 +237,25 @@ pub async fn resend(
             )
             .await;
         }
+        Err(ResendError::RateLimited { retry_after_secs }) => {
+            let mut page = render_event(
+                &state,
+                &scope,
+                &event,
+                None,
+                Some(
+                    "Too many resends in the last minute for this business. Nothing was sent; \
+                     try again in a minute.",
+                ),
+                StatusCode::TOO_MANY_REQUESTS,
+            )
+            .await?;
+            page.headers_mut()
+                .insert(RETRY_AFTER, HeaderValue::from(retry_after_secs));
+            return Ok(page);
+        }
         Err(ResendError::Db(e)) => return Err(e.into()),
-    };
-    // After the resend, not with it: the delivery's own transaction lives in `deliveries`, and a
-    // lost audit row must not undo a resend the person asked for.
-    let entry = Entry::new(&event.business_id, AuditAction::EventResent)
-        .mode(event.mode)
-        .target(event.id.as_str())
-        .detail(format!("delivery {}", delivery.id));
-    audit::record(&state.db, &scope.signed.actor(), entry, domain::time::now()).await?;
+    }
     Ok(Redirect::to(&format!(
         "/dashboard/{}/events/{}?done=resent",
         scope.mode, event.id
