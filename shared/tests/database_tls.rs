@@ -4,7 +4,8 @@
 //! back to plain text; `VAS_DATABASE__CA_FILE` serves the primary, every host of a multi-host URL
 //! and the replica. And a multi-host URL that cannot connect says, for each host, why not.
 //!
-//! Each test starts its own server (`initdb`, a few seconds), so they run in every test run.
+//! Each test starts its own server (`initdb`, a few seconds; a primary and its standby for the
+//! standby's test, about ten), so they run in every test run.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -266,4 +267,24 @@ async fn a_multi_host_url_that_cannot_connect_says_why_for_each_host() {
         "{error}"
     );
     assert!(!error.contains("s3cret"), "{error}");
+}
+
+#[tokio::test]
+async fn a_standby_is_named_as_the_reason_it_was_not_taken() {
+    use test_support::clusters::{PgPair, Replication};
+    let pair = PgPair::start("vas", Replication::Asynchronous);
+    let standby = pair.nodes[1].port;
+    let multi = MultiHost::parse(&format!(
+        "postgres://postgres@127.0.0.1:{standby}/vas?target_session_attrs=read-write"
+    ))
+    .unwrap()
+    .unwrap();
+    let error = failover::connect_primary(&multi, 1, Duration::from_millis(500))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains(&format!("no primary among 127.0.0.1:{standby} (a standby)")),
+        "{error}"
+    );
 }
