@@ -146,10 +146,12 @@ pub struct WebhooksConfig {
     pub max_retry_after_secs: u64,
     /// Deliveries one worker sends to one endpoint (webhook URL) at once; the others of that
     /// endpoint are rescheduled a little later, without spending an attempt, so a slow endpoint
-    /// holds this many of the `concurrency` slots at most.
+    /// holds this many of the `concurrency` slots at most. The businesses using one endpoint
+    /// share its slots fairly.
     pub max_in_flight_per_endpoint: u16,
-    /// Consecutive failed attempts at one endpoint that open its circuit: its deliveries then
-    /// wait (spending no attempts) until a single probe succeeds.
+    /// Consecutive failed attempts of one business and mode at one endpoint that open its
+    /// circuit there: its deliveries then wait (spending no attempts) until a single probe
+    /// succeeds; other businesses' deliveries to the endpoint go on (SPEC §4).
     pub circuit_failure_threshold: u32,
     /// How long an open circuit waits before its first probe, in seconds; doubled after each
     /// failed probe up to `circuit_max_cooldown_secs`.
