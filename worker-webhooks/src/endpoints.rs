@@ -44,8 +44,9 @@ const MIN_SPACING: Duration = Duration::from_millis(50);
 const HORIZON: Duration = Duration::from_secs(60);
 /// How long a sender still counts in the share-out of an endpoint's slots after it last asked
 /// for one (or after the time it was told to come back): longer than the outbox takes to bring a
-/// deferred delivery back, so a sender waiting for a slot keeps its share meanwhile.
-const ACTIVE_FOR: Duration = Duration::from_secs(5);
+/// deferred delivery back (its relay sweeps each second), so a sender waiting for a slot keeps
+/// its share meanwhile.
+const ACTIVE_FOR: Duration = Duration::from_secs(3);
 /// An endpoint idle (nothing in flight, circuits closed) this long is forgotten.
 const FORGET_AFTER: Duration = Duration::from_secs(15 * 60);
 const PRUNE_EVERY: Duration = Duration::from_secs(60);
@@ -184,8 +185,10 @@ impl SenderState {
         }
     }
 
+    /// Whether it counts in the share-out: holding slots, or wanting them soon. One whose
+    /// circuit is not closed waits (apart from its probe, which it holds).
     fn active(&self, now: Instant) -> bool {
-        self.held > 0 || self.active_until > now
+        self.held > 0 || (self.active_until > now && matches!(self.circuit, Circuit::Closed { .. }))
     }
 
     fn idle(&self, now: Instant) -> bool {
@@ -309,7 +312,6 @@ impl Endpoints {
                 .entry(sender.clone())
                 .or_insert_with(|| SenderState::new(now));
             state.last_seen = now;
-            state.active_until = state.active_until.max(now + ACTIVE_FOR);
             if let Circuit::Open { until, cooldown } = state.circuit
                 && now >= until
             {
@@ -323,11 +325,13 @@ impl Endpoints {
                 Circuit::HalfOpen { probing: false, .. } => None,
                 circuit => circuit.wait(now),
             } {
+                // Its deliveries wait: it takes no share of the slots meanwhile.
                 return Admission::Wait {
                     after,
                     reason: WaitReason::CircuitOpen,
                 };
             }
+            state.active_until = state.active_until.max(now + ACTIVE_FOR);
             let (active, share) = endpoint.share(max, now);
             let Some(state) = endpoint.senders.get_mut(sender) else {
                 unreachable!("inserted above");
@@ -893,8 +897,15 @@ mod tests {
             wait(endpoints.admit(A, &attacker, t).await).1,
             WaitReason::CircuitOpen
         );
-        // The victim's deliveries to the same URL go at once, in either mode.
-        go(endpoints.admit(A, &victim, t).await).finish(Outcome::Succeeded, Duration::ZERO, t);
+        // The victim's deliveries to the same URL go at once, in either mode, and may use every
+        // slot: a business whose deliveries wait out their circuit takes no share meanwhile.
+        let both = [
+            go(endpoints.admit(A, &victim, t).await),
+            go(endpoints.admit(A, &victim, t).await),
+        ];
+        for permit in both {
+            permit.finish(Outcome::Succeeded, Duration::ZERO, t);
+        }
         go(endpoints.admit(A, &victim_live, t).await).finish(Outcome::Succeeded, Duration::ZERO, t);
         // One mode's failures leave the other mode's deliveries alone too.
         for _ in 0..3 {
