@@ -6,7 +6,8 @@
 //! deliveries, 10 s timeout). B's webhooks must all arrive within 5 s of their events (the goal);
 //! before the per-endpoint bound they waited behind A's deliveries for up to ~22 s.
 //!
-//! And a failing endpoint backs off as a whole: its circuit opens after consecutive failures, its
+//! And a failing endpoint backs off (per business and mode: api/tests/resends.rs shows another
+//! business at the same URL unaffected): its circuit opens after consecutive failures, its
 //! deliveries wait without spending attempts, one probe at a time tests it, and once it answers
 //! again every delivery goes through.
 //!
