@@ -216,9 +216,20 @@ struct Running {
     stack: Stack,
     receiver: Receiver,
     client: reqwest::Client,
-    /// (job, process, `host:port` of its `/metrics`, extra environment), in start order.
-    processes: Vec<(&'static str, Process, String, Vec<(String, String)>)>,
+    /// In start order.
+    processes: Vec<Target>,
     _sandbox_state: tempfile::TempDir,
+}
+
+/// One process as Prometheus scrapes it.
+struct Target {
+    /// Its binary, and its job's name.
+    job: &'static str,
+    process: Process,
+    /// Where its `/metrics` is (`host:port`).
+    address: String,
+    /// Its environment besides the stack's.
+    env: Vec<(String, String)>,
 }
 
 impl Running {
@@ -304,7 +315,12 @@ impl Running {
 
     fn add(&mut self, job: &'static str, address: String, env: Vec<(String, String)>) {
         let process = self.spawn(job, &env);
-        self.processes.push((job, process, address, env));
+        self.processes.push(Target {
+            job,
+            process,
+            address,
+            env,
+        });
     }
 
     fn spawn(&self, job: &str, env: &[(String, String)]) -> Process {
@@ -316,8 +332,8 @@ impl Running {
     fn address(&self, job: &str) -> String {
         self.processes
             .iter()
-            .find(|p| p.0 == job)
-            .map(|p| p.2.clone())
+            .find(|p| p.job == job)
+            .map(|p| p.address.clone())
             .unwrap()
     }
 
@@ -336,21 +352,25 @@ impl Running {
 
     /// SIGKILLs (`-KILL`) or stops (`-TERM`) one process.
     fn stop(&mut self, job: &str, signal: &str) {
-        let entry = self.processes.iter_mut().find(|p| p.0 == job).unwrap();
-        entry.1.signal(signal);
-        entry.1.wait(Duration::from_secs(30));
+        let entry = self.processes.iter_mut().find(|p| p.job == job).unwrap();
+        entry.process.signal(signal);
+        entry.process.wait(Duration::from_secs(30));
     }
 
     async fn restart(&mut self, job: &str) {
         let env = self
             .processes
             .iter()
-            .find(|p| p.0 == job)
+            .find(|p| p.job == job)
             .unwrap()
-            .3
+            .env
             .clone();
         let process = self.spawn(job, &env);
-        self.processes.iter_mut().find(|p| p.0 == job).unwrap().1 = process;
+        self.processes
+            .iter_mut()
+            .find(|p| p.job == job)
+            .unwrap()
+            .process = process;
         self.wait_ready(job).await;
     }
 
@@ -458,7 +478,7 @@ impl Running {
     /// The metric names every process exports now.
     async fn exported(&self) -> BTreeSet<String> {
         let mut names = BTreeSet::new();
-        for (job, ..) in &self.processes {
+        for Target { job, .. } in &self.processes {
             for line in series(&self.metrics(job).await) {
                 names.insert(line.split('{').next().unwrap().to_owned());
             }
@@ -531,7 +551,7 @@ impl Prometheus {
             "global: {scrape_interval: 1s, scrape_timeout: 1s, evaluation_interval: 1s}\n\
              rule_files: [rules.yml]\nscrape_configs:\n",
         );
-        for (job, _, address, _) in &running.processes {
+        for Target { job, address, .. } in &running.processes {
             config.push_str(&format!(
                 "  - job_name: {job}\n    static_configs: [{{targets: [\"{address}\"]}}]\n"
             ));

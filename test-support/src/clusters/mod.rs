@@ -7,6 +7,7 @@
 //! ([`serial`]), since two cores cannot fail clusters over side by side and still time them.
 
 mod auto_failover;
+mod pitr;
 mod postgres;
 mod rabbit;
 
@@ -14,6 +15,7 @@ use std::process::{Command, Output};
 use std::sync::OnceLock;
 
 pub use auto_failover::AutoFailover;
+pub use pitr::Archived;
 pub use postgres::{PgPair, PgServer, Replication};
 pub use rabbit::RabbitCluster;
 
