@@ -283,6 +283,31 @@ impl Drop for Permit {
     }
 }
 
+/// A delivery's place in its sender's share while it waits for a slot: given back if the wait is
+/// abandoned (its task cancelled), so the sender's share is not used up by deliveries long gone.
+struct Claim<'a> {
+    endpoints: &'a Endpoints,
+    url: &'a str,
+    sender: &'a Sender,
+    armed: bool,
+}
+
+impl Drop for Claim<'_> {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let mut inner = self.endpoints.inner.lock().expect("endpoint state lock");
+        if let Some(state) = inner
+            .endpoints
+            .get_mut(self.url)
+            .and_then(|e| e.senders.get_mut(self.sender))
+        {
+            state.held = state.held.saturating_sub(1);
+        }
+    }
+}
+
 impl Endpoints {
     pub fn new(limits: Limits) -> Arc<Self> {
         Arc::new(Self {
@@ -333,9 +358,7 @@ impl Endpoints {
             }
             state.active_until = state.active_until.max(now + ACTIVE_FOR);
             let (active, share) = endpoint.share(max, now);
-            let Some(state) = endpoint.senders.get_mut(sender) else {
-                unreachable!("inserted above");
-            };
+            let state = endpoint.senders.get_mut(sender).expect("inserted above");
             if active > 1 && state.held >= share {
                 // Its share is taken: the next free slot goes to a sender that wants one.
                 let after = defer(endpoint, sender, share, now);
@@ -352,6 +375,12 @@ impl Endpoints {
             state.held += 1;
             (endpoint.slots.clone(), endpoint.quick(now), probe)
         };
+        let mut claim = Claim {
+            endpoints: self,
+            url,
+            sender,
+            armed: true,
+        };
         let slot = match slots.clone().try_acquire_owned() {
             Ok(slot) => Some(slot),
             Err(_) if quick && !probe => tokio::time::timeout(SHORT_WAIT, slots.acquire_owned())
@@ -361,14 +390,22 @@ impl Endpoints {
             Err(_) => None,
         };
         let mut inner = self.inner.lock().expect("endpoint state lock");
+        // From here on the claim is settled below, under this lock.
+        claim.armed = false;
         inner.next_permit += 1;
         let number = inner.next_permit;
-        // Held (`held` > 0), so never pruned meanwhile.
+        // Held (`held` > 0), so not pruned meanwhile; should it be gone, look again at once.
         let Some(endpoint) = inner.endpoints.get_mut(url) else {
-            unreachable!("an endpoint with an admitted attempt is kept");
+            return Admission::Wait {
+                after: Duration::ZERO,
+                reason: WaitReason::EndpointBusy,
+            };
         };
         let Some(state) = endpoint.senders.get_mut(sender) else {
-            unreachable!("a sender with an admitted attempt is kept");
+            return Admission::Wait {
+                after: Duration::ZERO,
+                reason: WaitReason::EndpointBusy,
+            };
         };
         let Some(slot) = slot else {
             state.held -= 1;
@@ -971,6 +1008,29 @@ mod tests {
         for _ in 0..3 {
             more.push(go(endpoints.admit(A, &greedy, later).await));
         }
+    }
+
+    #[tokio::test]
+    async fn a_wait_for_a_slot_given_up_leaves_the_share_as_it_was() {
+        let endpoints = Endpoints::new(limits());
+        let t = Instant::now();
+        let (first, second) = (sender("biz_a"), sender("biz_b"));
+        // Alone, the first business holds both slots of a quick endpoint.
+        let held = go(endpoints.admit(A, &first, t).await);
+        let _also = go(endpoints.admit(A, &first, t).await);
+        // The second waits in-process for a slot, and its task is cancelled meanwhile.
+        let waiting = tokio::time::timeout(
+            Duration::from_millis(20),
+            endpoints.admit(A, &second, Instant::now()),
+        );
+        assert!(waiting.await.is_err(), "still waiting when cancelled");
+        // Its share (one of two) is whole: it gets the next free slot.
+        held.finish(
+            Outcome::Succeeded,
+            Duration::from_millis(10),
+            Instant::now(),
+        );
+        let _mine = go(endpoints.admit(A, &second, Instant::now()).await);
     }
 
     #[test]
