@@ -104,7 +104,9 @@ impl PgConnectOptions {
                     }
                 }
 
-                _ => tracing::warn!(%key, %value, "ignoring unrecognized connect parameter"),
+                // Vendored patch: the key only; a value may be a secret (`sslpassword=`, a
+                // misspelt `pasword=`), and log lines never carry one.
+                _ => tracing::warn!(%key, "ignoring unrecognized connect parameter"),
             }
         }
 
