@@ -1156,6 +1156,7 @@ async fn insert_accounts_one_by_one(app: &test_support::TestApp, n: u64) {
                 activated_at: Set(Some(now)),
                 deactivated_at: Set(None),
                 updated_at: Set(now),
+                created_by_key_id: Set(None),
             })
             .collect();
         virtual_account::Entity::insert_many(batch)

@@ -64,6 +64,7 @@ async fn an_unknown_identity_type_is_never_opened_as_a_bvn(backend: Backend) {
             business_id: &app.business.id,
             business_name: &app.business.name,
             mode: Mode::Test,
+            key_id: "key_test",
             idempotency_key: "k",
             request: &shared::crypto::RequestDigest::new(&cipher, "{}"),
             account: &account,

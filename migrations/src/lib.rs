@@ -27,6 +27,7 @@ mod m0021_one_statement_refusal;
 mod m0022_hot_activation;
 mod m0023_audit_repeats;
 mod m0024_audit_operator;
+mod m0025_account_creator_key;
 
 pub struct Migrator;
 
@@ -57,6 +58,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0022_hot_activation::Migration),
             Box::new(m0023_audit_repeats::Migration),
             Box::new(m0024_audit_operator::Migration),
+            Box::new(m0025_account_creator_key::Migration),
         ]
     }
 }

@@ -500,6 +500,28 @@ pub async fn account_status_and_number(
     )
 }
 
+/// The id (`key_…`) of the secret key that created the account, as its row records it.
+pub async fn account_created_by_key(db: &DatabaseConnection, account_id: &str) -> Option<String> {
+    virtual_account::Entity::find_by_id(account_id.to_owned())
+        .one(db)
+        .await
+        .expect("read the account")
+        .expect("the account exists")
+        .created_by_key_id
+}
+
+/// The id (`key_…`) of a secret key, as the audit log and the accounts it created name it.
+pub async fn key_id_of(db: &DatabaseConnection, secret_key: &str) -> String {
+    use shared::db::entities::api_key;
+    api_key::Entity::find()
+        .filter(api_key::Column::KeyHash.eq(domain::keys::hash_secret_key(secret_key)))
+        .one(db)
+        .await
+        .expect("read the keys")
+        .expect("the key exists")
+        .id
+}
+
 // ---------------------------------------------------------------------------------------------
 // Ledger and payouts
 

@@ -183,6 +183,7 @@ async fn create(State(state): State<AppState>, create: IdempotentCreate) -> ApiR
         business_id: caller.business_id(),
         business_name: &caller.0.business_name,
         mode: caller.mode(),
+        key_id: &caller.0.key_id,
         idempotency_key: &create.key,
         request: &digest,
         account: &account,

@@ -2,6 +2,7 @@
 
 mod counts;
 mod create;
+mod creator_key;
 mod deactivate;
 mod http_conventions;
 mod list;

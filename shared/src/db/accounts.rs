@@ -37,6 +37,8 @@ pub struct CreateRequest<'a> {
     pub business_id: &'a str,
     pub business_name: &'a str,
     pub mode: Mode,
+    /// The id (`key_…`) of the secret key making the request: the new account records it.
+    pub key_id: &'a str,
     pub idempotency_key: &'a str,
     /// The canonical body's keyed digest: the same key with another body is refused.
     pub request: &'a crate::crypto::RequestDigest,
@@ -662,6 +664,8 @@ fn account_row(
         deactivation_reason: Set(None),
         activated_at: Set(None),
         deactivated_at: Set(None),
+        // One more bound value of the same insert: no statement of its own.
+        created_by_key_id: Set(Some(req.key_id.to_owned())),
         ..Default::default()
     }
 }

@@ -274,6 +274,7 @@ mod tests {
             business_id: business.0,
             business_name: business.1,
             mode: Mode::Test,
+            key_id: "key_test",
             idempotency_key: key,
             request: digest,
             account,

@@ -415,6 +415,7 @@ mod tests {
                 business_id: &business.id,
                 business_name: "Paid Ltd",
                 mode: Mode::Test,
+                key_id: "key_test",
                 idempotency_key: &key,
                 request: &digest,
                 account: &account,

@@ -25,6 +25,9 @@ pub struct Model {
     pub activated_at: Option<DateTimeUtc>,
     pub deactivated_at: Option<DateTimeUtc>,
     pub updated_at: DateTimeUtc,
+    /// The id (`key_…`) of the secret key that created the account (m0025; None before it):
+    /// creation is audited here rather than in the audit log. Not in the API's account object.
+    pub created_by_key_id: Option<String>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
