@@ -502,7 +502,27 @@ async fn every_metric_a_rule_or_panel_reads_is_exported_by_the_processes() {
     let Some(running) = Running::start().await else {
         return;
     };
-    running.load().await;
+    let deposits = running.load().await.len();
+    // Each credited deposit's webhook is timed once, at its first 2xx, from the deposit's
+    // receipt: through the receiver's failures (a retry 2 s later at least), not just the attempt.
+    let (count, sum) = eventually(Duration::from_secs(60), async || {
+        let text = running.metrics("worker-webhooks").await;
+        let value = |name: &str| {
+            text.lines()
+                .find_map(|l| l.strip_prefix(name)?.trim().parse::<f64>().ok())
+                .unwrap_or(0.0)
+        };
+        let count = value("deposit_webhook_latency_seconds_count");
+        let sum = value("deposit_webhook_latency_seconds_sum");
+        if count >= deposits as f64 {
+            Ok((count, sum))
+        } else {
+            Err(format!("{count} deposit webhooks timed"))
+        }
+    })
+    .await;
+    assert_eq!(count, deposits as f64, "one per deposit, no other event");
+    assert!(sum >= 2.0 * count, "{sum} s for {count} deposits");
     let exported = running.exported().await;
     let missing: Vec<&String> = read.difference(&exported).collect();
     assert!(
