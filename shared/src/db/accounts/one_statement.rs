@@ -71,8 +71,8 @@ pub(super) async fn create<C: ConnectionTrait>(
     };
     let reference = req.account.customer_reference.as_deref();
 
-    // In the order the statement below binds them.
-    let mut values = Vec::with_capacity(50);
+    // In the order the statement below binds them: 51 with a customerReference.
+    let mut values = Vec::with_capacity(51);
     key.push_claim_values(&mut values, Some(&account_id), now)?;
     if let Some(reference) = reference {
         push_live_by_reference_values(&mut values, req, reference);
