@@ -25,11 +25,11 @@ acct AS (
   INSERT INTO virtual_accounts (id, business_id, mode, status, bank, account_number,
       account_name, customer_name, customer_email, customer_phone, customer_reference,
       identity_type, identity_enc, failure_reason, deactivation_reason, created_at, activated_at,
-      deactivated_at, updated_at)
+      deactivated_at, updated_at, created_by_key_id)
     SELECT 'va_pgb_' || :r, 'biz_pgbench_' || :b, 'test', 'pending', 'test-bank', NULL,
       'Bench Ltd/Bench Customer ' || :r, 'Bench Customer ' || :r, 'bench-' || :r || '@example.com',
       '+2348031234567', 'bench-' || :r, 'bvn', 'v1:00000000:' || md5(:r::text), NULL, NULL,
-      stamp.t, NULL, NULL, stamp.t
+      stamp.t, NULL, NULL, stamp.t, 'key_' || lpad(:b::text, 26, '0')
     FROM (SELECT clock_timestamp() AS t) AS stamp, claim WHERE 1 = 1
     ON CONFLICT (business_id, mode, live_reference) WHERE live_reference IS NOT NULL DO NOTHING
     RETURNING *),
