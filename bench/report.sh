@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The benchmark report of issue 12, one command: makes a fresh PostgreSQL database, starts the
-# release processes (provider-sandbox, api serve, worker-provisioning), loads a million accounts
+# The benchmark report (docs/benchmarks.md), one command: makes a fresh PostgreSQL database, starts
+# the release processes (provider-sandbox, api serve, worker-provisioning), loads a million accounts
 # and times lists and search (`bench lists`), measures PostgreSQL's ceilings with pgbench on the
 # same schema (the least a creation must write; the service's own statements), runs `bench create`
 # for 16 businesses and for 1 (32 callers), samples memory, and prints ONE table with each
@@ -268,7 +268,7 @@ section_create() { # the ceilings, then the service, per load; ratio = service /
       bound=$(echo "scale=0; $(nproc) * 1000 / $total" | bc -l)
     fi
     [ "$least" != - ] && budget=$(echo "scale=2; $(nproc) * 1000 / (0.6 * $least)" | bc -l | sed 's/^\./0./')
-    # A guide between machines, not a goal: issue 24's 1.3 ms was 2.55 of its machine's
+    # A guide between machines, not a goal: the 1.3 ms goal was 2.55 of its machine's
     # least-write transactions (0.51 ms of PostgreSQL). It is not machine-independent: one
     # machine gave 2.04-2.80 in five runs, since least-write's own CPU swings from run to run.
     local relative=-
@@ -363,13 +363,13 @@ saturate_rows() { # label, CPU goal, file: a saturate scenario's rows beside svi
     "$3"
 }
 
-section_guarantees() { # what a deposit's guarantees cost in CPU (issue 24): saturate, sent as the
-  # bank sends them, with all of them, then without the list counts' triggers, then without the
-  # foreign keys of the tables a deposit and its delivery write, then with all of them but spread
-  # over 16 businesses (2 accounts each, against 32 of one business: a business's deposits take
-  # its balance row's lock in turn); alternating, GUARANTEE_ROUNDS times (2). It changes this
-  # run's database (put back afterwards, the counts no longer exact), so it is never among the
-  # default sections and refuses --keep and --reuse.
+section_guarantees() { # what a deposit's guarantees cost in CPU (docs/benchmarks.md): saturate,
+  # sent as the bank sends them, with all of them, then without the list counts' triggers, then
+  # without the foreign keys of the tables a deposit and its delivery write, then with all of them
+  # but spread over 16 businesses (2 accounts each, against 32 of one business: a business's
+  # deposits take its balance row's lock in turn); alternating, GUARANTEE_ROUNDS times (2). It
+  # changes this run's database (put back afterwards, the counts no longer exact), so it is never
+  # among the default sections and refuses --keep and --reuse.
   if $keep; then echo "section_guarantees changes its database: not with --keep or --reuse" >&2; return 0; fi
   local counted="deposits events ledger_entries" fk_tables="'events','deliveries','delivery_attempts','deposits'"
   local drop_fks add_fks

@@ -257,7 +257,7 @@ pub async fn run(command: Command, config: Config) -> anyhow::Result<()> {
 /// (`Actor::operator`: this host account, via `api admin`), like the dashboard's changes.
 async fn admin(command: AdminCommand, mut config: Config) -> anyhow::Result<()> {
     // On `api dev`'s own data (no database configured), `api dev`'s rule for webhook targets:
-    // what its dashboard accepts, the command beside it accepts (SPEC §4).
+    // what its dashboard accepts, the command beside it accepts (docs/api/events-and-webhooks.md).
     if config.database.url.is_none() {
         config.webhooks.allow_private_addresses = true;
     }

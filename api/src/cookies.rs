@@ -24,8 +24,9 @@ pub fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
         .filter(|v| !v.is_empty())
 }
 
-/// How the dashboard's cookies are sent (SPEC §8), decided once at start from configuration,
-/// never from a request: behind a TLS proxy the api may see `Host: 127.0.0.1` over plain HTTP.
+/// How the dashboard's cookies are sent (docs/dashboard.md), decided once at start from
+/// configuration, never from a request: behind a TLS proxy the api may see `Host: 127.0.0.1` over
+/// plain HTTP.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CookiePolicy {
     /// `api dev` listening on loopback (and no https public URL): plain HTTP to this machine,
@@ -34,8 +35,9 @@ pub enum CookiePolicy {
     Plain,
     /// Everywhere else, `api serve` with no public URL included: `Secure`, and named
     /// `__Host-…`, so neither a sibling host nor a plain-HTTP attacker can plant one. Browsers
-    /// keep a `__Host-` cookie only with `Path=/` and no `Domain`, so its path is `/` (SPEC says
-    /// `/dashboard`; the prefix's guarantee matters more, and the API never reads cookies).
+    /// keep a `__Host-` cookie only with `Path=/` and no `Domain`, so its path is `/`, not
+    /// `/dashboard`: the prefix's guarantee matters more, and the API never reads cookies
+    /// (docs/dashboard.md).
     HostPrefixed,
 }
 

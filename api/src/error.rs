@@ -1,5 +1,6 @@
 //! The API's one error type. Every error renders itself as RFC 9457 `application/problem+json`
-//! with a `code` from SPEC §2, and its `type` is a page this service serves (`/problems/{code}`).
+//! with a `code` from docs/api/errors.md, and its `type` is a page this service serves
+//! (`/problems/{code}`).
 
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -85,7 +86,7 @@ fn validation_detail(errors: &[FieldError]) -> String {
 /// `GET /problems/{code}` serves and the OpenAPI document lists).
 macro_rules! problem_codes {
     ($($(#[$doc:meta])* $variant:ident = $code:tt, $status:tt, $title:tt, $description:tt;)*) => {
-        /// The error, one of the codes `GET /problems/{code}` describes (SPEC §2).
+        /// The error, one of the codes `GET /problems/{code}` describes (docs/api/errors.md).
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, ToSchema)]
         pub enum ProblemCode {
             $($(#[$doc])* #[serde(rename = $code)] $variant,)*

@@ -117,9 +117,10 @@ impl FromRequestParts<AppState> for Caller {
     }
 }
 
-/// The client's address, for per-address limits and the audit log alike (SPEC §6): the TCP
-/// peer, or when that is a trusted proxy, what `X-Forwarded-For` says (`ops::proxies`). None
-/// only when the router is served without connect info.
+/// The client's address, for per-address limits and the audit log alike
+/// (docs/operations/processes-and-configuration.md): the TCP peer, or when that is a trusted proxy,
+/// what `X-Forwarded-For` says (`ops::proxies`). None only when the router is served without
+/// connect info.
 pub fn client_ip(parts: &Parts, state: &AppState) -> Option<IpAddr> {
     let ConnectInfo(peer) = parts.extensions.get::<ConnectInfo<SocketAddr>>()?;
     let forwarded = parts

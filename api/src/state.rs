@@ -91,7 +91,7 @@ impl AppState {
 /// How many creations of one business in one mode a process lets into PostgreSQL at once. Each
 /// holds that business's row (its rolling-hour count) from its count to its commit, so only one
 /// makes progress; with 32 queued there, the lock manager's own work made a creation cost 1.3–1.4
-/// ms of PostgreSQL CPU instead of 1.0 (issue 24). A few keep the row's next holder ready.
+/// ms of PostgreSQL CPU instead of 1.0. A few keep the row's next holder ready.
 pub const CREATIONS_IN_DATABASE_PER_BUSINESS: usize = 4;
 
 /// Per business and mode, a semaphore of [`CREATIONS_IN_DATABASE_PER_BUSINESS`] permits; a
@@ -181,7 +181,8 @@ impl Drop for CreationTurn {
 const CACHED_KEYS: u64 = 100_000;
 
 /// How long a key that worked is remembered as one (its hash only), so that its address being
-/// over the failure limit does not refuse it (issue 21, item 7).
+/// over the failure limit does not refuse it (one egress address may serve
+/// several businesses).
 const KNOWN_KEY_SECS: u64 = 24 * 3600;
 
 /// Key hash → owner of a working key, for a few seconds: authentication costs no query on a hot
@@ -286,9 +287,9 @@ impl AuthCache {
         Lookup(self.changes_heard.load(Ordering::SeqCst))
     }
 
-    /// Hears key and KYB changes made by any process (SPEC §6) until `shutdown`; with no cache
-    /// there is nothing to forget, and nothing is followed. On PostgreSQL nothing is cached
-    /// until the listener listens.
+    /// Hears key and KYB changes made by any process (docs/decisions/auth-cache.md) until
+    /// `shutdown`; with no cache there is nothing to forget, and nothing is followed. On PostgreSQL
+    /// nothing is cached until the listener listens.
     pub fn follow_changes(
         &self,
         db: DatabaseConnection,

@@ -1,5 +1,5 @@
-//! The audit log's reach (SPEC §8): changes made through the API carry the secret key's id and
-//! the client's address (a payout once, however often its request is replayed), and sign-ins
+//! The audit log's reach (docs/dashboard.md): changes made through the API carry the secret key's
+//! id and the client's address (a payout once, however often its request is replayed), and sign-ins
 //! refused while an e-mail is locked are recorded, a flood folded into one row with its count.
 //! Each as the business's owner reads it on the Team page.
 
@@ -177,8 +177,8 @@ async fn deactivations_and_payouts_through_the_api_are_audited_as_the_key(backen
     );
 }
 
-/// SPEC §7's exactly-once rules hold for the audit log too: a replay (the same key, after or
-/// at the same time) and a repeated reference create nothing, and record nothing.
+/// docs/api/idempotency.md's exactly-once rules hold for the audit log too: a replay (the same key,
+/// after or at the same time) and a repeated reference create nothing, and record nothing.
 async fn a_replayed_payout_is_audited_once(backend: Backend) {
     let app = spawn_app(backend).await;
     ready_to_pay(&app).await;
@@ -212,7 +212,7 @@ async fn with_seconds_left_in_the_minute(secs: u32) {
     }
 }
 
-/// SPEC §8: every locked sign-in is recorded, those refused after the lock too (the right
+/// docs/dashboard.md: every locked sign-in is recorded, those refused after the lock too (the right
 /// password's included: it is not even checked), a flood from one address as one row a minute
 /// with its count, which the Team page shows.
 async fn sign_ins_refused_while_locked_are_recorded_with_a_count(backend: Backend) {

@@ -1,6 +1,7 @@
 //! A key or KYB change made by any process is honoured by every api process within a second,
-//! however long their authentication caches keep keys (SPEC §1, §6): `api admin` beside running
-//! apis, on PostgreSQL (each api listens for the change) and SQLite (`api dev`'s database).
+//! however long their authentication caches keep keys (docs/decisions/auth-cache.md): `api admin`
+//! beside running apis, on PostgreSQL (each api listens for the change) and SQLite (`api dev`'s
+//! database).
 
 use std::process::{Command, Output};
 use std::sync::Arc;

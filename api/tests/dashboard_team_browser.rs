@@ -1,6 +1,6 @@
-//! The Developers and Team pages in a real browser (issue 15): headless Chromium over WebDriver,
-//! JavaScript off, against the real api on port 0. Without Chromium each test says it was
-//! skipped; under CI a missing Chromium fails instead.
+//! The Developers and Team pages in a real browser (docs/dashboard.md): headless Chromium over
+//! WebDriver, JavaScript off, against the real api on port 0. Without Chromium each test says it
+//! was skipped; under CI a missing Chromium fails instead.
 //!
 //! Screenshots of these pages at desktop and phone width:
 //! `cargo test -p api --test dashboard_team_browser screenshots -- --ignored` (into
@@ -176,7 +176,8 @@ async fn a_test_event_reaches_a_local_receiver_signed(backend: Backend) {
     }
     let text = body_text(c).await;
     assert!(text.contains(&id) && text.contains("200"), "{text}");
-    // A 2xx reply's body is not kept (SPEC §4: only a non-2xx's first 256 bytes).
+    // A 2xx reply's body is not kept (docs/api/events-and-webhooks.md: only a non-2xx's first 256
+    // bytes).
     assert!(!text.contains("received, thanks"), "{text}");
     assert_eq!(audited(&app, AuditAction::WebhookUrlSet).await, 1);
     assert_eq!(audited(&app, AuditAction::WebhookTestSent).await, 1);

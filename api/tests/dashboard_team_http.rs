@@ -1,6 +1,6 @@
-//! The dashboard's Developers and Team pages over plain HTTP (issue 15): keys rolled and revoked
-//! from the page work (or stop) on the JSON API at once, a new key or secret or password is in
-//! exactly one response body, roles gate every control and every POST, live changes need the
+//! The dashboard's Developers and Team pages over plain HTTP (docs/dashboard.md): keys rolled and
+//! revoked from the page work (or stop) on the JSON API at once, a new key or secret or password is
+//! in exactly one response body, roles gate every control and every POST, live changes need the
 //! owner's password, webhook URLs follow `api admin webhook set`'s rules, test events arrive
 //! signed, the last owner stays, and every change is in the audit log (never a secret). The
 //! browser tests (dashboard_team_browser.rs) drive the same pages in Chromium.
@@ -581,7 +581,8 @@ async fn a_test_event_arrives_signed_and_a_rotated_secret_is_shown_once(backend:
         }
     })
     .await;
-    // A 2xx answer's body is not kept (SPEC §4: only a non-2xx one's first 256 bytes).
+    // A 2xx answer's body is not kept (docs/api/events-and-webhooks.md: only a non-2xx one's first
+    // 256 bytes).
     assert!(
         !http
             .get("/dashboard/test/developers")
@@ -1004,8 +1005,9 @@ async fn two_owners_demoting_each_other_at_once_leave_an_owner(backend: Backend)
     }
 }
 
-/// SPEC §8: adding or removing a user and changing a role need the owner's password again, so a
-/// taken-over owner session alone cannot add an owner; each wrong one counts like a sign-in.
+/// docs/dashboard.md: adding or removing a user and changing a role need the owner's password
+/// again, so a taken-over owner session alone cannot add an owner; each wrong one counts like a
+/// sign-in.
 async fn team_changes_need_the_password_and_wrong_ones_count_toward_the_lock(backend: Backend) {
     let app = spawn_app(backend).await;
     let (target, _) = add_user(&app, Role::Viewer).await;

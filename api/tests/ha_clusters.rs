@@ -1,8 +1,8 @@
-//! No single point of failure (SPEC §6), on real clusters of this test's own: the real binaries
-//! (`api serve`, the workers, `provider-sandbox`) under creation, deposit and payout load while
-//! the RabbitMQ node they are all connected to is SIGKILLed, or the PostgreSQL primary is stopped
-//! (`-m immediate`) and its synchronous standby promoted. Nothing acknowledged is lost or done
-//! twice, every webhook arrives, and no process is restarted.
+//! No single point of failure (docs/operations/high-availability.md), on real clusters of this
+//! test's own: the real binaries (`api serve`, the workers, `provider-sandbox`) under creation,
+//! deposit and payout load while the RabbitMQ node they are all connected to is SIGKILLed, or the
+//! PostgreSQL primary is stopped (`-m immediate`) and its synchronous standby promoted. Nothing
+//! acknowledged is lost or done twice, every webhook arrives, and no process is restarted.
 //!
 //! The clusters take minutes: these tests run under `CI=true` only, one at a time
 //! (`test_support::clusters`). Each prints its figure (the time from the failure to the first

@@ -1,4 +1,4 @@
-//! Findings of the security review about secrets and money (issue 11 items 1, 2, 3, 7, 17):
+//! Findings of the security review about secrets and money:
 //! idempotency digests that cannot be brute-forced, deposits credited by the account's state
 //! when the money was paid, conflicting second reports kept for operators, notifications stored
 //! once, and creation stamps by the database's clock.
@@ -261,7 +261,7 @@ async fn available(app: &TestApp) -> Value {
     json(resp).await["available"].clone()
 }
 
-/// Issue 21 item 12: a bank reporting a single deposit above `VAS_LIMITS__MAX_DEPOSIT` gets 200
+/// A bank reporting a single deposit above `VAS_LIMITS__MAX_DEPOSIT` gets 200
 /// (the notification is stored), and the deposit is kept as `invalid` for operators: no
 /// deposit, no event, no credit. The largest accepted amount is credited as usual.
 async fn a_deposit_above_the_maximum_is_kept_as_invalid_and_never_credited(backend: Backend) {

@@ -437,7 +437,7 @@ async fn a_cached_key_still_works_from_an_address_over_the_limit(backend: Backen
     );
 }
 
-/// Issue 21, item 7: two businesses behind one egress address. The auth cache's entry is long
+/// Two businesses behind one egress address. The auth cache's entry is long
 /// gone (no cache here at all), yet a key that worked from this process is still served after
 /// its neighbour's 25 unknown keys; an unknown key is still refused, and a known key that stops
 /// working is no longer exempt.
@@ -488,7 +488,7 @@ async fn a_key_that_worked_is_served_after_its_cache_entry_expires_from_an_addre
     );
 }
 
-/// Issue 21, item 5: behind a trusted proxy each forwarded client has its own failure count;
+/// Behind a trusted proxy each forwarded client has its own failure count;
 /// an untrusted peer's `X-Forwarded-For` is ignored (it cannot escape its own count).
 async fn behind_a_trusted_proxy_failures_count_per_forwarded_client(backend: Backend) {
     let app = spawn_app(backend).await;

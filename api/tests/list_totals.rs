@@ -1,5 +1,5 @@
-//! The totals of the deposits, events, payouts and ledger lists are maintained counts (issue 12,
-//! `m0017_list_counts`), not counts of the rows on every request: after concurrent deposits
+//! The totals of the deposits, events, payouts and ledger lists are maintained counts
+//! (`m0017_list_counts`), not counts of the rows on every request: after concurrent deposits
 //! (credited and flagged), payouts created and moved along in parallel, events, and after rows
 //! are moved between filters or deleted by hand, every `total` a caller is answered, for every
 //! filter value, equals the rows stored, and is never an estimate. A database migrated with rows

@@ -10,7 +10,7 @@ use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 use test_support::{Backend, TestApp, account_body, spawn_app};
 
-/// SPEC §2's table: every code a caller can meet, the payout ones included.
+/// docs/api/errors.md's table: every code a caller can meet, the payout ones included.
 const SPEC_CODES: &[&str] = &[
     "invalid_json",
     "idempotency_key_missing",
@@ -142,7 +142,7 @@ async fn the_document_is_openapi_3_1_and_lists_every_route_with_its_errors() {
             assert!(names.contains(name), "{at}: path parameter {name}");
         }
 
-        // The error statuses each operation's rules imply (SPEC §2).
+        // The error statuses each operation's rules imply (docs/api/errors.md).
         let responses = op["responses"].as_object().unwrap();
         let listed: Vec<u16> = responses.keys().map(|k| k.parse().unwrap()).collect();
         let mut implied = vec![403]; // a browser's request (Origin) is refused anywhere
@@ -152,8 +152,9 @@ async fn the_document_is_openapi_3_1_and_lists_every_route_with_its_errors() {
         if !path_params.is_empty() {
             implied.push(404);
         }
-        // A signed notification is stored and acknowledged whatever it holds (SPEC §5: the
-        // bank always gets 200 once it is stored), so only its size can be refused.
+        // A signed notification is stored and acknowledged whatever it holds
+        // (docs/operations/provider-banks.md: the bank always gets 200 once it is stored), so only
+        // its size can be refused.
         if op["operationId"] == "receiveProviderNotification" {
             implied.push(413);
         } else if op.get("requestBody").is_some() {
@@ -213,7 +214,7 @@ async fn the_document_is_openapi_3_1_and_lists_every_route_with_its_errors() {
         authenticated(op);
     }
 
-    // The headers SPEC asks for on particular operations.
+    // The headers the docs ask for on particular operations.
     let create = &doc["paths"]["/virtual-accounts"]["post"];
     let idempotency = create["parameters"]
         .as_array()
@@ -253,7 +254,8 @@ async fn the_document_is_openapi_3_1_and_lists_every_route_with_its_errors() {
             "{method} {path}: {limited}"
         );
     }
-    // Resending has a limit of its own per business (SPEC §4), also with Retry-After only.
+    // Resending has a limit of its own per business (docs/api/events-and-webhooks.md), also with
+    // Retry-After only.
     let resend = &doc["paths"]["/events/{id}/resend"]["post"]["responses"]["429"];
     assert_eq!(resend["$ref"], "#/components/responses/ResendLimited");
     let limited = resolve(&doc, resend);
@@ -304,9 +306,9 @@ async fn the_schemas_name_the_values_the_domain_uses() {
             .map(|t| t.as_str().to_owned())
             .to_vec()
     );
-    // One Problem, its code an enum of every code: SPEC §2's, 405's `method_not_allowed`, 408's
-    // `request_timeout`, 503's `provider_unavailable` and `service_unavailable` (a database
-    // failover, SPEC §6).
+    // One Problem, its code an enum of every code: docs/api/errors.md's, 405's
+    // `method_not_allowed`, 408's `request_timeout`, 503's `provider_unavailable` and
+    // `service_unavailable` (a database failover, docs/operations/high-availability.md).
     assert_eq!(
         schemas["Problem"]["properties"]["code"]["$ref"],
         "#/components/schemas/ProblemCode"

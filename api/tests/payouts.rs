@@ -557,7 +557,7 @@ async fn ledger_verify_exits_1_on_a_mismatch(backend: Backend) {
     assert_eq!(report["mismatches"][0]["found"], 200_001);
 }
 
-// ---- Issue 21 items 9 and 11: the ledger against its sources; transfer outcomes by bank ----
+// ---- The ledger against its sources; transfer outcomes by bank ----------------------------------
 
 /// The account's deposit ids, oldest first.
 async fn deposit_ids(app: &TestApp, account_id: &str) -> Vec<String> {

@@ -1,8 +1,8 @@
-//! Resending events (SPEC §4): a configured number per business per minute, through the API and
-//! the dashboard together, then 429 with `Retry-After`; every resend audited as whoever asked for
-//! it. And a business that points its webhook URL at another business's receiver and resends
-//! into it without pause does not delay that business's webhooks: only its own deliveries are
-//! refused there (wrong signature), and only its own circuit opens.
+//! Resending events (docs/api/events-and-webhooks.md): a configured number per business per minute,
+//! through the API and the dashboard together, then 429 with `Retry-After`; every resend audited as
+//! whoever asked for it. And a business that points its webhook URL at another business's receiver
+//! and resends into it without pause does not delay that business's webhooks: only its own
+//! deliveries are refused there (wrong signature), and only its own circuit opens.
 
 use std::net::IpAddr;
 use std::num::NonZeroU32;

@@ -1,4 +1,4 @@
-//! Sign-ins sent all at once (issue 21, SPEC §8): parallel wrong passwords for one e-mail check
+//! Sign-ins sent all at once (docs/dashboard.md): parallel wrong passwords for one e-mail check
 //! at most five passwords and then lock it, right password included; and a flood of sign-ins
 //! keeps the api's memory bounded and its API answering. Alone in its test binary because both
 //! read what is process-wide (`/metrics`' password-check counter, the process's resident
@@ -205,7 +205,7 @@ async fn five_hundred_sign_ins_at_once_keep_memory_bounded_and_the_api_answering
     }
 }
 
-/// The same work whether or not the e-mail exists (SPEC §8): an unknown one's password is
+/// The same work whether or not the e-mail exists (docs/dashboard.md): an unknown one's password is
 /// checked against a dummy hash, so its answer takes as long.
 async fn an_unknown_email_costs_one_password_check_like_a_known_one(backend: Backend) {
     let _one = ONE_AT_A_TIME.lock().await;

@@ -1,6 +1,6 @@
-//! Webhook hardening (issue 11): an unusable previous secret does not stop deliveries the current
-//! one can sign (item 14), and every attempt goes to the mode's webhook URL of its moment, each
-//! attempt showing where it went (item 15).
+//! Webhook hardening: an unusable previous secret does not stop deliveries the current
+//! one can sign, and every attempt goes to the mode's webhook URL of its moment, each
+//! attempt showing where it went.
 
 use std::time::{Duration, Instant};
 

@@ -36,7 +36,7 @@ pub enum Command {
     /// per second (concurrent POST /v1/payouts), then, at a steady rate, each payout's time
     /// from its 202 to its payout.succeeded webhook at a receiver this bench runs.
     Payouts(PayoutsArgs),
-    /// Webhook delivery (issue 12 item 3): drain, saturation and steady-rate runs against this
+    /// Webhook delivery: drain, saturation and steady-rate runs against this
     /// project or svix-server, with a local receiver; deliveries/s, send → received p50/p99 and
     /// CPU time per delivery.
     Webhooks(Box<WebhooksArgs>),

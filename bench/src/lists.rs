@@ -15,7 +15,7 @@ use shared::db::paging::EXACT_TOTAL_UP_TO;
 
 use crate::stats::{Outcome, Percentiles, Stats};
 
-/// The goal of issue 12 for every list request but a deep page number: p99 ≤ 30 ms.
+/// The goal for every list request but a deep page number (docs/benchmarks.md): p99 ≤ 30 ms.
 pub const GOAL_P99_MS: f64 = 30.0;
 /// What `q` is when it must match nothing (no account's fields hold these trigrams).
 pub const NO_MATCH: &str = "zzqx-nobody-here";
@@ -633,14 +633,15 @@ pub async fn run(settings: &ListsSettings) -> anyhow::Result<ListsReport> {
         .await,
     );
     sample(&mut rss);
-    // Parts of that e-mail (issue 24): its local part with the `@` (rarer trigrams), and only
+    // Parts of that e-mail: its local part with the `@` (rarer trigrams), and only
     // the digits before the `@` with it (trigrams many e-mails share: the index hands back more
     // candidates to check).
     let local = email.split('@').next().unwrap_or_default();
     let digits: String = local.chars().filter(char::is_ascii_digit).collect();
-    // The number is not in the accounts' trigram index (issue 24: an activation changes no
-    // indexed column): digits are also looked up in `account_numbers`' own index. A status
-    // filter walks `account_states`: the common status and a rare one (every 50th).
+    // The number is not in the accounts' trigram index (an activation changes no
+    // indexed column: docs/decisions/one-statement-paths.md): digits are also looked up in
+    // `account_numbers`' own index. A status filter walks `account_states`: the common status and a
+    // rare one (every 50th).
     let tail = &number[number.len().saturating_sub(6)..];
     for (label, name, value) in [
         (
@@ -879,7 +880,7 @@ mod tests {
 
 // ---- The other lists: deposits, events, payouts, the ledger ------------------------------
 
-/// One of the lists beside accounts (issue 12), loaded to `--rows` rows for the business and
+/// One of the lists beside accounts, loaded to `--rows` rows for the business and
 /// mode (deposits: of one account) and measured like the accounts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Other {

@@ -1,4 +1,4 @@
-//! `bench webhooks`: webhook delivery measured as a receiver sees it (issue 12, item 3), against
+//! `bench webhooks`: webhook delivery measured as a receiver sees it, against
 //! this project (`api serve` + `worker-webhooks` on PostgreSQL and RabbitMQ) or against
 //! svix-server, with the same local receiver answering 200 at once.
 //!

@@ -1,5 +1,5 @@
-//! The audit log's vocabulary (issue 15): what a person (or an operator) did to a business. Each
-//! action is one variant, stored as its text; the words people read are here too.
+//! The audit log's vocabulary (docs/dashboard.md): what a person (or an operator) did to a
+//! business. Each action is one variant, stored as its text; the words people read are here too.
 
 use crate::text_enum::text_enum;
 
@@ -11,10 +11,10 @@ text_enum! {
         SignedOut = "session.signed_out",
         /// A wrong password or TOTP code at sign-in (an unknown e-mail's: against no business).
         SignInFailed = "session.sign_in_failed",
-        /// The attempt that locked an e-mail for 15 minutes (SPEC §8).
+        /// The attempt that locked an e-mail for 15 minutes (docs/dashboard.md).
         SignInLocked = "session.sign_in_locked",
-        /// Attempts refused unchecked while the e-mail is locked (SPEC §8), the right password's
-        /// too: one row per e-mail, address and minute, with how many.
+        /// Attempts refused unchecked while the e-mail is locked (docs/dashboard.md), the right
+        /// password's too: one row per e-mail, address and minute, with how many.
         SignInRefused = "session.sign_in_refused",
         KeyRolled = "key.rolled",
         KeyRevoked = "key.revoked",

@@ -39,10 +39,10 @@ impl RecheckStatus {
 }
 
 /// The one rule on a deposit's amount (kobo), whichever way it arrives (a notification, a
-/// recheck, a simulated deposit): positive, and at most `max` (`VAS_LIMITS__MAX_DEPOSIT`, SPEC
-/// §7). A reported transaction that breaks it is never a deposit: it is kept as `invalid` for
-/// operators (see [`crate::provider::RemoteTransaction::read`]); a simulated one is refused
-/// before the test provider is asked.
+/// recheck, a simulated deposit): positive, and at most `max` (`VAS_LIMITS__MAX_DEPOSIT`,
+/// docs/api/deposits-and-rechecks.md). A reported transaction that breaks it is never a deposit: it
+/// is kept as `invalid` for operators (see [`crate::provider::RemoteTransaction::read`]); a
+/// simulated one is refused before the test provider is asked.
 pub fn check_deposit_amount(amount: i64, max: i64) -> Result<(), crate::FieldError> {
     if amount <= 0 {
         return Err(crate::FieldError::new(

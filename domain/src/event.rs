@@ -3,7 +3,8 @@
 use crate::text_enum::text_enum;
 
 text_enum! {
-    /// What happened (SPEC §4); `data` is the account or the deposit it happened to.
+    /// What happened (docs/api/events-and-webhooks.md); `data` is the account or the deposit it
+    /// happened to.
     pub enum EventType {
         VirtualAccountActive = "virtualaccount.active",
         VirtualAccountFailed = "virtualaccount.failed",

@@ -1,4 +1,4 @@
-//! Idempotency keys (SPEC §3, §7): where the first request of a key stands.
+//! Idempotency keys (docs/api/idempotency.md): where the first request of a key stands.
 
 use crate::text_enum::text_enum;
 

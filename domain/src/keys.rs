@@ -52,15 +52,15 @@ pub fn key_last_four(key: &str) -> String {
     key.get(start..).unwrap_or_default().to_owned()
 }
 
-/// When a key was last used is kept to the minute (SPEC §1): the stored stamp only changes, and
-/// the database is only written, when the minute does.
+/// When a key was last used is kept to the minute (docs/api/authentication-and-modes.md): the
+/// stored stamp only changes, and the database is only written, when the minute does.
 pub fn last_used_minute(t: DateTime<Utc>) -> DateTime<Utc> {
     t.duration_trunc(chrono::TimeDelta::minutes(1))
         .expect("a minute divides any timestamp")
 }
 
 /// How long a rolled key keeps working beside its successor: none (it stops at once) up to
-/// 7 days (SPEC §1).
+/// 7 days (docs/operations/keys-and-secret-rotation.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct KeyGrace(u32);
 

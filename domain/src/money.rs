@@ -1,4 +1,4 @@
-//! Money as the contract writes it (SPEC conventions): integer kobo in one currency.
+//! Money as the contract writes it (docs/README.md: conventions): integer kobo in one currency.
 
 use serde_json::Value;
 

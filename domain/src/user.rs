@@ -1,5 +1,5 @@
-//! Dashboard users (SPEC §8): roles, the password rule, sign-in e-mails, the lockout after failed
-//! sign-ins and when a session ends. Pure rules; storage and hashing live elsewhere.
+//! Dashboard users (docs/dashboard.md): roles, the password rule, sign-in e-mails, the lockout
+//! after failed sign-ins and when a session ends. Pure rules; storage and hashing live elsewhere.
 
 use std::str::FromStr;
 
@@ -158,7 +158,8 @@ pub fn window_cutoff(now: DateTime<Utc>) -> DateTime<Utc> {
     now - SIGN_IN_WINDOW
 }
 
-/// How long sessions last (SPEC §8: 1 hour idle, 12 hours in all; configurable for tests).
+/// How long sessions last (docs/dashboard.md: 1 hour idle, 12 hours in all; configurable for
+/// tests).
 #[derive(Debug, Clone, Copy)]
 pub struct SessionLimits {
     pub idle: Duration,

@@ -5,8 +5,9 @@ use crate::columns::*;
 #[derive(DeriveMigrationName)]
 pub struct Migration;
 
-/// Settlement accounts, the balance ledger and payouts (SPEC §7). Deposits credited before the
-/// ledger existed are entered into it here, so every balance starts equal to what was credited.
+/// Settlement accounts, the balance ledger and payouts (docs/api/settlement-and-payouts.md).
+/// Deposits credited before the ledger existed are entered into it here, so every balance starts
+/// equal to what was credited.
 #[async_trait::async_trait]
 impl MigrationTrait for Migration {
     async fn up(&self, manager: &SchemaManager) -> Result<(), DbErr> {

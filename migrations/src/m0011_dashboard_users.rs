@@ -1,6 +1,6 @@
-//! The dashboard (SPEC §8): its users, their sessions (stored as token hashes), the per-e-mail
-//! sign-in throttle, and the account an event is about, so an account's page finds its events
-//! by index instead of searching event bodies (and its rechecks by index too).
+//! The dashboard (docs/dashboard.md): its users, their sessions (stored as token hashes), the
+//! per-e-mail sign-in throttle, and the account an event is about, so an account's page finds its
+//! events by index instead of searching event bodies (and its rechecks by index too).
 
 use sea_orm_migration::prelude::*;
 use sea_orm_migration::sea_orm::DbBackend;

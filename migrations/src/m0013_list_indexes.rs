@@ -4,10 +4,10 @@ use sea_orm_migration::sea_orm::{ConnectionTrait, DbBackend};
 #[derive(DeriveMigrationName)]
 pub struct Migration;
 
-/// What every list needs to stay fast at a million rows (SPEC §3): keyset indexes ending in
-/// (created_at, id), the order lists walk and cursors resume from (each replaces the index that
-/// ended in created_at alone), and on PostgreSQL a trigram index serving `q`'s case-insensitive
-/// substring search.
+/// What every list needs to stay fast at a million rows (docs/api/paging-and-search.md): keyset
+/// indexes ending in (created_at, id), the order lists walk and cursors resume from (each replaces
+/// the index that ended in created_at alone), and on PostgreSQL a trigram index serving `q`'s
+/// case-insensitive substring search.
 #[async_trait::async_trait]
 impl MigrationTrait for Migration {
     async fn up(&self, manager: &SchemaManager) -> Result<(), DbErr> {

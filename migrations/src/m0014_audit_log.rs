@@ -1,6 +1,6 @@
-//! The audit log (issue 15): who did what to a business, when and from which address. Rows are
-//! only ever added; the actor's e-mail is kept as it was, so removing a user keeps their history.
-//! Nothing secret is stored: keys by id and last four, users by e-mail.
+//! The audit log (docs/dashboard.md): who did what to a business, when and from which address. Rows
+//! are only ever added; the actor's e-mail is kept as it was, so removing a user keeps their
+//! history. Nothing secret is stored: keys by id and last four, users by e-mail.
 
 use sea_orm_migration::prelude::*;
 

@@ -1,4 +1,4 @@
-//! Maintained account tallies (issue 12): what lists answer as `total` without a search, and what
+//! Maintained account tallies: what lists answer as `total` without a search, and what
 //! the hourly creation limit counts, kept in the transaction of every creation and status change
 //! instead of counted over the rows on every request.
 //!

@@ -1,4 +1,4 @@
-//! Maintained totals of the deposits, events, payouts and ledger lists (issue 12): what those
+//! Maintained totals of the deposits, events, payouts and ledger lists: what those
 //! lists answer as `total` without counting their rows on every request.
 //!
 //! `list_counts` holds, per business and mode, how many rows each list has in each `bucket` (the

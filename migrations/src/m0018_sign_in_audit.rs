@@ -1,4 +1,4 @@
-//! Sign-in hardening (issue 21): the throttle counts attempts before they are checked (its
+//! Sign-in hardening (docs/dashboard.md): the throttle counts attempts before they are checked (its
 //! `failures` column becomes `attempts`), and failed sign-ins of an e-mail that belongs to no
 //! one go into the audit log against no business (`audit_log.business_id` may be null).
 

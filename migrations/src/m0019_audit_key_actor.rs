@@ -1,5 +1,5 @@
-//! The audit log records changes made through the API (issue 21): their actor is the secret key
-//! that made them, by its id (never the key), beside a user or an operator.
+//! The audit log records changes made through the API (docs/dashboard.md): their actor is the
+//! secret key that made them, by its id (never the key), beside a user or an operator.
 
 use sea_orm_migration::prelude::*;
 

@@ -5,7 +5,7 @@ use sea_orm_migration::sea_orm::{ConnectionTrait, DbBackend};
 pub struct Migration;
 
 /// `vas_refuse(reason)` (PostgreSQL only): raises SQLSTATE `VAS01` with `reason`. A statement
-/// that does a whole unit of work in autocommit (issue 24: a creation as one statement) calls it
+/// that does a whole unit of work in autocommit (docs/decisions/one-statement-paths.md) calls it
 /// for a case that is not its own, so that it fails and leaves nothing written; the service then
 /// answers that case with its transaction path. SQLite has no such statements.
 #[async_trait::async_trait]

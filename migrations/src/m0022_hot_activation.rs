@@ -6,7 +6,7 @@ use crate::columns::{id, text, ts};
 #[derive(DeriveMigrationName)]
 pub struct Migration;
 
-/// Issue 24: an account's activation (pending → active with its number) changes no indexed
+/// An account's activation (pending → active with its number) changes no indexed
 /// column of `virtual_accounts`, so PostgreSQL writes it as a HOT update (no new entry in any of
 /// the table's indexes, the trigram one included) instead of a new entry in six.
 ///

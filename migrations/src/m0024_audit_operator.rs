@@ -1,5 +1,6 @@
 //! An operator's command names who ran it: the host account (`actor_operator`) and the command
-//! (`actor_via`, e.g. `api admin`), so the audit log tells one operator from another (SPEC §8).
+//! (`actor_via`, e.g. `api admin`), so the audit log tells one operator from another
+//! (docs/dashboard.md).
 
 use sea_orm_migration::prelude::*;
 

@@ -1,6 +1,6 @@
 //! An account records the secret key that created it (its id, `key_…`, never the key). Changes
-//! made through the API are audited (SPEC §8); a creation, the hottest write, is recorded on the
-//! account itself instead of as an audit row of its own.
+//! made through the API are audited (docs/dashboard.md); a creation, the hottest write, is recorded
+//! on the account itself instead of as an audit row of its own.
 
 use sea_orm_migration::prelude::*;
 

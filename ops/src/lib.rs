@@ -15,7 +15,8 @@ use crate::config::Config;
 pub use crate::redact::redact_url;
 
 /// Every process of the service allocates through mimalloc: under load glibc's malloc, free and
-/// their consolidation took about a fifth of the api's CPU (issue 24's profile of a deposit).
+/// their consolidation took about a fifth of the api's CPU (a profile of a deposit,
+/// docs/benchmarks.md).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

@@ -5,7 +5,8 @@
 //! `job_duration_seconds{queue}`, `outbox_backlog`, `webhook_deliveries_total{outcome}`,
 //! `webhook_delivery_duration_seconds`, `webhook_dead_letters`,
 //! `provider_calls_total{bank,operation,outcome}`, `provider_call_duration_seconds{bank,operation}`,
-//! `deposit_conflicts_total{bank}`, `deposit_rounds_total{outcome}`,
+//! `deposit_conflicts_total{bank}`, `provider_invalid_transactions_total{bank}`,
+//! `deposit_rounds_total{outcome}`,
 //! `deposit_round_deposits_total{outcome}`;
 //! the provider sandbox's own `sandbox_requests_total{method,route,status}` and
 //! `sandbox_request_duration_seconds{method,route}`; `http_connection_timeouts_total{phase}`
@@ -45,7 +46,8 @@ const DURATION_BUCKETS: &[f64] = &[
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
 ];
 
-/// A deposit's webhook waits on retries that are minutes to hours apart (SPEC §4).
+/// A deposit's webhook waits on retries that are minutes to hours apart
+/// (docs/api/events-and-webhooks.md).
 const DEPOSIT_WEBHOOK_BUCKETS: &[f64] = &[
     0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 900.0, 1800.0, 3600.0, 7200.0,
 ];

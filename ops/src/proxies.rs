@@ -1,6 +1,7 @@
-//! Who the client is behind reverse proxies (SPEC §6): `VAS_HTTP__TRUSTED_PROXIES` lists the
-//! addresses and ranges whose `X-Forwarded-For` is believed; the client is the right-most address
-//! of the chain that is not one of them. Pure: no I/O, so every rule is tested here.
+//! Who the client is behind reverse proxies (docs/operations/processes-and-configuration.md):
+//! `VAS_HTTP__TRUSTED_PROXIES` lists the addresses and ranges whose `X-Forwarded-For` is believed;
+//! the client is the right-most address of the chain that is not one of them. Pure: no I/O, so
+//! every rule is tested here.
 
 use std::fmt;
 use std::net::IpAddr;

@@ -1,7 +1,7 @@
-//! Connection strings without their passwords, in every form the configuration takes (SPEC §6:
-//! every URL shown anywhere has each of its passwords masked): one URL, libpq's multi-host URL
-//! (`postgres://u:p@h1,h2/vas`), a comma-separated list of RabbitMQ nodes, a `password=` in a
-//! query, and libpq's key/value form (`host=h password=p`).
+//! Connection strings without their passwords, in every form the configuration takes
+//! (docs/operations/keys-and-secret-rotation.md: every URL shown anywhere has each of its passwords
+//! masked): one URL, libpq's multi-host URL (`postgres://u:p@h1,h2/vas`), a comma-separated list of
+//! RabbitMQ nodes, a `password=` in a query, and libpq's key/value form (`host=h password=p`).
 //!
 //! Read by hand rather than with a URL parser: what cannot be parsed (a multi-host URL, a password
 //! with an unescaped `/`) is exactly what must still be masked.

@@ -1,7 +1,7 @@
 //! The provider sandbox: the four test-mode banks (wema-bank, access-bank, titan-trust-bank,
-//! test-bank) speaking the provider protocol of SPEC §5, each under `/{bank-slug}`, plus a control
-//! call that sends money to an account with or without notifying the service. For payouts: name
-//! enquiry and transfers with deterministic outcomes (see `transfers`).
+//! test-bank) speaking the provider protocol of docs/operations/provider-banks.md, each under
+//! `/{bank-slug}`, plus a control call that sends money to an account with or without notifying the
+//! service. For payouts: name enquiry and transfers with deterministic outcomes (see `transfers`).
 //!
 //! Runs as its own binary (`provider-sandbox`) or in-process (`api dev`, tests) through [`spawn`].
 

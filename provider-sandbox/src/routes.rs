@@ -1,5 +1,5 @@
-//! The HTTP surface: the provider protocol per bank (SPEC §5) under `/{bank}`, the control call
-//! that sends money, and `/healthz`.
+//! The HTTP surface: the provider protocol per bank (docs/operations/provider-banks.md) under
+//! `/{bank}`, the control call that sends money, and `/healthz`.
 
 use axum::body::Bytes;
 use axum::extract::rejection::QueryRejection;

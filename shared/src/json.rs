@@ -82,7 +82,8 @@ impl From<&virtual_account::Model> for AccountView {
     }
 }
 
-/// A page of a list endpoint, newest first (SPEC §3: every list pages this way).
+/// A page of a list endpoint, newest first (docs/api/paging-and-search.md: every list pages this
+/// way).
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Page<T> {

@@ -1,8 +1,9 @@
-//! PostgreSQL over TLS as libpq sets it (SPEC §6), against a server of the test's own with
-//! `ssl = on` and a certificate for `localhost` signed by a CA made here: `verify-full` checks
-//! the CA and the host name, `verify-ca` the CA only, `require` neither, and none of them falls
-//! back to plain text; `VAS_DATABASE__CA_FILE` serves the primary, every host of a multi-host URL
-//! and the replica. And a multi-host URL that cannot connect says, for each host, why not.
+//! PostgreSQL over TLS as libpq sets it (docs/operations/postgres-tls-and-failover.md), against a
+//! server of the test's own with `ssl = on` and a certificate for `localhost` signed by a CA made
+//! here: `verify-full` checks the CA and the host name, `verify-ca` the CA only, `require` neither,
+//! and none of them falls back to plain text; `VAS_DATABASE__CA_FILE` serves the primary, every
+//! host of a multi-host URL and the replica. And a multi-host URL that cannot connect says, for
+//! each host, why not.
 //!
 //! Each test starts its own server (`initdb`, a few seconds; a primary and its standby for the
 //! standby's test, about ten), so they run in every test run.

@@ -70,7 +70,7 @@ async fn declaring_on_a_fresh_broker_logs_no_error() {
     .await;
 }
 
-/// Issue 21 item 14: every process of a deployment starts at once (api, relay, each worker) and
+/// Every process of a deployment starts at once (api, relay, each worker) and
 /// declares the topology; none may see an error, in its result or its log.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn processes_starting_at_once_log_no_error() {

@@ -296,9 +296,9 @@ async fn rabbit_reconnects_after_losing_its_connection() {
     .await;
 }
 
-/// Acks that come together leave as one `basic.ack` frame (issue 24), and such a frame never
-/// covers a message still being worked on: acked around an open message, the acked ones are gone
-/// and the open one comes back when it is dropped.
+/// Acks that come together leave as one `basic.ack` frame (docs/decisions/quorum-queues.md), and
+/// such a frame never covers a message still being worked on: acked around an open message, the
+/// acked ones are gone and the open one comes back when it is dropped.
 #[tokio::test]
 async fn rabbit_sends_acks_together_but_never_for_an_open_message() {
     with_rabbit(|broker, _| async move {

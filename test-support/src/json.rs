@@ -28,7 +28,7 @@ pub fn id_of(resource: &Value) -> String {
         .to_owned()
 }
 
-/// Checks an answer is SPEC §2's problem+json with this status and code, and returns it.
+/// Checks an answer is docs/api/errors.md's problem+json with this status and code, and returns it.
 pub async fn expect_problem(resp: reqwest::Response, status: u16, code: &str) -> Value {
     assert_eq!(resp.status().as_u16(), status, "{code}");
     assert_eq!(

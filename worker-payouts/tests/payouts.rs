@@ -300,7 +300,7 @@ async fn a_worker_after_a_crash_asks_before_sending_again(backend: Backend) {
     worker.await.unwrap();
 }
 
-// ---- Issue 21 item 10: two runs of one payout job at once --------------------------------
+// ---- Two runs of one payout job at once ---------------------------------------------------------
 
 /// A payout bank that refuses the first transfer request and accepts the second, and makes two
 /// overlapping runs interleave at their worst: its first status query is answered only once a
@@ -451,7 +451,7 @@ async fn two_runs_of_one_payout_never_send_it_and_refund_it(backend: Backend) {
     assert!(store::ledger_verifies(&app.db).await.ok);
 }
 
-// ---- Issue 21 item 13: the daily payout and the business's live mode ---------------------
+// ---- The daily payout and the business's live mode ----------------------------------------------
 
 /// The daily automatic payout moves live money only for a business whose live mode works: KYB
 /// approved, and a working live key (every one revoked: live mode is stopped, the money waits).

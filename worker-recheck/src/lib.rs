@@ -69,7 +69,8 @@ impl Rechecker {
     }
 
     /// A listed transaction that can be no deposit is kept as `invalid` beside the invalid
-    /// notifications (SPEC §7), once however often it is found; logged without its content.
+    /// notifications (docs/api/deposits-and-rechecks.md), once however often it is found; logged
+    /// without its content.
     async fn keep_invalid(
         &self,
         recheck_id: &str,

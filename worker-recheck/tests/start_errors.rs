@@ -1,5 +1,6 @@
 //! What an operator reads when a worker cannot reach its database or broker at start: its own
-//! stderr, with every password of the URLs it names masked (SPEC §6), whatever their form.
+//! stderr, with every password of the URLs it names masked
+//! (docs/operations/keys-and-secret-rotation.md), whatever their form.
 
 use test_support::http::free_port;
 use test_support::process::clean_command;

@@ -5,10 +5,11 @@
 //! not go now is handed back to the outbox with a time to come back (see [`Admission::Wait`]),
 //! so it holds no consumer slot while it waits and spends none of its attempts.
 //!
-//! One business's failures never delay another's (SPEC §4): a business that points its URL at
-//! someone else's receiver gets refused there (wrong signature), and only its own circuit opens.
-//! The slots protect the receiver from overload, so they stay per URL, but each sender using it
-//! gets a fair share of them: one that holds its share waits while another wants a slot.
+//! One business's failures never delay another's (docs/api/events-and-webhooks.md): a business that
+//! points its URL at someone else's receiver gets refused there (wrong signature), and only its own
+//! circuit opens. The slots protect the receiver from overload, so they stay per URL, but each
+//! sender using it gets a fair share of them: one that holds its share waits while another wants a
+//! slot.
 //!
 //! An endpoint that answers quickly frees its slots within moments: a delivery waits for one
 //! in-process, briefly ([`SHORT_WAIT`]), which costs less than a trip through the outbox. A slow

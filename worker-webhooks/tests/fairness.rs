@@ -1,6 +1,6 @@
 //! One business's slow or failing endpoint must not hold up anyone else's webhooks.
 //!
-//! The experiment of issue 11 item 18: business A's endpoint takes 8 s per request and A has 200
+//! The experiment (docs/benchmarks.md): business A's endpoint takes 8 s per request and A has 200
 //! deposits to announce; business B's endpoint answers at once, and B's 20 `deposit.received`
 //! events are made right after A's. One worker with the default configuration (64 concurrent
 //! deliveries, 10 s timeout). B's webhooks must all arrive within 5 s of their events (the goal);

@@ -12,7 +12,8 @@ use crate::state::AppState;
 pub enum ResendError {
     #[error("no webhook URL is configured for {0} mode")]
     NoWebhookUrl(Mode),
-    /// Over the resends a business may ask for in a minute (SPEC §4): nothing was sent.
+    /// Over the resends a business may ask for in a minute (docs/api/events-and-webhooks.md):
+    /// nothing was sent.
     #[error("too many resends in the last minute; retry after {retry_after_secs} s")]
     RateLimited { retry_after_secs: u64 },
     #[error(transparent)]

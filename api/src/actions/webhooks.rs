@@ -9,7 +9,8 @@ use shared::db::businesses::{self, Rotation};
 use shared::outbound::ssrf::TargetPolicy;
 use shared::outbound::webhook_url::{self, WebhookUrlError};
 
-/// How long the previous webhook secret keeps signing after a rotation (SPEC §6).
+/// How long the previous webhook secret keeps signing after a rotation
+/// (docs/operations/keys-and-secret-rotation.md).
 pub const SECRET_OVERLAP: Duration = Duration::hours(24);
 
 #[derive(Debug, thiserror::Error)]

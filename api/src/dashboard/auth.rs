@@ -110,7 +110,7 @@ pub fn qr_svg(text: &str) -> Option<String> {
     ))
 }
 
-// Signing in and re-entering a password: the attempts counted per e-mail (SPEC §8).
+// Signing in and re-entering a password: the attempts counted per e-mail (docs/dashboard.md).
 
 /// The throttle's key: the e-mail as typed, lower-cased, hashed (unknown ones count alike).
 pub fn throttle_key(typed_email: &str) -> String {
@@ -132,8 +132,8 @@ pub enum Checked {
 /// One password or TOTP code for the e-mail of `key`, counted BEFORE it is checked, in one
 /// atomic step with the decision to check it (`users::admit_sign_in_attempt`), so that
 /// attempts sent in parallel count the same as one after the other and at most five are ever
-/// checked per window (SPEC §8). `check` runs only when the attempt is admitted; a right one
-/// gives its count back, and so does one that could not be checked (busy, or our failure).
+/// checked per window (docs/dashboard.md). `check` runs only when the attempt is admitted; a right
+/// one gives its count back, and so does one that could not be checked (busy, or our failure).
 pub async fn counted_check<F, Fut>(
     db: &DatabaseConnection,
     key: &str,

@@ -69,8 +69,9 @@ problem_responses! {
     /// 429 on every authenticated operation: too many failed authentications from the client's
     /// address, answered before the key is looked up; only `Retry-After` is sent.
     FailedAuthenticationsLimited => [RateLimited] headers ["Retry-After"];
-    /// 429 on resending an event: over the business's resends per minute (SPEC §4), or the
-    /// failed-authentication limit; only `Retry-After` is sent.
+    /// 429 on resending an event: over the business's resends per minute
+    /// (docs/api/events-and-webhooks.md), or the failed-authentication limit; only `Retry-After` is
+    /// sent.
     ResendLimited => [RateLimited] headers ["Retry-After"];
     /// 408: the body did not arrive within the body-read limit.
     RequestTimeout => [RequestTimeout];

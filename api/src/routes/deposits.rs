@@ -548,8 +548,9 @@ async fn notification(
         Ok(read) => read,
         Err(problem) => {
             // Signed by the bank but unusable: kept once for operators (a bank whose format
-            // drifted leaves a trace) and acknowledged, since it is stored (SPEC §5): answering
-            // 4xx would only make the bank send it again.
+            // drifted leaves a trace) and acknowledged, since it is stored
+            // (docs/operations/provider-banks.md): answering 4xx would only make the bank send it
+            // again.
             let kept = String::from_utf8_lossy(&body).replace('\0', "");
             let incoming = Incoming {
                 mode,

@@ -1,5 +1,6 @@
-//! The paging parameters every list reads (`page`, `pageSize`, `cursor`; SPEC §3), and the page
-//! it answers: one home for lists of accounts, deposits, events, payouts and the ledger.
+//! The paging parameters every list reads (`page`, `pageSize`, `cursor`;
+//! docs/api/paging-and-search.md), and the page it answers: one home for lists of accounts,
+//! deposits, events, payouts and the ledger.
 
 use axum::Json;
 use domain::FieldError;

@@ -1,4 +1,5 @@
-//! `/payouts`: create (with the accounts' idempotency machinery), list, get (SPEC §7).
+//! `/payouts`: create (with the accounts' idempotency machinery), list, get
+//! (docs/api/settlement-and-payouts.md).
 
 use axum::Json;
 use axum::extract::State;

@@ -1,4 +1,5 @@
-//! `/settlement-account`, `/banks`, `/balance` and `/balance/transactions` (SPEC §7).
+//! `/settlement-account`, `/banks`, `/balance` and `/balance/transactions`
+//! (docs/api/settlement-and-payouts.md).
 
 use axum::Json;
 use axum::extract::State;

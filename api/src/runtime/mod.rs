@@ -17,8 +17,9 @@ pub mod dev;
 pub async fn serve_production(config: Config) -> anyhow::Result<()> {
     config.require_production()?;
     if config.sandbox.secret == ops::config::SandboxConfig::default().secret {
-        // Not refused (SPEC §6 names the three settings a production start needs), but anyone
-        // who reads this repository could sign test-mode notifications with it.
+        // Not refused (docs/operations/processes-and-configuration.md names the three settings a
+        // production start needs), but anyone who reads this repository could sign test-mode
+        // notifications with it.
         tracing::warn!(
             "VAS_SANDBOX__SECRET is the published default: anyone can sign test-mode deposit \
              notifications; set your own, the same on the api and provider-sandbox"

@@ -1,4 +1,4 @@
-//! List totals without a search are kept with every creation and status change (issue 12), not
+//! List totals without a search are kept with every creation and status change, not
 //! counted over the rows: under concurrent creations (numbered at once, pending, rejected by the
 //! bank) and deactivations (of pending and of active accounts) every total a caller sees equals
 //! the rows stored.

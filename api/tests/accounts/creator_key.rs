@@ -1,5 +1,6 @@
-//! The key that created an account (SPEC §8 audits changes made through the API; a creation is
-//! recorded on the account itself): its id on the account's row, never in the account object.
+//! The key that created an account (docs/dashboard.md audits changes made through the API; a
+//! creation is recorded on the account itself): its id on the account's row, never in the account
+//! object.
 
 use domain::Mode;
 use domain::keys::KeyGrace;

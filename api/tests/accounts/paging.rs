@@ -1,7 +1,7 @@
-//! SPEC §3's list rules on the accounts and events lists: a cursor walks every item exactly once,
-//! newest first, and is refused for another filter or when forged; `total` is exact without `q`
-//! or up to the cap, an estimate beyond it; a filter (`status`, `type`) of the accounts, events
-//! and payouts lists takes only its enumeration's values.
+//! docs/api/paging-and-search.md's list rules on the accounts and events lists: a cursor walks
+//! every item exactly once, newest first, and is refused for another filter or when forged; `total`
+//! is exact without `q` or up to the cap, an estimate beyond it; a filter (`status`, `type`) of the
+//! accounts, events and payouts lists takes only its enumeration's values.
 
 use domain::Mode;
 use reqwest::StatusCode;

@@ -1,11 +1,12 @@
-//! The provider banks' side of the protocol (SPEC §5), as plain data and rules: the request that
-//! opens an account, the answers a provider gives about it, and what an answer makes of a
-//! pending account ([`ProvisioningOutcome`]); a bank's transactions ([`RemoteTransaction`]) and
-//! transfers ([`NewTransfer`], [`RemoteTransfer`]). The api's synchronous create and
-//! worker-provisioning both go through [`provisioning_outcome`] and [`OpenAccount::new`], so an
-//! answer means the same, and the bank is asked the same, wherever it happens; the provider
-//! client, storage and the sandbox take the transaction and transfer shapes from here, so the
-//! two sides of the protocol cannot drift apart and storage needs no HTTP client to name them.
+//! The provider banks' side of the protocol (docs/operations/provider-banks.md), as plain data and
+//! rules: the request that opens an account, the answers a provider gives about it, and what an
+//! answer makes of a pending account ([`ProvisioningOutcome`]); a bank's transactions
+//! ([`RemoteTransaction`]) and transfers ([`NewTransfer`], [`RemoteTransfer`]). The api's
+//! synchronous create and worker-provisioning both go through [`provisioning_outcome`] and
+//! [`OpenAccount::new`], so an answer means the same, and the bank is asked the same, wherever it
+//! happens; the provider client, storage and the sandbox take the transaction and transfer shapes
+//! from here, so the two sides of the protocol cannot drift apart and storage needs no HTTP client
+//! to name them.
 
 use serde::{Deserialize, Serialize};
 
@@ -19,8 +20,8 @@ pub use transaction::{NotADeposit, RemoteTransaction};
 pub use transfer::{NewTransfer, RemoteTransfer, RemoteTransferStatus};
 
 text_enum! {
-    /// What a provider bank's notification announces (SPEC §5): the banks send it, the sandbox
-    /// sends it as a bank would, and the api acts on it.
+    /// What a provider bank's notification announces (docs/operations/provider-banks.md): the banks
+    /// send it, the sandbox sends it as a bank would, and the api acts on it.
     pub enum ProviderEvent {
         /// Money arrived in a virtual account: `data` is the transaction.
         TransferReceived = "transfer.received",
@@ -99,7 +100,8 @@ pub enum ProvisioningOutcome {
     Pending,
 }
 
-/// The one reading of a provider's answer (SPEC §3's transitions, §5's statuses):
+/// The one reading of a provider's answer (docs/api/accounts.md's transitions,
+/// docs/operations/provider-banks.md's statuses):
 /// - `active` with a well-formed number (10 digits, a NUBAN) → active;
 /// - `failed`, or an identity rejection → failed, with the provider's reason;
 /// - `closed` → failed: the provider will never give this account a number (it closed it before

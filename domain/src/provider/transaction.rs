@@ -52,7 +52,7 @@ fn whole_kobo<'de, D: serde::Deserializer<'de>>(d: D) -> Result<i64, D::Error> {
 }
 
 /// Why a reported transaction can be no deposit: it is kept as `invalid` for operators and never
-/// credited (SPEC §7), whichever way it arrived.
+/// credited (docs/api/deposits-and-rechecks.md), whichever way it arrived.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum NotADeposit {
     /// Not a transaction at all (a field missing or of the wrong type): serde's reason.

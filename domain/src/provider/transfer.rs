@@ -1,14 +1,14 @@
-//! A transfer (a payout's money leaving) in the provider protocol's words (SPEC §5): what the
-//! service asks a bank to send, and what a bank says became of it. The provider client sends and
-//! reads these, the sandbox receives and answers them: one definition, so both sides of the
-//! protocol cannot drift apart.
+//! A transfer (a payout's money leaving) in the provider protocol's words
+//! (docs/operations/provider-banks.md): what the service asks a bank to send, and what a bank says
+//! became of it. The provider client sends and reads these, the sandbox receives and answers them:
+//! one definition, so both sides of the protocol cannot drift apart.
 
 use serde::{Deserialize, Serialize};
 
 use super::ProviderEvent;
 use crate::payout::TransferState;
 
-/// `POST /transfers` (SPEC §5): the payout id is the reference.
+/// `POST /transfers` (docs/operations/provider-banks.md): the payout id is the reference.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct NewTransfer {

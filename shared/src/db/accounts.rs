@@ -791,7 +791,8 @@ pub struct ListQuery<'a> {
     pub request: &'a paging::PageRequest,
     pub q: Option<&'a str>,
     pub status: Option<AccountStatus>,
-    /// Up to this many matches of a search are counted exactly (SPEC §3: 10,000).
+    /// Up to this many matches of a search are counted exactly (docs/api/paging-and-search.md:
+    /// 10,000).
     pub exact_total_up_to: u64,
 }
 

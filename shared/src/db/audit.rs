@@ -1,7 +1,7 @@
-//! The audit log (issue 15): every change to a business made by a dashboard user, a secret key
-//! through the API (account creation aside: the hottest write, and the account is its own record)
-//! or an operator's `api admin` command is recorded by the function that makes it, in the same
-//! transaction, so a change and its record commit together or not at all.
+//! The audit log (docs/dashboard.md): every change to a business made by a dashboard user, a secret
+//! key through the API (account creation aside: the hottest write, and the account is its own
+//! record) or an operator's `api admin` command is recorded by the function that makes it, in the
+//! same transaction, so a change and its record commit together or not at all.
 
 use chrono::{DateTime, DurationRound, TimeDelta, Utc};
 use sea_orm::sea_query::{Expr, ExprTrait, OnConflict};

@@ -1,5 +1,6 @@
-//! Word of a change to a business's keys or KYB, for every api process: SPEC §6 wants such a
-//! change honoured by every api at once, not when an api's authentication cache expires.
+//! Word of a change to a business's keys or KYB, for every api process: such a
+//! change is honoured by every api at once, not when an api's authentication cache expires
+//! (docs/decisions/auth-cache.md).
 //!
 //! On PostgreSQL the change's own transaction sends a `NOTIFY` ([`announce`]), which the server
 //! delivers on commit only (never for a change rolled back). Each api listens on a connection of
@@ -28,7 +29,8 @@ pub const APPLICATION_NAME: &str = "vas-api-changes";
 /// its connections would hear nothing), and how long it waits before listening again.
 pub const CHECK_EVERY: Duration = Duration::from_secs(1);
 
-/// How often SQLite's `data_version` is read: well within the second SPEC §6 allows.
+/// How often SQLite's `data_version` is read: well within the second docs/decisions/auth-cache.md
+/// allows.
 pub const SQLITE_EVERY: Duration = Duration::from_millis(250);
 
 /// How long the listener's host may take to answer that check.

@@ -70,8 +70,8 @@ pub(crate) fn new_delivery(
 
 /// On PostgreSQL, the event, its business's webhook URL for the mode, the delivery to it and
 /// its job as ONE statement (`WITH ev AS (INSERT event), hook AS (SELECT url), d AS (INSERT
-/// delivery … FROM hook), job AS (INSERT job … FROM d) SELECT 1`): one round trip where four were
-/// (issue 24). No URL, no delivery and no job, as in [`create`]'s callers.
+/// delivery … FROM hook), job AS (INSERT job … FROM d) SELECT 1`): one round trip where four were.
+/// No URL, no delivery and no job, as in [`create`]'s callers.
 pub(crate) async fn record_event_with_delivery<C: ConnectionTrait>(
     db: &C,
     event: &Event,
@@ -379,7 +379,8 @@ pub async fn restart<C: ConnectionTrait>(
     find(db, delivery_id).await
 }
 
-/// The window of the resend limit (SPEC §4: a configured number per business per minute).
+/// The window of the resend limit (docs/api/events-and-webhooks.md: a configured number per
+/// business per minute).
 pub const RESEND_WINDOW: chrono::Duration = chrono::Duration::minutes(1);
 
 /// What became of a resend.

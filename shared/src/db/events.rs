@@ -76,8 +76,9 @@ fn account_of(event_type: EventType, data: &str) -> Option<String> {
     data.get(member)?.as_str().map(str::to_owned)
 }
 
-/// The webhook body of an event, SPEC §4: `{"id","type","mode","createdAt","data"}`. Built from
-/// the stored row alone, so every attempt (and every replay) sends the same bytes.
+/// The webhook body of an event, docs/api/events-and-webhooks.md:
+/// `{"id","type","mode","createdAt","data"}`. Built from the stored row alone, so every attempt
+/// (and every replay) sends the same bytes.
 pub fn envelope(event: &Event) -> String {
     fn json(value: impl Serialize) -> String {
         serde_json::to_string(&value).expect("ids, enums and times serialise")

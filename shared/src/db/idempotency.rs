@@ -1,5 +1,5 @@
-//! Idempotency keys (SPEC §3 and §7): one home for the key handling of every create. A key is
-//! claimed `in_flight` in the create's transaction, names the resource it made, and is completed
+//! Idempotency keys (docs/api/idempotency.md): one home for the key handling of every create. A key
+//! is claimed `in_flight` in the create's transaction, names the resource it made, and is completed
 //! with the status first answered; the same key again replays that answer, with another body it
 //! is refused, and while the first request runs it is `in use`. Keys of different operations
 //! never meet: each operation (`Scope`) has its own namespace.

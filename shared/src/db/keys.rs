@@ -1,5 +1,6 @@
-//! Secret keys: issuing, rolling and revoking them (SPEC §1), and finding whose a presented key
-//! is. The api's `admin key` commands and the dashboard both change keys through [`change_by`].
+//! Secret keys: issuing, rolling and revoking them (docs/api/authentication-and-modes.md), and
+//! finding whose a presented key is. The api's `admin key` commands and the dashboard both change
+//! keys through [`change_by`].
 
 use chrono::{DateTime, Utc};
 use sea_orm::sea_query::Expr;
@@ -53,7 +54,8 @@ fn working_at(at: DateTime<Utc>) -> Condition {
         )
 }
 
-/// The KYB status live mode needs (SPEC §1): for every live request, and for [`live_mode_usable`].
+/// The KYB status live mode needs (docs/api/authentication-and-modes.md): for every live request,
+/// and for [`live_mode_usable`].
 pub const LIVE_MODE_KYB: KybStatus = KybStatus::Approved;
 
 /// Whether a business whose KYB is `kyb` may act in `mode`: test mode always, live mode only
@@ -63,9 +65,10 @@ pub fn kyb_allows(mode: Mode, kyb: KybStatus) -> bool {
 }
 
 /// The businesses among `ids` whose live mode may move money unattended (the daily automatic
-/// payout): KYB `approved`, as every live request needs (SPEC §1), and at least one working live
-/// key. Revoking every live key is what an owner does when one leaked; until a key works again
-/// (a roll), live mode is stopped and its money waits in the balance. Two set-based reads.
+/// payout): KYB `approved`, as every live request needs (docs/api/authentication-and-modes.md), and
+/// at least one working live key. Revoking every live key is what an owner does when one leaked;
+/// until a key works again (a roll), live mode is stopped and its money waits in the balance. Two
+/// set-based reads.
 pub async fn live_mode_usable<C: ConnectionTrait>(
     db: &C,
     ids: &[String],
@@ -287,7 +290,8 @@ pub async fn change_by(
         }
     };
     audit::record(&txn, actor, entry, at).await?;
-    // Every api process forgets the business's cached keys on commit (SPEC §6).
+    // Every api process forgets the business's cached keys on commit
+    // (docs/decisions/auth-cache.md).
     super::changes::announce(&txn, business_id).await?;
     txn.commit().await?;
     Ok(Some(Changed {

@@ -1,7 +1,7 @@
-//! The balance ledger (SPEC §7): every movement of money is one append-only entry, written in
-//! the caller's transaction together with the `balances` row it changes, so the balance is the
-//! ledger's sum at every commit. One entry per (type, source) by a unique index: a fact moves
-//! money once.
+//! The balance ledger (docs/api/settlement-and-payouts.md): every movement of money is one
+//! append-only entry, written in the caller's transaction together with the `balances` row it
+//! changes, so the balance is the ledger's sum at every commit. One entry per (type, source) by a
+//! unique index: a fact moves money once.
 
 use sea_orm::sea_query::{
     Alias, CommonTableExpression, Expr, ExprTrait, OnConflict, Query, SubQueryStatement, WithClause,
@@ -389,7 +389,7 @@ pub struct Verification {
 }
 
 /// Which source justifies an entry of a type, and with what amount: the ledger's rules of
-/// SPEC §7, written once and read by both directions of [`verify`].
+/// docs/api/settlement-and-payouts.md, written once and read by both directions of [`verify`].
 struct SourceRule {
     entry_type: EntryType,
     table: &'static str,
@@ -479,11 +479,12 @@ fn entry_justified() -> String {
 }
 
 /// Checks the ledger against itself (every balance equals the sum of its entries; each entry's
-/// `balance_after` is the running sum in entry order) and against its sources (SPEC §7: each
-/// money-moving source has exactly one entry of its type and amount, in its business and mode,
-/// and no entry moves money without a source whose status justifies it). Every check is one
-/// set-based statement (window sums, GROUP BY, anti-joins), whatever the ledger's size; sums
-/// are 64-bit integers (an overflow is an error, never a wrong number).
+/// `balance_after` is the running sum in entry order) and against its sources
+/// (docs/api/settlement-and-payouts.md: each money-moving source has exactly one entry of its type
+/// and amount, in its business and mode, and no entry moves money without a source whose status
+/// justifies it). Every check is one set-based statement (window sums, GROUP BY, anti-joins),
+/// whatever the ledger's size; sums are 64-bit integers (an overflow is an error, never a wrong
+/// number).
 pub async fn verify<C: ConnectionTrait>(db: &C) -> Result<Verification, DbErr> {
     let backend = db.get_database_backend();
     let query = |sql: String| db.query_all_raw(Statement::from_string(backend, sql));

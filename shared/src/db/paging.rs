@@ -1,6 +1,7 @@
-//! The one way every list of the contract pages (SPEC §3): newest first on (created_at, id), by
-//! `page` (offset, allowed however deep) or by `cursor` (keyset: constant time per page), with a
-//! `total` that is exact without a search or up to a cap, and an estimate beyond it.
+//! The one way every list of the contract pages (docs/api/paging-and-search.md): newest first on
+//! (created_at, id), by `page` (offset, allowed however deep) or by `cursor` (keyset: constant time
+//! per page), with a `total` that is exact without a search or up to a cap, and an estimate beyond
+//! it.
 //!
 //! A list builds its filtered `Select`, names its filter in a [`Filter`] (what a cursor is bound
 //! to), and calls [`fetch`] and [`exact_total`] or [`capped_total`].
@@ -17,7 +18,7 @@ use subtle::ConstantTimeEq;
 
 use crate::crypto::Cipher;
 
-/// Up to this many matches a searched total is counted exactly (SPEC §3).
+/// Up to this many matches a searched total is counted exactly (docs/api/paging-and-search.md).
 pub const EXACT_TOTAL_UP_TO: u64 = 10_000;
 
 /// Where a page starts: after `skipped` items by offset, or just after a row by key.
@@ -36,9 +37,9 @@ pub struct Keyset {
     pub skipped: u64,
 }
 
-/// The limits of every list's paging (SPEC §3), the API's and the dashboard's alike: page
-/// numbers 1 to `MAX_PAGE`, pages of 1 to `MAX_PAGE_SIZE` items, and no cursor longer than
-/// `MAX_CURSOR_CHARS` (ours are about 200 characters).
+/// The limits of every list's paging (docs/api/paging-and-search.md), the API's and the dashboard's
+/// alike: page numbers 1 to `MAX_PAGE`, pages of 1 to `MAX_PAGE_SIZE` items, and no cursor longer
+/// than `MAX_CURSOR_CHARS` (ours are about 200 characters).
 pub const MAX_PAGE: u64 = 1_000_000;
 pub const MAX_PAGE_SIZE: u64 = 100;
 pub const MAX_CURSOR_CHARS: usize = 1_000;

@@ -1,9 +1,9 @@
-//! TLS to PostgreSQL as libpq sets it (SPEC §6): `sslmode` and `sslrootcert` in the URL, and a
-//! CA file setting (`VAS_DATABASE__CA_FILE`) for every URL that names no CA of its own. sqlx reads
-//! both from the URL, for the one host of a URL, every host of a multi-host URL ([`super::failover`]
-//! keeps the query for each) and the replica alike, so the setting is written into the URL here.
-//! `require`, `verify-ca` and `verify-full` never fall back to plain text (sqlx refuses a server
-//! that declines TLS).
+//! TLS to PostgreSQL as libpq sets it (docs/operations/postgres-tls-and-failover.md): `sslmode` and
+//! `sslrootcert` in the URL, and a CA file setting (`VAS_DATABASE__CA_FILE`) for every URL that
+//! names no CA of its own. sqlx reads both from the URL, for the one host of a URL, every host of a
+//! multi-host URL ([`super::failover`] keeps the query for each) and the replica alike, so the
+//! setting is written into the URL here. `require`, `verify-ca` and `verify-full` never fall back
+//! to plain text (sqlx refuses a server that declines TLS).
 
 use std::path::Path;
 

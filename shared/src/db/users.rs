@@ -1,5 +1,5 @@
-//! Dashboard users, their sessions and the sign-in throttle (SPEC §8). Passwords arrive hashed
-//! and TOTP secrets sealed: nothing here sees a secret in plain text, and session tokens are
+//! Dashboard users, their sessions and the sign-in throttle (docs/dashboard.md). Passwords arrive
+//! hashed and TOTP secrets sealed: nothing here sees a secret in plain text, and session tokens are
 //! known only by their SHA-256.
 
 use chrono::{DateTime, Utc};

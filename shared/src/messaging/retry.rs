@@ -1,6 +1,6 @@
 //! The one jittered exponential backoff of the workers that ask a bank again (provisioning polls,
 //! payout status queries, recheck retries). Webhook deliveries follow their own configured
-//! schedule instead (`worker-webhooks::schedule`), as SPEC §4 asks.
+//! schedule instead (`worker-webhooks::schedule`), as docs/api/events-and-webhooks.md asks.
 
 use std::time::Duration;
 

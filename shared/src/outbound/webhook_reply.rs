@@ -1,6 +1,7 @@
-//! What of a webhook receiver's reply is kept and shown (SPEC §4): nothing for a 2xx, else the
-//! first [`EXCERPT_BYTES`] bytes as text. The same rule is applied when an attempt is recorded
-//! and when one is shown, so rows recorded under an older rule show no more than this one allows.
+//! What of a webhook receiver's reply is kept and shown (docs/api/events-and-webhooks.md): nothing
+//! for a 2xx, else the first [`EXCERPT_BYTES`] bytes as text. The same rule is applied when an
+//! attempt is recorded and when one is shown, so rows recorded under an older rule show no more
+//! than this one allows.
 
 /// The most of a reply that is kept.
 pub const EXCERPT_BYTES: usize = 256;

@@ -1,6 +1,7 @@
 //! The rules of a webhook URL, in one place for `api admin webhook set` and the dashboard's
-//! Developers page (SPEC §4): http or https; live URLs https; in both modes public addresses
-//! only (checked again at every delivery, after DNS), unless the operator allows private ones.
+//! Developers page (docs/api/events-and-webhooks.md): http or https; live URLs https; in both modes
+//! public addresses only (checked again at every delivery, after DNS), unless the operator allows
+//! private ones.
 
 use domain::Mode;
 

@@ -1,8 +1,8 @@
-//! Developers, per mode (SPEC §1, §8): the working secret keys (prefix and last four, created,
-//! last used), rolling and revoking them, the webhook URL and rotating the webhook secret (the
-//! actions of `api admin key` and `api admin webhook`, in `actions`), and `webhook.test` events
-//! with their delivery attempts. Test mode is for developers and owners; live mode for owners, whose live
-//! changes carry their password.
+//! Developers, per mode (docs/api/authentication-and-modes.md, docs/dashboard.md): the working
+//! secret keys (prefix and last four, created, last used), rolling and revoking them, the webhook
+//! URL and rotating the webhook secret (the actions of `api admin key` and `api admin webhook`, in
+//! `actions`), and `webhook.test` events with their delivery attempts. Test mode is for developers
+//! and owners; live mode for owners, whose live changes carry their password.
 //!
 //! A new key or secret is in exactly one response body: the POST that made it renders the page
 //! itself (never a redirect to a page that could be loaded again), and its form names the state
@@ -34,7 +34,7 @@ use crate::state::AppState;
 /// The test events the page shows, newest first.
 const TEST_EVENTS_SHOWN: u64 = 5;
 
-/// When the current key stops after a roll: the choices of SPEC §8.
+/// When the current key stops after a roll: the choices of docs/dashboard.md.
 const GRACES: [(&str, &str, u64); 4] = [
     ("now", "At once", 0),
     ("1h", "In 1 hour", 3600),
@@ -116,7 +116,7 @@ struct DevelopersPage {
     test_events: Vec<TestEventRow>,
 }
 
-/// Live keys and webhooks are an owner's (SPEC §8): a developer gets a page that says so.
+/// Live keys and webhooks are an owner's (docs/dashboard.md): a developer gets a page that says so.
 fn owners_only(scope: &Scoped<Developer>) -> Option<Response> {
     (scope.mode == Mode::Live && !scope.signed.role().allows(Role::Owner)).then(|| {
         view::render(

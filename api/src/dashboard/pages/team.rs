@@ -1,8 +1,9 @@
-//! Team (owners, SPEC §8): the business's users and roles; adding a user (a generated password,
-//! shown once, through the same `create_user_by` as `api admin user create`), changing a role,
-//! removing a user (their sessions end at once), never leaving the business without an owner
+//! Team (owners, docs/dashboard.md): the business's users and roles; adding a user (a generated
+//! password, shown once, through the same `create_user_by` as `api admin user create`), changing a
+//! role, removing a user (their sessions end at once), never leaving the business without an owner
 //! (`users::change_member` judges that in its transaction); and the audit log, paged. Each change
-//! needs the owner's password again (SPEC §8), so a taken-over session alone cannot add an owner.
+//! needs the owner's password again (docs/dashboard.md), so a taken-over session alone cannot add
+//! an owner.
 
 use askama::Template;
 use axum::extract::State;

@@ -1,7 +1,7 @@
-//! The rows kept beside each account (m0022, issue 24): its state in `account_states`, its
-//! number in `account_numbers`, and the generated `live_reference`, on both databases: filled for
-//! accounts written before the migration, and kept by the database's triggers afterwards,
-//! whoever writes the account.
+//! The rows kept beside each account (m0022, docs/decisions/one-statement-paths.md): its state in
+//! `account_states`, its number in `account_numbers`, and the generated `live_reference`, on both
+//! databases: filled for accounts written before the migration, and kept by the database's triggers
+//! afterwards, whoever writes the account.
 
 use sea_orm::{
     ConnectOptions, ConnectionTrait, Database, DatabaseConnection, DbErr, Statement, Value,

@@ -1,9 +1,9 @@
-//! On PostgreSQL, a deposit notification as two statements sent in autocommit (issue 24): the
-//! account is read, then ONE statement stores the notification with its outcome, locks the
-//! account (unchanged since it was read), records the deposit, its event, delivery and job, and
-//! credits the balance with its ledger entry. The transaction path took eight round trips and
-//! wrote the notification twice (claimed, then its outcome). Each part is the builder the
-//! transaction path runs, so the rules stay in one place.
+//! On PostgreSQL, a deposit notification as two statements sent in autocommit
+//! (docs/decisions/one-statement-paths.md): the account is read, then ONE statement stores the
+//! notification with its outcome, locks the account (unchanged since it was read), records the
+//! deposit, its event, delivery and job, and credits the balance with its ledger entry. The
+//! transaction path took eight round trips and wrote the notification twice (claimed, then its
+//! outcome). Each part is the builder the transaction path runs, so the rules stay in one place.
 //!
 //! Only a new deposit into a known account is done here. Anything else writes nothing and the
 //! transaction path answers it as before: no account with the number; a body stored before or a

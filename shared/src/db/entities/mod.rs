@@ -138,7 +138,7 @@ mod tests {
             &["queued", "running", "completed", "failed"],
         );
         stored_and_sent_as(&DeliveryStatus::ALL, &["pending", "succeeded", "dead"]);
-        // Every type of SPEC §4's table.
+        // Every type of docs/api/events-and-webhooks.md's table.
         stored_and_sent_as(
             &EventType::ALL,
             &[

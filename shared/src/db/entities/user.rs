@@ -1,7 +1,7 @@
 use domain::Role;
 use sea_orm::entity::prelude::*;
 
-/// A dashboard user of one business (SPEC §8).
+/// A dashboard user of one business (docs/dashboard.md).
 #[derive(Clone, PartialEq, Eq, DeriveEntityModel)]
 #[sea_orm(table_name = "users")]
 pub struct Model {

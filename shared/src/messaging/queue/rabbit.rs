@@ -1005,10 +1005,10 @@ impl Drop for RabbitAcker {
     }
 }
 
-/// One consuming channel's acknowledgements, sent together where AMQP allows (issue 24). A
-/// `basic.ack` with `multiple` settles every message of the channel up to its tag, and a quorum
-/// queue then appends one settle command to its log, not one per message. The acks that come
-/// while a frame is being sent go out together in the next one.
+/// One consuming channel's acknowledgements, sent together where AMQP allows
+/// (docs/decisions/quorum-queues.md). A `basic.ack` with `multiple` settles every message of the
+/// channel up to its tag, and a quorum queue then appends one settle command to its log, not one
+/// per message. The acks that come while a frame is being sent go out together in the next one.
 ///
 /// A batch only ever covers messages this process acked: it reaches up to just below the oldest
 /// message of the channel not yet settled here (tags grow in delivery order, so a message

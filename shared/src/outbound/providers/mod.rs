@@ -1,7 +1,7 @@
-//! The provider-bank protocol client (SPEC §5) over reqwest: per bank and mode base URL and
-//! bearer key, timeouts, and retries of transient errors. A provider is not trusted with more
-//! than its answer: redirects are never followed (a 3xx would re-send the identity number to
-//! wherever it points) and no body is read past [`PROVIDER_BODY_LIMIT`].
+//! The provider-bank protocol client (docs/operations/provider-banks.md) over reqwest: per bank and
+//! mode base URL and bearer key, timeouts, and retries of transient errors. A provider is not
+//! trusted with more than its answer: redirects are never followed (a 3xx would re-send the
+//! identity number to wherever it points) and no body is read past [`PROVIDER_BODY_LIMIT`].
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -126,7 +126,8 @@ pub fn scrub_identity_numbers(text: &str) -> String {
 pub enum Listed {
     /// It can be a deposit.
     Usable(RemoteTransaction),
-    /// It cannot: kept as `invalid` for operators, as a notification of it would be (SPEC §7).
+    /// It cannot: kept as `invalid` for operators, as a notification of it would be
+    /// (docs/api/deposits-and-rechecks.md).
     Invalid(InvalidListed),
 }
 

@@ -1,7 +1,8 @@
-//! A provider bank's notification (SPEC §5), read beside the client that asks the same banks:
-//! whose signature it carries (and so its mode), and what it announces. The api's notification
-//! endpoint stores and acts on it; worker-recheck reads the same transactions from a bank's list
-//! through [`RemoteTransaction::read`], so a transaction is judged the same either way.
+//! A provider bank's notification (docs/operations/provider-banks.md), read beside the client that
+//! asks the same banks: whose signature it carries (and so its mode), and what it announces. The
+//! api's notification endpoint stores and acts on it; worker-recheck reads the same transactions
+//! from a bank's list through [`RemoteTransaction::read`], so a transaction is judged the same
+//! either way.
 
 use domain::provider::{NotADeposit, ProviderEvent, RemoteTransaction, RemoteTransfer};
 use domain::{Bank, FieldError, Mode};
