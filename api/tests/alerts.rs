@@ -1,4 +1,5 @@
-//! The operator's kit (SPEC §6): the Prometheus rules and the Grafana dashboard of `deploy/`.
+//! The operator's kit (docs/operations/health-and-metrics.md): the Prometheus rules and the Grafana
+//! dashboard of `deploy/`.
 //!
 //! - `promtool` checks the rules and runs their unit tests, in which every alert fires on the
 //!   series it is about and stays silent on healthy ones (skipped, saying so, without `promtool`;

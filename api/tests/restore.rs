@@ -1,4 +1,4 @@
-//! Backups that restore (SPEC §6, `docs/operations/backup-and-restore.md`): a PostgreSQL of the
+//! Backups that restore (`docs/operations/backup-and-restore.md`): a PostgreSQL of the
 //! test's own archives its WAL and is backed up with `pg_basebackup`; the real binaries work on
 //! it; it is lost, and restored to a moment in the middle (`recovery_target_time`); the service
 //! then runs on the restored database. Everything acknowledged before that moment is there, the

@@ -1,7 +1,8 @@
 //! On PostgreSQL, each of an ordinary creation's two transactions as ONE statement sent in
-//! autocommit (issue 24): one round trip each where six were (BEGIN, four or five statements,
-//! COMMIT). Each statement's parts are the builders the transaction path runs one by one, so the
-//! rules stay in one place; the statement commits exactly what that transaction would have.
+//! autocommit (docs/decisions/one-statement-paths.md): one round trip each where six were (BEGIN,
+//! four or five statements, COMMIT). Each statement's parts are the builders the transaction path
+//! runs one by one, so the rules stay in one place; the statement commits exactly what that
+//! transaction would have.
 //!
 //! Only the ordinary case is done here. Anything else the first statement meets makes it write
 //! nothing and the transaction path answers it as before: a key seen before or a
@@ -295,7 +296,7 @@ mod tests {
         NewAccount::parse(body.as_object().unwrap(), Mode::Test).unwrap()
     }
 
-    /// Issue 24: the second statement (pending → active, with the bank's number) changes no
+    /// The second statement (pending → active, with the bank's number) changes no
     /// indexed column of `virtual_accounts`, so PostgreSQL writes it as a HOT update: no new entry
     /// in any of the table's indexes, the trigram one included. (Before m0022 none was.)
     #[tokio::test]
@@ -374,7 +375,7 @@ mod tests {
     }
 
     /// A creation's first statement is planned once per connection, as a prepared statement
-    /// should be, not afresh on every call (issue 24): its live-reference check compares the
+    /// should be, not afresh on every call: its live-reference check compares the
     /// generated `live_reference` column, which implies the partial index's predicate, so the
     /// generic plan can use that index (bound statuses once cost every creation 0.65 ms of
     /// planning); and it compares the business
