@@ -1,6 +1,6 @@
-//! A transaction that can be no deposit (SPEC §7: above `VAS_LIMITS__MAX_DEPOSIT`) is kept as
-//! `invalid` for operators whichever way it arrives, and a simulated deposit is held to the same
-//! rule.
+//! A transaction that can be no deposit (docs/api/deposits-and-rechecks.md: above
+//! `VAS_LIMITS__MAX_DEPOSIT`) is kept as `invalid` for operators whichever way it arrives, and a
+//! simulated deposit is held to the same rule.
 
 use std::time::Duration;
 
@@ -81,6 +81,11 @@ async fn a_recheck_keeps_a_transaction_above_the_maximum_as_invalid_once(backend
         store::count_notifications_for_reference(&app.db, "invalid", &huge).await,
         1,
         "kept as invalid for operators, beside invalid notifications"
+    );
+    let metrics = app.metrics().await;
+    assert!(
+        metrics.contains("provider_invalid_transactions_total{bank="),
+        "operators see it on /metrics:\n{metrics}"
     );
     assert_eq!(app.balance(app.test_key()).await["available"], 5_000);
     assert_eq!(

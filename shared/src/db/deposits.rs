@@ -488,9 +488,17 @@ pub async fn keep_invalid(
             record_outcome(&txn, &id, NotificationOutcome::Invalid, reference, None).await?;
             id
         }
-        Claim::Seen(first) => first.id,
+        // Kept before: nothing more to store or count.
+        Claim::Seen(first) => {
+            txn.commit().await?;
+            return Ok(first.id);
+        }
     };
     txn.commit().await?;
+    // Counted once per stored row, after it is stored: what operators watch for a bank whose
+    // format drifted (docs/operations/health-and-metrics.md).
+    metrics::counter!("provider_invalid_transactions_total", "bank" => incoming.bank.slug())
+        .increment(1);
     Ok(id)
 }
 
@@ -688,6 +696,36 @@ pub async fn page_for_mode<C: ConnectionTrait>(
     request: &paging::PageRequest,
 ) -> Result<paging::Fetched<Deposit>, DbErr> {
     newest_first(db, mode_select(db, query).await?, request).await
+}
+
+/// The amounts `query` matches, in kobo: (all of them, the flagged ones among them), or None when
+/// it matches more than `up_to` deposits (read at most `up_to` + 1 rows: a page view never sums a
+/// million).
+pub async fn amounts_for_mode<C: ConnectionTrait>(
+    db: &C,
+    query: &ModeQuery<'_>,
+    up_to: u64,
+) -> Result<Option<(i64, i64)>, DbErr> {
+    use deposit::Column as Col;
+    let rows: Vec<(i64, DepositStatus)> = mode_select(db, query)
+        .await?
+        .select_only()
+        .column(Col::Amount)
+        .column(Col::Status)
+        .limit(up_to + 1)
+        .into_tuple()
+        .all(db)
+        .await?;
+    if rows.len() as u64 > up_to {
+        return Ok(None);
+    }
+    let all = rows.iter().map(|(amount, _)| amount).sum();
+    let flagged = rows
+        .iter()
+        .filter(|(_, status)| *status == DepositStatus::Flagged)
+        .map(|(amount, _)| amount)
+        .sum();
+    Ok(Some((all, flagged)))
 }
 
 /// How many deposits `query` matches: without a search, exactly (the maintained counts by
