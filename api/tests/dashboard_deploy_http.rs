@@ -198,8 +198,8 @@ async fn a_section_without_its_mode_redirects_to_test_mode(backend: Backend) {
         ("/dashboard/balance", "/dashboard/test/balance"),
         ("/dashboard/developers", "/dashboard/test/developers"),
         ("/dashboard/team?page=2", "/dashboard/test/team?page=2"),
-        ("/dashboard/test", "/dashboard/test/accounts"),
-        ("/dashboard/live/", "/dashboard/live/accounts"),
+        ("/dashboard/test", "/dashboard/test/"),
+        ("/dashboard/live", "/dashboard/live/"),
     ] {
         let answer = anonymous.get(path).await;
         assert_eq!(answer.status, 303, "{path}");

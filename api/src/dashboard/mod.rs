@@ -70,6 +70,7 @@ pub fn router(cookies: CookiePolicy) -> Router<AppState> {
             "/dashboard/profile/totp/remove",
             post(pages::profile::totp_remove),
         )
+        .route("/dashboard/{mode}/", get(pages::home::show))
         .route("/dashboard/{mode}/accounts", get(pages::accounts::list))
         .route(
             "/dashboard/{mode}/accounts/{id}",
@@ -156,11 +157,11 @@ pub fn unrouted(method: &Method, uri: &Uri) -> Response {
 fn section_target(path: &str) -> Option<String> {
     let rest = path.strip_prefix("/dashboard/")?;
     let (first, after) = rest.split_once('/').map_or((rest, ""), |(f, a)| (f, a));
-    if view::NAV.iter().any(|e| e.slug == first) {
+    if !first.is_empty() && view::NAV.iter().any(|e| e.slug == first) {
         return Some(format!("/dashboard/test/{rest}"));
     }
     match domain::Mode::parse(first) {
-        Some(mode) if after.is_empty() => Some(format!("/dashboard/{mode}/accounts")),
+        Some(mode) if after.is_empty() => Some(format!("/dashboard/{mode}/")),
         _ => None,
     }
 }

@@ -105,7 +105,7 @@ impl<R: MinRole> Signed<R> {
             test_href: section.href(Mode::Test),
             live_href: section.href(Mode::Live),
             profile_href: Section::Profile.href(mode),
-            home_href: Section::Accounts.href(mode),
+            home_href: Section::Home.href(mode),
             form_token: self.form_token.clone(),
             nav,
         }
@@ -216,6 +216,16 @@ impl<R: MinRole> Scoped<R> {
         self.signed.frame(section, self.mode, title)
     }
 
+    /// An account's name as this business's own lists show it: without the business's name
+    /// that every one of its accounts starts with (docs/api/accounts.md: `<business name>/<customerName>`).
+    pub fn own_account_name<'a>(&self, account_name: &'a str) -> &'a str {
+        account_name
+            .strip_prefix(self.signed.owner.business.name.as_str())
+            .and_then(|rest| rest.strip_prefix('/'))
+            .filter(|rest| !rest.is_empty())
+            .unwrap_or(account_name)
+    }
+
     /// 404 in the frame of `section`, whose list (`/dashboard/{mode}/{list}`) has no such
     /// `item` in this mode: a link back to it.
     pub fn not_found(&self, section: Section, (item, list): (&str, &str)) -> Response {
@@ -257,7 +267,7 @@ impl<R: MinRole> FromRequestParts<AppState> for Scoped<R> {
                 "Live mode is not open yet",
                 "Live mode opens once your business's verification (KYB) is approved. Until \
                  then, everything runs in test mode.",
-                "/dashboard/test/accounts",
+                "/dashboard/test/",
                 "Go to test mode",
             ));
         }

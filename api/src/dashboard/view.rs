@@ -16,6 +16,7 @@ use crate::passwords::Busy;
 /// row in [`NAV`]), a route in `dashboard::router`, and a template that extends `base.html`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Section {
+    Home,
     Accounts,
     Deposits,
     Events,
@@ -35,7 +36,14 @@ pub struct NavEntry {
 }
 
 /// The navigation, in one place: links and who sees them.
-pub const NAV: [NavEntry; 6] = [
+pub const NAV: [NavEntry; 7] = [
+    NavEntry {
+        section: Section::Home,
+        label: "Home",
+        // The mode's own page, `/dashboard/{mode}/`.
+        slug: "",
+        min_role: Role::Viewer,
+    },
     NavEntry {
         section: Section::Accounts,
         label: "Accounts",
@@ -252,7 +260,8 @@ fn wat() -> FixedOffset {
     FixedOffset::east_opt(3600).expect("one hour")
 }
 
-/// A moment as people read it: "3 Mar 2026, 14:05" (WAT), with its exact value for machines.
+/// A moment as people read it, with its zone: "3 Mar 2026, 14:05 WAT", with its exact value for
+/// machines.
 pub struct When {
     pub text: String,
     pub iso: String,
@@ -263,7 +272,7 @@ impl When {
         When {
             text: t
                 .with_timezone(&wat())
-                .format("%-d %b %Y, %H:%M")
+                .format("%-d %b %Y, %H:%M WAT")
                 .to_string(),
             iso: domain::time::rfc3339(t),
         }
@@ -310,6 +319,27 @@ impl AttemptRow {
 }
 
 pub use domain::money::naira;
+
+/// What an event is about, from its `data` (docs/api/events-and-webhooks.md): the amount it moved and whose it was (an
+/// account's or a deposit's customer, a payout's destination). None where the event has neither.
+pub struct EventSummary {
+    pub amount: Option<String>,
+    pub who: Option<String>,
+}
+
+impl EventSummary {
+    pub fn of(data: &str) -> EventSummary {
+        let data: serde_json::Value = serde_json::from_str(data).unwrap_or_default();
+        let text = |v: &serde_json::Value| v.as_str().filter(|s| !s.is_empty()).map(str::to_owned);
+        EventSummary {
+            amount: data["amount"].as_i64().map(naira),
+            who: text(&data["customerName"])
+                .or_else(|| text(&data["account"]["customerName"]))
+                .or_else(|| text(&data["destination"]["accountName"]))
+                .or_else(|| text(&data["accountName"])),
+        }
+    }
+}
 
 /// What a status means to the person reading it, as a badge's colour.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -9,6 +9,7 @@ pub mod deposits;
 pub mod entities;
 pub mod events;
 pub mod failover;
+pub mod home;
 pub mod idempotency;
 pub mod keys;
 pub mod ledger;

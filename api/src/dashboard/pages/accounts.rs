@@ -21,9 +21,19 @@ const DEPOSITS_PAGE_SIZE: u64 = 20;
 const RECHECKS_SHOWN: u64 = 10;
 const EVENTS_SHOWN: u64 = 20;
 
+/// What stands in for an account's missing number: a failed account will never have one.
+fn missing_number(status: AccountStatus) -> &'static str {
+    if status == AccountStatus::Failed {
+        "Failed: the bank did not issue a number"
+    } else {
+        "Not yet: the bank has not given one"
+    }
+}
+
 struct AccountRow {
     href: String,
     number: Option<String>,
+    no_number: &'static str,
     name: String,
     bank: &'static str,
     status: Badge,
@@ -126,7 +136,8 @@ pub async fn list(
         .map(|a| AccountRow {
             href: format!("/dashboard/{mode}/accounts/{}", a.id),
             number: a.account_number.clone(),
-            name: a.account_name.clone(),
+            no_number: missing_number(a.status),
+            name: scope.own_account_name(&a.account_name).to_owned(),
             bank: a.bank.name(),
             status: Badge::of(a.status),
             reference: a.customer_reference.clone(),
@@ -191,8 +202,11 @@ fn curl_example(state: &AppState, headers: &HeaderMap, mode: Mode) -> String {
 
 struct AccountView {
     id: String,
+    /// As the bank shows it (`<business name>/<customer name>`); `short_name` without the first.
     name: String,
+    short_name: String,
     number: Option<String>,
+    no_number: &'static str,
     bank: &'static str,
     status: Badge,
     customer_name: String,
@@ -208,12 +222,14 @@ struct AccountView {
     failure_reason: Option<String>,
 }
 
-impl From<&Account> for AccountView {
-    fn from(a: &Account) -> Self {
+impl AccountView {
+    fn new(a: &Account, short_name: &str) -> Self {
         AccountView {
             id: a.id.clone(),
             name: a.account_name.clone(),
+            short_name: short_name.to_owned(),
             number: a.account_number.clone(),
+            no_number: missing_number(a.status),
             bank: a.bank.name(),
             status: Badge::of(a.status),
             customer_name: a.customer_name.clone(),
@@ -366,7 +382,10 @@ pub async fn show(
         })
         .collect();
     let page_view = AccountPage {
-        frame: scope.frame(Section::Accounts, account.account_name.clone()),
+        frame: scope.frame(
+            Section::Accounts,
+            scope.own_account_name(&account.account_name),
+        ),
         back_href: format!("/dashboard/{}/accounts", scope.mode),
         flagged_note: deposits.iter().any(|d| d.flagged),
         deposits,
@@ -376,7 +395,7 @@ pub async fn show(
         deposits_next: (page < deposits_pages).then(|| self_href(page + 1)),
         rechecks,
         events,
-        a: AccountView::from(&account),
+        a: AccountView::new(&account, scope.own_account_name(&account.account_name)),
     };
     Ok(view::page(&page_view))
 }

@@ -60,10 +60,11 @@ struct PayoutRow {
     created: When,
     amount: String,
     status: Badge,
-    to_name: String,
-    /// The bank and account number.
-    to_bank: String,
+    /// Where it went: name, then bank and account number.
+    to: (String, String),
+    /// The caller's reference, else its narration: what the caller will recognise it by.
     reference: Option<String>,
+    /// The narration too, under a reference.
     narration: Option<String>,
     /// The failure reason, or the provider's session id once it succeeded.
     detail: Option<String>,
@@ -99,6 +100,9 @@ struct BalancePage {
     ledger_cursor: String,
     ledger_page: String,
     payouts: Vec<PayoutRow>,
+    /// The one destination of every payout listed, said once above them (else a column).
+    paid_to: Option<(String, String)>,
+    payout_heads: Vec<(&'static str, &'static str)>,
     payouts_pager: Pager,
     entries: Vec<EntryRow>,
     ledger_pager: Pager,
@@ -200,7 +204,7 @@ async fn render<R: MinRole>(
         ledger_total,
         ("entry", "entries"),
     );
-    let payouts = payout_rows
+    let payouts: Vec<PayoutRow> = payout_rows
         .rows
         .iter()
         .map(|p| PayoutRow {
@@ -208,10 +212,12 @@ async fn render<R: MinRole>(
             created: When::of(&p.created_at),
             amount: naira(p.amount),
             status: Badge::of(p.status),
-            to_name: p.account_name.clone(),
-            to_bank: format!("{} · {}", p.bank_name, p.account_number),
-            reference: p.reference.clone(),
-            narration: p.narration.clone(),
+            to: (
+                p.account_name.clone(),
+                format!("{} · {}", p.bank_name, p.account_number),
+            ),
+            reference: p.reference.clone().or_else(|| p.narration.clone()),
+            narration: p.reference.as_ref().and(p.narration.clone()),
             detail: match (&p.failure_reason, &p.session_id) {
                 (Some(reason), _) => Some(reason.clone()),
                 (None, Some(session)) => Some(format!("Session {session}")),
@@ -219,6 +225,10 @@ async fn render<R: MinRole>(
             },
         })
         .collect();
+    let paid_to = payouts
+        .first()
+        .map(|p| p.to.clone())
+        .filter(|to| payouts.iter().all(|p| p.to == *to));
     let entries = entry_rows
         .rows
         .iter()
@@ -287,6 +297,8 @@ async fn render<R: MinRole>(
         payout_status: payout_status_value,
         ledger_cursor,
         ledger_page,
+        payout_heads: payout_heads(paid_to.is_none()),
+        paid_to,
         payouts,
         payouts_pager,
         entries,
@@ -383,4 +395,14 @@ fn field_message(field: &str) -> String {
         _ => "Check the form and try again.",
     }
     .to_owned()
+}
+
+/// The payouts table's columns: "To" only when the payouts listed went to more than one place.
+fn payout_heads(mixed: bool) -> Vec<(&'static str, &'static str)> {
+    let mut heads = vec![("Created", ""), ("Amount", "num"), ("Status", "")];
+    if mixed {
+        heads.push(("To", ""));
+    }
+    heads.extend([("Reference", ""), ("Payout ID", "")]);
+    heads
 }

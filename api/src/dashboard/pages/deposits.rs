@@ -16,7 +16,7 @@ use shared::db::accounts;
 use shared::db::deposits::{self, Deposit, ModeQuery};
 use shared::db::paging::{Keyset, PageRequest, Position};
 
-use crate::dashboard::listing::{self, List, Pager};
+use crate::dashboard::listing::{self, List, Pager, grouped};
 use crate::dashboard::session::{Scoped, Viewer};
 use crate::dashboard::view::{self, Badge, Frame, PageResult, SearchForm, Section, When, naira};
 use crate::extract::QueryPairs;
@@ -50,6 +50,8 @@ struct ListPage {
     rows: Vec<DepositRow>,
     flagged_note: bool,
     pager: Pager,
+    /// What the deposits of the filter shown add up to.
+    totals: String,
     export_href: String,
 }
 
@@ -109,6 +111,21 @@ pub async fn list(
     let total =
         deposits::total_for_mode(&reads, &filter_query, state.config.limits.list_exact_total)
             .await?;
+    let amounts =
+        deposits::amounts_for_mode(&reads, &filter_query, state.config.limits.list_exact_total)
+            .await?;
+    let totals = match amounts {
+        Some((all, 0)) => format!("{} in all", naira(all)),
+        Some((all, flagged)) => format!(
+            "{} in all, {} of it flagged (never credited)",
+            naira(all),
+            naira(flagged)
+        ),
+        None => format!(
+            "More than {} deposits: search or choose a status to see their total, or download the CSV",
+            grouped(state.config.limits.list_exact_total)
+        ),
+    };
     let accounts = accounts_of(&reads, scope.business_id(), scope.mode, &fetched.rows).await?;
     let mode = scope.mode.as_str();
     let action = Section::Deposits.href(scope.mode);
@@ -134,7 +151,9 @@ pub async fn list(
                 flagged: d.status == DepositStatus::Flagged,
                 account_href: format!("/dashboard/{mode}/accounts/{}", d.account_id),
                 account_number: account.and_then(|a| a.account_number.clone()),
-                account_name: account.map_or_else(String::new, |a| a.account_name.clone()),
+                account_name: account.map_or_else(String::new, |a| {
+                    scope.own_account_name(&a.account_name).to_owned()
+                }),
                 sender_name: d.sender_name.clone().filter(|n| !n.is_empty()),
                 sender_bank: d.sender_bank_name.clone().filter(|n| !n.is_empty()),
                 reference: d.provider_reference.clone(),
@@ -150,6 +169,7 @@ pub async fn list(
         error,
         rows,
         pager,
+        totals,
     };
     Ok(view::page(&page))
 }

@@ -32,6 +32,7 @@ struct EventRow {
     id: String,
     event_type: &'static str,
     created: When,
+    summary: view::EventSummary,
     /// The latest delivery's state; None when the mode had no webhook URL.
     delivery: Option<Badge>,
 }
@@ -83,6 +84,7 @@ pub async fn list(
             id: e.id.clone(),
             event_type: e.event_type.as_str(),
             created: When::of(&e.created_at),
+            summary: view::EventSummary::of(&e.data),
             delivery: view::latest_delivery(&sent, &e.id),
         })
         .collect();

@@ -5,6 +5,7 @@ pub mod balance;
 pub mod deposits;
 pub mod developers;
 pub mod events;
+pub mod home;
 pub mod profile;
 pub mod sign_in;
 pub mod team;
@@ -13,7 +14,7 @@ use axum::response::Redirect;
 
 use super::session::Signed;
 
-/// `/dashboard/`: the accounts of test mode (signing in first when needed).
+/// `/dashboard/`: test mode's home (signing in first when needed).
 pub async fn home(_: Signed) -> Redirect {
-    Redirect::to("/dashboard/test/accounts")
+    Redirect::to("/dashboard/test/")
 }

@@ -35,7 +35,7 @@ const TOO_MANY: &str =
     "Too many sign-in attempts from your network. Wait a minute, then try again.";
 const BUSY: &str = "Too many sign-ins are being checked at the moment. Wait a few seconds, then \
                     try again.";
-const HOME: &str = "/dashboard/test/accounts";
+const HOME: &str = "/dashboard/test/";
 
 #[derive(Template)]
 #[template(path = "sign_in.html")]
