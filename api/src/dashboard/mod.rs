@@ -1,4 +1,4 @@
-//! The dashboard (SPEC §8): server-rendered pages for the people of a business, at `/dashboard/`.
+//! The dashboard (docs/dashboard.md): server-rendered pages for the people of a business, at `/dashboard/`.
 //!
 //! Protections live here, in front of every route: the security headers on every response, and
 //! the form token on every POST (403 without it). Who may see what is decided by the extractors
@@ -177,7 +177,7 @@ pub fn method_not_allowed() -> Response {
     ))
 }
 
-/// SPEC §8: on every dashboard response, whatever produced it.
+/// On every dashboard response, whatever produced it (docs/dashboard.md, "Protections").
 async fn security_headers(request: Request, next: Next) -> Response {
     with_security_headers(next.run(request).await)
 }
