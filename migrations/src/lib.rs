@@ -28,6 +28,7 @@ mod m0022_hot_activation;
 mod m0023_audit_repeats;
 mod m0024_audit_operator;
 mod m0025_account_creator_key;
+mod m0027_home_indexes;
 
 pub struct Migrator;
 
@@ -59,6 +60,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0023_audit_repeats::Migration),
             Box::new(m0024_audit_operator::Migration),
             Box::new(m0025_account_creator_key::Migration),
+            Box::new(m0027_home_indexes::Migration),
         ]
     }
 }
