@@ -709,10 +709,10 @@ mod tests {
             assert_eq!(unset, &None);
         }
         assert_eq!(config.amqp.ca_file, None);
+        assert_eq!(config.database.ca_file, None);
         assert_eq!(config.sandbox.state_file, None);
         assert_eq!(config.payouts.test_kill_at, None);
         // A section's own default is the same file.
-        assert_eq!(config.database.ca_file, None);
         assert_eq!(
             SandboxConfig::default().secret,
             "sandbox-notification-secret"

@@ -240,25 +240,6 @@ async fn readyz(State(state): State<OpsState>) -> (StatusCode, Json<Readiness>) 
     readiness(&state.db, state.broker.as_ref()).await
 }
 
-/// Whether the process can serve: its database and its broker answer.
-#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
-pub struct Readiness {
-    /// `ok` or `unavailable`.
-    #[schema(example = "ok")]
-    pub status: &'static str,
-    /// `ok` or `unreachable`.
-    #[schema(example = "ok")]
-    pub database: &'static str,
-    /// `ok` or `unreachable`.
-    #[schema(example = "ok")]
-    pub broker: &'static str,
-}
-
-/// `/readyz` of the api and of every worker: 200 when the database answers a ping and the broker
-/// is connected, else 503 naming which one is `unreachable`.
-pub async fn readiness(
-    db: &DatabaseConnection,
-    broker: &dyn Broker,
 async fn metrics(State(state): State<OpsState>) -> impl axum::response::IntoResponse {
     metrics_with_readiness(&state.db, state.broker.as_ref()).await
 }
@@ -282,6 +263,25 @@ pub async fn metrics_with_readiness(
     ops::metrics::endpoint().await
 }
 
+/// Whether the process can serve: its database and its broker answer.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub struct Readiness {
+    /// `ok` or `unavailable`.
+    #[schema(example = "ok")]
+    pub status: &'static str,
+    /// `ok` or `unreachable`.
+    #[schema(example = "ok")]
+    pub database: &'static str,
+    /// `ok` or `unreachable`.
+    #[schema(example = "ok")]
+    pub broker: &'static str,
+}
+
+/// `/readyz` of the api and of every worker: 200 when the database answers a ping and the broker
+/// is connected, else 503 naming which one is `unreachable`.
+pub async fn readiness(
+    db: &DatabaseConnection,
+    broker: &dyn Broker,
 ) -> (StatusCode, Json<Readiness>) {
     let database = match db.ping().await {
         Ok(()) => true,
@@ -293,6 +293,7 @@ pub async fn metrics_with_readiness(
     let broker = broker.is_ready().await;
     let word = |ok: bool| if ok { "ok" } else { "unreachable" };
     let ready = database && broker;
+    metrics::gauge!("process_ready").set(if ready { 1.0 } else { 0.0 });
     (
         if ready {
             StatusCode::OK
@@ -312,7 +313,6 @@ pub struct WorkerParts {
     pub db: DatabaseConnection,
     pub cipher: Arc<Cipher>,
     pub broker: Arc<dyn Broker>,
-    metrics::gauge!("process_ready").set(if ready { 1.0 } else { 0.0 });
     pub relay: crate::messaging::relay::Relay,
     pub shutdown: CancellationToken,
 }

@@ -492,19 +492,18 @@ pub async fn run_with(config: Config, parts: WorkerParts) -> anyhow::Result<()> 
         config: config.payouts.clone(),
     });
     let daily = tokio::spawn(schedule.run(shutdown.clone()));
-    // Each job is a short provider call or two; a long drain would only delay the restart.
     let processing = tokio::spawn(show_processing(db.clone(), shutdown.clone()));
+    // Each job is a short provider call or two; a long drain would only delay the restart.
     Consumer::new(db, broker, relay, handler)
         .prefetch(32)
         .grace(Duration::from_secs(20))
         .run(shutdown)
         .await;
     let _ = daily.await;
-    Ok(())
     let _ = processing.await;
+    Ok(())
 }
 
-/// This worker, as `api dev`, the test app and its binary start it.
 /// How often the payouts in `processing` are looked at.
 const PROCESSING_CHECK_EVERY: Duration = Duration::from_secs(15);
 
@@ -534,6 +533,7 @@ async fn show_processing(db: DatabaseConnection, shutdown: CancellationToken) {
     }
 }
 
+/// This worker, as `api dev`, the test app and its binary start it.
 pub const WORKER: Worker = Worker {
     name: "worker-payouts",
     run: |config, parts| Box::pin(run_with(config, parts)),

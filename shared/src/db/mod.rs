@@ -21,8 +21,8 @@ pub mod read;
 pub mod rechecks;
 pub mod reencrypt;
 pub mod tallies;
-pub mod users;
 pub mod tls;
+pub mod users;
 
 use std::time::Duration;
 
@@ -46,12 +46,12 @@ pub const PING_IF_IDLE_FOR: Duration = Duration::from_secs(1);
 /// A libpq multi-host URL (`postgres://u@h1,h2/vas?target_session_attrs=read-write`) gets a pool
 /// that follows the primary across failovers ([`failover`]). TLS as the URL says ([`tls`]).
 pub async fn connect(url: &str, max_connections: u32) -> Result<DatabaseConnection, DbErr> {
-    if let Some(multi) = failover::MultiHost::parse(url).map_err(DbErr::Custom)? {
     let url = &tls::libpq_url(url, None);
+    if let Some(multi) = failover::MultiHost::parse(url).map_err(DbErr::Custom)? {
         return failover::connect_primary(&multi, max_connections, ACQUIRE_TIMEOUT).await;
     }
-    let sqlite = url.starts_with("sqlite:");
     usable(url)?;
+    let sqlite = url.starts_with("sqlite:");
     let mut options = ConnectOptions::new(url.to_owned());
     options
         .max_connections(if sqlite { 1 } else { max_connections })
@@ -74,13 +74,13 @@ pub async fn connect(url: &str, max_connections: u32) -> Result<DatabaseConnecti
 /// answers now is used), opened lazily: a replica that is down at start makes the lists read the
 /// primary ([`read`]) rather than stop the process.
 pub async fn connect_replica(url: &str, max_connections: u32) -> Result<DatabaseConnection, DbErr> {
-    let mut urls = vec![url.to_owned()];
     let url = &tls::libpq_url(url, None);
+    let mut urls = vec![url.to_owned()];
     if let Some(multi) = failover::MultiHost::parse(url).map_err(DbErr::Custom)? {
         urls = (0..multi.hosts.len()).map(|i| multi.url_for(i)).collect();
     }
-    let lazy = |url: &str| {
     usable(&urls[0])?;
+    let lazy = |url: &str| {
         let mut options = ConnectOptions::new(url.to_owned());
         options
             .max_connections(max_connections)
@@ -100,7 +100,6 @@ pub async fn connect_replica(url: &str, max_connections: u32) -> Result<Database
     Database::connect(lazy(&urls[0])).await
 }
 
-/// The time by the database's clock on PostgreSQL (the moment of the call, not the transaction's
 /// Refuses what sea-orm cannot open before it does: its error would repeat the whole string,
 /// password and all (libpq's key/value form, another scheme).
 fn usable(url: &str) -> Result<(), DbErr> {
@@ -113,6 +112,7 @@ fn usable(url: &str) -> Result<(), DbErr> {
     }
 }
 
+/// The time by the database's clock on PostgreSQL (the moment of the call, not the transaction's
 /// start), so api instances whose clocks differ agree on creation stamps and the rolling-hour
 /// limit; SQLite serves one process, whose clock it is.
 pub async fn clock<C: sea_orm::ConnectionTrait>(
@@ -669,7 +669,6 @@ mod tests {
     }
 
     #[tokio::test]
-    #[tokio::test]
     async fn a_database_url_that_cannot_be_used_is_refused_without_repeating_it() {
         for url in [
             "host=db port=5432 user=vas password=s3cret",
@@ -681,6 +680,7 @@ mod tests {
         }
     }
 
+    #[tokio::test]
     async fn unique_violations_are_told_by_their_code_not_their_wording() {
         let mut urls = vec!["sqlite::memory:".to_owned()];
         urls.extend(

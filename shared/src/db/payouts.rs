@@ -426,6 +426,23 @@ pub async fn in_flight<C: ConnectionTrait>(
     Ok(sum.flatten().unwrap_or(0))
 }
 
+/// For each provider bank with payouts `processing`: when the oldest of them was sent (what
+/// `payouts_processing_oldest_seconds{bank}` shows; a bank takes minutes at most as a rule).
+pub async fn oldest_processing<C: ConnectionTrait>(
+    db: &C,
+) -> Result<Vec<(Option<domain::Bank>, Option<DateTime<Utc>>)>, DbErr> {
+    use payout::Column as Col;
+    payout::Entity::find()
+        .select_only()
+        .column(Col::ProviderBank)
+        .column_as(Expr::expr(Func::min(Expr::col(Col::SentAt))), "oldest")
+        .filter(Col::Status.eq(PayoutStatus::Processing))
+        .group_by(Col::ProviderBank)
+        .into_tuple()
+        .all(db)
+        .await
+}
+
 // ---- The worker's lease ------------------------------------------------------------------
 
 /// What [`take_lease`] found.
@@ -447,23 +464,6 @@ pub enum Lease {
 ///
 /// Why a lease and not only "one run per job": the decision that fails a payout on a refusal
 /// ("the bank refused and holds no such transfer") is only true while no other run can send;
-/// For each provider bank with payouts `processing`: when the oldest of them was sent (what
-/// `payouts_processing_oldest_seconds{bank}` shows; a bank takes minutes at most as a rule).
-pub async fn oldest_processing<C: ConnectionTrait>(
-    db: &C,
-) -> Result<Vec<(Option<domain::Bank>, Option<DateTime<Utc>>)>, DbErr> {
-    use payout::Column as Col;
-    payout::Entity::find()
-        .select_only()
-        .column(Col::ProviderBank)
-        .column_as(Expr::expr(Func::min(Expr::col(Col::SentAt))), "oldest")
-        .filter(Col::Status.eq(PayoutStatus::Processing))
-        .group_by(Col::ProviderBank)
-        .into_tuple()
-        .all(db)
-        .await
-}
-
 /// [`fail_refused`] makes it under the lease. Its length must exceed the longest provider call
 /// (the HTTP client's 15 s timeout): a run renews it right before sending, so a send in flight
 /// has always ended, one way or the other, before another run may take the payout.
