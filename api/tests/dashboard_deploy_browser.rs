@@ -1,4 +1,4 @@
-//! The dashboard as deployed (issue 21), in headless Chromium with JavaScript off: with an https
+//! The dashboard as deployed, in headless Chromium with JavaScript off: with an https
 //! public URL its cookies are `Secure` and `__Host-` named, and a browser keeps them and signs in
 //! (Chromium treats http://127.0.0.1 as a secure context, as it does localhost); a section typed
 //! without its mode lands on test mode's page. Without Chromium each test says it was skipped.

@@ -1,4 +1,4 @@
-//! The dashboard as deployed (issue 21): cookies `Secure` and `__Host-` named from the configured
+//! The dashboard as deployed: cookies `Secure` and `__Host-` named from the configured
 //! public URL (never from `Host`), client addresses through trusted proxies in the audit log, a
 //! section typed without its mode redirected to test mode, and settlement-account changes in
 //! the audit log from the dashboard and the API. Over plain HTTP; dashboard_deploy_browser.rs
@@ -284,8 +284,8 @@ async fn rows_of(app: &TestApp, action: AuditAction) -> Vec<AuditEntry> {
         .unwrap()
 }
 
-/// SPEC §6: only a configured proxy's `X-Forwarded-For` is believed, and then its right-most
-/// untrusted entry (the left ones are the client's own words).
+/// docs/operations/processes-and-configuration.md: only a configured proxy's `X-Forwarded-For` is
+/// believed, and then its right-most untrusted entry (the left ones are the client's own words).
 async fn audit_rows_record_the_forwarded_client_only_through_a_trusted_proxy(backend: Backend) {
     let app = spawn_app_with(backend, |c| {
         c.http.trusted_proxies = "127.0.0.7, 10.0.0.0/8".parse().unwrap();

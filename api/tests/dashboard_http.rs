@@ -198,7 +198,7 @@ async fn the_session_cookie_is_a_hashed_256_bit_token_with_strict_attributes(bac
     );
     assert!(!String::from_utf8_lossy(&raw).contains(&password));
 
-    // What the request says about itself decides nothing (issue 21): configuration does
+    // What the request says about itself decides nothing: configuration does
     // (dashboard_deploy_http.rs covers an https public URL), so neither a public `Host` nor
     // `X-Forwarded-Proto` changes the cookie of this app, which runs as `api dev` on loopback.
     let page = app
@@ -1167,8 +1167,8 @@ async fn insert_accounts_one_by_one(app: &test_support::TestApp, n: u64) {
     }
 }
 
-/// SPEC §8: every failed or locked sign-in is in the audit log with the client address; an
-/// unknown e-mail's against no user and no business, without the e-mail or password as typed.
+/// docs/dashboard.md: every failed or locked sign-in is in the audit log with the client address;
+/// an unknown e-mail's against no user and no business, without the e-mail or password as typed.
 async fn failed_and_locked_sign_ins_are_audited_with_the_address(backend: Backend) {
     use sea_orm::EntityTrait;
     use shared::db::entities::audit_entry;

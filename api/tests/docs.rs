@@ -335,3 +335,126 @@ fn every_relative_link_in_the_docs_and_the_readme_resolves() {
     assert!(checked > 50, "{checked} links checked");
     assert!(broken.is_empty(), "broken links:\n{}", broken.join("\n"));
 }
+
+/// The comments of `text` with their line numbers: after a line marker, or inside a block.
+fn comments<'a>(text: &'a str, line: &[&str], blocks: &[(&str, &str)]) -> Vec<(usize, &'a str)> {
+    let mut found = Vec::new();
+    let mut closing: Option<&str> = None;
+    for (n, mut rest) in text.lines().enumerate() {
+        loop {
+            if let Some(close) = closing {
+                let end = rest.find(close).unwrap_or(rest.len());
+                found.push((n + 1, &rest[..end]));
+                if end == rest.len() {
+                    break;
+                }
+                rest = &rest[end + close.len()..];
+                closing = None;
+            }
+            let first_line = line.iter().filter_map(|m| rest.find(m)).min();
+            let first_block = blocks
+                .iter()
+                .filter_map(|(open, close)| rest.find(open).map(|i| (i, open.len(), *close)))
+                .min();
+            match (first_line, first_block) {
+                (Some(l), b) if b.is_none_or(|(i, ..)| l < i) => {
+                    found.push((n + 1, &rest[l..]));
+                    break;
+                }
+                (_, Some((i, open, close))) => {
+                    rest = &rest[i + open..];
+                    closing = Some(close);
+                }
+                _ => break,
+            }
+        }
+    }
+    found
+}
+
+/// A language's line comment markers, and its block comments' opening and closing marks.
+type CommentSyntax = (
+    &'static [&'static str],
+    &'static [(&'static str, &'static str)],
+);
+
+/// The comment syntax of a source file of the repository, by its name; None for other files.
+fn comment_syntax(path: &Path) -> Option<CommentSyntax> {
+    let name = path.file_name()?.to_str()?;
+    let hash: &[&str] = &["#"];
+    match name.rsplit_once('.').map(|(_, e)| e) {
+        Some("rs") => Some((&["//"], &[])),
+        Some("toml" | "sh" | "yml" | "yaml") => Some((hash, &[])),
+        Some("sql") => Some((&["--"], &[])),
+        Some("css") => Some((&[], &[("/*", "*/")])),
+        Some("html") => Some((&[], &[("<!--", "-->"), ("{#", "#}")])),
+        _ if name.starts_with("Dockerfile") => Some((hash, &[])),
+        None if std::fs::read_to_string(path).is_ok_and(|t| t.starts_with("#!")) => {
+            Some((hash, &[]))
+        }
+        _ => None,
+    }
+}
+
+fn source_files(dir: &Path, into: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy();
+        if path.is_dir() {
+            // vendor/ is others' code; docs/ is the contract itself; the rest is not ours.
+            let skipped = [
+                "vendor",
+                "docs",
+                "target",
+                "node_modules",
+                ".git",
+                ".vas-dev",
+            ];
+            if !skipped.contains(&name.as_ref()) && !name.starts_with(".schemathesis") {
+                source_files(&path, into);
+            }
+        } else if comment_syntax(&path).is_some() {
+            into.push(path);
+        }
+    }
+}
+
+#[test]
+fn code_comments_name_docs_pages_not_spec_sections_or_issue_numbers() {
+    let mut files = Vec::new();
+    source_files(&root(), &mut files);
+    assert!(files.len() > 250, "{} source files", files.len());
+    // An issue number, or the contract that came before docs/: its sections, its file, its name.
+    let outside = Regex::new(r"(?i:\bissues? #?\d+)|\bSPEC\b").unwrap();
+    let page_re = Regex::new(r"docs/[a-z0-9_/-]+\.md(?:#([a-z0-9_-]+))?").unwrap();
+    let mut pages_named = 0;
+    let mut wrong = Vec::new();
+    for file in &files {
+        let (line, blocks) = comment_syntax(file).unwrap();
+        let text = std::fs::read_to_string(file).unwrap();
+        let shown = file.strip_prefix(root()).unwrap().display().to_string();
+        for (n, comment) in comments(&text, line, blocks) {
+            if let Some(m) = outside.find(comment) {
+                wrong.push(format!("{shown}:{n}: cites \"{}\"", m.as_str()));
+            }
+            for c in page_re.captures_iter(comment) {
+                pages_named += 1;
+                let page = c[0].split('#').next().unwrap();
+                let Ok(markdown) = std::fs::read_to_string(root().join(page)) else {
+                    wrong.push(format!("{shown}:{n}: names {page}, which does not exist"));
+                    continue;
+                };
+                if let Some(anchor) = c.get(1)
+                    && !anchors(&markdown).contains(anchor.as_str())
+                {
+                    wrong.push(format!("{shown}:{n}: names {}, no such heading", &c[0]));
+                }
+            }
+        }
+    }
+    assert!(
+        pages_named > 100,
+        "{pages_named} docs pages named in comments"
+    );
+    assert!(wrong.is_empty(), "comments to fix:\n{}", wrong.join("\n"));
+}

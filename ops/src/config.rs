@@ -121,13 +121,13 @@ pub struct LimitsConfig {
     /// answered 429 without a database lookup (0: no limit).
     pub auth_failures_per_minute: u32,
     /// Resends one business may ask for in any rolling minute, through the API and the dashboard
-    /// together (SPEC §4); past it, 429 `rate_limited` with `Retry-After`.
+    /// together (docs/api/events-and-webhooks.md); past it, 429 `rate_limited` with `Retry-After`.
     pub resends_per_minute: NonZeroU32,
     /// Up to this many matches a searched list's `total` is exact; beyond it, an estimate
-    /// (SPEC §3 says 10,000; smaller only to test the estimate).
+    /// (docs/api/paging-and-search.md says 10,000; smaller only to test the estimate).
     pub list_exact_total: u64,
-    /// The largest single deposit a bank may report, kobo (SPEC §7): one above it is kept as
-    /// `invalid` for operators and never credited.
+    /// The largest single deposit a bank may report, kobo (docs/api/deposits-and-rechecks.md): one
+    /// above it is kept as `invalid` for operators and never credited.
     pub max_deposit: i64,
 }
 
@@ -151,7 +151,8 @@ pub struct WebhooksConfig {
     pub max_in_flight_per_endpoint: u16,
     /// Consecutive failed attempts of one business and mode at one endpoint that open its
     /// circuit there: its deliveries then wait (spending no attempts) until a single probe
-    /// succeeds; other businesses' deliveries to the endpoint go on (SPEC §4).
+    /// succeeds; other businesses' deliveries to the endpoint go on
+    /// (docs/operations/dead-letters-and-replay.md).
     pub circuit_failure_threshold: u32,
     /// How long an open circuit waits before its first probe, in seconds; doubled after each
     /// failed probe up to `circuit_max_cooldown_secs`.
@@ -183,7 +184,7 @@ pub struct RecheckConfig {
     pub max_retry_secs: u64,
 }
 
-/// Payouts (SPEC §7).
+/// Payouts (docs/api/settlement-and-payouts.md).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PayoutsConfig {
@@ -295,7 +296,7 @@ pub struct DevConfig {
     pub data_dir: PathBuf,
 }
 
-/// The dashboard served by the api at `/dashboard/` (SPEC §8).
+/// The dashboard served by the api at `/dashboard/` (docs/dashboard.md).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DashboardConfig {

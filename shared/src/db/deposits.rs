@@ -475,7 +475,8 @@ async fn apply_transfer(
 /// Keeps what a bank reported that can be no deposit (outcome `invalid`), for operators: a signed
 /// notification that could not be read as one, or an item of its transaction list a recheck
 /// found (`incoming.body` the item as listed, with its `reference`), so that operators find both
-/// the same way (SPEC §7). The same body again is kept once. Returns the stored row's id.
+/// the same way (docs/api/deposits-and-rechecks.md). The same body again is kept once. Returns the
+/// stored row's id.
 pub async fn keep_invalid(
     db: &DatabaseConnection,
     incoming: Incoming<'_>,

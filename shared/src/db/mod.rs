@@ -33,12 +33,12 @@ use sea_orm::{ConnectOptions, Database, DatabaseConnection, DbBackend, DbErr, Sq
 pub const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A pooled connection is pinged before it is handed out only once it has sat idle this long
-/// (issue 24). sqlx pings on every acquire by default, and again on every release: two round
-/// trips per statement beside the statement's one. The ping on release is skipped for a
-/// connection that has just answered everything asked of it (vendor/README.md: sqlx-postgres,
-/// patched), so a connection a query broke is still pinged and discarded; a server that went away
-/// while a connection sat idle is caught here; one that went away in the last second fails that
-/// query, which answers 503 as any lost connection does ([`failover::is_unavailable`]).
+/// (docs/decisions/patched-database-driver.md). sqlx pings on every acquire by default, and again
+/// on every release: two round trips per statement beside the statement's one. The ping on release
+/// is skipped for a connection that has just answered everything asked of it (vendor/README.md:
+/// sqlx-postgres, patched), so a connection a query broke is still pinged and discarded; a server
+/// that went away while a connection sat idle is caught here; one that went away in the last second
+/// fails that query, which answers 503 as any lost connection does ([`failover::is_unavailable`]).
 pub const PING_IF_IDLE_FOR: Duration = Duration::from_secs(1);
 
 /// Opens a pool. SQLite gets one connection: its writers serialise anyway, and one connection
@@ -189,7 +189,7 @@ fn column_value<A: sea_orm::ActiveModelTrait>(
         .ok_or_else(|| DbErr::Custom(format!("an insert leaves {col:?} unset")))
 }
 
-/// A hot statement's SQL, rendered by its builders once per shape (issue 24: building,
+/// A hot statement's SQL, rendered by its builders once per shape (docs/benchmarks.md: building,
 /// rendering and dropping the creation's two statements was a quarter of the api's CPU per
 /// creation). Each call lists its values by hand, in the order the builders bind them, beside
 /// the builders (`push_row_values`, `…_values` functions); the cached SQL is sent with them.
@@ -273,7 +273,7 @@ pub(crate) fn insert_select<E: sea_orm::EntityTrait>(
     what: &str,
 ) -> Result<sea_orm::sea_query::InsertStatement, DbErr> {
     use sea_orm::Iterable;
-    // Built in place: `.to_owned()` on a builder clones the whole statement (issue 24).
+    // Built in place: `.to_owned()` on a builder clones the whole statement (docs/benchmarks.md).
     let mut insert = sea_orm::sea_query::Query::insert();
     insert
         .into_table(E::default())
@@ -299,7 +299,7 @@ pub(crate) fn upsert_values(
 
 /// `WITH <parts> <query>`, built in place: sea-query's `WithClause::query` returns a deep copy
 /// of the whole statement (`WithQuery::new()…query(q).to_owned()`), which was a tenth of the api's
-/// CPU per creation (issue 24: cloning, then dropping, every part of the two statements).
+/// CPU per creation (docs/benchmarks.md: cloning, then dropping, every part of the two statements).
 pub(crate) fn with_query(
     with: sea_orm::sea_query::WithClause,
     query: impl Into<sea_orm::sea_query::SubQueryStatement>,
@@ -324,7 +324,7 @@ pub(crate) fn cte(
 /// partial index whose predicate names them (`rechecks_one_open`'s `status IN (…)`) serves only a
 /// plan that sees those constants: with parameters, the generic plan of a prepared statement
 /// cannot use the index, and PostgreSQL plans the statement afresh on every execution instead
-/// (issue 24: 0.65 ms of planning per creation). Only for a closed set of our own values.
+/// (docs/benchmarks.md: 0.65 ms of planning per creation). Only for a closed set of our own values.
 pub(crate) fn in_constants<C, V>(
     column: C,
     values: impl IntoIterator<Item = V>,
@@ -342,9 +342,9 @@ where
 /// generic plan costs and PostgreSQL settles on the generic one. Compared directly, a business
 /// the statistics call small (a new one, whose accounts arrived after the last ANALYZE) got
 /// custom plans estimated cheaper than the generic one, and its creations' first statement was
-/// planned afresh on every call (issue 24: 12,021 plans for 11,989 creations, 0.58 ms each). For
-/// an equality on an indexed column the plan is the generic plan's: the value is a parameter to
-/// both.
+/// planned afresh on every call (docs/benchmarks.md: 12,021 plans for 11,989 creations, 0.58 ms
+/// each). For an equality on an indexed column the plan is the generic plan's: the value is a
+/// parameter to both.
 pub(crate) fn eq_opaque<C, V>(column: C, value: V) -> sea_orm::sea_query::Expr
 where
     C: sea_orm::ColumnTrait,

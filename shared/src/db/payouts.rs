@@ -1,6 +1,6 @@
-//! Settlement accounts and payouts (SPEC §7): the create transaction (idempotency, reference,
-//! settlement account, live hold, the debit, the job), reading, and the one function that moves
-//! a payout along what the provider reports.
+//! Settlement accounts and payouts (docs/api/settlement-and-payouts.md): the create transaction
+//! (idempotency, reference, settlement account, live hold, the debit, the job), reading, and the
+//! one function that moves a payout along what the provider reports.
 
 use chrono::{DateTime, Utc};
 use sea_orm::sea_query::{Expr, Func, OnConflict};
