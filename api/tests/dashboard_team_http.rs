@@ -949,7 +949,10 @@ async fn admin_key_commands_are_audited_as_the_operator(backend: Backend) {
     let (mut owner, _, _) = signed_in(&app, Role::Owner).await;
     let page = owner.get("/dashboard/test/team").await;
     let account = rows[0].actor_operator.as_deref().expect("the host account");
-    assert!(page.body.contains(&format!("Operator ({account}) via api admin")));
+    assert!(
+        page.body
+            .contains(&format!("Operator ({account}) via api admin"))
+    );
     let developers = owner.get("/dashboard/test/developers").await;
     assert!(developers.body.contains("No key works in test mode"));
 }

@@ -86,9 +86,7 @@ fn a_database_url_parameter_the_driver_does_not_know_is_logged_without_its_value
     let stderr = start(&[
         (
             "VAS_DATABASE__URL",
-            format!(
-                "postgres://vas@127.0.0.1:{port}/vas?sslmode=disable&sslpassword=key-s3cret"
-            ),
+            format!("postgres://vas@127.0.0.1:{port}/vas?sslmode=disable&sslpassword=key-s3cret"),
         ),
         (
             "VAS_AMQP__URL",
