@@ -494,7 +494,7 @@ mod tests {
         let t = DateTime::parse_from_rfc3339("2026-03-03T13:05:00Z")
             .unwrap()
             .with_timezone(&Utc);
-        assert_eq!(When::of(&t).text, "3 Mar 2026, 14:05");
+        assert_eq!(When::of(&t).text, "3 Mar 2026, 14:05 WAT");
     }
 
     #[test]
