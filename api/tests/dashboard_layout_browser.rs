@@ -1,12 +1,15 @@
 //! Every dashboard page at a phone's, a tablet's and a desktop's width (390, 768 and 1366 px) in
 //! headless Chromium, with data enough to fill its tables: no page is wider than its window, no
 //! element sticks out of its card (a table that scrolls inside its own box may, below desktop
-//! width), every status pill is one line tall, the business's name is shown whole, and every
-//! section is reachable from the navigation (on a phone, from its menu). Without Chromium the
-//! test says it was skipped; under CI a missing Chromium fails.
+//! width), every status pill and every figure on the home page is one line, the business's name
+//! is shown whole, and every section is reachable from the navigation (on a phone, from its
+//! menu). The home page's charts name their scale and days, and the dashboard reads in the dark
+//! colour scheme too. Without Chromium the tests say they were skipped; under CI a missing
+//! Chromium fails.
 //!
 //! Each page is saved as a screenshot at each width (`VAS_SCREENSHOTS`, else /tmp/vas-screens),
-//! `layout-<page>-<width>-N.png`, for people to look at.
+//! `layout-<page>-<width>-N.png`, and the home page in the dark scheme as
+//! `dark-home-<width>-N.png`, for people to look at.
 
 use std::time::Duration;
 
@@ -62,6 +65,13 @@ for (const pill of document.querySelectorAll('.badge')) {
   const line = parseFloat(s.lineHeight) + parseFloat(s.paddingTop) + parseFloat(s.paddingBottom)
     + parseFloat(s.borderTopWidth) + parseFloat(s.borderBottomWidth);
   if (r.height > line + 1) out.push(`the pill ${name(pill)} is ${Math.round(r.height)}px tall, its line ${Math.round(line)}px`);
+}
+for (const figure of document.querySelectorAll('.stat-value')) {
+  const s = getComputedStyle(figure);
+  const r = figure.getBoundingClientRect();
+  if (r.height > parseFloat(s.lineHeight) + 1 || figure.scrollWidth > figure.clientWidth + 1) {
+    out.push(`the figure ${name(figure)} does not fit on one line of its card (${Math.round(r.height)}px tall, ${figure.scrollWidth}px in ${figure.clientWidth}px)`);
+  }
 }
 const business = document.querySelector('.business');
 if (business && business.scrollWidth > business.clientWidth + 1) {
@@ -281,5 +291,159 @@ async fn every_page_holds_at_phone_tablet_and_desktop_width() {
         }
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
+    browser.finish().await;
+}
+
+/// Each chart on the page: its heading, the y axis's words (top, zero), the x axis's, and its
+/// bars' hover texts.
+const CHARTS: &str = r#"
+const words = (c, css) => [...c.querySelectorAll(css)].map((e) => e.textContent.trim());
+return [...document.querySelectorAll('.chart')].map((c) => [
+  c.querySelector('h2').textContent.trim(),
+  words(c, '.y-axis span'),
+  words(c, '.x-axis span'),
+  words(c, 'svg rect title'),
+]);
+"#;
+
+/// What [`CHARTS`] reads of a chart: its heading, the y and x axes' words, its hover texts.
+type ChartSeen = (String, Vec<String>, Vec<String>, Vec<String>);
+
+/// Whether the page was asked for its dark scheme, and the contrast (WCAG) against the card of
+/// the page, the heading, the charts' axis words and bars.
+const COLOURS: &str = r#"
+const lum = (css) => {
+  const [r, g, b] = css.match(/[\d.]+/g).slice(0, 3).map((v) => {
+    v = Number(v) / 255;
+    return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4;
+  });
+  return 0.2126 * r + 0.7152 * g + 0.0722 * b;
+};
+const of = (css, property) => lum(getComputedStyle(document.querySelector(css))[property]);
+const card = of('.card', 'backgroundColor');
+const contrast = (l) => (Math.max(l, card) + 0.05) / (Math.min(l, card) + 0.05);
+return {
+  dark: matchMedia('(prefers-color-scheme: dark)').matches,
+  page: of('body', 'backgroundColor'),
+  card,
+  heading: contrast(of('h1', 'color')),
+  axis: contrast(of('.chart .y-axis', 'color')),
+  bar: contrast(of('.chart .bar', 'fill')),
+};
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_home_charts_name_their_scale_and_days_and_read_in_the_dark() {
+    let Some(browser) =
+        Browser::start_dark("the_home_charts_name_their_scale_and_days_and_read_in_the_dark").await
+    else {
+        return;
+    };
+    let c = &browser.client;
+    let app = spawn_app(Backend::Sqlite).await;
+    let (email, password) = add_user(&app, Role::Owner).await;
+    fill(&app).await;
+    signed_in(c, &app, &email, &password).await;
+    c.set_window_size(1366, 900).await.unwrap();
+    c.goto(&app.url("/dashboard/test/")).await.unwrap();
+
+    // Days as Lagos names them: the last 30, today last.
+    let day = |back: i64| {
+        (Utc::now() + chrono::Duration::hours(1) - chrono::Duration::days(back))
+            .format("%-d %b")
+            .to_string()
+    };
+    let (first, today) = (day(29), day(0));
+    let figure = async |id: &str| {
+        browser::find(c, &format!("#{id} + .stat-value"))
+            .await
+            .text()
+            .await
+            .unwrap()
+    };
+    let (received, available) = (figure("today").await, figure("available").await);
+    let charts: Vec<ChartSeen> =
+        serde_json::from_value(c.execute(CHARTS, vec![]).await.unwrap()).unwrap();
+    let words = |list: &[&str]| list.iter().map(|w| (*w).to_owned()).collect::<Vec<_>>();
+    let chart = |title: &str| {
+        charts
+            .iter()
+            .find(|c| c.0 == title)
+            .unwrap_or_else(|| panic!("no chart {title} in {charts:?}"))
+    };
+    // Every deposit is today's: today's bar is the tallest, and the axis's top is its amount.
+    let deposits = chart("Deposits per day");
+    assert_eq!(
+        deposits.1,
+        words(&[received.as_str(), "₦0.00"]),
+        "{deposits:?}"
+    );
+    assert_eq!(
+        deposits.2,
+        words(&[first.as_str(), today.as_str()]),
+        "{deposits:?}"
+    );
+    assert_eq!(deposits.3.len(), 30, "{deposits:?}");
+    assert_eq!(
+        deposits.3[29],
+        format!("{today}: 15 deposits, {received}"),
+        "{deposits:?}"
+    );
+    let balance = chart("Balance over time");
+    assert_eq!(
+        balance.1,
+        words(&[available.as_str(), "₦0.00"]),
+        "{balance:?}"
+    );
+    assert_eq!(
+        balance.2,
+        words(&[first.as_str(), today.as_str()]),
+        "{balance:?}"
+    );
+    assert_eq!(
+        balance.3[29],
+        format!("{today}: {available} at the day's end"),
+        "{balance:?}"
+    );
+    assert_eq!(balance.3[28], format!("{}: ₦0.00 at the day's end", day(1)));
+    let payouts = chart("Payouts by outcome");
+    assert_eq!(payouts.1, words(&["3", "0"]), "{payouts:?}");
+    assert_eq!(
+        payouts.2,
+        words(&["Pending", "Processing", "Succeeded", "Failed", "Reversed"]),
+        "{payouts:?}"
+    );
+    assert_eq!(payouts.3[0], "Pending: 3", "{payouts:?}");
+    let webhooks = chart("Webhook success rate");
+    assert_eq!(webhooks.1, words(&["100%", "0%"]), "{webhooks:?}");
+    assert_eq!(
+        webhooks.2,
+        words(&[first.as_str(), today.as_str()]),
+        "{webhooks:?}"
+    );
+    assert_eq!(
+        webhooks.3[0],
+        format!("{first}: no deliveries"),
+        "{webhooks:?}"
+    );
+
+    // The dark scheme: a dark page and cards, light words at AA contrast, bars that stand out.
+    let colours = c.execute(COLOURS, vec![]).await.unwrap();
+    assert_eq!(
+        colours["dark"], true,
+        "the browser did not ask for the dark scheme"
+    );
+    let number = |key: &str| colours[key].as_f64().unwrap();
+    assert!(number("page") < 0.05, "the page is not dark: {colours}");
+    assert!(number("card") < 0.05, "the cards are not dark: {colours}");
+    assert!(number("heading") >= 4.5, "{colours}");
+    assert!(number("axis") >= 4.5, "the charts' words: {colours}");
+    assert!(number("bar") >= 3.0, "the charts' bars: {colours}");
+    for (width, height) in [(1366, 900), (390, 844)] {
+        c.set_window_size(width, height).await.unwrap();
+        for path in browser::screenshot(c, &format!("dark-home-{width}"), 2).await {
+            eprintln!("screenshot: {}", path.display());
+        }
+    }
     browser.finish().await;
 }

@@ -60,6 +60,16 @@ impl Browser {
     /// CI a missing Chromium fails the test instead: the browser tests must run there. Pages'
     /// JavaScript is off unless `javascript` (the dashboard must work without it).
     pub async fn start(test: &str, javascript: bool) -> Option<Browser> {
+        Self::launch(test, javascript, false).await
+    }
+
+    /// [`Browser::start`] with scripts on (to measure) and the pages asked for their dark
+    /// colour scheme (`prefers-color-scheme: dark`), as a system set to dark mode does.
+    pub async fn start_dark(test: &str) -> Option<Browser> {
+        Self::launch(test, true, true).await
+    }
+
+    async fn launch(test: &str, javascript: bool, dark: bool) -> Option<Browser> {
         let (Some(chromium), Some(chromedriver)) = (
             installed("chromium").or_else(|| installed("chromium-browser")),
             installed("chromedriver"),
@@ -88,22 +98,27 @@ impl Browser {
             port,
             _profile: profile,
         };
+        let mut args = vec![
+            "--headless=new".to_owned(),
+            "--no-sandbox".to_owned(),
+            "--disable-gpu".to_owned(),
+            "--disable-dev-shm-usage".to_owned(),
+            "--disable-extensions".to_owned(),
+            "--no-first-run".to_owned(),
+            "--password-store=basic".to_owned(),
+            "--window-size=1280,900".to_owned(),
+            format!("--user-data-dir={}", driver._profile.path().display()),
+        ];
+        if dark {
+            // WebDriver cannot emulate the scheme; this flag makes Chromium's own theme dark.
+            args.push("--force-dark-mode".to_owned());
+        }
         let mut caps = serde_json::Map::new();
         caps.insert(
             "goog:chromeOptions".into(),
             serde_json::json!({
                 "binary": chromium,
-                "args": [
-                    "--headless=new",
-                    "--no-sandbox",
-                    "--disable-gpu",
-                    "--disable-dev-shm-usage",
-                    "--disable-extensions",
-                    "--no-first-run",
-                    "--password-store=basic",
-                    "--window-size=1280,900",
-                    format!("--user-data-dir={}", driver._profile.path().display()),
-                ],
+                "args": args,
                 "prefs": {
                     "profile.managed_default_content_settings.javascript":
                         if javascript { 1 } else { 2 },

@@ -1,6 +1,7 @@
 //! Home, per mode (docs/dashboard.md): the page after sign-in. How money moved today and this week, the
 //! balance and what is on its way out, payouts by outcome, accounts, webhook deliveries, what
-//! needs attention, and four charts (server-drawn SVG, each with its figures as a table), all
+//! needs attention, and four charts (server-drawn SVG with its scale and days as text beside
+//! it and each bar's figure as hover text, each with its figures as a table), all
 //! read on the read replica where one is configured, with the API's own counts where it keeps
 //! them. Days are Lagos days (WAT).
 
@@ -28,19 +29,23 @@ struct Moved {
     amount: String,
 }
 
+/// "1 deposit", "1,204 deposits".
+fn deposit_count(count: u64) -> String {
+    format!(
+        "{} deposit{}",
+        grouped(count),
+        if count == 1 { "" } else { "s" }
+    )
+}
+
 fn moved(days: &[DayDeposits]) -> Moved {
-    let count: u64 = days.iter().map(|d| d.count).sum();
     Moved {
-        count: format!(
-            "{} deposit{}",
-            grouped(count),
-            if count == 1 { "" } else { "s" }
-        ),
+        count: deposit_count(days.iter().map(|d| d.count).sum()),
         amount: naira(days.iter().map(|d| d.amount).sum()),
     }
 }
 
-/// One bar of a chart, in SVG units, with what it stands for.
+/// One bar of a chart, in SVG units, with what it stands for (its hover text).
 struct Bar {
     x: String,
     y: String,
@@ -60,6 +65,14 @@ struct Chart {
     title: &'static str,
     /// What the picture shows, in a sentence (the SVG's accessible description).
     summary: String,
+    /// The y axis's top (the largest figure; none when every figure is zero) and its zero.
+    top: Option<String>,
+    zero: String,
+    /// Under the x axis: the first and last day, or (`each`) every bar's name under it.
+    x_labels: Vec<String>,
+    each: bool,
+    /// "bar", or "hit": a line chart's invisible full-height slot per point, for its hover text.
+    bar_class: &'static str,
     bars: Vec<Bar>,
     /// A line instead of bars: SVG `points`.
     line: Option<String>,
@@ -231,20 +244,27 @@ fn charts(
             .format("%-d %b")
             .to_string()
     };
+    let first_and_last = || vec![day_label(0), day_label(DAYS - 1)];
     let deposit_titles = (0..DAYS)
         .map(|i| {
             format!(
-                "{}: {} deposits, {}",
+                "{}: {}, {}",
                 day_label(i),
-                days[i].count,
+                deposit_count(days[i].count),
                 naira(days[i].amount)
             )
         })
         .collect();
+    let most = days.iter().map(|d| d.amount).max().unwrap_or(0);
     let deposits = Chart {
         id: "chart-deposits",
         title: "Deposits per day",
         summary: format!("Amount received each day over the last {DAYS} days (WAT)."),
+        top: (most > 0).then(|| naira(most)),
+        zero: naira(0),
+        x_labels: first_and_last(),
+        each: false,
+        bar_class: "bar",
         bars: bars(
             &days.iter().map(|d| d.amount as f64).collect::<Vec<_>>(),
             deposit_titles,
@@ -258,7 +278,8 @@ fn charts(
             })
             .collect(),
     };
-    let max = balances.iter().copied().max().unwrap_or(0).max(1) as f64;
+    let most = balances.iter().copied().max().unwrap_or(0);
+    let max = most.max(1) as f64;
     let step = WIDTH / (DAYS - 1) as f64;
     let points = balances
         .iter()
@@ -276,7 +297,21 @@ fn charts(
         id: "chart-balance",
         title: "Balance over time",
         summary: format!("The available balance at the end of each of the last {DAYS} days (WAT)."),
-        bars: Vec::new(),
+        top: (most > 0).then(|| naira(most)),
+        zero: naira(0),
+        x_labels: first_and_last(),
+        each: false,
+        bar_class: "hit",
+        // Each point's day, centred on it, so hovering anywhere above it names its figure.
+        bars: (0..DAYS)
+            .map(|i| Bar {
+                x: format!("{:.1}", (i as f64 - 0.5) * step),
+                y: "0".to_owned(),
+                width: format!("{step:.1}"),
+                height: format!("{HEIGHT:.0}"),
+                title: format!("{}: {} at the day's end", day_label(i), naira(balances[i])),
+            })
+            .collect(),
         line: Some(points),
         heads: vec!["Day (WAT)", "Balance at the day's end"],
         figures: (0..DAYS)
@@ -288,12 +323,21 @@ fn charts(
     };
     let outcome_titles = by_outcome
         .iter()
-        .map(|(s, n)| format!("{}: {n}", Badge::of(*s).label))
+        .map(|(s, n)| format!("{}: {}", Badge::of(*s).label, grouped(*n)))
         .collect();
+    let most = by_outcome.iter().map(|(_, n)| *n).max().unwrap_or(0);
     let outcomes = Chart {
         id: "chart-payouts",
         title: "Payouts by outcome",
         summary: "How many payouts ended, or stand, in each state.".to_owned(),
+        top: (most > 0).then(|| grouped(most)),
+        zero: "0".to_owned(),
+        x_labels: by_outcome
+            .iter()
+            .map(|(s, _)| Badge::of(*s).label)
+            .collect(),
+        each: true,
+        bar_class: "bar",
         bars: bars(
             &by_outcome
                 .iter()
@@ -315,7 +359,11 @@ fn charts(
         |d: &DayDeliveries| (d.total > 0).then(|| d.succeeded as f64 / d.total as f64 * 100.0);
     let webhook_titles = (0..DAYS)
         .map(|i| match rate(&sent[i]) {
-            Some(r) => format!("{}: {r:.0}% of {} delivered", day_label(i), sent[i].total),
+            Some(r) => format!(
+                "{}: {r:.0}% of {} delivered",
+                day_label(i),
+                grouped(sent[i].total)
+            ),
             None => format!("{}: no deliveries", day_label(i)),
         })
         .collect();
@@ -338,6 +386,11 @@ fn charts(
         summary: format!(
             "The share of each day's webhook deliveries that reached your server, over the last {DAYS} days (WAT)."
         ),
+        top: Some("100%".to_owned()),
+        zero: "0%".to_owned(),
+        x_labels: first_and_last(),
+        each: false,
+        bar_class: "bar",
         bars: webhook_bars,
         line: None,
         heads: vec!["Day (WAT)", "Deliveries", "Delivered"],
