@@ -824,14 +824,30 @@ async fn a_worker_killed_mid_delivery_loses_nothing(backend: Backend) {
 #[test]
 fn setting_a_private_url_is_refused_in_both_modes_with_a_clear_error() {
     let dir = tempfile::tempdir().unwrap();
+    // A configured database, as a deployment has: on `api dev`'s own data folder the command
+    // follows dev's rule instead (tests/cli.rs).
+    let url = format!(
+        "sqlite://{}?mode=rwc",
+        dir.path().join("vas.sqlite").display()
+    );
+    let key = shared::crypto::Cipher::generate_key();
+    let env = [
+        ("VAS_DATABASE__URL", url.as_str()),
+        ("VAS_CRYPTO__KEY", key.as_str()),
+    ];
+    let api = || {
+        let mut cmd = test_support::process::command_in(env!("CARGO_BIN_EXE_api"), dir.path());
+        cmd.envs(env);
+        cmd
+    };
+    test_support::process::run_ok(api().arg("migrate"));
     let out = test_support::process::run_ok(
-        test_support::process::command_in(env!("CARGO_BIN_EXE_api"), dir.path())
-            .args(["admin", "business", "create", "--name", "Acme Ltd"]),
+        api().args(["admin", "business", "create", "--name", "Acme Ltd"]),
     );
     let issued: Value = serde_json::from_slice(&out.stdout).unwrap();
     let id = issued["id"].as_str().unwrap();
     let set_with = |allow: &str, mode: &str, url: &str| {
-        test_support::process::command_in(env!("CARGO_BIN_EXE_api"), dir.path())
+        api()
             .env("VAS_WEBHOOKS__ALLOW_PRIVATE_ADDRESSES", allow)
             .args(["admin", "webhook", "set", id, "--mode", mode, "--url", url])
             .output()
