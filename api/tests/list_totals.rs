@@ -3,7 +3,9 @@
 //! (credited and flagged), payouts created and moved along in parallel, events, and after rows
 //! are moved between filters or deleted by hand, every `total` a caller is answered, for every
 //! filter value, equals the rows stored, and is never an estimate. A database migrated with rows
-//! already there starts with their counts.
+//! already there starts with their counts. The home page's daily figures (`m0028_day_counts`)
+//! equal the rows too: deposits by Lagos day, around midnight, and deliveries by outcome after
+//! concurrent rounds of attempts, replays and deletes.
 
 use chrono::Utc;
 use domain::payout::{PayoutStatus, TransferState};
@@ -26,6 +28,7 @@ use test_support::{Backend, TestApp, id_of, json, spawn_app};
 test_support::on_both_databases!(
     totals_equal_the_rows_after_concurrent_writes_moves_and_deletes,
     the_migration_counts_the_rows_already_there,
+    day_figures_equal_the_rows_after_rounds_replays_and_deletes,
 );
 
 /// `total` and `totalIsEstimate` of a list as a caller is answered.
@@ -381,6 +384,13 @@ async fn the_migration_counts_the_rows_already_there(backend: Backend) {
         db.execute_unprepared(&sql).await.unwrap();
     }
     migrations::Migrator::up(&db, None).await.unwrap();
+    // The home page's daily figures (m0028) start from the same rows: four deposits that day.
+    let day = shared::db::home::day_cuts("2026-01-02T12:00:00Z".parse().unwrap());
+    let per_day = shared::db::home::deposits_per_day(&db, "biz_1", Mode::Test, &day)
+        .await
+        .unwrap();
+    assert_eq!(per_day[shared::db::home::DAYS - 1].count, 4);
+    assert_eq!(per_day[shared::db::home::DAYS - 1].amount, 40_000);
 
     let total = |list, bucket: Option<&'static str>| {
         let db = db.clone();
@@ -429,4 +439,188 @@ async fn the_migration_counts_the_rows_already_there(backend: Backend) {
         .await
         .unwrap();
     assert_eq!(ledger.value, 3);
+}
+
+/// A moment's Lagos day, as the home page's charts cut them.
+fn lagos_day(at: chrono::DateTime<Utc>) -> chrono::NaiveDate {
+    (at + chrono::Duration::hours(1)).date_naive()
+}
+
+/// A delivery's outcome on the home page.
+fn outcome(d: &shared::db::deliveries::Delivery) -> &'static str {
+    match d.status {
+        domain::DeliveryStatus::Succeeded => "succeeded",
+        domain::DeliveryStatus::Dead => "dead",
+        domain::DeliveryStatus::Pending if d.attempts > 0 => "retrying",
+        domain::DeliveryStatus::Pending => "waiting",
+    }
+}
+
+async fn day_figures_equal_the_rows_after_rounds_replays_and_deletes(backend: Backend) {
+    use shared::db::deliveries::{AttemptRecord, AttemptWrite, Next};
+    use shared::db::entities::delivery;
+    use shared::db::home;
+
+    let app = spawn_app(backend).await;
+    app.set_webhook_url(&app.business.id, Mode::Test, "https://hooks.example.com/vas")
+        .await;
+    let number = app.active_account(app.test_key(), 1).await["accountNumber"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let now = Utc::now();
+    let cuts = home::day_cuts(now);
+    // A Lagos midnight two days back: a second before it is the day before's.
+    let midnight = cuts[home::DAYS - 2];
+    let moments = [
+        now,
+        now,
+        midnight,
+        midnight - chrono::Duration::seconds(1),
+        now - chrono::Duration::days(8),
+        now - chrono::Duration::days(29),
+        // Outside the charts' 30 days.
+        now - chrono::Duration::days(40),
+    ];
+    for (i, at) in moments.iter().enumerate() {
+        let tx = RemoteTransaction {
+            reference: format!("DAY-{i}"),
+            account_number: number.clone(),
+            amount: 10_000 * (i as i64 + 1),
+            currency: "NGN".into(),
+            sender_name: None,
+            sender_account_number: None,
+            sender_bank_name: None,
+            narration: None,
+            paid_at: *at,
+        };
+        deposits::record(&app.db, Mode::Test, Bank::TestBank, &tx, Source::Notification, *at)
+            .await
+            .unwrap();
+    }
+    // One deposit deleted by hand.
+    deposit::Entity::delete_many()
+        .filter(deposit::Column::ProviderReference.eq("DAY-1"))
+        .exec(&app.db)
+        .await
+        .unwrap();
+
+    // More events with deliveries, then two concurrent rounds of attempts over distinct
+    // deliveries, with every outcome.
+    for _ in 0..24 {
+        shared::db::events::record(
+            &app.db,
+            &app.business.id,
+            Mode::Test,
+            EventType::WebhookTest,
+            &json!({"message": "hello"}),
+            Utc::now(),
+        )
+        .await
+        .unwrap();
+    }
+    let stored = |db: DatabaseConnection| async move {
+        delivery::Entity::find()
+            .filter(delivery::Column::Mode.eq(Mode::Test))
+            .all(&db)
+            .await
+            .unwrap()
+    };
+    let all = stored(app.db.clone()).await;
+    assert!(all.len() >= 24, "{} deliveries", all.len());
+    let writes: Vec<AttemptWrite> = all
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| i % 5 != 4)
+        .map(|(i, d)| AttemptWrite {
+            delivery: d.clone(),
+            job_id: d.job_id.clone().unwrap(),
+            attempt: AttemptRecord {
+                attempted_at: Utc::now(),
+                url: Some(d.url.clone()),
+                status_code: if i % 5 == 0 { 200 } else { 503 },
+                duration_ms: 12,
+                response_excerpt: None,
+                error: None,
+            },
+            next: match i % 5 {
+                0 => Next::Succeeded,
+                1 | 2 => Next::RetryAt(Utc::now() + chrono::Duration::minutes(5)),
+                _ => Next::Dead,
+            },
+            now: Utc::now(),
+        })
+        .collect();
+    let (left, right) = writes.split_at(writes.len() / 2);
+    let (a, b) = tokio::join!(
+        shared::db::deliveries::record_attempts(&app.db, left),
+        shared::db::deliveries::record_attempts(&app.db, right),
+    );
+    assert!(a.unwrap().into_iter().chain(b.unwrap()).all(|moved| moved));
+    // A dead one replayed by hand, a retrying one moved to another day, a waiting one deleted.
+    let all = stored(app.db.clone()).await;
+    let find = |outcome_name: &str| {
+        all.iter()
+            .find(|d| outcome(d) == outcome_name)
+            .unwrap()
+            .id
+            .clone()
+    };
+    let (dead, retrying, waiting) = (find("dead"), find("retrying"), find("waiting"));
+    for sql in [
+        format!("UPDATE deliveries SET status = 'pending', attempts = 0 WHERE id = '{dead}'"),
+        format!(
+            "UPDATE deliveries SET created_at = '{}' WHERE id = '{retrying}'",
+            (now - chrono::Duration::days(3)).to_rfc3339()
+        ),
+        format!("DELETE FROM deliveries WHERE id = '{waiting}'"),
+    ] {
+        app.db.execute_unprepared(&sql).await.unwrap();
+    }
+
+    // What the home page reads equals the rows.
+    let days: Vec<chrono::NaiveDate> = cuts[..home::DAYS].iter().map(|c| lagos_day(*c)).collect();
+    let mut expected = vec![home::DayDeposits::default(); home::DAYS];
+    for d in deposit::Entity::find().all(&app.db).await.unwrap() {
+        if let Some(i) = days.iter().position(|day| *day == lagos_day(d.received_at)) {
+            expected[i].count += 1;
+            expected[i].amount += d.amount;
+        }
+    }
+    let answered = home::deposits_per_day(&app.db, &app.business.id, Mode::Test, &cuts)
+        .await
+        .unwrap();
+    assert_eq!(answered, expected);
+    assert_eq!(answered.iter().map(|d| d.count).sum::<u64>(), 5, "{answered:?}");
+    // Midnight splits: the second before is the day before's.
+    assert_eq!(answered[home::DAYS - 2].amount, 30_000);
+    assert_eq!(answered[home::DAYS - 3].amount, 40_000);
+
+    let all = stored(app.db.clone()).await;
+    let mut per_day = vec![home::DayDeliveries::default(); home::DAYS];
+    let mut outcomes = home::Deliveries::default();
+    for d in &all {
+        match outcome(d) {
+            "succeeded" => outcomes.succeeded += 1,
+            "dead" => outcomes.dead += 1,
+            "retrying" => outcomes.retrying += 1,
+            _ => outcomes.waiting += 1,
+        }
+        if let Some(i) = days.iter().position(|day| *day == lagos_day(d.created_at)) {
+            per_day[i].total += 1;
+            per_day[i].succeeded += u64::from(outcome(d) == "succeeded");
+        }
+    }
+    assert!(outcomes.succeeded > 0 && outcomes.dead > 0 && outcomes.retrying > 0);
+    let mut answered = home::deliveries(&app.db, &app.business.id, Mode::Test)
+        .await
+        .unwrap();
+    assert!(answered.last_failure.is_some());
+    answered.last_failure = None;
+    assert_eq!(answered, outcomes);
+    let answered = home::deliveries_per_day(&app.db, &app.business.id, Mode::Test, &cuts)
+        .await
+        .unwrap();
+    assert_eq!(answered, per_day);
+    assert_eq!(answered.iter().map(|d| d.total).sum::<u64>(), all.len() as u64 - 1, "the deposit 40 days back is outside");
 }

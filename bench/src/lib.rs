@@ -2,6 +2,7 @@
 //! percentiles. See README.md beside Cargo.toml.
 
 pub mod cli;
+pub mod home;
 pub mod lists;
 pub mod load;
 pub mod payload;

@@ -102,6 +102,8 @@ pub struct ListsReport {
     pub api_rss_kb: Option<u64>,
     /// The deposits, events, payouts and ledger lists, as loaded.
     pub others: Vec<OtherReport>,
+    /// The webhook deliveries the home page's figures were read over (one per loaded event).
+    pub deliveries: Option<u64>,
 }
 
 /// `q` as the service turns it into a LIKE pattern: lower-cased, wildcards literal, substring.
@@ -164,7 +166,7 @@ pub fn rss_kb(pid: u32) -> Option<u64> {
         .ok()
 }
 
-fn statement(sql: &str, values: Vec<Db>) -> Statement {
+pub(crate) fn statement(sql: &str, values: Vec<Db>) -> Statement {
     Statement::from_sql_and_values(DbBackend::Postgres, sql, values)
 }
 
@@ -396,7 +398,7 @@ async fn cursor_walk(
 }
 
 /// `EXPLAIN (ANALYZE, BUFFERS)` of `sql`, summarised.
-async fn explain(
+pub(crate) async fn explain(
     db: &DatabaseConnection,
     name: &str,
     sql: &str,
@@ -710,10 +712,13 @@ pub async fn run(settings: &ListsSettings) -> anyhow::Result<ListsReport> {
 
     eprintln!("explaining the service's statements…");
     let mut plans = plans(&db, &business, mode, (&email, &number), settings).await?;
-    let others = if settings.rows > 0 {
-        run_others(&db, settings, &business, mode, &mut cases, &mut plans).await?
+    let (others, deliveries) = if settings.rows > 0 {
+        let others = run_others(&db, settings, &business, mode, &mut cases, &mut plans).await?;
+        let deliveries =
+            crate::home::run(&db, settings, &business, mode, &mut cases, &mut plans).await?;
+        (others, Some(deliveries))
     } else {
-        Vec::new()
+        (Vec::new(), None)
     };
     sample(&mut rss);
     Ok(ListsReport {
@@ -724,6 +729,7 @@ pub async fn run(settings: &ListsSettings) -> anyhow::Result<ListsReport> {
         plans,
         api_rss_kb: rss,
         others,
+        deliveries,
     })
 }
 
@@ -753,6 +759,9 @@ impl ListsReport {
                 other.loaded,
                 other.load_time.as_secs_f64()
             );
+        }
+        if let Some(n) = self.deliveries {
+            let _ = writeln!(out, "deliveries: {n} rows (one per loaded event)");
         }
         let _ = writeln!(
             out,

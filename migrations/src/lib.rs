@@ -29,6 +29,7 @@ mod m0023_audit_repeats;
 mod m0024_audit_operator;
 mod m0025_account_creator_key;
 mod m0027_home_indexes;
+mod m0028_day_counts;
 
 pub struct Migrator;
 
@@ -61,6 +62,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0024_audit_operator::Migration),
             Box::new(m0025_account_creator_key::Migration),
             Box::new(m0027_home_indexes::Migration),
+            Box::new(m0028_day_counts::Migration),
         ]
     }
 }

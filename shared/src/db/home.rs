@@ -1,20 +1,26 @@
 //! The figures of the dashboard's home page (docs/dashboard.md), for one business and mode: deposits, the
 //! balance over time and webhook deliveries per day over the last [`DAYS`] days, cut at Lagos
-//! midnight (WAT, UTC+1, no daylight saving), and deliveries by outcome. Counts the API already
-//! keeps (accounts, payouts and deposits by status, the balance) are read where they are kept,
-//! by the callers, with the API's own functions.
+//! midnight (WAT, UTC+1, no daylight saving), and deliveries by outcome; with the counts the API
+//! already keeps (accounts, payouts and deposits by status, the balance), read where they are
+//! kept with the API's own functions. [`read`] is every figure of the page at once.
 //!
-//! A day's bucket is a CASE over bound moments, not a database date function: the same SQL on
-//! SQLite and PostgreSQL, and each query reads one business's rows of one time range.
+//! Deposits and deliveries per day, and deliveries by outcome, are read from `day_counts`
+//! (m0028), which the database's triggers keep by Lagos day with every write: a few hundred rows
+//! however many deposits and deliveries the business has. The balance's days are one index
+//! probe each.
 
 use chrono::{DateTime, Duration, FixedOffset, NaiveTime, Utc};
 use domain::{DeliveryStatus, Mode};
-use sea_orm::sea_query::{Alias, CaseStatement, Expr, ExprTrait, Func, SimpleExpr};
+use sea_orm::sea_query::{Alias, Expr, ExprTrait, Query};
 use sea_orm::{
     ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QueryOrder, QuerySelect,
 };
 
-use super::entities::{delivery, deposit, ledger_entry};
+use super::entities::{delivery, ledger_entry};
+use super::list_counts::{self, List};
+use super::{ledger, payouts, tallies};
+use domain::payout::PayoutStatus;
+use domain::{AccountStatus, DepositStatus};
 
 /// How many days the charts show, today included.
 pub const DAYS: usize = 30;
@@ -40,17 +46,57 @@ pub fn day_cuts(now: DateTime<Utc>) -> Vec<DateTime<Utc>> {
         .collect()
 }
 
-/// The day index of `col`'s moment in `cuts` (see [`day_cuts`]); rows before the first cut are
-/// filtered out by the callers.
-fn day_of(
-    col: impl sea_orm::sea_query::IntoColumnRef + Copy,
-    cuts: &[DateTime<Utc>],
-) -> SimpleExpr {
-    let mut case = CaseStatement::new();
-    for i in (0..DAYS).rev() {
-        case = case.case(Expr::col(col).gte(cuts[i]), i as i32);
+/// The Lagos day (`YYYY-MM-DD`) that starts at a cut: `day_counts`' key (m0028).
+fn day_name(cut: DateTime<Utc>) -> String {
+    cut.with_timezone(&lagos()).format("%Y-%m-%d").to_string()
+}
+
+/// One kind's maintained figures (`day_counts`, kept by the database's triggers) of a business
+/// and mode, summed over their shards and grouped by day and bucket: of the last [`DAYS`] days
+/// when `cuts` is given, else of every day. Rows: (day, bucket, count, amount).
+async fn day_counts<C: ConnectionTrait>(
+    db: &C,
+    business_id: &str,
+    mode: Mode,
+    kind: &str,
+    cuts: Option<&[DateTime<Utc>]>,
+) -> Result<Vec<(String, String, i64, i64)>, DbErr> {
+    let col = |name: &str| Expr::col(Alias::new(name));
+    let mut select = Query::select();
+    select
+        .column(Alias::new("day"))
+        .column(Alias::new("bucket"))
+        .expr_as(Expr::cust("CAST(SUM(n) AS BIGINT)"), Alias::new("n"))
+        .expr_as(Expr::cust("CAST(SUM(amount) AS BIGINT)"), Alias::new("amount"))
+        .from(Alias::new("day_counts"))
+        .and_where(col("business_id").eq(business_id))
+        .and_where(col("mode").eq(mode.as_str()))
+        .and_where(col("kind").eq(kind))
+        .group_by_col(Alias::new("day"))
+        .group_by_col(Alias::new("bucket"));
+    if let Some(cuts) = cuts {
+        select
+            .and_where(col("day").gte(day_name(cuts[0])))
+            .and_where(col("day").lte(day_name(cuts[DAYS - 1])));
     }
-    case.finally(-1).into()
+    let backend = db.get_database_backend();
+    db.query_all_raw(backend.build(&select))
+        .await?
+        .iter()
+        .map(|row| {
+            Ok((
+                row.try_get("", "day")?,
+                row.try_get("", "bucket")?,
+                row.try_get("", "n")?,
+                row.try_get("", "amount")?,
+            ))
+        })
+        .collect()
+}
+
+/// The index of a day's name among the last [`DAYS`] days.
+fn day_index(cuts: &[DateTime<Utc>], day: &str) -> Option<usize> {
+    cuts[..DAYS].iter().position(|cut| day_name(*cut) == day)
 }
 
 /// Deposits received on one day: how many, and their amount in kobo (flagged ones included:
@@ -68,28 +114,11 @@ pub async fn deposits_per_day<C: ConnectionTrait>(
     mode: Mode,
     cuts: &[DateTime<Utc>],
 ) -> Result<Vec<DayDeposits>, DbErr> {
-    use deposit::Column as Col;
-    let rows: Vec<(i32, i64, Option<i64>)> = deposit::Entity::find()
-        .select_only()
-        .column_as(day_of(Col::ReceivedAt, cuts), "day")
-        .column_as(Expr::col(Col::Id).count(), "n")
-        .column_as(
-            Expr::expr(Func::sum(Expr::col(Col::Amount))).cast_as("BIGINT"),
-            "amount",
-        )
-        .filter(Col::BusinessId.eq(business_id))
-        .filter(Col::Mode.eq(mode))
-        .filter(Col::ReceivedAt.gte(cuts[0]))
-        .filter(Col::ReceivedAt.lt(cuts[DAYS]))
-        .group_by(Expr::col(Alias::new("day")))
-        .into_tuple()
-        .all(db)
-        .await?;
     let mut days = vec![DayDeposits::default(); DAYS];
-    for (day, n, amount) in rows {
-        if let Some(d) = usize::try_from(day).ok().and_then(|i| days.get_mut(i)) {
-            d.count = n as u64;
-            d.amount = amount.unwrap_or(0);
+    for (day, _, n, amount) in day_counts(db, business_id, mode, "deposits", Some(cuts)).await? {
+        if let Some(d) = day_index(cuts, &day).map(|i| &mut days[i]) {
+            d.count = u64::try_from(n).unwrap_or(0);
+            d.amount = amount;
         }
     }
     Ok(days)
@@ -138,27 +167,14 @@ pub async fn deliveries_per_day<C: ConnectionTrait>(
     mode: Mode,
     cuts: &[DateTime<Utc>],
 ) -> Result<Vec<DayDeliveries>, DbErr> {
-    use delivery::Column as Col;
-    let rows: Vec<(i32, DeliveryStatus, i64)> = delivery::Entity::find()
-        .select_only()
-        .column_as(day_of(Col::CreatedAt, cuts), "day")
-        .column(Col::Status)
-        .column_as(Expr::col(Col::Id).count(), "n")
-        .filter(Col::BusinessId.eq(business_id))
-        .filter(Col::Mode.eq(mode))
-        .filter(Col::CreatedAt.gte(cuts[0]))
-        .filter(Col::CreatedAt.lt(cuts[DAYS]))
-        .group_by(Expr::col(Alias::new("day")))
-        .group_by(Col::Status)
-        .into_tuple()
-        .all(db)
-        .await?;
     let mut days = vec![DayDeliveries::default(); DAYS];
-    for (day, status, n) in rows {
-        if let Some(d) = usize::try_from(day).ok().and_then(|i| days.get_mut(i)) {
-            d.total += n as u64;
-            if status == DeliveryStatus::Succeeded {
-                d.succeeded += n as u64;
+    let rows = day_counts(db, business_id, mode, "deliveries", Some(cuts)).await?;
+    for (day, outcome, n, _) in rows {
+        if let Some(d) = day_index(cuts, &day).map(|i| &mut days[i]) {
+            let n = u64::try_from(n).unwrap_or(0);
+            d.total += n;
+            if outcome == DeliveryStatus::Succeeded.as_str() {
+                d.succeeded += n;
             }
         }
     }
@@ -193,48 +209,97 @@ pub async fn deliveries<C: ConnectionTrait>(
     mode: Mode,
 ) -> Result<Deliveries, DbErr> {
     use delivery::Column as Col;
-    let tried = Expr::col(Col::Attempts).gt(0);
-    let rows: Vec<(DeliveryStatus, bool, i64)> = delivery::Entity::find()
-        .select_only()
-        .column(Col::Status)
-        .column_as(tried, "tried")
-        .column_as(Expr::col(Col::Id).count(), "n")
-        .filter(Col::BusinessId.eq(business_id))
-        .filter(Col::Mode.eq(mode))
-        .group_by(Col::Status)
-        // By the output's name: the expression again would be another bound parameter, which
-        // PostgreSQL does not take for the same.
-        .group_by(Expr::col(Alias::new("tried")))
-        .into_tuple()
-        .all(db)
-        .await?;
     let mut out = Deliveries::default();
-    for (status, tried, n) in rows {
-        let n = n as u64;
-        match (status, tried) {
-            (DeliveryStatus::Succeeded, _) => out.succeeded += n,
-            (DeliveryStatus::Dead, _) => out.dead += n,
-            (DeliveryStatus::Pending, true) => out.retrying += n,
-            (DeliveryStatus::Pending, false) => out.waiting += n,
+    for (_, outcome, n, _) in day_counts(db, business_id, mode, "deliveries", None).await? {
+        let n = u64::try_from(n).unwrap_or(0);
+        match outcome.as_str() {
+            "succeeded" => out.succeeded += n,
+            "dead" => out.dead += n,
+            "retrying" => out.retrying += n,
+            _ => out.waiting += n,
         }
     }
     // A succeeded delivery keeps the last error of the attempts before its success: only the
-    // ones still failing (retrying or dead) say what is wrong now.
-    let failing = delivery::Entity::find()
-        .filter(Col::BusinessId.eq(business_id))
-        .filter(Col::Mode.eq(mode))
-        .filter(Col::Status.ne(DeliveryStatus::Succeeded))
-        .filter(Col::Attempts.gt(0))
-        .order_by_desc(Col::UpdatedAt)
-        .one(db)
-        .await?;
-    out.last_failure = failing.map(|d| LastFailure {
+    // ones still failing (retrying or dead) say what is wrong now. The newest of each status,
+    // one end of `deliveries_business_mode_status_updated` each.
+    let mut last: Option<delivery::Model> = None;
+    for status in [DeliveryStatus::Dead, DeliveryStatus::Pending] {
+        let newest = delivery::Entity::find()
+            .filter(Col::BusinessId.eq(business_id))
+            .filter(Col::Mode.eq(mode))
+            .filter(Col::Status.eq(status))
+            .filter(Col::Attempts.gt(0))
+            .order_by_desc(Col::UpdatedAt)
+            .one(db)
+            .await?;
+        if let Some(d) = newest
+            && last.as_ref().is_none_or(|l| d.updated_at > l.updated_at)
+        {
+            last = Some(d);
+        }
+    }
+    out.last_failure = last.map(|d| LastFailure {
         event_id: d.event_id,
         status_code: d.last_status_code,
         error: d.last_error,
         at: d.updated_at,
     });
     Ok(out)
+}
+
+/// Every figure of the home page of a business and mode, as of `now`.
+#[derive(Debug, Clone)]
+pub struct Home {
+    /// The Lagos midnights that cut [`Home::days`]' days (see [`day_cuts`]).
+    pub cuts: Vec<DateTime<Utc>>,
+    pub days: Vec<DayDeposits>,
+    pub balances: Vec<i64>,
+    pub sent: Vec<DayDeliveries>,
+    pub deliveries: Deliveries,
+    /// The available balance.
+    pub available: i64,
+    /// What is on its way out: pending and processing payouts.
+    pub in_flight: i64,
+    /// Payouts by status, in [`PayoutStatus::ALL`]'s order.
+    pub payouts: Vec<(PayoutStatus, u64)>,
+    pub flagged_deposits: u64,
+    pub accounts_created: u64,
+    pub accounts_pending: u64,
+}
+
+pub async fn read<C: ConnectionTrait>(
+    db: &C,
+    business_id: &str,
+    mode: Mode,
+    now: DateTime<Utc>,
+) -> Result<Home, DbErr> {
+    let cuts = day_cuts(now);
+    let mut payouts_by_status = Vec::new();
+    for status in PayoutStatus::ALL {
+        let n = list_counts::total(db, business_id, mode, List::Payouts, Some(status.as_str()))
+            .await?
+            .value;
+        payouts_by_status.push((status, n));
+    }
+    let flagged = Some(DepositStatus::Flagged.as_str());
+    Ok(Home {
+        days: deposits_per_day(db, business_id, mode, &cuts).await?,
+        balances: balance_per_day(db, business_id, mode, &cuts).await?,
+        sent: deliveries_per_day(db, business_id, mode, &cuts).await?,
+        deliveries: deliveries(db, business_id, mode).await?,
+        available: ledger::find(db, business_id, mode)
+            .await?
+            .map_or(0, |b| b.available),
+        in_flight: payouts::in_flight(db, business_id, mode).await?,
+        payouts: payouts_by_status,
+        flagged_deposits: list_counts::total(db, business_id, mode, List::DepositStatuses, flagged)
+            .await?
+            .value,
+        accounts_created: tallies::total(db, business_id, mode, None).await?,
+        accounts_pending: tallies::total(db, business_id, mode, Some(AccountStatus::Pending))
+            .await?,
+        cuts,
+    })
 }
 
 #[cfg(test)]

@@ -9,10 +9,7 @@ use askama::Template;
 use axum::extract::State;
 use chrono::{Datelike, Utc};
 use domain::payout::PayoutStatus;
-use domain::{AccountStatus, DepositStatus};
 use shared::db::home::{self, DAYS, DayDeliveries, DayDeposits};
-use shared::db::list_counts::{self, List};
-use shared::db::{ledger, payouts, tallies};
 
 use crate::dashboard::listing::grouped;
 use crate::dashboard::session::{Scoped, Viewer};
@@ -123,31 +120,19 @@ pub async fn show(scope: Scoped<Viewer>, State(state): State<AppState>) -> PageR
     let (business_id, mode) = (scope.business_id(), scope.mode);
     let db = state.reads.db().await;
     let now = Utc::now();
-    let cuts = home::day_cuts(now);
-    let days = home::deposits_per_day(&db, business_id, mode, &cuts).await?;
-    let balances = home::balance_per_day(&db, business_id, mode, &cuts).await?;
-    let sent = home::deliveries_per_day(&db, business_id, mode, &cuts).await?;
-    let deliveries = home::deliveries(&db, business_id, mode).await?;
-    let balance = ledger::find(&db, business_id, mode).await?;
-    let in_flight = payouts::in_flight(&db, business_id, mode).await?;
-    let mut by_outcome = Vec::new();
-    for status in PayoutStatus::ALL {
-        let n = list_counts::total(&db, business_id, mode, List::Payouts, Some(status.as_str()))
-            .await?
-            .value;
-        by_outcome.push((status, n));
-    }
-    let flagged = list_counts::total(
-        &db,
-        business_id,
-        mode,
-        List::DepositStatuses,
-        Some(DepositStatus::Flagged.as_str()),
-    )
-    .await?
-    .value;
-    let created = tallies::total(&db, business_id, mode, None).await?;
-    let pending = tallies::total(&db, business_id, mode, Some(AccountStatus::Pending)).await?;
+    let home::Home {
+        cuts,
+        days,
+        balances,
+        sent,
+        deliveries,
+        available,
+        in_flight,
+        payouts: by_outcome,
+        flagged_deposits: flagged,
+        accounts_created: created,
+        accounts_pending: pending,
+    } = home::read(&db, business_id, mode, now).await?;
 
     let m = mode.as_str();
     // Days since Monday (Lagos): this week is Monday to today.
@@ -204,7 +189,7 @@ pub async fn show(scope: Scoped<Viewer>, State(state): State<AppState>) -> PageR
         mode_href: format!("/dashboard/{m}"),
         today: moved(&days[DAYS - 1..]),
         week: moved(&days[DAYS - 1 - weekday..]),
-        available: naira(balance.as_ref().map_or(0, |b| b.available)),
+        available: naira(available),
         in_flight: naira(in_flight),
         payouts: by_outcome
             .iter()

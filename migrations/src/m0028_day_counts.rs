@@ -1,0 +1,343 @@
+//! Maintained daily figures of the dashboard's home page (docs/dashboard.md): deposits per day
+//! (how many, and their amount) and webhook deliveries per day by outcome, so that the page reads
+//! a few hundred rows however many deposits and deliveries a business has.
+//!
+//! `day_counts` holds, per business and mode, `kind` (`deposits`, `deliveries`), the Lagos day
+//! (`YYYY-MM-DD`, West Africa Time: UTC+1, no daylight saving) of the row's moment (a deposit's
+//! `received_at`, a delivery's `created_at`), and `bucket` (`''` for deposits; a delivery's
+//! outcome: `waiting`, `retrying`, `succeeded`, `dead`), the row count `n` and the amount in
+//! kobo. As in `m0017_list_counts`, a figure is the sum of its shard rows (16 on PostgreSQL, by
+//! a hash of the counted row's id; SQLite has one writer and uses shard 0), and triggers keep
+//! them, not the service's code, so every write path counts.
+//!
+//! On PostgreSQL, inserts and deletes count in deferred constraint row triggers (the count rows
+//! are locked only at commit, after every other lock of the transaction, as m0017's are). A
+//! delivery's outcome changes in the webhook worker's round statement, which updates many
+//! deliveries at once; counting those row by row would lock count rows in the rows' order, and
+//! two rounds could wait on each other. An UPDATE is counted instead by one statement-level
+//! trigger over the statement's old and new rows: one upsert of the summed moves, in key order,
+//! so concurrent rounds take count rows in one order.
+//!
+//! `deliveries_business_mode_status_updated` replaces m0027's status-and-attempts index: the
+//! counts are kept here now, and the last failure is the newest of a status.
+
+use sea_orm_migration::prelude::*;
+use sea_orm_migration::sea_orm::{ConnectionTrait, DbBackend};
+
+use crate::columns::id;
+
+#[derive(DeriveMigrationName)]
+pub struct Migration;
+
+/// How many rows each figure is spread over on PostgreSQL (a power of two).
+const SHARDS: u32 = 16;
+
+/// `day_counts`' columns.
+const COLUMNS: [&str; 8] = [
+    "business_id",
+    "mode",
+    "kind",
+    "day",
+    "bucket",
+    "shard",
+    "n",
+    "amount",
+];
+
+/// A counted table.
+struct Counted {
+    table: &'static str,
+    /// `kind` in `day_counts`; the names `shared::db::home` reads.
+    kind: &'static str,
+    /// The column whose Lagos day is the row's day.
+    moment: &'static str,
+    /// The row's bucket as an SQL expression over `{r}` (NEW, OLD or a transition table).
+    bucket: &'static str,
+    /// The row's amount as an SQL expression over `{r}`.
+    amount: &'static str,
+    /// The columns an UPDATE must change to move the row to another figure.
+    watched: &'static [&'static str],
+}
+
+const COUNTED: [Counted; 2] = [
+    Counted {
+        table: "deposits",
+        kind: "deposits",
+        moment: "received_at",
+        bucket: "''",
+        amount: "{r}.amount",
+        watched: &["business_id", "mode", "received_at", "amount"],
+    },
+    Counted {
+        table: "deliveries",
+        kind: "deliveries",
+        moment: "created_at",
+        bucket: "CASE WHEN {r}.status <> 'pending' THEN {r}.status \
+                 WHEN {r}.attempts > 0 THEN 'retrying' ELSE 'waiting' END",
+        amount: "0",
+        watched: &["business_id", "mode", "created_at", "status", "attempts"],
+    },
+];
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Backend {
+    Postgres,
+    Sqlite,
+}
+
+impl Counted {
+    /// The row's Lagos day.
+    fn day(&self, r: &str, backend: Backend) -> String {
+        let at = format!("{r}.{}", self.moment);
+        match backend {
+            Backend::Postgres => {
+                format!("to_char(({at} AT TIME ZONE 'UTC') + interval '1 hour', 'YYYY-MM-DD')")
+            }
+            // sqlx stores an RFC 3339 text with its offset, which date() reads.
+            Backend::Sqlite => format!("date({at}, '+1 hour')"),
+        }
+    }
+
+    fn shard(&self, r: &str, backend: Backend) -> String {
+        match backend {
+            Backend::Postgres => format!("hashtext({r}.id) & {}", SHARDS - 1),
+            Backend::Sqlite => "0".into(),
+        }
+    }
+
+    /// The figure's values of row `r` with `sign` (1 or -1), in [`COLUMNS`]' order.
+    fn values(&self, r: &str, sign: i32, backend: Backend) -> [String; 8] {
+        [
+            format!("{r}.business_id"),
+            format!("{r}.mode"),
+            format!("'{}'", self.kind),
+            self.day(r, backend),
+            self.bucket.replace("{r}", r),
+            self.shard(r, backend),
+            sign.to_string(),
+            format!("{sign} * ({})", self.amount.replace("{r}", r)),
+        ]
+    }
+
+    /// [`Self::values`] as a select list, each named by its column.
+    fn select(&self, r: &str, sign: i32, backend: Backend) -> String {
+        self.values(r, sign, backend)
+            .iter()
+            .zip(COLUMNS)
+            .map(|(v, c)| format!("{v} AS {c}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    fn upsert(&self, r: &str, sign: i32, backend: Backend) -> String {
+        format!(
+            "INSERT INTO day_counts (business_id, mode, kind, day, bucket, shard, n, amount) \
+             VALUES ({}) ON CONFLICT (business_id, mode, kind, day, bucket, shard) \
+             DO UPDATE SET n = day_counts.n + excluded.n, \
+             amount = day_counts.amount + excluded.amount",
+            self.values(r, sign, backend).join(", ")
+        )
+    }
+
+    /// True when an UPDATE moved the row to another figure.
+    fn moved(&self, distinct: &str) -> String {
+        let mut moved: Vec<String> = self
+            .watched
+            .iter()
+            .map(|c| format!("OLD.{c} {distinct} NEW.{c}"))
+            .collect();
+        if self.bucket != "''" {
+            // Only a change of the bucket moves the row, not every attempt.
+            moved.retain(|m| !m.contains("status") && !m.contains("attempts"));
+            moved.push(format!(
+                "({}) {distinct} ({})",
+                self.bucket.replace("{r}", "OLD"),
+                self.bucket.replace("{r}", "NEW")
+            ));
+        }
+        moved.join(" OR ")
+    }
+
+    fn postgres(&self) -> Vec<String> {
+        let pg = Backend::Postgres;
+        let table = self.table;
+        let function = format!("{table}_day_counts");
+        vec![
+            format!(
+                "CREATE FUNCTION {function}() RETURNS trigger LANGUAGE plpgsql AS $$ \
+                 BEGIN \
+                   IF TG_OP = 'DELETE' THEN {}; ELSE {}; END IF; \
+                   RETURN NULL; \
+                 END $$",
+                self.upsert("OLD", -1, pg),
+                self.upsert("NEW", 1, pg),
+            ),
+            format!(
+                "CREATE CONSTRAINT TRIGGER {table}_day_counted_write AFTER INSERT OR DELETE \
+                 ON {table} DEFERRABLE INITIALLY DEFERRED FOR EACH ROW \
+                 EXECUTE FUNCTION {function}()"
+            ),
+            // Transition tables take no column list: the statement's moves are summed and the
+            // unmoved rows cancel out (HAVING).
+            format!(
+                "CREATE FUNCTION {function}_moved() RETURNS trigger LANGUAGE plpgsql AS $$ \
+                 BEGIN \
+                   INSERT INTO day_counts (business_id, mode, kind, day, bucket, shard, n, amount) \
+                   SELECT business_id, mode, kind, day, bucket, shard, sum(n), sum(amount) \
+                   FROM (SELECT {} FROM moved_from AS o UNION ALL SELECT {} FROM moved_to AS n) \
+                     AS m GROUP BY business_id, mode, kind, day, bucket, shard \
+                   HAVING sum(n) <> 0 OR sum(amount) <> 0 \
+                   ORDER BY business_id, mode, kind, day, bucket, shard \
+                   ON CONFLICT (business_id, mode, kind, day, bucket, shard) \
+                   DO UPDATE SET n = day_counts.n + excluded.n, \
+                   amount = day_counts.amount + excluded.amount; \
+                   RETURN NULL; \
+                 END $$",
+                self.select("o", -1, pg),
+                self.select("n", 1, pg),
+            ),
+            format!(
+                "CREATE TRIGGER {table}_day_counted_move AFTER UPDATE ON {table} \
+                 REFERENCING OLD TABLE AS moved_from NEW TABLE AS moved_to \
+                 FOR EACH STATEMENT EXECUTE FUNCTION {function}_moved()"
+            ),
+            // TRUNCATE fires no row trigger: it empties the figures with the rows.
+            format!(
+                "CREATE FUNCTION {function}_truncated() RETURNS trigger LANGUAGE plpgsql AS $$ \
+                 BEGIN DELETE FROM day_counts WHERE kind = '{}'; RETURN NULL; END $$",
+                self.kind
+            ),
+            format!(
+                "CREATE TRIGGER {table}_day_counted_truncate AFTER TRUNCATE ON {table} \
+                 FOR EACH STATEMENT EXECUTE FUNCTION {function}_truncated()"
+            ),
+        ]
+    }
+
+    fn sqlite(&self) -> Vec<String> {
+        let lite = Backend::Sqlite;
+        let table = self.table;
+        let columns = self.watched.join(", ");
+        let old = self.upsert("OLD", -1, lite);
+        let new = self.upsert("NEW", 1, lite);
+        vec![
+            format!(
+                "CREATE TRIGGER {table}_day_counted_insert AFTER INSERT ON {table} \
+                 BEGIN {new}; END"
+            ),
+            format!(
+                "CREATE TRIGGER {table}_day_counted_delete AFTER DELETE ON {table} \
+                 BEGIN {old}; END"
+            ),
+            format!(
+                "CREATE TRIGGER {table}_day_counted_move AFTER UPDATE OF {columns} ON {table} \
+                 WHEN {} BEGIN {old}; {new}; END",
+                self.moved("IS NOT")
+            ),
+        ]
+    }
+
+    /// Counts the rows already there (shard 0).
+    fn initial(&self, backend: Backend) -> String {
+        format!(
+            "INSERT INTO day_counts (business_id, mode, kind, day, bucket, shard, n, amount) \
+             SELECT business_id, mode, kind, day, bucket, 0, count(*), sum(amount) \
+             FROM (SELECT {} FROM {} AS t) AS m GROUP BY business_id, mode, kind, day, bucket",
+            self.select("t", 1, backend),
+            self.table
+        )
+    }
+}
+
+#[async_trait::async_trait]
+impl MigrationTrait for Migration {
+    /// One transaction on SQLite too: the figures start from the rows as the triggers start
+    /// counting.
+    fn use_transaction(&self) -> Option<bool> {
+        Some(true)
+    }
+
+    async fn up(&self, manager: &SchemaManager) -> Result<(), DbErr> {
+        manager
+            .create_table(
+                Table::create()
+                    .table("day_counts")
+                    .col(id("business_id"))
+                    .col(id("mode"))
+                    .col(id("kind"))
+                    .col(id("day"))
+                    .col(id("bucket"))
+                    .col(ColumnDef::new("shard").integer().not_null())
+                    .col(ColumnDef::new("n").big_integer().not_null())
+                    .col(ColumnDef::new("amount").big_integer().not_null())
+                    .primary_key(
+                        Index::create()
+                            .col("business_id")
+                            .col("mode")
+                            .col("kind")
+                            .col("day")
+                            .col("bucket")
+                            .col("shard"),
+                    )
+                    .to_owned(),
+            )
+            .await?;
+        manager
+            .drop_index(
+                Index::drop()
+                    .name("deliveries_business_mode_status_attempts")
+                    .table("deliveries")
+                    .to_owned(),
+            )
+            .await?;
+        let mut index = Index::create();
+        index
+            .name("deliveries_business_mode_status_updated")
+            .table("deliveries");
+        for col in ["business_id", "mode", "status", "updated_at"] {
+            index.col(col);
+        }
+        manager.create_index(index.to_owned()).await?;
+        let db = manager.get_connection();
+        let backend = match db.get_database_backend() {
+            DbBackend::Postgres => Backend::Postgres,
+            _ => Backend::Sqlite,
+        };
+        for counted in &COUNTED {
+            // On PostgreSQL CREATE TRIGGER locks out the table's writers until this transaction
+            // commits, so the initial count sees every row written before the triggers.
+            let statements = match backend {
+                Backend::Postgres => counted.postgres(),
+                Backend::Sqlite => counted.sqlite(),
+            };
+            for sql in statements.iter().chain([&counted.initial(backend)]) {
+                db.execute_unprepared(sql).await?;
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_attempt_that_keeps_the_outcome_moves_nothing_on_sqlite() {
+        let sql = COUNTED[1].sqlite().join("\n");
+        assert!(sql.contains(
+            "WHEN OLD.business_id IS NOT NEW.business_id OR OLD.mode IS NOT NEW.mode OR \
+             OLD.created_at IS NOT NEW.created_at OR (CASE WHEN OLD.status <> 'pending'"
+        ));
+        assert!(!sql.contains("OLD.attempts IS NOT NEW.attempts"), "{sql}");
+    }
+
+    #[test]
+    fn postgres_days_are_lagos_days() {
+        let values = COUNTED[0].values("NEW", 1, Backend::Postgres).join(", ");
+        assert!(values.contains(
+            "to_char((NEW.received_at AT TIME ZONE 'UTC') + interval '1 hour', 'YYYY-MM-DD')"
+        ));
+        assert!(values.ends_with("hashtext(NEW.id) & 15, 1, 1 * (NEW.amount)"));
+    }
+}
