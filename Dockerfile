@@ -26,7 +26,7 @@ RUN --mount=type=cache,target=/usr/local/cargo/registry,sharing=locked \
     --mount=type=cache,target=/usr/local/cargo/git,sharing=locked \
     --mount=type=cache,target=/app/target,sharing=locked \
     cargo build --release --locked --bins \
-        -p api -p worker-provisioning -p worker-webhooks -p worker-recheck -p worker-payouts \
+        -p api-bin -p worker-provisioning -p worker-webhooks -p worker-recheck -p worker-payouts \
         -p provider-sandbox \
  && mkdir -p /out \
  && cp target/release/api \

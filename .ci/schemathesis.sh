@@ -34,7 +34,7 @@ if [[ ! -x "$venv/bin/schemathesis" || ! -x "$venv/bin/openapi-spec-validator" ]
 fi
 export PATH="$venv/bin:$PATH"
 
-cargo build --quiet -p api
+cargo build --quiet -p api-bin
 
 work="$(mktemp -d)"
 pid=""

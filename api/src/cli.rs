@@ -227,13 +227,21 @@ impl From<ModeArg> for Mode {
     }
 }
 
-/// Parses the command line and runs it; errors are printed without secrets and exit 1.
-pub async fn main() -> ExitCode {
+/// How `api dev` runs. The one-process composition starts the workers and the sandbox, so it
+/// lives with them (the `api-bin` crate, whose binary is `api`), not in this crate.
+pub type Dev = fn(Config) -> futures::future::BoxFuture<'static, anyhow::Result<()>>;
+
+/// Parses the command line and runs it (`dev` with `dev`); errors are printed without secrets
+/// and exit 1.
+pub async fn main(dev: Dev) -> ExitCode {
     let cli = Cli::parse();
-    ops::main_with(cli.config.as_deref(), |config| run(cli.command, config)).await
+    ops::main_with(cli.config.as_deref(), |config| {
+        run(cli.command, config, dev)
+    })
+    .await
 }
 
-pub async fn run(command: Command, config: Config) -> anyhow::Result<()> {
+pub async fn run(command: Command, config: Config, dev: Dev) -> anyhow::Result<()> {
     match command {
         Command::Serve => runtime::serve_production(config).await,
         Command::Migrate => {
@@ -248,7 +256,7 @@ pub async fn run(command: Command, config: Config) -> anyhow::Result<()> {
             println!("migrations applied to {}", ops::redact_url(&url));
             Ok(())
         }
-        Command::Dev => crate::runtime::dev::run(config).await,
+        Command::Dev => dev(config).await,
         Command::Admin { command } => admin(command, config).await,
     }
 }

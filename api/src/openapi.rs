@@ -8,7 +8,7 @@
 //! every operation shares. It depends on no route, so routes and document have no import cycle.
 //!
 //! `/v1`: every path is served twice. The document lists each path once and declares two servers,
-//! `/v1` (first, the one to use) and `/`; `api/tests/openapi.rs` checks that every documented
+//! `/v1` (first, the one to use) and `/`; `api/tests/it/openapi.rs` checks that every documented
 //! operation answers under both.
 
 use utoipa::openapi::extensions::Extensions;

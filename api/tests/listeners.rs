@@ -65,7 +65,8 @@ async fn a_body_sent_a_byte_a_second_is_answered_408_at_the_body_limit(backend: 
         "nothing was created from the partial body: {list}"
     );
     // The operator's metrics record the 408 the client got, not the handler's view of a body
-    // that never arrived (this test binary makes no other POST to that route).
+    // that never arrived. A binary of its own (not tests/it): no other test's POST to that route
+    // is recorded by this process's metrics.
     let metrics = app.metrics().await;
     let create_requests: Vec<&str> = metrics
         .lines()

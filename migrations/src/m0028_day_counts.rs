@@ -6,17 +6,22 @@
 //! (`YYYY-MM-DD`, West Africa Time: UTC+1, no daylight saving) of the row's moment (a deposit's
 //! `received_at`, a delivery's `created_at`), and `bucket` (`''` for deposits; a delivery's
 //! outcome: `waiting`, `retrying`, `succeeded`, `dead`), the row count `n` and the amount in
-//! kobo. As in `m0017_list_counts`, a figure is the sum of its shard rows (16 on PostgreSQL, by
+//! kobo. Deliveries are also counted under the day `''`: by outcome over every day, as the page
+//! shows them, in a few rows rather than one per day. As in `m0017_list_counts`, a figure is the sum of its shard rows (16 on PostgreSQL, by
 //! a hash of the counted row's id; SQLite has one writer and uses shard 0), and triggers keep
 //! them, not the service's code, so every write path counts.
 //!
-//! On PostgreSQL, inserts and deletes count in deferred constraint row triggers (the count rows
-//! are locked only at commit, after every other lock of the transaction, as m0017's are). A
-//! delivery's outcome changes in the webhook worker's round statement, which updates many
-//! deliveries at once; counting those row by row would lock count rows in the rows' order, and
-//! two rounds could wait on each other. An UPDATE is counted instead by one statement-level
-//! trigger over the statement's old and new rows: one upsert of the summed moves, in key order,
-//! so concurrent rounds take count rows in one order.
+//! On PostgreSQL, inserts, deletes and a deposit's or payout's moves count in deferred constraint
+//! row triggers: the count rows are locked only at commit, after every other lock of the
+//! transaction (the balance's, for a payout), as m0017's are. A delivery's outcome changes in the
+//! webhook worker's round statement, which updates many deliveries at once, as its own
+//! transaction; counting those row by row would lock count rows in the rows' order, and two
+//! rounds could wait on each other. A delivery's UPDATE is counted instead by one
+//! statement-level trigger over the statement's old and new rows: one upsert of the summed
+//! moves, in key order, so concurrent rounds take count rows in one order.
+//!
+//! Payouts are counted over every day only, by status with their amounts: the balance's "in
+//! flight" (pending and processing) is their sum, however many payouts a business has made.
 //!
 //! `deliveries_business_mode_status_updated` replaces m0027's status-and-attempts index: the
 //! counts are kept here now, and the last failure is the newest of a status.
@@ -57,9 +62,17 @@ struct Counted {
     amount: &'static str,
     /// The columns an UPDATE must change to move the row to another figure.
     watched: &'static [&'static str],
+    /// Counted by day.
+    by_day: bool,
+    /// Counted under the day `''`: the figure over every day, read as a few rows.
+    all_time: bool,
+    /// On PostgreSQL, an UPDATE's moves are counted once per statement, at once (the webhook
+    /// worker's rounds update many rows in one statement that is its own transaction); else per
+    /// row at commit, like inserts (a payout moves inside transactions that lock the balance).
+    moves_per_statement: bool,
 }
 
-const COUNTED: [Counted; 2] = [
+const COUNTED: [Counted; 3] = [
     Counted {
         table: "deposits",
         kind: "deposits",
@@ -67,6 +80,9 @@ const COUNTED: [Counted; 2] = [
         bucket: "''",
         amount: "{r}.amount",
         watched: &["business_id", "mode", "received_at", "amount"],
+        by_day: true,
+        all_time: false,
+        moves_per_statement: false,
     },
     Counted {
         table: "deliveries",
@@ -76,6 +92,22 @@ const COUNTED: [Counted; 2] = [
                  WHEN {r}.attempts > 0 THEN 'retrying' ELSE 'waiting' END",
         amount: "0",
         watched: &["business_id", "mode", "created_at", "status", "attempts"],
+        by_day: true,
+        all_time: true,
+        moves_per_statement: true,
+    },
+    // The balance's "in flight" (pending and processing payouts' amounts), read by the API and
+    // the home page alike.
+    Counted {
+        table: "payouts",
+        kind: "payouts",
+        moment: "created_at",
+        bucket: "{r}.status",
+        amount: "{r}.amount",
+        watched: &["business_id", "mode", "status", "amount"],
+        by_day: false,
+        all_time: true,
+        moves_per_statement: false,
     },
 ];
 
@@ -105,37 +137,62 @@ impl Counted {
         }
     }
 
-    /// The figure's values of row `r` with `sign` (1 or -1), in [`COLUMNS`]' order.
-    fn values(&self, r: &str, sign: i32, backend: Backend) -> [String; 8] {
-        [
-            format!("{r}.business_id"),
-            format!("{r}.mode"),
-            format!("'{}'", self.kind),
-            self.day(r, backend),
-            self.bucket.replace("{r}", r),
-            self.shard(r, backend),
-            sign.to_string(),
-            format!("{sign} * ({})", self.amount.replace("{r}", r)),
-        ]
+    /// The figures' values of row `r` with `sign` (1 or -1), in [`COLUMNS`]' order: its day's,
+    /// then, for an all-time kind, its all-time figure's (day `''`).
+    fn rows(&self, r: &str, sign: i32, backend: Backend) -> Vec<[String; 8]> {
+        let mut days = Vec::new();
+        if self.by_day {
+            days.push(self.day(r, backend));
+        }
+        if self.all_time {
+            days.push("''".to_owned());
+        }
+        days.into_iter()
+            .map(|day| {
+                [
+                    format!("{r}.business_id"),
+                    format!("{r}.mode"),
+                    format!("'{}'", self.kind),
+                    day,
+                    self.bucket.replace("{r}", r),
+                    self.shard(r, backend),
+                    sign.to_string(),
+                    format!("{sign} * ({})", self.amount.replace("{r}", r)),
+                ]
+            })
+            .collect()
     }
 
-    /// [`Self::values`] as a select list, each named by its column.
-    fn select(&self, r: &str, sign: i32, backend: Backend) -> String {
-        self.values(r, sign, backend)
+    /// [`Self::rows`] as one `SELECT … FROM {table} AS r` per figure, each value named by its
+    /// column, joined by UNION ALL.
+    fn select(&self, table: &str, r: &str, sign: i32, backend: Backend) -> String {
+        self.rows(r, sign, backend)
             .iter()
-            .zip(COLUMNS)
-            .map(|(v, c)| format!("{v} AS {c}"))
+            .map(|row| {
+                let named = row
+                    .iter()
+                    .zip(COLUMNS)
+                    .map(|(v, c)| format!("{v} AS {c}"))
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                format!("SELECT {named} FROM {table} AS {r}")
+            })
             .collect::<Vec<_>>()
-            .join(", ")
+            .join(" UNION ALL ")
     }
 
     fn upsert(&self, r: &str, sign: i32, backend: Backend) -> String {
+        let values = self
+            .rows(r, sign, backend)
+            .iter()
+            .map(|row| format!("({})", row.join(", ")))
+            .collect::<Vec<_>>()
+            .join(", ");
         format!(
             "INSERT INTO day_counts (business_id, mode, kind, day, bucket, shard, n, amount) \
-             VALUES ({}) ON CONFLICT (business_id, mode, kind, day, bucket, shard) \
+             VALUES {values} ON CONFLICT (business_id, mode, kind, day, bucket, shard) \
              DO UPDATE SET n = day_counts.n + excluded.n, \
-             amount = day_counts.amount + excluded.amount",
-            self.values(r, sign, backend).join(", ")
+             amount = day_counts.amount + excluded.amount"
         )
     }
 
@@ -162,11 +219,12 @@ impl Counted {
         let pg = Backend::Postgres;
         let table = self.table;
         let function = format!("{table}_day_counts");
-        vec![
+        let mut statements = vec![
             format!(
                 "CREATE FUNCTION {function}() RETURNS trigger LANGUAGE plpgsql AS $$ \
                  BEGIN \
-                   IF TG_OP = 'DELETE' THEN {}; ELSE {}; END IF; \
+                   IF TG_OP IN ('UPDATE', 'DELETE') THEN {}; END IF; \
+                   IF TG_OP IN ('UPDATE', 'INSERT') THEN {}; END IF; \
                    RETURN NULL; \
                  END $$",
                 self.upsert("OLD", -1, pg),
@@ -177,15 +235,16 @@ impl Counted {
                  ON {table} DEFERRABLE INITIALLY DEFERRED FOR EACH ROW \
                  EXECUTE FUNCTION {function}()"
             ),
+        ];
+        if self.moves_per_statement {
             // Transition tables take no column list: the statement's moves are summed and the
             // unmoved rows cancel out (HAVING).
-            format!(
+            statements.push(format!(
                 "CREATE FUNCTION {function}_moved() RETURNS trigger LANGUAGE plpgsql AS $$ \
                  BEGIN \
                    INSERT INTO day_counts (business_id, mode, kind, day, bucket, shard, n, amount) \
                    SELECT business_id, mode, kind, day, bucket, shard, sum(n), sum(amount) \
-                   FROM (SELECT {} FROM moved_from AS o UNION ALL SELECT {} FROM moved_to AS n) \
-                     AS m GROUP BY business_id, mode, kind, day, bucket, shard \
+                   FROM ({} UNION ALL {}) AS m GROUP BY business_id, mode, kind, day, bucket, shard \
                    HAVING sum(n) <> 0 OR sum(amount) <> 0 \
                    ORDER BY business_id, mode, kind, day, bucket, shard \
                    ON CONFLICT (business_id, mode, kind, day, bucket, shard) \
@@ -193,25 +252,35 @@ impl Counted {
                    amount = day_counts.amount + excluded.amount; \
                    RETURN NULL; \
                  END $$",
-                self.select("o", -1, pg),
-                self.select("n", 1, pg),
-            ),
-            format!(
+                self.select("moved_from", "o", -1, pg),
+                self.select("moved_to", "n", 1, pg),
+            ));
+            statements.push(format!(
                 "CREATE TRIGGER {table}_day_counted_move AFTER UPDATE ON {table} \
                  REFERENCING OLD TABLE AS moved_from NEW TABLE AS moved_to \
                  FOR EACH STATEMENT EXECUTE FUNCTION {function}_moved()"
-            ),
-            // TRUNCATE fires no row trigger: it empties the figures with the rows.
-            format!(
-                "CREATE FUNCTION {function}_truncated() RETURNS trigger LANGUAGE plpgsql AS $$ \
-                 BEGIN DELETE FROM day_counts WHERE kind = '{}'; RETURN NULL; END $$",
-                self.kind
-            ),
-            format!(
-                "CREATE TRIGGER {table}_day_counted_truncate AFTER TRUNCATE ON {table} \
-                 FOR EACH STATEMENT EXECUTE FUNCTION {function}_truncated()"
-            ),
-        ]
+            ));
+        } else {
+            // At commit, like inserts: old figure first, new second.
+            statements.push(format!(
+                "CREATE CONSTRAINT TRIGGER {table}_day_counted_move AFTER UPDATE OF {} \
+                 ON {table} DEFERRABLE INITIALLY DEFERRED FOR EACH ROW WHEN ({}) \
+                 EXECUTE FUNCTION {function}()",
+                self.watched.join(", "),
+                self.moved("IS DISTINCT FROM"),
+            ));
+        }
+        // TRUNCATE fires no row trigger: it empties the figures with the rows.
+        statements.push(format!(
+            "CREATE FUNCTION {function}_truncated() RETURNS trigger LANGUAGE plpgsql AS $$ \
+             BEGIN DELETE FROM day_counts WHERE kind = '{}'; RETURN NULL; END $$",
+            self.kind
+        ));
+        statements.push(format!(
+            "CREATE TRIGGER {table}_day_counted_truncate AFTER TRUNCATE ON {table} \
+             FOR EACH STATEMENT EXECUTE FUNCTION {function}_truncated()"
+        ));
+        statements
     }
 
     fn sqlite(&self) -> Vec<String> {
@@ -242,9 +311,8 @@ impl Counted {
         format!(
             "INSERT INTO day_counts (business_id, mode, kind, day, bucket, shard, n, amount) \
              SELECT business_id, mode, kind, day, bucket, 0, count(*), sum(amount) \
-             FROM (SELECT {} FROM {} AS t) AS m GROUP BY business_id, mode, kind, day, bucket",
-            self.select("t", 1, backend),
-            self.table
+             FROM ({}) AS m GROUP BY business_id, mode, kind, day, bucket",
+            self.select(self.table, "t", 1, backend),
         )
     }
 }
@@ -334,10 +402,16 @@ mod tests {
 
     #[test]
     fn postgres_days_are_lagos_days() {
-        let values = COUNTED[0].values("NEW", 1, Backend::Postgres).join(", ");
+        let rows = COUNTED[0].rows("NEW", 1, Backend::Postgres);
+        assert_eq!(rows.len(), 1, "deposits are counted by day only");
+        let values = rows[0].join(", ");
         assert!(values.contains(
             "to_char((NEW.received_at AT TIME ZONE 'UTC') + interval '1 hour', 'YYYY-MM-DD')"
         ));
         assert!(values.ends_with("hashtext(NEW.id) & 15, 1, 1 * (NEW.amount)"));
+        // Deliveries: by day, then over every day (day '').
+        let rows = COUNTED[1].rows("NEW", 1, Backend::Postgres);
+        assert_eq!(rows.len(), 2);
+        assert_eq!(rows[1][3], "''");
     }
 }

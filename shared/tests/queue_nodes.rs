@@ -1,6 +1,6 @@
 //! `VAS_AMQP__URL` may list several nodes of one cluster: a process connects to one that answers,
 //! and `/metrics` says which (`rabbitmq_node`). The failover itself, on a real three-node
-//! cluster, is `api/tests/ha_clusters.rs`.
+//! cluster, is `api/tests/it/ha_clusters.rs`.
 
 use shared::messaging::queue::{Broker, RabbitBroker};
 use test_support::RabbitPrefix;

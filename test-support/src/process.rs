@@ -35,6 +35,35 @@ pub fn run_ok(cmd: &mut Command) -> Output {
     out
 }
 
+/// The `api` binary (the `api-bin` crate's, docs/architecture.md), beside this test's own binary
+/// in the target folder; built on demand when the `cargo test` that runs this test did not build
+/// it (a workspace run does: `api-bin` has tests of its own).
+pub fn api_binary() -> &'static str {
+    static PATH: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    PATH.get_or_init(|| {
+        let exe = std::env::current_exe().expect("the test's own path");
+        // target/<profile>/deps/<test> → target/<profile>/api
+        let profile = exe
+            .parent()
+            .and_then(Path::parent)
+            .expect("a test runs from target/<profile>/deps");
+        let path = profile.join("api");
+        if !path.exists() {
+            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+            let mut build = Command::new(cargo);
+            build.args(["build", "-p", "api-bin", "--bin", "api"]);
+            if profile.file_name() == Some(OsStr::new("release")) {
+                build.arg("--release");
+            }
+            assert!(
+                build.status().expect("cargo runs").success(),
+                "building api"
+            );
+        }
+        path.to_string_lossy().into_owned()
+    })
+}
+
 /// Another binary of the workspace, beside `built` (a test's `CARGO_BIN_EXE_…`); built on
 /// demand when a narrower `cargo test -p` did not build it.
 pub fn sibling_binary(built: &str, name: &str) -> PathBuf {

@@ -25,7 +25,7 @@ pub struct Stack {
     pub business: Value,
     /// Its test secret key.
     pub key: String,
-    /// A binary of the workspace built beside the test's (`CARGO_BIN_EXE_api`).
+    /// The `api` binary (`process::api_binary`): the workers are found beside it.
     built: String,
     _rabbit: RabbitPrefix,
     _db: TestDb,
@@ -34,7 +34,7 @@ pub struct Stack {
 impl Stack {
     /// A migrated database with one business, on PostgreSQL and RabbitMQ; None (saying so)
     /// when `TEST_DATABASE_URL` or `TEST_AMQP_URL` is unset. `built` is the test's
-    /// `env!("CARGO_BIN_EXE_api")`; `extra` variables are added to (or override) the defaults.
+    /// `process::api_binary()`; `extra` variables are added to (or override) the defaults.
     pub async fn new(built: &str, extra: &[(&str, &str)]) -> Option<Stack> {
         let backend = Backend::postgres()?;
         let amqp = amqp_url()?;

@@ -1,5 +1,5 @@
 //! What is the api's own in running: `api serve` (the app, its relay and its maintenance on
-//! PostgreSQL and RabbitMQ) and `api dev`. Opening the database, key and broker is
+//! PostgreSQL and RabbitMQ), and [`serve`], which `api dev` (the `api-bin` crate) serves with too. Opening the database, key and broker is
 //! `shared::bootstrap`'s; the HTTP server and the signals are `ops`'s.
 
 use std::sync::Arc;
@@ -10,8 +10,6 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::AppState;
-
-pub mod dev;
 
 /// `api serve`: PostgreSQL, RabbitMQ, the relay, and HTTP until SIGTERM.
 pub async fn serve_production(config: Config) -> anyhow::Result<()> {

@@ -11,11 +11,11 @@
 
 use chrono::{DateTime, Duration, FixedOffset, NaiveTime, Utc};
 use domain::{DeliveryStatus, Mode};
-use sea_orm::sea_query::{Alias, Expr, ExprTrait, Query};
 use sea_orm::{
     ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QueryOrder, QuerySelect,
 };
 
+use super::day_counts::{self, Days, Kind};
 use super::entities::{delivery, ledger_entry};
 use super::list_counts::{self, List};
 use super::{ledger, payouts, tallies};
@@ -46,52 +46,9 @@ pub fn day_cuts(now: DateTime<Utc>) -> Vec<DateTime<Utc>> {
         .collect()
 }
 
-/// The Lagos day (`YYYY-MM-DD`) that starts at a cut: `day_counts`' key (m0028).
+/// The Lagos day (`YYYY-MM-DD`) that starts at a cut: `day_counts`' key.
 fn day_name(cut: DateTime<Utc>) -> String {
     cut.with_timezone(&lagos()).format("%Y-%m-%d").to_string()
-}
-
-/// One kind's maintained figures (`day_counts`, kept by the database's triggers) of a business
-/// and mode, summed over their shards and grouped by day and bucket: of the last [`DAYS`] days
-/// when `cuts` is given, else of every day. Rows: (day, bucket, count, amount).
-async fn day_counts<C: ConnectionTrait>(
-    db: &C,
-    business_id: &str,
-    mode: Mode,
-    kind: &str,
-    cuts: Option<&[DateTime<Utc>]>,
-) -> Result<Vec<(String, String, i64, i64)>, DbErr> {
-    let col = |name: &str| Expr::col(Alias::new(name));
-    let mut select = Query::select();
-    select
-        .column(Alias::new("day"))
-        .column(Alias::new("bucket"))
-        .expr_as(Expr::cust("CAST(SUM(n) AS BIGINT)"), Alias::new("n"))
-        .expr_as(Expr::cust("CAST(SUM(amount) AS BIGINT)"), Alias::new("amount"))
-        .from(Alias::new("day_counts"))
-        .and_where(col("business_id").eq(business_id))
-        .and_where(col("mode").eq(mode.as_str()))
-        .and_where(col("kind").eq(kind))
-        .group_by_col(Alias::new("day"))
-        .group_by_col(Alias::new("bucket"));
-    if let Some(cuts) = cuts {
-        select
-            .and_where(col("day").gte(day_name(cuts[0])))
-            .and_where(col("day").lte(day_name(cuts[DAYS - 1])));
-    }
-    let backend = db.get_database_backend();
-    db.query_all_raw(backend.build(&select))
-        .await?
-        .iter()
-        .map(|row| {
-            Ok((
-                row.try_get("", "day")?,
-                row.try_get("", "bucket")?,
-                row.try_get("", "n")?,
-                row.try_get("", "amount")?,
-            ))
-        })
-        .collect()
 }
 
 /// The index of a day's name among the last [`DAYS`] days.
@@ -115,7 +72,9 @@ pub async fn deposits_per_day<C: ConnectionTrait>(
     cuts: &[DateTime<Utc>],
 ) -> Result<Vec<DayDeposits>, DbErr> {
     let mut days = vec![DayDeposits::default(); DAYS];
-    for (day, _, n, amount) in day_counts(db, business_id, mode, "deposits", Some(cuts)).await? {
+    let window = Days::Between(day_name(cuts[0]), day_name(cuts[DAYS - 1]));
+    let rows = day_counts::read(db, business_id, mode, Kind::Deposits, &window).await?;
+    for (day, _, n, amount) in rows {
         if let Some(d) = day_index(cuts, &day).map(|i| &mut days[i]) {
             d.count = u64::try_from(n).unwrap_or(0);
             d.amount = amount;
@@ -168,7 +127,8 @@ pub async fn deliveries_per_day<C: ConnectionTrait>(
     cuts: &[DateTime<Utc>],
 ) -> Result<Vec<DayDeliveries>, DbErr> {
     let mut days = vec![DayDeliveries::default(); DAYS];
-    let rows = day_counts(db, business_id, mode, "deliveries", Some(cuts)).await?;
+    let window = Days::Between(day_name(cuts[0]), day_name(cuts[DAYS - 1]));
+    let rows = day_counts::read(db, business_id, mode, Kind::Deliveries, &window).await?;
     for (day, outcome, n, _) in rows {
         if let Some(d) = day_index(cuts, &day).map(|i| &mut days[i]) {
             let n = u64::try_from(n).unwrap_or(0);
@@ -210,7 +170,8 @@ pub async fn deliveries<C: ConnectionTrait>(
 ) -> Result<Deliveries, DbErr> {
     use delivery::Column as Col;
     let mut out = Deliveries::default();
-    for (_, outcome, n, _) in day_counts(db, business_id, mode, "deliveries", None).await? {
+    let rows = day_counts::read(db, business_id, mode, Kind::Deliveries, &Days::AllTime).await?;
+    for (_, outcome, n, _) in rows {
         let n = u64::try_from(n).unwrap_or(0);
         match outcome.as_str() {
             "succeeded" => out.succeeded += n,

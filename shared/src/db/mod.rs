@@ -4,6 +4,7 @@ pub mod accounts;
 pub mod audit;
 pub mod businesses;
 pub mod changes;
+pub mod day_counts;
 pub mod deliveries;
 pub mod deposits;
 pub mod entities;

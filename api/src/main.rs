@@ -1,4 +1,0 @@
-#[tokio::main]
-async fn main() -> std::process::ExitCode {
-    api::cli::main().await
-}
