@@ -92,10 +92,13 @@ pub async fn balance_per_day<C: ConnectionTrait>(
     cuts: &[DateTime<Utc>],
 ) -> Result<Vec<i64>, DbErr> {
     use ledger_entry::Column as Col;
-    let mut balances = Vec::with_capacity(DAYS);
-    for end in &cuts[1..] {
-        // One index range each (business, mode, created_at): the newest entry before the cut.
-        let last: Option<i64> = ledger_entry::Entity::find()
+    use sea_orm::QueryTrait;
+    use sea_orm::sea_query::{Alias, Expr, Query, SubQueryStatement};
+    // One statement, one column per day: each the newest entry before that day's end, one probe
+    // of (business, mode, created_at) each.
+    let mut select = Query::select();
+    for (i, end) in cuts[1..].iter().enumerate() {
+        let newest = ledger_entry::Entity::find()
             .select_only()
             .column(Col::BalanceAfter)
             .filter(Col::BusinessId.eq(business_id))
@@ -104,11 +107,20 @@ pub async fn balance_per_day<C: ConnectionTrait>(
             .order_by_desc(Col::CreatedAt)
             .order_by_desc(Col::Id)
             .limit(1)
-            .into_tuple()
-            .one(db)
-            .await?;
-        balances.push(last.unwrap_or(0));
+            .into_query();
+        select.expr_as(
+            Expr::SubQuery(None, Box::new(SubQueryStatement::SelectStatement(newest))),
+            Alias::new(format!("d{i}")),
+        );
     }
+    let row = db
+        .query_one_raw(db.get_database_backend().build(&select))
+        .await?
+        .ok_or_else(|| DbErr::Custom("a select of subqueries returned no row".into()))?;
+    let balances = (0..DAYS)
+        .map(|i| row.try_get::<Option<i64>>("", &format!("d{i}")))
+        .map(|b| b.map(|b| b.unwrap_or(0)))
+        .collect::<Result<Vec<_>, _>>()?;
     Ok(balances)
 }
 
