@@ -36,6 +36,7 @@ mod provisioning;
 mod resends;
 mod restore;
 mod stored_values;
+mod tenancy;
 mod unusable_deposits;
 mod vendored;
 mod walkthrough;

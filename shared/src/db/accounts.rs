@@ -23,6 +23,7 @@ use domain::ids::new_id;
 use domain::provider::OpenAccount;
 use domain::{AccountStatus, AuditAction, EventType, IdentityNumber, Mode, NewAccount};
 
+use crate::db::tenant::Tenant;
 use domain::provider::ProvisioningOutcome;
 pub use virtual_account::Model as Account;
 
@@ -444,8 +445,7 @@ pub async fn find<C: ConnectionTrait>(
     id: &str,
 ) -> Result<Option<Account>, DbErr> {
     virtual_account::Entity::find_by_id(id.to_owned())
-        .filter(virtual_account::Column::BusinessId.eq(business_id))
-        .filter(virtual_account::Column::Mode.eq(mode))
+        .filter(Tenant::new(business_id, mode).filter::<virtual_account::Column>())
         .one(db)
         .await
 }
@@ -463,8 +463,7 @@ pub async fn find_many<C: ConnectionTrait>(
     }
     virtual_account::Entity::find()
         .filter(virtual_account::Column::Id.is_in(ids.iter().cloned()))
-        .filter(virtual_account::Column::BusinessId.eq(business_id))
-        .filter(virtual_account::Column::Mode.eq(mode))
+        .filter(Tenant::new(business_id, mode).filter::<virtual_account::Column>())
         .all(db)
         .await
 }
@@ -490,8 +489,7 @@ pub async fn deactivate(
 ) -> Result<DeactivateOutcome, DbErr> {
     let txn = db.begin().await?;
     let Some(account) = virtual_account::Entity::find_by_id(id.to_owned())
-        .filter(virtual_account::Column::BusinessId.eq(business_id))
-        .filter(virtual_account::Column::Mode.eq(mode))
+        .filter(Tenant::new(business_id, mode).filter::<virtual_account::Column>())
         .lock_exclusive()
         .one(&txn)
         .await?

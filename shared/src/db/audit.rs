@@ -5,10 +5,11 @@
 
 use chrono::{DateTime, DurationRound, TimeDelta, Utc};
 use sea_orm::sea_query::{Expr, ExprTrait, OnConflict};
-use sea_orm::{ActiveValue::Set, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter};
+use sea_orm::{ActiveValue::Set, ConnectionTrait, DbErr, EntityTrait, QueryFilter};
 
 use super::entities::audit_entry;
 use super::paging;
+use crate::db::tenant::Business;
 use domain::ids::new_id;
 use domain::{AuditAction, Mode};
 
@@ -241,7 +242,7 @@ pub async fn list<C: ConnectionTrait>(
     request: &paging::PageRequest,
 ) -> Result<(paging::Fetched<AuditEntry>, paging::Total), DbErr> {
     let select =
-        audit_entry::Entity::find().filter(audit_entry::Column::BusinessId.eq(business_id));
+        audit_entry::Entity::find().filter(Business(business_id).filter::<audit_entry::Column>());
     let total = paging::exact_total(db, select.clone()).await?;
     let fetched = paging::fetch(
         db,

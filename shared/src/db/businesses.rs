@@ -8,6 +8,7 @@ use serde::Serialize;
 use super::audit::{self, Actor, Entry};
 use super::entities::{business, business_mode};
 use crate::crypto::Cipher;
+use crate::db::tenant::Tenant;
 use domain::ids::new_id;
 use domain::keys::generate_webhook_secret;
 use domain::time::now;
@@ -182,8 +183,7 @@ pub async fn set_webhook_url<C: ConnectionTrait>(
     let res = business_mode::Entity::update_many()
         .col_expr(business_mode::Column::WebhookUrl, url.into())
         .col_expr(business_mode::Column::UpdatedAt, now().into())
-        .filter(business_mode::Column::BusinessId.eq(id))
-        .filter(business_mode::Column::Mode.eq(mode))
+        .filter(Tenant::new(id, mode).filter::<business_mode::Column>())
         .exec(db)
         .await?;
     Ok(res.rows_affected == 1)
@@ -307,8 +307,7 @@ pub async fn webhook_url<C: ConnectionTrait>(
     Ok(business_mode::Entity::find()
         .select_only()
         .column(business_mode::Column::WebhookUrl)
-        .filter(business_mode::Column::BusinessId.eq(business_id))
-        .filter(business_mode::Column::Mode.eq(mode))
+        .filter(Tenant::new(business_id, mode).filter::<business_mode::Column>())
         .into_tuple::<Option<String>>()
         .one(db)
         .await?

@@ -13,6 +13,7 @@ use super::businesses::webhook_url;
 use super::entities::event::Model as Event;
 use super::entities::{business_mode, delivery, delivery_attempt, event};
 use super::outbox;
+use crate::db::tenant::{Business, Tenant};
 use crate::messaging::jobs::WebhookJob;
 use domain::ids::new_id;
 use domain::{AuditAction, DeliveryStatus};
@@ -105,8 +106,9 @@ pub(crate) fn event_with_delivery(
     let mut url = Query::select();
     url.column(business_mode::Column::WebhookUrl)
         .from(business_mode::Entity)
-        .and_where(business_mode::Column::BusinessId.eq(event.business_id.as_str()))
-        .and_where(business_mode::Column::Mode.eq(event.mode))
+        .cond_where(
+            Tenant::new(event.business_id.as_str(), event.mode).filter::<business_mode::Column>(),
+        )
         .and_where(business_mode::Column::WebhookUrl.is_not_null())
         .and_where(business_mode::Column::WebhookUrl.ne(""));
     if let Some(table) = only_with {
@@ -205,11 +207,7 @@ pub async fn for_attempts<C: ConnectionTrait>(
     let which = modes
         .iter()
         .fold(sea_orm::Condition::any(), |any, (business_id, mode)| {
-            any.add(
-                sea_orm::Condition::all()
-                    .add(business_mode::Column::BusinessId.eq(*business_id))
-                    .add(business_mode::Column::Mode.eq(*mode)),
-            )
+            any.add(Tenant::new(business_id, *mode).filter::<business_mode::Column>())
         });
     let settings = business_mode::Entity::find().filter(which).all(db).await?;
     Ok(deliveries
@@ -474,7 +472,7 @@ async fn resends_exhausted<C: ConnectionTrait>(
     let recent: Vec<DateTime<Utc>> = audit_entry::Entity::find()
         .select_only()
         .column(audit_entry::Column::CreatedAt)
-        .filter(audit_entry::Column::BusinessId.eq(business_id))
+        .filter(Business(business_id).filter::<audit_entry::Column>())
         .filter(audit_entry::Column::CreatedAt.gt(now - RESEND_WINDOW))
         .filter(audit_entry::Column::Action.eq(AuditAction::EventResent))
         .order_by_desc(audit_entry::Column::CreatedAt)
@@ -773,7 +771,7 @@ pub async fn list_dead<C: ConnectionTrait>(
     let mut select =
         delivery::Entity::find().filter(delivery::Column::Status.eq(DeliveryStatus::Dead));
     if let Some(business_id) = business_id {
-        select = select.filter(delivery::Column::BusinessId.eq(business_id));
+        select = select.filter(Business(business_id).filter::<delivery::Column>());
     }
     if let Some(since) = since {
         select = select.filter(delivery::Column::CompletedAt.gte(since));

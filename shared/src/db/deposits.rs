@@ -12,6 +12,7 @@ use super::entities::{
 };
 use super::list_counts::{self, List};
 use super::paging;
+use crate::db::tenant::{Business, Tenant};
 use crate::json::{AccountView, DepositView};
 use domain::ids::new_id;
 use domain::provider::{NotificationOutcome, RemoteTransaction};
@@ -661,9 +662,8 @@ async fn mode_select<C: ConnectionTrait>(
     query: &ModeQuery<'_>,
 ) -> Result<sea_orm::Select<deposit::Entity>, DbErr> {
     use deposit::Column as Col;
-    let mut select = deposit::Entity::find()
-        .filter(Col::BusinessId.eq(query.business_id))
-        .filter(Col::Mode.eq(query.mode));
+    let mut select =
+        deposit::Entity::find().filter(Tenant::new(query.business_id, query.mode).filter::<Col>());
     if let Some(status) = query.status {
         select = select.filter(Col::Status.eq(status));
     }
@@ -674,7 +674,7 @@ async fn mode_select<C: ConnectionTrait>(
             .filter(account_number::Column::Mode.eq(query.mode))
             .filter(account_number::Column::Bank.is_in(Bank::ALL))
             .filter(account_number::Column::AccountNumber.eq(search))
-            .filter(account_number::Column::BusinessId.eq(query.business_id))
+            .filter(Business(query.business_id).filter::<account_number::Column>())
             .into_tuple()
             .all(db)
             .await?;

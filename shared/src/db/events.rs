@@ -10,6 +10,7 @@ use serde::Serialize;
 
 use super::entities::event;
 use super::paging;
+use crate::db::tenant::Tenant;
 use domain::ids::new_id;
 use domain::{EventType, Mode};
 
@@ -101,8 +102,7 @@ pub async fn find<C: ConnectionTrait>(
     id: &str,
 ) -> Result<Option<Event>, DbErr> {
     event::Entity::find_by_id(id.to_owned())
-        .filter(event::Column::BusinessId.eq(business_id))
-        .filter(event::Column::Mode.eq(mode))
+        .filter(Tenant::new(business_id, mode).filter::<event::Column>())
         .one(db)
         .await
 }
@@ -115,9 +115,8 @@ pub async fn list<C: ConnectionTrait>(
     event_type: Option<EventType>,
     request: &paging::PageRequest,
 ) -> Result<(paging::Fetched<Event>, paging::Total), DbErr> {
-    let mut select = event::Entity::find()
-        .filter(event::Column::BusinessId.eq(business_id))
-        .filter(event::Column::Mode.eq(mode));
+    let mut select =
+        event::Entity::find().filter(Tenant::new(business_id, mode).filter::<event::Column>());
     if let Some(event_type) = event_type {
         select = select.filter(event::Column::EventType.eq(event_type));
     }
@@ -152,8 +151,7 @@ pub async fn for_account<C: ConnectionTrait>(
 ) -> Result<Vec<Event>, DbErr> {
     event::Entity::find()
         .filter(event::Column::AccountId.eq(account_id))
-        .filter(event::Column::BusinessId.eq(business_id))
-        .filter(event::Column::Mode.eq(mode))
+        .filter(Tenant::new(business_id, mode).filter::<event::Column>())
         .order_by_desc(event::Column::CreatedAt)
         .order_by_desc(event::Column::Id)
         .limit(limit)

@@ -19,6 +19,7 @@ use super::day_counts::{self, Days, Kind};
 use super::entities::{delivery, ledger_entry};
 use super::list_counts::{self, List};
 use super::{ledger, payouts, tallies};
+use crate::db::tenant::Tenant;
 use domain::payout::PayoutStatus;
 use domain::{AccountStatus, DepositStatus};
 
@@ -101,8 +102,7 @@ pub async fn balance_per_day<C: ConnectionTrait>(
         let newest = ledger_entry::Entity::find()
             .select_only()
             .column(Col::BalanceAfter)
-            .filter(Col::BusinessId.eq(business_id))
-            .filter(Col::Mode.eq(mode))
+            .filter(Tenant::new(business_id, mode).filter::<Col>())
             .filter(Col::CreatedAt.lt(*end))
             .order_by_desc(Col::CreatedAt)
             .order_by_desc(Col::Id)
@@ -198,8 +198,7 @@ pub async fn deliveries<C: ConnectionTrait>(
     let mut last: Option<delivery::Model> = None;
     for status in [DeliveryStatus::Dead, DeliveryStatus::Pending] {
         let newest = delivery::Entity::find()
-            .filter(Col::BusinessId.eq(business_id))
-            .filter(Col::Mode.eq(mode))
+            .filter(Tenant::new(business_id, mode).filter::<Col>())
             .filter(Col::Status.eq(status))
             .filter(Col::Attempts.gt(0))
             .order_by_desc(Col::UpdatedAt)

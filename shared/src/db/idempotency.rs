@@ -13,6 +13,7 @@ use sha2::{Digest, Sha256};
 
 use super::entities::idempotency_key;
 use crate::crypto::RequestDigest;
+use crate::db::tenant::Tenant;
 use domain::Mode;
 use domain::idempotency::KeyState;
 
@@ -208,8 +209,7 @@ impl Key<'_> {
             .col_expr(Col::ResponseStatus, Some(i32::from(status)).into())
             .col_expr(Col::AccountId, Some(resource_id.to_owned()).into())
             .col_expr(Col::UpdatedAt, now.into())
-            .filter(Col::BusinessId.eq(business_id))
-            .filter(Col::Mode.eq(mode))
+            .filter(Tenant::new(&business_id, mode).filter::<Col>())
             .filter(Col::Key.eq(key))
             .into_query()
     }

@@ -12,6 +12,7 @@ use serde::Serialize;
 
 use super::audit::{self, Actor, Entry};
 use super::entities::{api_key, business, business_mode};
+use crate::db::tenant::{Tenant, Tenants};
 use domain::ids::new_id;
 use domain::keys::{
     KeyGrace, generate_secret_key, hash_secret_key, key_last_four, last_used_minute,
@@ -93,8 +94,13 @@ pub async fn live_mode_usable<C: ConnectionTrait>(
         .select_only()
         .column(api_key::Column::BusinessId)
         .distinct()
-        .filter(api_key::Column::BusinessId.is_in(approved))
-        .filter(api_key::Column::Mode.eq(Mode::Live))
+        .filter(
+            Tenants {
+                business_ids: &approved,
+                mode: Mode::Live,
+            }
+            .filter::<api_key::Column>(),
+        )
         .filter(working_at(at))
         .into_tuple()
         .all(db)
@@ -196,16 +202,14 @@ pub async fn change_by(
     // SQLite): two changes at once run one after the other, each seeing the other's keys.
     let locked = business_mode::Entity::update_many()
         .col_expr(business_mode::Column::UpdatedAt, Expr::value(at))
-        .filter(business_mode::Column::BusinessId.eq(business_id))
-        .filter(business_mode::Column::Mode.eq(mode))
+        .filter(Tenant::new(business_id, mode).filter::<business_mode::Column>())
         .exec(&txn)
         .await?;
     if locked.rows_affected == 0 {
         return Ok(None);
     }
     let working = api_key::Entity::find()
-        .filter(api_key::Column::BusinessId.eq(business_id))
-        .filter(api_key::Column::Mode.eq(mode))
+        .filter(Tenant::new(business_id, mode).filter::<api_key::Column>())
         .filter(working_at(at))
         .order_by_desc(api_key::Column::CreatedAt)
         .order_by_desc(api_key::Column::Id)
@@ -321,8 +325,7 @@ pub async fn list_working<C: ConnectionTrait>(
     at: DateTime<Utc>,
 ) -> Result<Vec<KeySummary>, DbErr> {
     let keys = api_key::Entity::find()
-        .filter(api_key::Column::BusinessId.eq(business_id))
-        .filter(api_key::Column::Mode.eq(mode))
+        .filter(Tenant::new(business_id, mode).filter::<api_key::Column>())
         .filter(working_at(at))
         .order_by_desc(api_key::Column::CreatedAt)
         .order_by_desc(api_key::Column::Id)

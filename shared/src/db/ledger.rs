@@ -14,6 +14,7 @@ use serde::Serialize;
 
 use super::entities::{balance, ledger_entry};
 use super::list_counts::List;
+use crate::db::tenant::Tenant;
 use domain::ids::new_id;
 use domain::payout::{EntryType, PayoutStatus};
 use domain::{DepositStatus, Mode};
@@ -185,8 +186,7 @@ pub async fn debit<C: ConnectionTrait>(
             balance::Column::UpdatedAt,
             super::clock_expr(db.get_database_backend()),
         )
-        .and_where(balance::Column::BusinessId.eq(business_id))
-        .and_where(balance::Column::Mode.eq(mode))
+        .cond_where(Tenant::new(business_id, mode).filter::<balance::Column>())
         .and_where(balance::Column::Available.gte(amount))
         .returning_col(balance::Column::Available)
         .to_owned();
@@ -305,9 +305,8 @@ pub async fn list(
     request: &super::paging::PageRequest,
 ) -> Result<(super::paging::Fetched<Entry>, super::paging::Total), DbErr> {
     use ledger_entry::Column as Col;
-    let select = ledger_entry::Entity::find()
-        .filter(Col::BusinessId.eq(business_id))
-        .filter(Col::Mode.eq(mode));
+    let select =
+        ledger_entry::Entity::find().filter(Tenant::new(business_id, mode).filter::<Col>());
     let total = super::list_counts::total(db, business_id, mode, List::Ledger, None).await?;
     let fetched = super::paging::fetch(db, select, Col::CreatedAt, Col::Id, request, |e| {
         (e.created_at, e.id.clone())

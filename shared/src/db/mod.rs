@@ -22,6 +22,7 @@ pub mod read;
 pub mod rechecks;
 pub mod reencrypt;
 pub mod tallies;
+pub mod tenant;
 pub mod tls;
 pub mod users;
 

@@ -14,6 +14,7 @@ use super::entities::{payout, settlement_account};
 use super::idempotency::{self, Claim};
 use super::ledger;
 use super::outbox::enqueue;
+use crate::db::tenant::Tenant;
 use crate::json::{PayoutView, SettlementAccountView};
 use crate::messaging::jobs::PayoutJob;
 use domain::ids::new_id;
@@ -346,8 +347,7 @@ async fn find_by_reference<C: ConnectionTrait>(
     reference: &str,
 ) -> Result<Option<Payout>, DbErr> {
     payout::Entity::find()
-        .filter(payout::Column::BusinessId.eq(business_id))
-        .filter(payout::Column::Mode.eq(mode))
+        .filter(Tenant::new(business_id, mode).filter::<payout::Column>())
         .filter(payout::Column::Reference.eq(reference))
         .one(db)
         .await
@@ -363,8 +363,7 @@ pub async fn find<C: ConnectionTrait>(
     id: &str,
 ) -> Result<Option<Payout>, DbErr> {
     payout::Entity::find_by_id(id.to_owned())
-        .filter(payout::Column::BusinessId.eq(business_id))
-        .filter(payout::Column::Mode.eq(mode))
+        .filter(Tenant::new(business_id, mode).filter::<payout::Column>())
         .one(db)
         .await
 }
@@ -378,9 +377,7 @@ pub async fn list(
     request: &super::paging::PageRequest,
 ) -> Result<(super::paging::Fetched<Payout>, super::paging::Total), DbErr> {
     use payout::Column as Col;
-    let mut select = payout::Entity::find()
-        .filter(Col::BusinessId.eq(business_id))
-        .filter(Col::Mode.eq(mode));
+    let mut select = payout::Entity::find().filter(Tenant::new(business_id, mode).filter::<Col>());
     if let Some(status) = status {
         select = select.filter(Col::Status.eq(status));
     }

@@ -19,6 +19,7 @@ use super::businesses::webhook_secret_context;
 use super::entities::{business_mode, user, virtual_account};
 use super::users::totp_context;
 use crate::crypto::Cipher;
+use crate::db::tenant::Tenant;
 
 const BATCH: u64 = 500;
 
@@ -178,8 +179,7 @@ async fn webhook_secrets<C: ConnectionTrait>(db: &C, pass: &mut Pass<'_>) -> Res
             let Some(sealed) = sealed else { continue };
             let stored = Stored::<business_mode::Entity> {
                 row: Condition::all()
-                    .add(Col::BusinessId.eq(row.business_id.as_str()))
-                    .add(Col::Mode.eq(row.mode)),
+                    .add(Tenant::new(row.business_id.as_str(), row.mode).filter::<Col>()),
                 column,
                 sealed,
                 context: &context,

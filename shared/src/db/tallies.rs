@@ -22,6 +22,7 @@ use sea_orm::{
 };
 
 use super::entities::{account_count, business_mode, virtual_account};
+use crate::db::tenant::Tenant;
 use domain::{AccountStatus, Mode};
 
 /// The rolling window of the account limit.
@@ -122,8 +123,7 @@ pub(crate) async fn window<C: ConnectionTrait>(
     let of_business = || {
         virtual_account::Entity::find()
             .select_only()
-            .filter(Col::BusinessId.eq(business_id))
-            .filter(Col::Mode.eq(mode))
+            .filter(Tenant::new(business_id, mode).filter::<Col>())
     };
     let moves = tally.expired_until.is_none_or(|mark| mark < cutoff);
     let mut leaving = of_business()
@@ -254,8 +254,7 @@ pub(crate) fn count_creation_update(
             latest(B::AccountsExpiredUntil, cutoff),
         )
         .value(B::LastAccountAt, latest(B::LastAccountAt, at.clone()))
-        .and_where(B::BusinessId.eq(business_id))
-        .and_where(B::Mode.eq(mode))
+        .cond_where(Tenant::new(business_id, mode).filter::<B>())
         .and_where(mark().is_null().or(mark().lt(at.clone())))
         .returning(Query::returning().exprs([
             Expr::col(B::AccountsCreated).sub(Expr::col(B::AccountsExpired)),
@@ -430,8 +429,7 @@ pub async fn total<C: ConnectionTrait>(
     };
     let counts = || async {
         account_count::Entity::find()
-            .filter(account_count::Column::BusinessId.eq(business_id))
-            .filter(account_count::Column::Mode.eq(mode))
+            .filter(Tenant::new(business_id, mode).filter::<account_count::Column>())
             .all(db)
             .await
     };
@@ -460,8 +458,7 @@ pub async fn recount<C: ConnectionTrait + TransactionTrait>(
         .select_only()
         .column(Col::Status)
         .expr(Expr::cust("count(*)"))
-        .filter(Col::BusinessId.eq(business_id))
-        .filter(Col::Mode.eq(mode))
+        .filter(Tenant::new(business_id, mode).filter::<Col>())
         .group_by(Col::Status)
         .into_tuple()
         .all(&txn)
@@ -469,15 +466,13 @@ pub async fn recount<C: ConnectionTrait + TransactionTrait>(
     let last: Option<DateTime<Utc>> = virtual_account::Entity::find()
         .select_only()
         .expr(Expr::cust("max(created_at)"))
-        .filter(Col::BusinessId.eq(business_id))
-        .filter(Col::Mode.eq(mode))
+        .filter(Tenant::new(business_id, mode).filter::<Col>())
         .into_tuple()
         .one(&txn)
         .await?
         .flatten();
     account_count::Entity::delete_many()
-        .filter(account_count::Column::BusinessId.eq(business_id))
-        .filter(account_count::Column::Mode.eq(mode))
+        .filter(Tenant::new(business_id, mode).filter::<account_count::Column>())
         .exec(&txn)
         .await?;
     for (status, n) in &by_status {
@@ -497,8 +492,7 @@ pub async fn recount<C: ConnectionTrait + TransactionTrait>(
             Option::<DateTime<Utc>>::None.into(),
         )
         .col_expr(B::LastAccountAt, last.into())
-        .filter(B::BusinessId.eq(business_id))
-        .filter(B::Mode.eq(mode))
+        .filter(Tenant::new(business_id, mode).filter::<B>())
         .exec(&txn)
         .await?;
     txn.commit().await

@@ -11,6 +11,7 @@ use sea_orm::{
 
 use super::audit::{self, Actor, Entry};
 use super::entities::{business, dashboard_session, sign_in_throttle, user};
+use crate::db::tenant::Business;
 use domain::ids::new_id;
 use domain::user::Throttle;
 use domain::{AuditAction, KybStatus, Role};
@@ -102,7 +103,7 @@ pub async fn list_for_business<C: ConnectionTrait>(
     business_id: &str,
 ) -> Result<Vec<User>, DbErr> {
     user::Entity::find()
-        .filter(user::Column::BusinessId.eq(business_id))
+        .filter(Business(business_id).filter::<user::Column>())
         .order_by_asc(user::Column::CreatedAt)
         .order_by_asc(user::Column::Id)
         .all(db)
@@ -178,7 +179,7 @@ pub async fn change_member(
     // SQLite): concurrent changes run one after the other, each seeing the other's result.
     user::Entity::update_many()
         .col_expr(user::Column::UpdatedAt, Expr::col(user::Column::UpdatedAt))
-        .filter(user::Column::BusinessId.eq(business_id))
+        .filter(Business(business_id).filter::<user::Column>())
         .exec(&txn)
         .await?;
     let members = list_for_business(&txn, business_id).await?;

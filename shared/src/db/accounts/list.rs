@@ -1,6 +1,7 @@
 //! Listing and searching a business's accounts (docs/api/paging-and-search.md).
 
 use super::*;
+use crate::db::tenant::Tenant;
 
 pub struct ListQuery<'a> {
     pub request: &'a paging::PageRequest,
@@ -28,9 +29,8 @@ pub async fn list<C: ConnectionTrait>(
     use sea_orm::RelationTrait;
     use sea_orm::sea_query::{ExprTrait, Query, UnionType};
     use virtual_account::Column as C_;
-    let mut select = virtual_account::Entity::find()
-        .filter(C_::BusinessId.eq(business_id))
-        .filter(C_::Mode.eq(mode));
+    let mut select =
+        virtual_account::Entity::find().filter(Tenant::new(business_id, mode).filter::<C_>());
     let q = query.q.filter(|q| !q.is_empty());
     // Without a search, a status filter walks `account_states`' (…, status, created_at, id) index
     // and reads each account beside it; with one, the search's index decides and the status is
@@ -43,8 +43,7 @@ pub async fn list<C: ConnectionTrait>(
                     sea_orm::JoinType::InnerJoin,
                     account_state::Relation::Account.def(),
                 )
-                .filter(account_state::Column::BusinessId.eq(business_id))
-                .filter(account_state::Column::Mode.eq(mode))
+                .filter(Tenant::new(business_id, mode).filter::<account_state::Column>())
                 .filter(account_state::Column::Status.eq(status))
         } else {
             select.filter(C_::Status.eq(status))
@@ -76,8 +75,7 @@ pub async fn list<C: ConnectionTrait>(
                 let mut matching = Query::select()
                     .column(C_::Id)
                     .from(virtual_account::Entity)
-                    .and_where(C_::BusinessId.eq(business_id))
-                    .and_where(C_::Mode.eq(mode))
+                    .cond_where(Tenant::new(business_id, mode).filter::<C_>())
                     .and_where(text)
                     .to_owned();
                 matching.union(
@@ -85,8 +83,7 @@ pub async fn list<C: ConnectionTrait>(
                     Query::select()
                         .column(N::AccountId)
                         .from(account_number::Entity)
-                        .and_where(N::BusinessId.eq(business_id))
-                        .and_where(N::Mode.eq(mode))
+                        .cond_where(Tenant::new(business_id, mode).filter::<N>())
                         .and_where(
                             Expr::col(N::AccountNumber).like(LikeExpr::new(pattern).escape('\\')),
                         )
