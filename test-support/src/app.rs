@@ -356,3 +356,79 @@ impl TestApp {
         id
     }
 }
+
+/// A deposit as its bank's notification reports it (for [`TestApp::bank_deposit`]): the
+/// reference and amount, when it was paid, who sent it from which bank, and its narration.
+#[derive(Debug, Clone)]
+pub struct BankDeposit<'a> {
+    pub reference: &'a str,
+    pub amount: i64,
+    pub at: chrono::DateTime<chrono::Utc>,
+    pub sender: &'a str,
+    pub bank: &'a str,
+    pub narration: &'a str,
+}
+
+impl<'a> BankDeposit<'a> {
+    /// Paid now by Bola Ade from Zenith Bank, "Invoice".
+    pub fn new(reference: &'a str, amount: i64) -> Self {
+        BankDeposit {
+            reference,
+            amount,
+            at: chrono::Utc::now(),
+            sender: "Bola Ade",
+            bank: "Zenith Bank",
+            narration: "Invoice",
+        }
+    }
+
+    pub fn at(self, at: chrono::DateTime<chrono::Utc>) -> Self {
+        BankDeposit { at, ..self }
+    }
+
+    pub fn from(self, sender: &'a str, bank: &'a str) -> Self {
+        BankDeposit {
+            sender,
+            bank,
+            ..self
+        }
+    }
+
+    pub fn narration(self, narration: &'a str) -> Self {
+        BankDeposit { narration, ..self }
+    }
+}
+
+impl TestApp {
+    /// Records `deposit` into `account` (as the API shows it) as the test bank's notification
+    /// is recorded, asserting it is new, and wakes the relay so its webhook goes out.
+    pub async fn bank_deposit(&self, account: &Value, deposit: BankDeposit<'_>) {
+        use shared::db::deposits::{self, Recorded, Source};
+        let tx = domain::provider::RemoteTransaction {
+            reference: deposit.reference.to_owned(),
+            account_number: account["accountNumber"]
+                .as_str()
+                .expect("an account as the API shows it")
+                .to_owned(),
+            amount: deposit.amount,
+            currency: "NGN".into(),
+            sender_name: Some(deposit.sender.to_owned()),
+            sender_account_number: None,
+            sender_bank_name: Some(deposit.bank.to_owned()),
+            narration: Some(deposit.narration.to_owned()),
+            paid_at: deposit.at,
+        };
+        let recorded = deposits::record(
+            &self.db,
+            Mode::Test,
+            domain::Bank::TestBank,
+            &tx,
+            Source::Notification,
+            deposit.at,
+        )
+        .await
+        .expect("the deposit is recorded");
+        assert!(matches!(recorded, Recorded::New(_)), "{recorded:?}");
+        self.relay.kick();
+    }
+}

@@ -72,7 +72,7 @@ pub use fixtures::{Setup, record_event, set_webhook_url, setup, worker_parts};
 
 #[cfg(feature = "app")]
 pub use app::{
-    TestApp, spawn_app, spawn_app_with, start_instance, start_payouts_worker,
+    BankDeposit, TestApp, spawn_app, spawn_app_with, start_instance, start_payouts_worker,
     start_provisioning_worker, start_recheck_worker, start_webhooks_worker, test_config,
 };
 #[cfg(feature = "app")]

@@ -7,40 +7,12 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use domain::money::naira;
-use domain::provider::RemoteTransaction;
-use domain::{Bank, Mode, Role};
-use serde_json::{Value, json};
-use shared::db::deposits::{self, Recorded, Source};
+use domain::{Mode, Role};
+use serde_json::json;
 use test_support::dashboard::{Http, add_user};
-use test_support::{Backend, Receiver, Reply, TestApp, account_body, spawn_app};
+use test_support::{Backend, BankDeposit, Receiver, Reply, account_body, spawn_app};
 
 test_support::on_both_databases!(the_home_page_shows_the_figures_of_the_data_made);
-
-async fn record(app: &TestApp, account: &Value, reference: &str, amount: i64, at: DateTime<Utc>) {
-    let tx = RemoteTransaction {
-        reference: reference.to_owned(),
-        account_number: account["accountNumber"].as_str().unwrap().to_owned(),
-        amount,
-        currency: "NGN".into(),
-        sender_name: Some("Bola Ade".into()),
-        sender_account_number: None,
-        sender_bank_name: Some("Zenith Bank".into()),
-        narration: Some("Invoice".into()),
-        paid_at: at,
-    };
-    let recorded = deposits::record(
-        &app.db,
-        Mode::Test,
-        Bank::TestBank,
-        &tx,
-        Source::Notification,
-        at,
-    )
-    .await
-    .unwrap();
-    assert!(matches!(recorded, Recorded::New(_)));
-    app.relay.kick();
-}
 
 /// A chart table's row: the day as Lagos names it, then its cells.
 fn row(day: DateTime<Utc>, cells: &[&str]) -> String {
@@ -71,15 +43,22 @@ async fn the_home_page_shows_the_figures_of_the_data_made(backend: Backend) {
     assert_eq!(pending.status(), 202);
     let now = Utc::now();
     let eight_days_ago = now - chrono::Duration::days(8);
-    record(&app, &first, "OLD-1", 500_000, eight_days_ago).await;
-    record(&app, &first, "TODAY-1", 15_000_000, now).await;
-    record(&app, &second, "TODAY-2", 250_050, now).await;
+    app.bank_deposit(
+        &first,
+        BankDeposit::new("OLD-1", 500_000).at(eight_days_ago),
+    )
+    .await;
+    app.bank_deposit(&first, BankDeposit::new("TODAY-1", 15_000_000).at(now))
+        .await;
+    app.bank_deposit(&second, BankDeposit::new("TODAY-2", 250_050).at(now))
+        .await;
     let resp = app
         .deactivate(app.test_key(), second["id"].as_str().unwrap())
         .await;
     assert_eq!(resp.status(), 200);
     // After the deactivation: flagged.
-    record(&app, &second, "TODAY-FLAGGED", 10_000, Utc::now()).await;
+    app.bank_deposit(&second, BankDeposit::new("TODAY-FLAGGED", 10_000))
+        .await;
     let put = app
         .client
         .put(app.url("/v1/settlement-account"))

@@ -14,14 +14,12 @@
 use std::time::Duration;
 
 use chrono::Utc;
-use domain::provider::RemoteTransaction;
-use domain::{Bank, Mode, Role};
-use serde_json::{Value, json};
-use shared::db::deposits::{self, Recorded, Source};
+use domain::{Mode, Role};
+use serde_json::json;
 use test_support::browser::fantoccini::{Client, Locator};
 use test_support::browser::{self, Browser, signed_in};
 use test_support::dashboard::add_user;
-use test_support::{Backend, Receiver, Reply, TestApp, account_body, spawn_app};
+use test_support::{Backend, BankDeposit, Receiver, Reply, TestApp, account_body, spawn_app};
 
 const WIDTHS: [(u32, u32); 3] = [(390, 844), (768, 1024), (1366, 900)];
 
@@ -100,34 +98,6 @@ async fn strings(c: &Client, script: &str) -> Vec<String> {
     serde_json::from_value(value).unwrap()
 }
 
-/// A deposit reaching `account`, recorded as a bank's notification is.
-async fn deposit(app: &TestApp, account: &Value, reference: &str, amount: i64, narration: &str) {
-    let now = Utc::now();
-    let tx = RemoteTransaction {
-        reference: reference.to_owned(),
-        account_number: account["accountNumber"].as_str().unwrap().to_owned(),
-        amount,
-        currency: "NGN".into(),
-        sender_name: Some("Chukwuemeka Okonkwo-Adeyemi".into()),
-        sender_account_number: None,
-        sender_bank_name: Some("First City Monument Bank".into()),
-        narration: Some(narration.to_owned()),
-        paid_at: now,
-    };
-    let recorded = deposits::record(
-        &app.db,
-        Mode::Test,
-        Bank::TestBank,
-        &tx,
-        Source::Notification,
-        now,
-    )
-    .await
-    .unwrap();
-    assert!(matches!(recorded, Recorded::New(_)));
-    app.relay.kick();
-}
-
 /// A business with every kind of row its pages list: active, pending, failed and deactivated
 /// accounts, credited and flagged deposits, events whose webhooks failed once and then arrived,
 /// a settlement account and payouts. Returns (an active account's id, the failed one's id, an
@@ -160,28 +130,23 @@ async fn fill(app: &TestApp) -> (String, String, String) {
         .await;
     let failed_id = failed["data"][0]["id"].as_str().unwrap().to_owned();
     for i in 0..14 {
-        deposit(
-            app,
-            &accounts[i % 3],
-            &format!("WEMA{:020}", 880_000_000 + i),
-            [150_000, 2_500_050, 75_000_000, 1_999][i % 4],
-            ["Invoice 1042", "School fees, term 2", "Rent for March"][i % 3],
-        )
-        .await;
+        let reference = format!("WEMA{:020}", 880_000_000 + i);
+        let amount = [150_000, 2_500_050, 75_000_000, 1_999][i % 4];
+        let narration = ["Invoice 1042", "School fees, term 2", "Rent for March"][i % 3];
+        let deposit = BankDeposit::new(&reference, amount)
+            .from("Chukwuemeka Okonkwo-Adeyemi", "First City Monument Bank")
+            .narration(narration);
+        app.bank_deposit(&accounts[i % 3], deposit).await;
     }
     let resp = app
         .deactivate(app.test_key(), accounts[3]["id"].as_str().unwrap())
         .await;
     assert_eq!(resp.status(), 200);
     tokio::time::sleep(Duration::from_millis(1100)).await;
-    deposit(
-        app,
-        &accounts[3],
-        "WEMA000000000LATE",
-        500_000,
-        "Late transfer",
-    )
-    .await;
+    let late = BankDeposit::new("WEMA000000000LATE", 500_000)
+        .from("Chukwuemeka Okonkwo-Adeyemi", "First City Monument Bank")
+        .narration("Late transfer");
+    app.bank_deposit(&accounts[3], late).await;
     let put = app
         .client
         .put(app.url("/v1/settlement-account"))

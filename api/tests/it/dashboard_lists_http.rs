@@ -3,45 +3,16 @@
 //! events with their amount and customer, the deposits page's total for the filter shown, and
 //! payouts whose one destination is said once and whose reference falls back to the narration.
 
-use chrono::Utc;
-use domain::provider::RemoteTransaction;
-use domain::{Bank, Mode, Role};
-use serde_json::{Value, json};
-use shared::db::deposits::{self, Recorded, Source};
+use domain::Role;
+use serde_json::json;
 use test_support::dashboard::{Http, add_user};
-use test_support::{Backend, TestApp, account_body, spawn_app};
+use test_support::{Backend, BankDeposit, TestApp, account_body, spawn_app};
 
 test_support::on_both_databases!(
     account_lists_drop_the_business_name_and_say_a_failed_account_has_no_number,
     events_and_deposits_say_amount_customer_zone_and_the_filters_total,
     payouts_name_their_one_destination_once_and_fall_back_to_the_narration,
 );
-
-async fn record(app: &TestApp, account: &Value, reference: &str, amount: i64) {
-    let now = Utc::now();
-    let tx = RemoteTransaction {
-        reference: reference.to_owned(),
-        account_number: account["accountNumber"].as_str().unwrap().to_owned(),
-        amount,
-        currency: "NGN".into(),
-        sender_name: Some("Bola Ade".into()),
-        sender_account_number: None,
-        sender_bank_name: Some("Zenith Bank".into()),
-        narration: Some("Invoice".into()),
-        paid_at: now,
-    };
-    let recorded = deposits::record(
-        &app.db,
-        Mode::Test,
-        Bank::TestBank,
-        &tx,
-        Source::Notification,
-        now,
-    )
-    .await
-    .unwrap();
-    assert!(matches!(recorded, Recorded::New(_)));
-}
 
 async fn signed_in(app: &TestApp) -> Http {
     let (email, password) = add_user(app, Role::Owner).await;
@@ -100,7 +71,8 @@ async fn account_lists_drop_the_business_name_and_say_a_failed_account_has_no_nu
     assert!(page.body.contains("<dd>Acme Ltd/Ada Obi 2</dd>"));
 
     let deposits_page = {
-        record(&app, &active, "REF-NAME-1", 150_000).await;
+        app.bank_deposit(&active, BankDeposit::new("REF-NAME-1", 150_000))
+            .await;
         http.get("/dashboard/test/deposits").await
     };
     let row = between(&deposits_page.body, "<tbody>", "</tbody>");
@@ -114,14 +86,18 @@ async fn events_and_deposits_say_amount_customer_zone_and_the_filters_total(back
     let app = spawn_app(backend).await;
     let first = app.active_account(app.test_key(), 1).await;
     let second = app.active_account(app.test_key(), 2).await;
-    record(&app, &first, "REF-A", 150_000).await;
-    record(&app, &first, "REF-B", 2_500_050).await;
-    record(&app, &second, "REF-C", 75_000).await;
+    app.bank_deposit(&first, BankDeposit::new("REF-A", 150_000))
+        .await;
+    app.bank_deposit(&first, BankDeposit::new("REF-B", 2_500_050))
+        .await;
+    app.bank_deposit(&second, BankDeposit::new("REF-C", 75_000))
+        .await;
     let resp = app
         .deactivate(app.test_key(), second["id"].as_str().unwrap())
         .await;
     assert_eq!(resp.status(), 200);
-    record(&app, &second, "REF-LATE", 10_000).await;
+    app.bank_deposit(&second, BankDeposit::new("REF-LATE", 10_000))
+        .await;
     let mut http = signed_in(&app).await;
 
     let events = http

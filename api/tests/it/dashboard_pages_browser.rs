@@ -12,18 +12,15 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use axum::http::Method;
-use chrono::Utc;
-use domain::provider::RemoteTransaction;
-use domain::{Bank, Mode, Role};
+use domain::{Mode, Role};
 use serde_json::{Value, json};
-use shared::db::deposits::{self, Recorded, Source};
 use test_support::browser::fantoccini::wd::WebDriverCompatibleCommand;
 use test_support::browser::fantoccini::{Client, Locator};
 use test_support::browser::{
     self, Browser, body_text, click, fill, shoot, signed_in, wait_for_url,
 };
 use test_support::dashboard::{add_user, parse_csv};
-use test_support::{Backend, Receiver, Reply, TestApp, spawn_app};
+use test_support::{Backend, BankDeposit, Receiver, Reply, TestApp, spawn_app};
 
 async fn rows(c: &Client, css: &str) -> usize {
     c.find_all(Locator::Css(css)).await.unwrap().len()
@@ -31,34 +28,6 @@ async fn rows(c: &Client, css: &str) -> usize {
 
 async fn account(app: &TestApp, n: u32) -> Value {
     app.active_account(app.test_key(), n).await
-}
-
-/// A deposit reaching `account`, recorded as a bank's notification is.
-async fn deposit(app: &TestApp, account: &Value, reference: &str, amount: i64, narration: &str) {
-    let now = Utc::now();
-    let tx = RemoteTransaction {
-        reference: reference.to_owned(),
-        account_number: account["accountNumber"].as_str().unwrap().to_owned(),
-        amount,
-        currency: "NGN".into(),
-        sender_name: Some("Bola Ade".into()),
-        sender_account_number: None,
-        sender_bank_name: Some("Zenith Bank".into()),
-        narration: Some(narration.to_owned()),
-        paid_at: now,
-    };
-    let recorded = deposits::record(
-        &app.db,
-        Mode::Test,
-        Bank::TestBank,
-        &tx,
-        Source::Notification,
-        now,
-    )
-    .await
-    .unwrap();
-    assert!(matches!(recorded, Recorded::New(_)));
-    app.relay.kick();
 }
 
 /// Chromium's downloads go to `dir` (a DevTools command through chromedriver: the session's
@@ -116,17 +85,19 @@ async fn search_deposits_and_download_the_csv(backend: Backend) {
     let first = account(&app, 1).await;
     let second = account(&app, 2).await;
     for i in 0..3 {
-        deposit(&app, &first, &format!("FIRST-{i}"), 150_000 + i, "rent").await;
+        app.bank_deposit(
+            &first,
+            BankDeposit::new(&format!("FIRST-{i}"), 150_000 + i).narration("rent"),
+        )
+        .await;
     }
-    deposit(
-        &app,
+    let fees = BankDeposit::new("SECOND-1", 2_500_050).narration("School fees, term \"2\"");
+    app.bank_deposit(&second, fees).await;
+    app.bank_deposit(
         &second,
-        "SECOND-1",
-        2_500_050,
-        "School fees, term \"2\"",
+        BankDeposit::new("SECOND-2", 99_900).narration("=1+1"),
     )
     .await;
-    deposit(&app, &second, "SECOND-2", 99_900, "=1+1").await;
     let (email, password) = add_user(&app, Role::Viewer).await;
     signed_in(c, &app, &email, &password).await;
 
@@ -216,7 +187,8 @@ async fn resend_an_event_and_see_the_new_delivery() {
         .await;
     let _worker = test_support::start_webhooks_worker(&app, app.shutdown.clone());
     let a = account(&app, 1).await;
-    deposit(&app, &a, "REF-1", 150_000, "rent").await;
+    app.bank_deposit(&a, BankDeposit::new("REF-1", 150_000).narration("rent"))
+        .await;
     let first = receiver.wait_for(1, Duration::from_secs(20)).await;
 
     let (email, password) = add_user(&app, Role::Developer).await;
@@ -273,7 +245,8 @@ async fn a_viewer_sees_no_resend_or_settlement_change_and_an_owner_changes_it() 
     let c = &browser.client;
     let app = spawn_app(Backend::Sqlite).await;
     let a = account(&app, 1).await;
-    deposit(&app, &a, "REF-1", 150_000, "rent").await;
+    app.bank_deposit(&a, BankDeposit::new("REF-1", 150_000).narration("rent"))
+        .await;
 
     let (viewer, viewer_password) = add_user(&app, Role::Viewer).await;
     signed_in(c, &app, &viewer, &viewer_password).await;
@@ -359,28 +332,18 @@ async fn screenshots() {
         ];
         for i in 0..32 {
             let a = &accounts[i % 3];
-            deposit(
-                app,
-                a,
-                &format!("WEMA{:012}", 880_000_000 + i),
-                [150_000, 2_500_050, 75_000_000, 1_999][i % 4],
-                narrations[i % 4],
-            )
-            .await;
+            let reference = format!("WEMA{:012}", 880_000_000 + i);
+            let amount = [150_000, 2_500_050, 75_000_000, 1_999][i % 4];
+            let deposit = BankDeposit::new(&reference, amount).narration(narrations[i % 4]);
+            app.bank_deposit(a, deposit).await;
         }
         let resp = app
             .deactivate(app.test_key(), accounts[3]["id"].as_str().unwrap())
             .await;
         assert_eq!(resp.status(), 200);
         tokio::time::sleep(Duration::from_millis(1100)).await;
-        deposit(
-            app,
-            &accounts[3],
-            "WEMA000000000LATE",
-            500_000,
-            "Late transfer",
-        )
-        .await;
+        let late = BankDeposit::new("WEMA000000000LATE", 500_000).narration("Late transfer");
+        app.bank_deposit(&accounts[3], late).await;
         let put = app
             .client
             .put(app.url("/v1/settlement-account"))
