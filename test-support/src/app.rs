@@ -400,6 +400,23 @@ impl<'a> BankDeposit<'a> {
 }
 
 impl TestApp {
+    /// Sets the test mode's settlement account (GTBank, the same valid NUBAN every time) with
+    /// payout `schedule` (`manual` or `daily`), as a business does through the API; returns the
+    /// account as answered.
+    pub async fn set_settlement_account(&self, schedule: &str) -> Value {
+        let number = domain::nuban::account_number("058", 12_345_678).expect("a valid NUBAN");
+        let resp = self
+            .client
+            .put(self.url("/v1/settlement-account"))
+            .bearer_auth(self.test_key())
+            .json(&json!({"bankCode": "058", "accountNumber": number, "schedule": schedule}))
+            .send()
+            .await
+            .expect("the api answers");
+        assert_eq!(resp.status().as_u16(), 200, "the settlement account is set");
+        resp.json().await.expect("JSON")
+    }
+
     /// Records `deposit` into `account` (as the API shows it) as the test bank's notification
     /// is recorded, asserting it is new, and wakes the relay so its webhook goes out.
     pub async fn bank_deposit(&self, account: &Value, deposit: BankDeposit<'_>) {

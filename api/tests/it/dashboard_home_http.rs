@@ -59,15 +59,7 @@ async fn the_home_page_shows_the_figures_of_the_data_made(backend: Backend) {
     // After the deactivation: flagged.
     app.bank_deposit(&second, BankDeposit::new("TODAY-FLAGGED", 10_000))
         .await;
-    let put = app
-        .client
-        .put(app.url("/v1/settlement-account"))
-        .bearer_auth(app.test_key())
-        .json(&json!({"bankCode": "058", "accountNumber": domain::nuban::account_number("058", 12_345_678).unwrap(), "schedule": "manual"}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(put.status(), 200);
+    app.set_settlement_account("manual").await;
     for i in 0..2 {
         let r = app
             .client

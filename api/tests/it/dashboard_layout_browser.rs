@@ -147,15 +147,7 @@ async fn fill(app: &TestApp) -> (String, String, String) {
         .from("Chukwuemeka Okonkwo-Adeyemi", "First City Monument Bank")
         .narration("Late transfer");
     app.bank_deposit(&accounts[3], late).await;
-    let put = app
-        .client
-        .put(app.url("/v1/settlement-account"))
-        .bearer_auth(app.test_key())
-        .json(&json!({"bankCode": "058", "accountNumber": domain::nuban::account_number("058", 12_345_678).unwrap(), "schedule": "daily"}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(put.status(), 200);
+    app.set_settlement_account("daily").await;
     for (i, amount) in [500_000i64, 1_000_001, 250_000].into_iter().enumerate() {
         let mut body =
             json!({"amount": amount, "narration": "Weekly sweep to the operating account"});

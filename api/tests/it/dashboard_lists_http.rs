@@ -143,16 +143,7 @@ async fn events_and_deposits_say_amount_customer_zone_and_the_filters_total(back
 async fn payouts_name_their_one_destination_once_and_fall_back_to_the_narration(backend: Backend) {
     let app = spawn_app(backend).await;
     app.funded_account(5_000_000).await;
-    let put = app
-        .client
-        .put(app.url("/v1/settlement-account"))
-        .bearer_auth(app.test_key())
-        .json(&json!({"bankCode": "058", "accountNumber": domain::nuban::account_number("058", 12_345_678).unwrap(), "schedule": "manual"}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(put.status(), 200);
-    let settlement = test_support::json(put).await;
+    let settlement = app.set_settlement_account("manual").await;
     let name = settlement["accountName"].as_str().unwrap().to_owned();
     for (i, reference) in [Some("sweep-1"), None, Some("sweep-3")]
         .into_iter()

@@ -344,15 +344,7 @@ async fn screenshots() {
         tokio::time::sleep(Duration::from_millis(1100)).await;
         let late = BankDeposit::new("WEMA000000000LATE", 500_000).narration("Late transfer");
         app.bank_deposit(&accounts[3], late).await;
-        let put = app
-            .client
-            .put(app.url("/v1/settlement-account"))
-            .bearer_auth(app.test_key())
-            .json(&json!({"bankCode": "058", "accountNumber": domain::nuban::account_number("058", 12_345_678).unwrap(), "schedule": "daily"}))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(put.status(), 200);
+        app.set_settlement_account("daily").await;
         for (i, amount) in [500_000i64, 1_000_001, 250_000].into_iter().enumerate() {
             let r = app
                 .client
