@@ -16,6 +16,7 @@
 pub mod bootstrap;
 pub mod crypto;
 pub mod db;
+pub mod jobs;
 pub mod json;
 pub mod messaging;
 pub mod outbound;

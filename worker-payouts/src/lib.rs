@@ -25,7 +25,7 @@ use shared::db::entities::{payout, settlement_account};
 use shared::db::ledger;
 use shared::db::outbox::{JobOutcome, JobRow};
 use shared::db::payouts::{self, CreateOutcome, CreateRequest, Lease, Payout, Reported};
-use shared::messaging::jobs::{PayoutJob, QueueJob};
+use shared::jobs::{PayoutJob, QueueJob};
 use shared::messaging::relay::Relay;
 use shared::messaging::worker::{Consumer, JobHandler};
 use shared::outbound::providers::{ProviderError, Providers};

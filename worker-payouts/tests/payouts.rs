@@ -406,7 +406,7 @@ async fn flaky_bank() -> (Arc<FlakyBank>, String) {
 /// or the bank holds none and the payout failed with its money returned once; never a transfer
 /// made and refunded.
 async fn two_runs_of_one_payout_never_send_it_and_refund_it(backend: Backend) {
-    use shared::messaging::jobs::{PayoutJob, QueueJob};
+    use shared::jobs::{PayoutJob, QueueJob};
     use shared::messaging::worker::JobHandler;
     let app = app(backend, false, 1).await;
     set_settlement(&app, "manual").await;

@@ -16,7 +16,7 @@ use shared::crypto::Cipher;
 use shared::db::accounts::{self, Account, Settled};
 use shared::db::entities::virtual_account;
 use shared::db::outbox::{JobOutcome, JobRow};
-use shared::messaging::jobs::{ProvisioningJob, QueueJob};
+use shared::jobs::{ProvisioningJob, QueueJob};
 use shared::messaging::worker::{Consumer, JobHandler};
 use shared::outbound::providers::{self, ProviderError, Providers, RemoteAccount};
 

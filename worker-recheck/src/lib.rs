@@ -15,7 +15,7 @@ use shared::bootstrap::{Worker, WorkerParts};
 use shared::db::deposits::{self, Incoming, Recorded, Source};
 use shared::db::outbox::{JobOutcome, JobRow};
 use shared::db::{accounts, rechecks};
-use shared::messaging::jobs::{QueueJob, RecheckJob};
+use shared::jobs::{QueueJob, RecheckJob};
 use shared::messaging::relay::Relay;
 use shared::messaging::worker::{Consumer, JobHandler};
 use shared::outbound::providers::{InvalidListed, Listed, Providers};

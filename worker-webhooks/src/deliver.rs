@@ -5,7 +5,7 @@
 //! and tell the consumer when to run again (or that the delivery is dead).
 //!
 //! The reads before an attempt and the record after it are each made in rounds shared with the
-//! attempts running at the same moment ([`shared::messaging::batch`]): under load, three statements read
+//! attempts running at the same moment ([`shared::db::batch`]): under load, three statements read
 //! what many attempts need, and one transaction records many attempts.
 
 use std::sync::Arc;
@@ -18,13 +18,13 @@ use ops::config::WebhooksConfig;
 use reqwest::header::{CONTENT_TYPE, HeaderValue, RETRY_AFTER};
 use sea_orm::DatabaseConnection;
 use shared::crypto::Cipher;
+use shared::db::batch::Coalescer;
 use shared::db::businesses::webhook_secret_context;
 use shared::db::deliveries::{self, AttemptRecord, AttemptWrite, Delivery, ForAttempt, Next};
 use shared::db::entities::business_mode;
 use shared::db::events;
 use shared::db::outbox::{JobOutcome, JobRow};
-use shared::messaging::batch::Coalescer;
-use shared::messaging::jobs::WebhookJob;
+use shared::jobs::WebhookJob;
 use shared::messaging::worker::JobHandler;
 use shared::outbound::signing::{self, SigningKey};
 use shared::outbound::ssrf::{GuardedResolver, TargetPolicy};

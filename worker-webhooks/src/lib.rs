@@ -28,8 +28,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use deliver::Deliverer;
 
-pub const QUEUE: &str =
-    <shared::messaging::jobs::WebhookJob as shared::messaging::jobs::QueueJob>::QUEUE;
+pub const QUEUE: &str = <shared::jobs::WebhookJob as shared::jobs::QueueJob>::QUEUE;
 
 /// The consumer, on any broker (RabbitMQ, or the in-process one of `api dev`). Returns when
 /// `shutdown` is cancelled and in-flight deliveries have finished.

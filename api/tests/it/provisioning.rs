@@ -257,7 +257,7 @@ async fn a_lost_message_is_published_again(backend: Backend) {
 async fn a_job_this_version_cannot_read_is_dead_lettered_once(backend: Backend) {
     let app = spawn_app(backend).await;
     let now = domain::time::now();
-    let job = shared::messaging::jobs::ProvisioningJob::Close {
+    let job = shared::jobs::ProvisioningJob::Close {
         account_id: "va_unknown".into(),
     };
     let job_id = shared::db::outbox::enqueue(&app.db, &job, now, now)

@@ -18,7 +18,7 @@ use super::outbox::{Mark, enqueue};
 use super::paging;
 use super::tallies;
 use crate::crypto::Cipher;
-use crate::messaging::jobs::ProvisioningJob;
+use crate::jobs::ProvisioningJob;
 use domain::ids::new_id;
 use domain::provider::OpenAccount;
 use domain::{AccountStatus, AuditAction, EventType, IdentityNumber, Mode, NewAccount};

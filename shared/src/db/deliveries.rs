@@ -14,7 +14,7 @@ use super::entities::event::Model as Event;
 use super::entities::{business_mode, delivery, delivery_attempt, event};
 use super::outbox;
 use crate::db::tenant::{Business, Tenant};
-use crate::messaging::jobs::WebhookJob;
+use crate::jobs::WebhookJob;
 use domain::ids::new_id;
 use domain::{AuditAction, DeliveryStatus};
 

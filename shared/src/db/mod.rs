@@ -2,6 +2,7 @@
 
 pub mod accounts;
 pub mod audit;
+pub mod batch;
 pub mod businesses;
 pub mod changes;
 pub mod day_counts;

@@ -22,7 +22,7 @@ use sea_orm::{
 use serde::{Deserialize, Serialize};
 
 use super::entities::outbox;
-use crate::messaging::jobs::QueueJob;
+use crate::jobs::QueueJob;
 use domain::ids::new_id;
 
 pub use outbox::Model as JobRow;

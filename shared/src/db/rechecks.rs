@@ -9,7 +9,7 @@ use sea_orm::{
 use super::accounts::Account;
 use super::entities::recheck;
 use super::outbox::enqueue;
-use crate::messaging::jobs::RecheckJob;
+use crate::jobs::RecheckJob;
 use domain::RecheckStatus;
 use domain::ids::new_id;
 

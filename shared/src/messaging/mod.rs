@@ -7,8 +7,6 @@
 //! The outbox table itself is storage (`db::outbox`): the job is written in the transaction of
 //! the change that causes it; this folder only moves it on.
 
-pub mod batch;
-pub mod jobs;
 pub mod queue;
 pub mod relay;
 pub mod retry;

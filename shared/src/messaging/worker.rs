@@ -9,7 +9,7 @@
 //! queue free of stale copies: once a dead job is replayed, its copy there is dropped.
 //!
 //! The database work every message needs is shared between the messages in hand at the same
-//! moment ([`super::batch`]): their jobs are started in one statement, and the runs that end
+//! moment ([`crate::db::batch`]): their jobs are started in one statement, and the runs that end
 //! together are recorded in one, so a busy queue costs few round trips and commits per job.
 
 use std::sync::Arc;
@@ -22,9 +22,9 @@ use sea_orm::DatabaseConnection;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+use crate::db::batch::Coalescer;
 use crate::db::outbox::{self, JobMessage, JobOutcome, JobRow, Runnable};
-use crate::messaging::batch::Coalescer;
-use crate::messaging::jobs::QueueJob;
+use crate::jobs::QueueJob;
 use crate::messaging::queue::{Broker, DeadLetter, Delivery, QueueError, reconnect_delay};
 use crate::messaging::relay::Relay;
 
@@ -52,7 +52,7 @@ pub trait JobHandler: Send + Sync + 'static {
 /// How many messages' jobs are started, or finished, in one statement at most.
 const ROUND: usize = 64;
 
-/// The consumer's shared rounds of database work (see [`super::batch`]): starting the jobs of
+/// The consumer's shared rounds of database work (see [`crate::db::batch`]): starting the jobs of
 /// the messages that came, and recording how runs ended.
 struct Rounds {
     start: Coalescer<String, Result<Option<JobRow>, String>>,

@@ -4,6 +4,7 @@
 
 mod alert_gauges;
 mod database_tls;
+mod layers;
 mod ops_port;
 mod providers;
 mod queue;

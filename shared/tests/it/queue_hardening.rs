@@ -14,7 +14,7 @@ use futures::stream::BoxStream;
 use migrations::MigratorTrait;
 use sea_orm::{ConnectionTrait, DatabaseConnection};
 use shared::db::outbox::{self, JobMessage, JobOutcome, JobRow};
-use shared::messaging::jobs::{ProvisioningJob, WebhookJob};
+use shared::jobs::{ProvisioningJob, WebhookJob};
 use shared::messaging::queue::{
     Broker, DeadLetter, DeadLetterBounds, Delivery, MemoryBroker, Outgoing, QueueError,
     RabbitBroker,
@@ -240,7 +240,7 @@ impl<J> Recorder<J> {
 #[async_trait]
 impl<J> JobHandler for Recorder<J>
 where
-    J: shared::messaging::jobs::QueueJob + Clone + PartialEq,
+    J: shared::jobs::QueueJob + Clone + PartialEq,
 {
     type Job = J;
 

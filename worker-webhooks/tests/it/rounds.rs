@@ -11,7 +11,7 @@ use domain::DeliveryStatus;
 use sea_orm::{ActiveModelTrait, ActiveValue::Set, IntoActiveModel};
 use shared::db::deliveries::{self, AttemptRecord, AttemptWrite, Next};
 use shared::db::outbox::{self, JobOutcome};
-use shared::messaging::jobs::{ProvisioningJob, WebhookJob};
+use shared::jobs::{ProvisioningJob, WebhookJob};
 use test_support::{Backend, TestDb, on_both_databases, setup};
 
 on_both_databases!(

@@ -27,7 +27,7 @@ use super::{
     settle_update, stamped, status_of,
 };
 use crate::crypto::Cipher;
-use crate::messaging::jobs::ProvisioningJob;
+use crate::jobs::ProvisioningJob;
 use domain::AccountStatus;
 use domain::ids::new_id;
 use domain::provider::ProvisioningOutcome;

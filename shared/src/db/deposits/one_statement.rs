@@ -43,7 +43,7 @@ use super::{
     account_for, announcement, deposit_row, notification_row, push_account_for_values,
     push_recorded_before_values, recorded_before,
 };
-use crate::messaging::batch::Keyed;
+use crate::db::batch::Keyed;
 use domain::Mode;
 use domain::provider::{NotificationOutcome, RemoteTransaction};
 

@@ -10,7 +10,7 @@ pub struct Model {
     pub id: String,
     /// The queue the job goes to, e.g. `provisioning`.
     pub queue: String,
-    /// JSON of the queue's job type (`crate::messaging::jobs`): ids only, never personal data.
+    /// JSON of the queue's job type (`crate::jobs`): ids only, never personal data.
     pub payload: String,
     /// Not before this time: delays live here, not in the broker.
     pub run_at: DateTimeUtc,

@@ -17,7 +17,7 @@ use futures::stream::BoxStream;
 pub use memory::MemoryBroker;
 pub use rabbit::{RabbitBroker, delete_topology};
 
-use crate::messaging::jobs::{PayoutJob, ProvisioningJob, QueueJob, RecheckJob, WebhookJob};
+use crate::jobs::{PayoutJob, ProvisioningJob, QueueJob, RecheckJob, WebhookJob};
 
 /// The work queues, one per job type. Each has a dead-letter queue beside it.
 pub const QUEUES: [&str; 4] = [
