@@ -1,15 +1,16 @@
-//! Maintained daily figures of the dashboard's home page (docs/dashboard.md): deposits per day
-//! (how many, and their amount) and webhook deliveries per day by outcome, so that the page reads
-//! a few hundred rows however many deposits and deliveries a business has.
+//! Maintained figures of the dashboard's home page (docs/dashboard.md) and of the balance's
+//! "in flight": deposits per day (how many, and their amount), webhook deliveries per day and
+//! over every day by outcome, and payouts over every day by status with their amounts, so that
+//! a reader reads a few hundred rows however many rows a business has.
 //!
-//! `day_counts` holds, per business and mode, `kind` (`deposits`, `deliveries`), the Lagos day
-//! (`YYYY-MM-DD`, West Africa Time: UTC+1, no daylight saving) of the row's moment (a deposit's
-//! `received_at`, a delivery's `created_at`), and `bucket` (`''` for deposits; a delivery's
-//! outcome: `waiting`, `retrying`, `succeeded`, `dead`), the row count `n` and the amount in
-//! kobo. Deliveries are also counted under the day `''`: by outcome over every day, as the page
-//! shows them, in a few rows rather than one per day. As in `m0017_list_counts`, a figure is the sum of its shard rows (16 on PostgreSQL, by
-//! a hash of the counted row's id; SQLite has one writer and uses shard 0), and triggers keep
-//! them, not the service's code, so every write path counts.
+//! `day_counts` holds, per business and mode, `kind` (`deposits`, `deliveries`, `payouts`), the
+//! Lagos day (`YYYY-MM-DD`, West Africa Time: UTC+1, no daylight saving) of the row's moment (a
+//! deposit's `received_at`, a delivery's `created_at`), or `''` for the figure over every day,
+//! and `bucket` (`''` for deposits; a delivery's outcome: `waiting`, `retrying`, `succeeded`,
+//! `dead`; a payout's status), the row count `n` and the amount in kobo. As in
+//! `m0017_list_counts`, a figure is the sum of its shard rows (16 on PostgreSQL, by a hash of the
+//! counted row's id; SQLite has one writer and uses shard 0), and triggers keep them, not the
+//! service's code, so every write path counts.
 //!
 //! On PostgreSQL, inserts, deletes and a deposit's or payout's moves count in deferred constraint
 //! row triggers: the count rows are locked only at commit, after every other lock of the
@@ -19,9 +20,6 @@
 //! rounds could wait on each other. A delivery's UPDATE is counted instead by one
 //! statement-level trigger over the statement's old and new rows: one upsert of the summed
 //! moves, in key order, so concurrent rounds take count rows in one order.
-//!
-//! Payouts are counted over every day only, by status with their amounts: the balance's "in
-//! flight" (pending and processing) is their sum, however many payouts a business has made.
 //!
 //! `deliveries_business_mode_status_updated` replaces m0027's status-and-attempts index: the
 //! counts are kept here now, and the last failure is the newest of a status.
@@ -52,7 +50,7 @@ const COLUMNS: [&str; 8] = [
 /// A counted table.
 struct Counted {
     table: &'static str,
-    /// `kind` in `day_counts`; the names `shared::db::home` reads.
+    /// `kind` in `day_counts`; the names `shared::db::day_counts::Kind` reads.
     kind: &'static str,
     /// The column whose Lagos day is the row's day.
     moment: &'static str,

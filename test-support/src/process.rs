@@ -36,8 +36,9 @@ pub fn run_ok(cmd: &mut Command) -> Output {
 }
 
 /// The `api` binary (the `api-bin` crate's, docs/architecture.md), beside this test's own binary
-/// in the target folder; built on demand when the `cargo test` that runs this test did not build
-/// it (a workspace run does: `api-bin` has tests of its own).
+/// in the target folder. A workspace run builds it fresh (`api-bin` has tests of its own); a
+/// narrower run (`cargo test -p api`) builds it only when it is missing and otherwise takes it as
+/// last built, so run `cargo build --bin api` first after changing the api.
 pub fn api_binary() -> &'static str {
     static PATH: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     PATH.get_or_init(|| {

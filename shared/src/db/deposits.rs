@@ -12,7 +12,7 @@ use super::entities::{
 };
 use super::list_counts::{self, List};
 use super::paging;
-use crate::db::tenant::{Business, Tenant};
+use crate::db::tenant::Tenant;
 use crate::json::{AccountView, DepositView};
 use domain::ids::new_id;
 use domain::provider::{NotificationOutcome, RemoteTransaction};
@@ -671,10 +671,9 @@ async fn mode_select<C: ConnectionTrait>(
         let accounts: Vec<String> = account_number::Entity::find()
             .select_only()
             .column(account_number::Column::AccountId)
-            .filter(account_number::Column::Mode.eq(query.mode))
+            .filter(Tenant::new(query.business_id, query.mode).filter::<account_number::Column>())
             .filter(account_number::Column::Bank.is_in(Bank::ALL))
             .filter(account_number::Column::AccountNumber.eq(search))
-            .filter(Business(query.business_id).filter::<account_number::Column>())
             .into_tuple()
             .all(db)
             .await?;
