@@ -758,6 +758,32 @@ async fn alerts_fire_on_faults_and_clear_on_recovery_in_a_real_prometheus() {
         stop.store(true, Ordering::Relaxed);
         busy.await.unwrap();
 
+        // One deposit whose webhook first succeeds while Prometheus watches: the load's may all
+        // have been timed before its first scrape of the worker, and the faults' may still be
+        // waiting on a retry, which left the latency panel without an increase to show.
+        let _ = client
+            .post(format!(
+                "{}/v1/virtual-accounts/{}/simulate-deposit",
+                running.stack.base, accounts[0]
+            ))
+            .bearer_auth(&running.stack.key)
+            .json(&json!({"amount": 100_000}))
+            .send()
+            .await;
+        let timed = "sum(increase(deposit_webhook_latency_seconds_count[1h]))";
+        test_support::eventually(Duration::from_secs(60), async || {
+            let data = server
+                .api(&client, "/api/v1/query", &[("query", timed)])
+                .await;
+            let increased = data["result"].as_array().unwrap().iter().any(|r| {
+                r["value"][1]
+                    .as_str()
+                    .and_then(|v| v.parse::<f64>().ok())
+                    .is_some_and(|v| v > 0.0)
+            });
+            if increased { Ok(()) } else { Err(data) }
+        })
+        .await;
         down(&mut running, "api", "-KILL").await;
 
         // Every panel of the dashboard shows data after all that load.
