@@ -5,14 +5,15 @@
 use std::sync::Arc;
 
 use anyhow::Context;
+use bootstrap::{self, WorkerParts};
 use domain::KybStatus;
+use entities::business;
 use ops::config::Config;
+use queue::broker::{Broker, MemoryBroker};
+use queue::relay::Relay;
 use sea_orm::{EntityTrait, PaginatorTrait, QueryOrder};
-use shared::bootstrap::{self, WorkerParts};
-use shared::db::audit::Actor;
-use shared::db::{businesses, entities::business};
-use shared::messaging::queue::{Broker, MemoryBroker};
-use shared::messaging::relay::Relay;
+use store::audit::Actor;
+use store::businesses;
 use tokio_util::sync::CancellationToken;
 
 use api::AppState;
@@ -25,7 +26,7 @@ pub async fn run(mut config: Config) -> anyhow::Result<()> {
     // Development delivers to receivers on this machine: webhook URLs may be loopback or
     // private (said at start, like any process that allows them).
     config.webhooks.allow_private_addresses = true;
-    shared::outbound::ssrf::TargetPolicy::from_config(&config.webhooks).warn_at_start("api dev");
+    outbound::ssrf::TargetPolicy::from_config(&config.webhooks).warn_at_start("api dev");
     let url = bootstrap::database_url_or_dev(&config)?;
     let db = bootstrap::connect_database(&url, &config).await?;
     bootstrap::migrate(&db).await?;
@@ -57,7 +58,7 @@ pub async fn run(mut config: Config) -> anyhow::Result<()> {
     broker.declare().await?;
     // The previous run's in-process queue died with it: work it held resumes now, not after the
     // relay's republish delay.
-    let resumed = shared::db::outbox::forget_publications(&db).await?;
+    let resumed = store::outbox::forget_publications(&db).await?;
     if resumed > 0 {
         tracing::info!(jobs = resumed, "resuming work that was in flight");
     }
@@ -98,7 +99,7 @@ pub async fn run(mut config: Config) -> anyhow::Result<()> {
 
 async fn print_banner(
     db: &sea_orm::DatabaseConnection,
-    cipher: &shared::crypto::Cipher,
+    cipher: &crypto::Cipher,
     url: &str,
     address: std::net::SocketAddr,
 ) -> anyhow::Result<()> {
@@ -126,7 +127,7 @@ async fn print_banner(
     }
     println!("  dashboard: http://{address}/dashboard/");
     // The first start (or the first since the dashboard came) gets a dashboard user too.
-    if shared::db::users::count(db).await? == 0
+    if store::users::count(db).await? == 0
         && let Some(demo) = business::Entity::find()
             .order_by_asc(business::Column::CreatedAt)
             .one(db)

@@ -4,15 +4,15 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
+use bootstrap;
 use clap::{Parser, Subcommand, ValueEnum};
 use domain::business::validate_business_name;
 use domain::keys::KeyGrace;
 use domain::{KybStatus, Mode};
 use ops::config::Config;
-use shared::bootstrap;
-use shared::db::audit::Actor;
-use shared::db::businesses::{self, Rotation};
-use shared::db::keys::{Expect, KeyAction, KeyChange};
+use store::audit::Actor;
+use store::businesses::{self, Rotation};
+use store::keys::{Expect, KeyAction, KeyChange};
 
 use crate::{actions, runtime};
 
@@ -292,7 +292,7 @@ async fn admin(command: AdminCommand, mut config: Config) -> anyhow::Result<()> 
             WebhookCommand::Set { id, mode, url } => {
                 let mode = Mode::from(mode);
                 // The same rules as the dashboard's Developers page.
-                let policy = shared::outbound::ssrf::TargetPolicy::from_config(&config.webhooks);
+                let policy = outbound::ssrf::TargetPolicy::from_config(&config.webhooks);
                 policy.warn_at_start("api admin webhook set");
                 let parsed =
                     actions::webhooks::set_url(&db, policy, &Actor::operator(), &id, mode, &url)
@@ -368,7 +368,7 @@ async fn admin(command: AdminCommand, mut config: Config) -> anyhow::Result<()> 
             command: CryptoCommand::Reencrypt { dry_run },
         } => {
             let cipher = bootstrap::cipher_or_dev(&config)?;
-            let report = shared::db::reencrypt::run(&db, &cipher, dry_run).await?;
+            let report = store::reencrypt::run(&db, &cipher, dry_run).await?;
             println!("{}", serde_json::to_string_pretty(&report)?);
             anyhow::ensure!(
                 report.complete(),
@@ -380,14 +380,14 @@ async fn admin(command: AdminCommand, mut config: Config) -> anyhow::Result<()> 
         AdminCommand::Ledger {
             command: LedgerCommand::Verify,
         } => {
-            let report = shared::db::ledger::verify(&db).await?;
+            let report = store::ledger::verify(&db).await?;
             println!("{}", serde_json::to_string_pretty(&report)?);
             anyhow::ensure!(report.ok, "{} ledger mismatches", report.mismatches.len());
         }
         AdminCommand::Outbox {
             command: OutboxCommand::Republish,
         } => {
-            let jobs = shared::db::outbox::forget_publications(&db).await?;
+            let jobs = store::outbox::forget_publications(&db).await?;
             println!("{}", serde_json::json!({ "republished": jobs }));
         }
     }

@@ -346,7 +346,7 @@ fn unavailable_as_503(error: ApiError) -> ApiError {
             if err.chain().any(|cause| {
                 cause
                     .downcast_ref::<sea_orm::DbErr>()
-                    .is_some_and(shared::db::failover::is_unavailable)
+                    .is_some_and(store::failover::is_unavailable)
             }) =>
         {
             tracing::warn!(

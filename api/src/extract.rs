@@ -9,11 +9,11 @@ use axum::extract::{ConnectInfo, FromRequest, FromRequestParts, Request};
 use axum::http::header;
 use axum::http::request::Parts;
 use chrono::{DateTime, Utc};
+use crypto::{Cipher, RequestDigest};
 use domain::Mode;
 use domain::keys::{hash_secret_key, secret_key_mode};
 use serde_json::{Map, Value};
-use shared::crypto::{Cipher, RequestDigest};
-use shared::db::keys::{KeyOwner, find_owner, kyb_allows, record_use};
+use store::keys::{KeyOwner, find_owner, kyb_allows, record_use};
 
 use crate::error::ApiError;
 use crate::state::{AppState, CachedKey};

@@ -62,14 +62,14 @@ pub const BEARER: &str = "bearerAuth";
     components(
         schemas(
             crate::error::Problem,
-            shared::json::schema::Mode,
-            shared::json::schema::AccountStatus,
-            shared::json::schema::Bank,
-            shared::json::schema::IdentityType,
-            shared::json::schema::DepositStatus,
-            shared::json::schema::DepositSource,
-            shared::json::schema::RecheckStatus,
-            shared::json::schema::EventType,
+            views::schema::Mode,
+            views::schema::AccountStatus,
+            views::schema::Bank,
+            views::schema::IdentityType,
+            views::schema::DepositStatus,
+            views::schema::DepositSource,
+            views::schema::RecheckStatus,
+            views::schema::EventType,
         ),
     ),
     tags(

@@ -4,15 +4,15 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
+use crypto::Cipher;
 use domain::user::SessionLimits;
 use moka::sync::Cache;
 use ops::config::Config;
+use outbound::providers::Providers;
+use queue::relay::Relay;
 use sea_orm::{DatabaseConnection, DbBackend};
-use shared::crypto::Cipher;
-use shared::db::changes::{self, Heard};
-use shared::db::keys::KeyOwner;
-use shared::messaging::relay::Relay;
-use shared::outbound::providers::Providers;
+use store::changes::{self, Heard};
+use store::keys::KeyOwner;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
@@ -39,7 +39,7 @@ pub struct AppState {
     pub cookies: CookiePolicy,
     /// Where lists, search and exports read (a replica when configured); by-id reads and
     /// everything written use `db`.
-    pub reads: shared::db::read::Reads,
+    pub reads: store::read::Reads,
     /// How many creations of one business this process has in PostgreSQL at once.
     pub creations: CreationGate,
 }
@@ -48,7 +48,7 @@ impl AppState {
     pub fn new(db: DatabaseConnection, cipher: Arc<Cipher>, config: Config, relay: Relay) -> Self {
         let ttl = Duration::from_secs(config.http.auth_cache_secs);
         Self {
-            reads: shared::db::read::Reads::primary_only(db.clone()),
+            reads: store::read::Reads::primary_only(db.clone()),
             db,
             cipher,
             providers: Providers::from_config(&config),
@@ -82,7 +82,7 @@ impl AppState {
     }
 
     /// Lists and search read from `reads` (a replica) instead of the primary.
-    pub fn with_reads(mut self, reads: shared::db::read::Reads) -> Self {
+    pub fn with_reads(mut self, reads: store::read::Reads) -> Self {
         self.reads = reads;
         self
     }
@@ -115,7 +115,7 @@ pub struct CreationTurn {
 
 impl CreationGate {
     /// Waits (first come, first served) until the business has a free place. The wait is part of
-    /// getting a connection, so it is bounded as that is ([`shared::db::ACQUIRE_TIMEOUT`]) and
+    /// getting a connection, so it is bounded as that is ([`store::ACQUIRE_TIMEOUT`]) and
     /// fails as that does (a 503 with Retry-After): with the database down, queued creations
     /// answer then, not one pool timeout after another.
     pub async fn enter(
@@ -123,7 +123,7 @@ impl CreationGate {
         business_id: &str,
         mode: domain::Mode,
     ) -> Result<CreationTurn, sea_orm::DbErr> {
-        self.enter_within(business_id, mode, shared::db::ACQUIRE_TIMEOUT)
+        self.enter_within(business_id, mode, store::ACQUIRE_TIMEOUT)
             .await
     }
 
@@ -552,7 +552,7 @@ mod tests {
     }
 
     /// A creation that finds no place in time fails as a pool timeout does, which the api
-    /// answers 503 with Retry-After (`shared::db::failover::is_unavailable`).
+    /// answers 503 with Retry-After (`store::failover::is_unavailable`).
     #[tokio::test]
     async fn a_wait_for_a_place_is_bounded_and_answered_unavailable() {
         let gate = CreationGate::default();
@@ -563,7 +563,7 @@ mod tests {
             .expect("the wait ends at its limit")
             .err()
             .expect("no place within the limit");
-        assert!(shared::db::failover::is_unavailable(&err), "{err}");
+        assert!(store::failover::is_unavailable(&err), "{err}");
         drop(turns);
         assert_eq!(gate.businesses(), 0, "the timed-out wait left no entry");
     }

@@ -4,9 +4,9 @@
 use std::sync::Arc;
 
 use api::AppState;
-use shared::crypto::Cipher;
-use shared::messaging::queue::MemoryBroker;
-use shared::messaging::relay::Relay;
+use crypto::Cipher;
+use queue::broker::MemoryBroker;
+use queue::relay::Relay;
 use test_support::metrics::{assert_no_series_added, rss_kib};
 use test_support::{Backend, TestDb};
 use tokio_util::sync::CancellationToken;
@@ -17,8 +17,8 @@ async fn a_thousand_made_up_methods_and_paths_leave_metrics_the_same_size() {
     let test_db = TestDb::new(&Backend::Sqlite).await;
     let key = Cipher::generate_key();
     let config = test_support::test_config(&test_db.url, &key);
-    let db = shared::db::connect(&test_db.url, 1).await.unwrap();
-    shared::bootstrap::migrate(&db).await.unwrap();
+    let db = store::connect(&test_db.url, 1).await.unwrap();
+    bootstrap::migrate(&db).await.unwrap();
     let relay = Relay::new(db.clone(), Arc::new(MemoryBroker::new()));
     let state = AppState::new(db, Arc::new(Cipher::new(&key, &[]).unwrap()), config, relay);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

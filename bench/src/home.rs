@@ -1,5 +1,5 @@
 //! The dashboard's home page at scale (docs/benchmarks.md#home-page): its figures read with the
-//! page's own function (`shared::db::home::read`, every statement the page runs) on the loaded
+//! page's own function (`store::home::read`, every statement the page runs) on the loaded
 //! business, after `bench lists` has loaded its deposits, events, payouts and ledger, and one
 //! webhook delivery per loaded event. Beside it, for scale, what the old reading cost: the last
 //! 30 days' deposits and the business's deliveries counted from their rows.
@@ -81,14 +81,14 @@ pub async fn run(
 
     let the_mode = Mode::parse(mode).context("the mode is test or live")?;
     let mut case = Case {
-        name: "home page: every figure (shared::db::home::read)".into(),
+        name: "home page: every figure (store::home::read)".into(),
         goal_ms: Some(GOAL_P99_MS),
         stats: Stats::new(),
         total: None,
     };
     for i in 0..settings.warmup + settings.requests {
         let t0 = Instant::now();
-        let outcome = match shared::db::home::read(db, business, the_mode, Utc::now()).await {
+        let outcome = match store::home::read(db, business, the_mode, Utc::now()).await {
             Ok(_) => Outcome::Response {
                 status: 200,
                 replayed: false,

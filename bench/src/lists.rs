@@ -10,8 +10,8 @@ use anyhow::{Context, bail, ensure};
 use reqwest::Client;
 use sea_orm::{ConnectionTrait, Database, DatabaseConnection, DbBackend, Statement, Value as Db};
 use serde_json::Value;
-use shared::db::accounts::SEARCH_TEXT;
-use shared::db::paging::EXACT_TOTAL_UP_TO;
+use store::accounts::SEARCH_TEXT;
+use store::paging::EXACT_TOTAL_UP_TO;
 
 use crate::stats::{Outcome, Percentiles, Stats};
 
@@ -462,7 +462,7 @@ pub fn summarise(name: &str, explained: &Value) -> Plan {
     }
 }
 
-/// The statements `shared::db::accounts::list` and `shared::db::paging` run for the measured
+/// The statements `store::accounts::list` and `store::paging` run for the measured
 /// requests, in their form (kept beside them by hand: change both together).
 async fn plans(
     db: &DatabaseConnection,
@@ -592,7 +592,7 @@ pub async fn run(settings: &ListsSettings) -> anyhow::Result<ListsReport> {
     // The rows were written around the service: its tallies (list totals) are rebuilt (on a
     // schema that has them: an older service's database is measured as it is).
     if has_tallies(&db).await? {
-        shared::db::tallies::recount(&db, &business, key_mode)
+        store::tallies::recount(&db, &business, key_mode)
             .await
             .context("recounting the business's accounts")?;
     }

@@ -170,7 +170,7 @@ pub async fn run(settings: &PayoutsSettings) -> anyhow::Result<PayoutsReport> {
     let arrivals = Arc::new(Arrivals::default());
     let url = start_receiver(settings.receiver, arrivals.clone()).await?;
     ensure!(
-        shared::db::businesses::set_webhook_url(&db, &business, Mode::Test, &url).await?,
+        store::businesses::set_webhook_url(&db, &business, Mode::Test, &url).await?,
         "no business {business}"
     );
     eprintln!("the test webhook URL of {business} is now {url}");

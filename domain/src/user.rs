@@ -96,7 +96,7 @@ pub const SIGN_IN_LOCK: Duration = Duration::minutes(15);
 /// A right one gives its count back ([`Throttle::after_success`]), so what stays counted are the
 /// failed ones (and those still being checked).
 ///
-/// `shared::db::users::admit_sign_in_attempt` is [`Throttle::admit`] as one SQL statement; keep
+/// `store::users::admit_sign_in_attempt` is [`Throttle::admit`] as one SQL statement; keep
 /// the two alike (its tests run this sequence against both databases).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Throttle {

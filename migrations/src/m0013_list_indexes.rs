@@ -58,7 +58,7 @@ impl MigrationTrait for Migration {
         }
         let db = manager.get_connection();
         if db.get_database_backend() == DbBackend::Postgres {
-            // The expression is `shared::db::accounts::SEARCH_TEXT`, character for character:
+            // The expression is `store::accounts::SEARCH_TEXT`, character for character:
             // the planner uses the index only for the very expression it indexes.
             db.execute_unprepared("CREATE EXTENSION IF NOT EXISTS pg_trgm")
                 .await?;

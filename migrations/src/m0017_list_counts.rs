@@ -39,7 +39,7 @@ struct Counted {
     lists: &'static [(&'static str, Option<&'static str>)],
 }
 
-/// Every counted list. The names are `shared::db::list_counts::List`'s.
+/// Every counted list. The names are `store::list_counts::List`'s.
 const COUNTED: [Counted; 4] = [
     Counted {
         table: "deposits",

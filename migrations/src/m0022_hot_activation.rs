@@ -108,7 +108,7 @@ impl MigrationTrait for Migration {
             db.execute_unprepared(&format!("DROP INDEX {old}")).await?;
         }
         if postgres {
-            // The expression is `shared::db::accounts::SEARCH_TEXT`, character for character.
+            // The expression is `store::accounts::SEARCH_TEXT`, character for character.
             db.execute_unprepared("DROP INDEX virtual_accounts_search")
                 .await?;
             db.execute_unprepared(

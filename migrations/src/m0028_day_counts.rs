@@ -50,7 +50,7 @@ const COLUMNS: [&str; 8] = [
 /// A counted table.
 struct Counted {
     table: &'static str,
-    /// `kind` in `day_counts`; the names `shared::db::day_counts::Kind` reads.
+    /// `kind` in `day_counts`; the names `store::day_counts::Kind` reads.
     kind: &'static str,
     /// The column whose Lagos day is the row's day.
     moment: &'static str,

@@ -5,14 +5,14 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use api::AppState;
+use crypto::Cipher;
 use domain::{KybStatus, Mode};
 use ops::config::Config;
+use queue::broker::Broker;
+use queue::relay::Relay;
 use sea_orm::DatabaseConnection;
 use serde_json::{Value, json};
-use shared::crypto::Cipher;
-use shared::db::businesses::{self, IssuedBusiness};
-use shared::messaging::queue::Broker;
-use shared::messaging::relay::Relay;
+use store::businesses::{self, IssuedBusiness};
 use tokio_util::sync::CancellationToken;
 
 use crate::{Backend, RabbitPrefix, TestBroker, TestDb, account_body};
@@ -74,10 +74,10 @@ pub async fn spawn_app_with(backend: Backend, tweak: impl FnOnce(&mut Config)) -
     config.provisioning.initial_poll_secs = 1;
     config.provisioning.max_poll_secs = 2;
     tweak(&mut config);
-    let db = shared::db::connect(&test_db.url, config.database.max_connections)
+    let db = store::connect(&test_db.url, config.database.max_connections)
         .await
         .expect("connect");
-    shared::bootstrap::migrate(&db).await.expect("migrate");
+    bootstrap::migrate(&db).await.expect("migrate");
     let cipher = Cipher::new(&crypto_key, &[]).unwrap();
     let business = businesses::create(&db, &cipher, "Acme Ltd", KybStatus::Pending)
         .await
@@ -150,7 +150,7 @@ pub async fn start_instance(app: &TestApp) -> SocketAddr {
 /// Runs `worker` in this process until `stop`, as `api dev` runs it.
 pub fn start_worker(
     app: &TestApp,
-    worker: shared::bootstrap::Worker,
+    worker: bootstrap::Worker,
     stop: CancellationToken,
 ) -> tokio::task::JoinHandle<()> {
     let parts = crate::worker_parts(&app.db, &app.crypto_key, &app.broker, &app.relay, &stop);
@@ -420,7 +420,7 @@ impl TestApp {
     /// Records `deposit` into `account` (as the API shows it) as the test bank's notification
     /// is recorded, asserting it is new, and wakes the relay so its webhook goes out.
     pub async fn bank_deposit(&self, account: &Value, deposit: BankDeposit<'_>) {
-        use shared::db::deposits::{self, Recorded, Source};
+        use store::deposits::{self, Recorded, Source};
         let tx = domain::provider::RemoteTransaction {
             reference: deposit.reference.to_owned(),
             account_number: account["accountNumber"]

@@ -4,7 +4,7 @@
 use std::future::Future;
 use std::sync::Arc;
 
-use shared::messaging::queue::{Broker, MemoryBroker, RabbitBroker};
+use queue::broker::{Broker, MemoryBroker, RabbitBroker};
 
 use crate::Backend;
 use crate::backend::env_url;
@@ -34,7 +34,7 @@ impl Drop for RabbitPrefix {
                 .enable_all()
                 .build()
                 .expect("runtime");
-            rt.block_on(shared::messaging::queue::delete_topology(&url, &prefix));
+            rt.block_on(queue::broker::delete_topology(&url, &prefix));
         })
         .join();
     }

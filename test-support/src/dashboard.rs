@@ -30,14 +30,14 @@ pub async fn add_user_to(app: &TestApp, business_id: &str, role: Role) -> (Strin
 }
 
 /// The stored user with `email`, if there is one.
-pub async fn find_user(app: &TestApp, email: &str) -> Option<shared::db::users::User> {
-    shared::db::users::find_by_email(&app.db, email)
+pub async fn find_user(app: &TestApp, email: &str) -> Option<store::users::User> {
+    store::users::find_by_email(&app.db, email)
         .await
         .expect("users read")
 }
 
 /// The stored user with `email` (there must be one).
-pub async fn stored_user(app: &TestApp, email: &str) -> shared::db::users::User {
+pub async fn stored_user(app: &TestApp, email: &str) -> store::users::User {
     find_user(app, email)
         .await
         .unwrap_or_else(|| panic!("no user {email}"))

@@ -84,7 +84,7 @@ impl TestDb {
     /// `migration`: for a test of what that migration does to rows stored before it.
     pub async fn migrated_up_to(&self, migration: &str) -> sea_orm::DatabaseConnection {
         use sea_orm_migration::MigratorTrait;
-        let db = shared::db::connect(&self.url, 2).await.expect("connect");
+        let db = store::connect(&self.url, 2).await.expect("connect");
         let before = migrations::Migrator::migrations()
             .iter()
             .position(|m| m.name().starts_with(migration))

@@ -2,16 +2,16 @@
 
 use std::sync::Arc;
 
+use bootstrap::WorkerParts;
+use crypto::Cipher;
 use domain::{KybStatus, Mode};
+use queue::broker::Broker;
+use queue::relay::Relay;
 use sea_orm::{DatabaseConnection, TransactionTrait};
 use sea_orm_migration::MigratorTrait;
 use serde_json::Value;
-use shared::bootstrap::WorkerParts;
-use shared::crypto::Cipher;
-use shared::db::businesses::{self, IssuedBusiness};
-use shared::db::events;
-use shared::messaging::queue::Broker;
-use shared::messaging::relay::Relay;
+use store::businesses::{self, IssuedBusiness};
+use store::events;
 use tokio_util::sync::CancellationToken;
 
 /// A migrated database with one business (KYB approved), for tests that run no API.
@@ -24,7 +24,7 @@ pub struct Setup {
 
 /// Connects to `url`, migrates, and creates a business; `crypto_key` or a fresh one.
 pub async fn setup(url: &str, crypto_key: Option<String>) -> Setup {
-    let db = shared::db::connect(url, 20).await.expect("connect");
+    let db = store::connect(url, 20).await.expect("connect");
     migrations::Migrator::up(&db, None).await.expect("migrate");
     let crypto_key = crypto_key.unwrap_or_else(Cipher::generate_key);
     let cipher = Cipher::new(&crypto_key, &[]).expect("cipher");

@@ -82,5 +82,5 @@ pub use logs::captured_logs;
 #[doc(hidden)]
 pub mod __private {
     #[cfg(feature = "backends")]
-    pub use shared::messaging::queue::MemoryBroker;
+    pub use queue::broker::MemoryBroker;
 }

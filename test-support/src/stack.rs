@@ -45,7 +45,7 @@ impl Stack {
             ("VAS_DATABASE__URL", db.url.clone()),
             ("VAS_AMQP__URL", amqp.clone()),
             ("VAS_AMQP__PREFIX", rabbit.prefix.clone()),
-            ("VAS_CRYPTO__KEY", shared::crypto::Cipher::generate_key()),
+            ("VAS_CRYPTO__KEY", crypto::Cipher::generate_key()),
             ("VAS_HTTP__BIND", format!("127.0.0.1:{api_port}")),
             ("VAS_OPS__BIND", "127.0.0.1:0".into()),
             ("VAS_SANDBOX__BIND", format!("127.0.0.1:{sandbox_port}")),

@@ -1,6 +1,10 @@
 //! What is stored, read and changed by name, so a test says what it checks rather than how the
 //! tables spell it. Counts are over the whole test database (each test has its own).
 
+use entities::{
+    business_mode, delivery, delivery_attempt, deposit, event, outbox, provider_notification,
+    virtual_account,
+};
 use sea_orm::entity::prelude::DateTimeUtc;
 use sea_orm::sea_query::{Expr, IntoCondition};
 use sea_orm::{
@@ -8,10 +12,6 @@ use sea_orm::{
     QuerySelect,
 };
 use serde_json::Value;
-use shared::db::entities::{
-    business_mode, delivery, delivery_attempt, deposit, event, outbox, provider_notification,
-    virtual_account,
-};
 
 // ---------------------------------------------------------------------------------------------
 // Accounts
@@ -320,7 +320,7 @@ pub async fn set_account_status(db: &DatabaseConnection, account_id: &str, statu
         .await
         .expect("update account");
     assert_eq!(updated.rows_affected, 1, "no account {account_id}");
-    shared::db::tallies::recount(db, &account.business_id, account.mode)
+    store::tallies::recount(db, &account.business_id, account.mode)
         .await
         .expect("recount");
 }
@@ -360,11 +360,11 @@ pub async fn let_time_pass_for_accounts(db: &DatabaseConnection, business_id: &s
 pub async fn revoke_key(db: &DatabaseConnection, business_id: &str, mode: &str) {
     // What `api admin key revoke` does: every working key of the mode stops at once.
     let mode = domain::Mode::parse(mode).expect("test or live");
-    let changed = shared::db::keys::change(
+    let changed = store::keys::change(
         db,
         business_id,
         mode,
-        shared::db::keys::KeyAction::Revoke,
+        store::keys::KeyAction::Revoke,
         domain::time::now(),
     )
     .await
@@ -411,7 +411,7 @@ fn long_ago() -> DateTimeUtc {
 
 /// Deposit conflicts kept for this provider reference whose second report mentions `text`.
 pub async fn count_deposit_conflicts(db: &DatabaseConnection, reference: &str, text: &str) -> u64 {
-    use shared::db::entities::deposit_conflict;
+    use entities::deposit_conflict;
     deposit_conflict::Entity::find()
         .filter(deposit_conflict::Column::ProviderReference.eq(reference))
         .filter(deposit_conflict::Column::Reported.contains(text))
@@ -422,7 +422,7 @@ pub async fn count_deposit_conflicts(db: &DatabaseConnection, reference: &str, t
 
 /// The request digest an idempotency key stored.
 pub async fn idempotency_request_hash(db: &DatabaseConnection, key: &str) -> String {
-    use shared::db::entities::idempotency_key;
+    use entities::idempotency_key;
     idempotency_key::Entity::find()
         .filter(idempotency_key::Column::Key.eq(key))
         .one(db)
@@ -434,7 +434,7 @@ pub async fn idempotency_request_hash(db: &DatabaseConnection, key: &str) -> Str
 
 /// Makes a key look as if it was stored before keyed digests (a plain SHA-256 of its body).
 pub async fn set_idempotency_request_hash(db: &DatabaseConnection, key: &str, hash: &str) {
-    use shared::db::entities::idempotency_key;
+    use entities::idempotency_key;
     idempotency_key::Entity::update_many()
         .col_expr(idempotency_key::Column::RequestHash, hash.into())
         .filter(idempotency_key::Column::Key.eq(key))
@@ -512,7 +512,7 @@ pub async fn account_created_by_key(db: &DatabaseConnection, account_id: &str) -
 
 /// The id (`key_…`) of a secret key, as the audit log and the accounts it created name it.
 pub async fn key_id_of(db: &DatabaseConnection, secret_key: &str) -> String {
-    use shared::db::entities::api_key;
+    use entities::api_key;
     api_key::Entity::find()
         .filter(api_key::Column::KeyHash.eq(domain::keys::hash_secret_key(secret_key)))
         .one(db)
@@ -527,7 +527,7 @@ pub async fn key_id_of(db: &DatabaseConnection, secret_key: &str) -> String {
 
 /// Ledger entries of every business and mode.
 pub async fn count_ledger_entries(db: &DatabaseConnection) -> u64 {
-    shared::db::entities::ledger_entry::Entity::find()
+    entities::ledger_entry::Entity::find()
         .count(db)
         .await
         .expect("count")
@@ -535,7 +535,7 @@ pub async fn count_ledger_entries(db: &DatabaseConnection) -> u64 {
 
 /// Ledger entries whose source is this deposit or payout, of any type.
 pub async fn count_ledger_entries_for(db: &DatabaseConnection, source_id: &str) -> u64 {
-    use shared::db::entities::ledger_entry;
+    use entities::ledger_entry;
     ledger_entry::Entity::find()
         .filter(ledger_entry::Column::SourceId.eq(source_id))
         .count(db)
@@ -545,7 +545,7 @@ pub async fn count_ledger_entries_for(db: &DatabaseConnection, source_id: &str) 
 
 /// Payouts stored, of every business and mode.
 pub async fn count_payouts(db: &DatabaseConnection) -> u64 {
-    shared::db::entities::payout::Entity::find()
+    entities::payout::Entity::find()
         .count(db)
         .await
         .expect("count")
@@ -553,8 +553,8 @@ pub async fn count_payouts(db: &DatabaseConnection) -> u64 {
 
 /// What `api admin ledger verify` checks: every balance is its ledger's sum, every entry's
 /// `balance_after` the running sum.
-pub async fn ledger_verifies(db: &DatabaseConnection) -> shared::db::ledger::Verification {
-    shared::db::ledger::verify(db).await.expect("verify")
+pub async fn ledger_verifies(db: &DatabaseConnection) -> store::ledger::Verification {
+    store::ledger::verify(db).await.expect("verify")
 }
 
 /// Changes a balance behind the ledger's back (as a bad manual fix would), to see the check
@@ -565,7 +565,7 @@ pub async fn tamper_with_balance(
     mode: &str,
     delta: i64,
 ) {
-    use shared::db::entities::balance;
+    use entities::balance;
     balance::Entity::update_many()
         .col_expr(
             balance::Column::Available,
@@ -691,7 +691,7 @@ pub async fn end_sign_in_lockouts(db: &DatabaseConnection) {
 
 /// Dashboard sessions stored (ended ones are deleted).
 pub async fn count_dashboard_sessions(db: &DatabaseConnection) -> u64 {
-    shared::db::entities::dashboard_session::Entity::find()
+    entities::dashboard_session::Entity::find()
         .count(db)
         .await
         .expect("count")
@@ -705,12 +705,12 @@ pub async fn count_dashboard_sessions(db: &DatabaseConnection) -> u64 {
 pub async fn audit_log(
     db: &DatabaseConnection,
     business_id: &str,
-) -> Vec<shared::db::audit::AuditEntry> {
-    let page = shared::db::paging::PageRequest {
+) -> Vec<store::audit::AuditEntry> {
+    let page = store::paging::PageRequest {
         page_size: 1000,
-        position: shared::db::paging::Position::Page(1),
+        position: store::paging::Position::Page(1),
     };
-    let (entries, _) = shared::db::audit::list(db, business_id, &page)
+    let (entries, _) = store::audit::list(db, business_id, &page)
         .await
         .expect("the audit log reads");
     entries.rows

@@ -49,7 +49,7 @@ async fn named_counts_count_what_they_say(backend: Backend) {
     assert_eq!(open_jobs_of_kind(db, "provision").await, 0);
     assert_eq!(dead_jobs(db).await, 0);
 
-    let (delivery, _) = shared::db::deliveries::for_event(db, &first)
+    let (delivery, _) = store::deliveries::for_event(db, &first)
         .await
         .unwrap()
         .remove(0);

@@ -12,23 +12,23 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use bootstrap::{Worker, WorkerParts};
 use chrono::{DateTime, NaiveTime, Utc};
 use domain::payout::{
     MIN_PAYOUT, NewPayout, PayoutStatus, Schedule, TransferState, daily_payout_day, daily_reference,
 };
 use domain::provider::{NewTransfer, RemoteTransfer};
 use domain::{Bank, Mode};
+use entities::{payout, settlement_account};
+use jobs::{PayoutJob, QueueJob};
 use ops::config::{Config, KillPoint, PayoutsConfig};
+use outbound::providers::{ProviderError, Providers};
+use queue::relay::Relay;
+use queue::worker::{Consumer, JobHandler};
 use sea_orm::{ColumnTrait, DatabaseConnection, DbErr, EntityTrait, QueryFilter, QuerySelect};
-use shared::bootstrap::{Worker, WorkerParts};
-use shared::db::entities::{payout, settlement_account};
-use shared::db::ledger;
-use shared::db::outbox::{JobOutcome, JobRow};
-use shared::db::payouts::{self, CreateOutcome, CreateRequest, Lease, Payout, Reported};
-use shared::jobs::{PayoutJob, QueueJob};
-use shared::messaging::relay::Relay;
-use shared::messaging::worker::{Consumer, JobHandler};
-use shared::outbound::providers::{ProviderError, Providers};
+use store::ledger;
+use store::outbox::{JobOutcome, JobRow};
+use store::payouts::{self, CreateOutcome, CreateRequest, Lease, Payout, Reported};
 use tokio_util::sync::CancellationToken;
 
 pub const QUEUE: &str = PayoutJob::QUEUE;
@@ -36,7 +36,7 @@ pub const QUEUE: &str = PayoutJob::QUEUE;
 /// The delay before status query number `attempt + 1`: doubling from the initial delay up to
 /// the maximum, with ±20 % jitter so many payouts do not poll in step.
 pub fn poll_delay(config: &PayoutsConfig, attempt: i32) -> Duration {
-    shared::messaging::retry::jittered_delay(
+    queue::retry::jittered_delay(
         Duration::from_secs(config.initial_poll_secs),
         Duration::from_secs(config.max_poll_secs),
         attempt,
@@ -415,7 +415,7 @@ impl DailySchedule {
             .map(|a| a.business_id.clone())
             .collect();
         let live_usable =
-            shared::db::keys::live_mode_usable(&self.db, &live, domain::time::now()).await?;
+            store::keys::live_mode_usable(&self.db, &live, domain::time::now()).await?;
         let mut created = 0;
         for account in accounts {
             if paid.contains(&(account.business_id.clone(), account.mode)) {

@@ -406,8 +406,8 @@ async fn flaky_bank() -> (Arc<FlakyBank>, String) {
 /// or the bank holds none and the payout failed with its money returned once; never a transfer
 /// made and refunded.
 async fn two_runs_of_one_payout_never_send_it_and_refund_it(backend: Backend) {
-    use shared::jobs::{PayoutJob, QueueJob};
-    use shared::messaging::worker::JobHandler;
+    use jobs::{PayoutJob, QueueJob};
+    use queue::worker::JobHandler;
     let app = app(backend, false, 1).await;
     set_settlement(&app, "manual").await;
     app.funded_account(1_000_000).await;
@@ -417,7 +417,7 @@ async fn two_runs_of_one_payout_never_send_it_and_refund_it(backend: Backend) {
     config.sandbox.url = Some(url);
     let payer = worker_payouts::Payer {
         db: app.db.clone(),
-        providers: shared::outbound::providers::Providers::from_config(&config),
+        providers: outbound::providers::Providers::from_config(&config),
         config: config.payouts.clone(),
     };
     let rows = store::open_job_rows(&app.db, PayoutJob::QUEUE).await;
@@ -444,8 +444,8 @@ async fn two_runs_of_one_payout_never_send_it_and_refund_it(backend: Backend) {
     }
     // One run did the work; the other found the payout held and comes back later.
     assert!(
-        matches!(first, shared::db::outbox::JobOutcome::Retry { .. })
-            || matches!(second, shared::db::outbox::JobOutcome::Retry { .. }),
+        matches!(first, ::store::outbox::JobOutcome::Retry { .. })
+            || matches!(second, ::store::outbox::JobOutcome::Retry { .. }),
         "{first:?} {second:?}"
     );
     assert!(store::ledger_verifies(&app.db).await.ok);
@@ -456,18 +456,18 @@ async fn two_runs_of_one_payout_never_send_it_and_refund_it(backend: Backend) {
 /// The daily automatic payout moves live money only for a business whose live mode works: KYB
 /// approved, and a working live key (every one revoked: live mode is stopped, the money waits).
 async fn live_daily_payouts_wait_for_kyb_and_a_working_live_key(backend: Backend) {
+    use ::store::payouts::VerifiedAccount;
     use domain::Mode;
     use domain::payout::{EntryType, Schedule};
-    use shared::db::payouts::VerifiedAccount;
     let app = app(backend, true, 1).await;
     let business = app.business.id.clone();
     let number = domain::nuban::account_number("058", 12_345_678).unwrap();
     let bank = domain::settlement_banks::check_settlement_account("058", &number).unwrap();
     // A live settlement account set two days ago (past its 24-hour hold), paid out daily, and
     // live money in the balance.
-    shared::db::payouts::set_settlement_account(
+    ::store::payouts::set_settlement_account(
         &app.db,
-        &shared::db::audit::Actor::operator(),
+        &::store::audit::Actor::operator(),
         &business,
         Mode::Live,
         &VerifiedAccount {
@@ -480,9 +480,9 @@ async fn live_daily_payouts_wait_for_kyb_and_a_working_live_key(backend: Backend
     )
     .await
     .unwrap();
-    shared::db::ledger::credit(
+    ::store::ledger::credit(
         &app.db,
-        shared::db::ledger::Movement {
+        ::store::ledger::Movement {
             business_id: &business,
             mode: Mode::Live,
             entry_type: EntryType::Deposit,
@@ -502,7 +502,7 @@ async fn live_daily_payouts_wait_for_kyb_and_a_working_live_key(backend: Backend
     assert_eq!(store::count_payouts(&app.db).await, 0);
 
     // Approved, but every live key revoked: still none.
-    shared::db::businesses::set_kyb(&app.db, &business, domain::KybStatus::Approved)
+    ::store::businesses::set_kyb(&app.db, &business, domain::KybStatus::Approved)
         .await
         .unwrap();
     store::revoke_key(&app.db, &business, "live").await;
@@ -510,11 +510,11 @@ async fn live_daily_payouts_wait_for_kyb_and_a_working_live_key(backend: Backend
     assert_eq!(store::count_payouts(&app.db).await, 0);
 
     // A live key works again: the day's payout is made, the whole balance.
-    shared::db::keys::change(
+    ::store::keys::change(
         &app.db,
         &business,
         Mode::Live,
-        shared::db::keys::KeyAction::Roll(domain::keys::KeyGrace::from_secs(0).unwrap()),
+        ::store::keys::KeyAction::Roll(domain::keys::KeyGrace::from_secs(0).unwrap()),
         domain::time::now(),
     )
     .await
@@ -522,7 +522,7 @@ async fn live_daily_payouts_wait_for_kyb_and_a_working_live_key(backend: Backend
     assert_eq!(schedule.pay_due().await.unwrap(), 1);
     assert_eq!(store::count_payouts(&app.db).await, 1);
     assert_eq!(
-        shared::db::ledger::find(&app.db, &business, Mode::Live)
+        ::store::ledger::find(&app.db, &business, Mode::Live)
             .await
             .unwrap()
             .unwrap()

@@ -7,18 +7,18 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use bootstrap::{Worker, WorkerParts};
+use crypto::Cipher;
 use domain::provider::{ProvisioningOutcome, provisioning_outcome};
 use domain::{AccountStatus, Bank, Mode};
+use entities::virtual_account;
+use jobs::{ProvisioningJob, QueueJob};
 use ops::config::{Config, ProvisioningConfig};
+use outbound::providers::{self, ProviderError, Providers, RemoteAccount};
+use queue::worker::{Consumer, JobHandler};
 use sea_orm::{DatabaseConnection, EntityTrait, TransactionTrait};
-use shared::bootstrap::{Worker, WorkerParts};
-use shared::crypto::Cipher;
-use shared::db::accounts::{self, Account, Settled};
-use shared::db::entities::virtual_account;
-use shared::db::outbox::{JobOutcome, JobRow};
-use shared::jobs::{ProvisioningJob, QueueJob};
-use shared::messaging::worker::{Consumer, JobHandler};
-use shared::outbound::providers::{self, ProviderError, Providers, RemoteAccount};
+use store::accounts::{self, Account, Settled};
+use store::outbox::{JobOutcome, JobRow};
 
 pub const QUEUE: &str = ProvisioningJob::QUEUE;
 
@@ -32,7 +32,7 @@ pub struct Provisioner {
 /// The delay before poll number `attempt + 1`: doubling from the initial delay up to the
 /// maximum, with ±20 % jitter so many pending accounts do not poll in step.
 pub fn poll_delay(config: &ProvisioningConfig, attempt: i32) -> Duration {
-    shared::messaging::retry::jittered_delay(
+    queue::retry::jittered_delay(
         Duration::from_secs(config.initial_poll_secs),
         Duration::from_secs(config.max_poll_secs),
         attempt,

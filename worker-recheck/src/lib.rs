@@ -8,17 +8,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use bootstrap::{Worker, WorkerParts};
 use domain::{Bank, Mode, RecheckStatus};
+use jobs::{QueueJob, RecheckJob};
 use ops::config::{Config, RecheckConfig};
+use outbound::providers::{InvalidListed, Listed, Providers};
+use queue::relay::Relay;
+use queue::worker::{Consumer, JobHandler};
 use sea_orm::DatabaseConnection;
-use shared::bootstrap::{Worker, WorkerParts};
-use shared::db::deposits::{self, Incoming, Recorded, Source};
-use shared::db::outbox::{JobOutcome, JobRow};
-use shared::db::{accounts, rechecks};
-use shared::jobs::{QueueJob, RecheckJob};
-use shared::messaging::relay::Relay;
-use shared::messaging::worker::{Consumer, JobHandler};
-use shared::outbound::providers::{InvalidListed, Listed, Providers};
+use store::deposits::{self, Incoming, Recorded, Source};
+use store::outbox::{JobOutcome, JobRow};
+use store::{accounts, rechecks};
 
 pub const QUEUE: &str = RecheckJob::QUEUE;
 
@@ -31,7 +31,7 @@ pub struct Rechecker {
 
 /// The delay before retry number `attempt + 1` of a provider error (the shared backoff).
 pub fn retry_delay(config: &RecheckConfig, attempt: i32) -> Duration {
-    shared::messaging::retry::jittered_delay(
+    queue::retry::jittered_delay(
         Duration::from_secs(config.initial_retry_secs),
         Duration::from_secs(config.max_retry_secs),
         attempt,

@@ -5,7 +5,7 @@
 //! and tell the consumer when to run again (or that the delivery is dead).
 //!
 //! The reads before an attempt and the record after it are each made in rounds shared with the
-//! attempts running at the same moment ([`shared::db::batch`]): under load, three statements read
+//! attempts running at the same moment ([`store::batch`]): under load, three statements read
 //! what many attempts need, and one transaction records many attempts.
 
 use std::sync::Arc;
@@ -13,21 +13,21 @@ use std::time::{Duration, Instant, SystemTime};
 
 use async_trait::async_trait;
 use chrono::Utc;
+use crypto::Cipher;
 use domain::{DeliveryStatus, Mode};
+use entities::business_mode;
+use jobs::WebhookJob;
 use ops::config::WebhooksConfig;
+use outbound::signing::{self, SigningKey};
+use outbound::ssrf::{GuardedResolver, TargetPolicy};
+use queue::worker::JobHandler;
 use reqwest::header::{CONTENT_TYPE, HeaderValue, RETRY_AFTER};
 use sea_orm::DatabaseConnection;
-use shared::crypto::Cipher;
-use shared::db::batch::Coalescer;
-use shared::db::businesses::webhook_secret_context;
-use shared::db::deliveries::{self, AttemptRecord, AttemptWrite, Delivery, ForAttempt, Next};
-use shared::db::entities::business_mode;
-use shared::db::events;
-use shared::db::outbox::{JobOutcome, JobRow};
-use shared::jobs::WebhookJob;
-use shared::messaging::worker::JobHandler;
-use shared::outbound::signing::{self, SigningKey};
-use shared::outbound::ssrf::{GuardedResolver, TargetPolicy};
+use store::batch::Coalescer;
+use store::businesses::webhook_secret_context;
+use store::deliveries::{self, AttemptRecord, AttemptWrite, Delivery, ForAttempt, Next};
+use store::events;
+use store::outbox::{JobOutcome, JobRow};
 
 use crate::endpoints::{Admission, Endpoints, Limits, Outcome, Sender};
 
@@ -512,18 +512,15 @@ fn client(timeout: Duration, policy: TargetPolicy) -> reqwest::Client {
         .expect("the HTTP client builds")
 }
 
-/// What is kept of the reply (`shared::outbound::webhook_reply`): nothing for a 2xx. The body is still
+/// What is kept of the reply (`outbound::webhook_reply`): nothing for a 2xx. The body is still
 /// read up to that bound, so a short reply leaves the connection reusable; the rest of a longer
 /// one is never downloaded.
 async fn read_excerpt(status: u16, response: &mut reqwest::Response) -> Option<String> {
     // The read every body from outside goes through; a body that breaks off gives no excerpt.
-    let body = shared::outbound::http::read_capped(
-        response,
-        shared::outbound::webhook_reply::EXCERPT_BYTES,
-    )
-    .await
-    .ok()?;
-    shared::outbound::webhook_reply::excerpt(i32::from(status), &body.bytes)
+    let body = outbound::http::read_capped(response, outbound::webhook_reply::EXCERPT_BYTES)
+        .await
+        .ok()?;
+    outbound::webhook_reply::excerpt(i32::from(status), &body.bytes)
 }
 
 /// A reqwest error with its causes (the resolver's SSRF refusal is one of them).

@@ -20,15 +20,15 @@ pub mod schedule;
 use std::sync::Arc;
 use std::time::Duration;
 
+use bootstrap::{Worker, WorkerParts};
 use ops::config::Config;
+use queue::worker::Consumer;
 use sea_orm::DatabaseConnection;
-use shared::bootstrap::{Worker, WorkerParts};
-use shared::messaging::worker::Consumer;
 use tokio_util::sync::CancellationToken;
 
 pub use deliver::Deliverer;
 
-pub const QUEUE: &str = <shared::jobs::WebhookJob as shared::jobs::QueueJob>::QUEUE;
+pub const QUEUE: &str = <jobs::WebhookJob as jobs::QueueJob>::QUEUE;
 
 /// The consumer, on any broker (RabbitMQ, or the in-process one of `api dev`). Returns when
 /// `shutdown` is cancelled and in-flight deliveries have finished.
@@ -67,7 +67,7 @@ const DEAD_LETTER_COUNT_EVERY: Duration = Duration::from_secs(30);
 /// Keeps the `webhook_dead_letters` gauge equal to the number of dead deliveries until cancelled.
 pub async fn count_dead_letters(db: DatabaseConnection, shutdown: CancellationToken) {
     loop {
-        match shared::db::deliveries::count_dead(&db).await {
+        match store::deliveries::count_dead(&db).await {
             Ok(n) => metrics::gauge!("webhook_dead_letters").set(n as f64),
             Err(e) => tracing::warn!(error = %e, "counting dead deliveries failed"),
         }
@@ -91,7 +91,7 @@ const FAILING_CHECK_EVERY: Duration = Duration::from_secs(15);
 pub async fn show_failing_endpoints(db: DatabaseConnection, shutdown: CancellationToken) {
     let mut shown = std::collections::BTreeSet::new();
     loop {
-        match shared::db::deliveries::failing_longest(&db, FAILING_SHOWN).await {
+        match store::deliveries::failing_longest(&db, FAILING_SHOWN).await {
             Ok(failing) => {
                 let now = domain::time::now();
                 let current: std::collections::BTreeSet<String> = failing
@@ -120,7 +120,6 @@ pub async fn show_failing_endpoints(db: DatabaseConnection, shutdown: Cancellati
 
 /// The `worker-webhooks` process.
 pub async fn run(config: Config) -> anyhow::Result<()> {
-    shared::outbound::ssrf::TargetPolicy::from_config(&config.webhooks)
-        .warn_at_start("worker-webhooks");
+    outbound::ssrf::TargetPolicy::from_config(&config.webhooks).warn_at_start("worker-webhooks");
     WORKER.run_process(config).await
 }

@@ -68,7 +68,7 @@ async fn main() -> ExitCode {
 
 /// The operator commands print their results on stdout and nothing else there.
 async fn operate(command: Command, config: &ops::config::Config) -> anyhow::Result<()> {
-    let db = shared::bootstrap::open_database_or_dev(config).await?;
+    let db = bootstrap::open_database_or_dev(config).await?;
     let mut out = std::io::stdout().lock();
     match command {
         Command::Dead {

@@ -7,11 +7,11 @@ use std::io::Write;
 use chrono::{DateTime, NaiveDate, Utc};
 use domain::time::rfc3339;
 use domain::{DeliveryStatus, EventType, Mode};
+use entities::event;
 use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter};
 use serde::Serialize;
-use shared::db::audit::Actor;
-use shared::db::deliveries::{self, Delivery};
-use shared::db::entities::event;
+use store::audit::Actor;
+use store::deliveries::{self, Delivery};
 
 /// A dead delivery as `dead list` prints it: one JSON object per line.
 #[derive(Debug, Serialize)]

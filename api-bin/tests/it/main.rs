@@ -2,6 +2,8 @@
 //! `admin` from the api crate and `dev` from this one, and `dev` runs only with its own queue.
 //! (`api dev` at work is the README walkthrough's test, `api/tests/it/walkthrough.rs`.)
 
+mod layers;
+
 use test_support::process::clean_command;
 
 #[test]

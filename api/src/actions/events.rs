@@ -2,9 +2,9 @@
 //! ends, the per-business limit and the audit entry included.
 
 use domain::Mode;
-use shared::db::audit::Actor;
-use shared::db::deliveries::{self, Delivery, Resent};
-use shared::db::events::Event;
+use store::audit::Actor;
+use store::deliveries::{self, Delivery, Resent};
+use store::events::Event;
 
 use crate::state::AppState;
 

@@ -1,8 +1,8 @@
 //! Rolling and revoking secret keys (`api admin key`, the Developers page).
 
 use domain::Mode;
-use shared::db::audit::Actor;
-use shared::db::keys::{self, Expect, KeyAction, KeyChange};
+use store::audit::Actor;
+use store::keys::{self, Expect, KeyAction, KeyChange};
 
 use crate::state::AuthCache;
 

@@ -4,7 +4,7 @@
 //! message). An action knows no front end: it takes who acts (`Actor`) and what they asked, and
 //! answers with its result or its own error type.
 //!
-//! Below it: `shared` (queries, providers, rules) and `state`; above it: `routes`, `dashboard`
+//! Below it: `store`, `outbound` and `queue` (queries, providers, jobs) and `state`; above it: `routes`, `dashboard`
 //! and `cli`, which never call one another.
 
 pub mod events;

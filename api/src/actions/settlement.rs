@@ -2,9 +2,9 @@
 
 use domain::Mode;
 use domain::payout::SettlementRequest;
-use shared::db::audit::Actor;
-use shared::db::payouts::{self, SettlementAccount, VerifiedAccount};
-use shared::outbound::providers::ProviderError;
+use outbound::providers::ProviderError;
+use store::audit::Actor;
+use store::payouts::{self, SettlementAccount, VerifiedAccount};
 
 use crate::state::AppState;
 

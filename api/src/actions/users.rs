@@ -6,8 +6,8 @@ use domain::user::{generate_password, normalise_email};
 use domain::{AuditAction, Role};
 use sea_orm::{DatabaseConnection, TransactionTrait};
 use serde::Serialize;
-use shared::db::audit::{self, Actor, Entry};
-use shared::db::users::{self, CreateOutcome};
+use store::audit::{self, Actor, Entry};
+use store::users::{self, CreateOutcome};
 
 use crate::passwords::Hashing;
 

@@ -1,13 +1,13 @@
 //! A mode's webhook URL and secret (`api admin webhook`, the Developers page).
 
 use chrono::Duration;
+use crypto::Cipher;
 use domain::Mode;
+use outbound::ssrf::TargetPolicy;
+use outbound::webhook_url::{self, WebhookUrlError};
 use sea_orm::DatabaseConnection;
-use shared::crypto::Cipher;
-use shared::db::audit::Actor;
-use shared::db::businesses::{self, Rotation};
-use shared::outbound::ssrf::TargetPolicy;
-use shared::outbound::webhook_url::{self, WebhookUrlError};
+use store::audit::Actor;
+use store::businesses::{self, Rotation};
 
 /// How long the previous webhook secret keeps signing after a rotation
 /// (docs/operations/keys-and-secret-rotation.md).
@@ -15,7 +15,7 @@ pub const SECRET_OVERLAP: Duration = Duration::hours(24);
 
 #[derive(Debug, thiserror::Error)]
 pub enum WebhookError {
-    /// The URL breaks a rule of `shared::outbound::webhook_url`.
+    /// The URL breaks a rule of `outbound::webhook_url`.
     #[error(transparent)]
     Refused(#[from] WebhookUrlError),
     #[error("no business {0}")]
@@ -24,7 +24,7 @@ pub enum WebhookError {
     Db(#[from] sea_orm::DbErr),
 }
 
-/// Sets the URL that receives the mode's events, after the rules of `shared::outbound::webhook_url`
+/// Sets the URL that receives the mode's events, after the rules of `outbound::webhook_url`
 /// under `policy`, recorded in the audit log as `actor`'s. Returns the URL as stored.
 pub async fn set_url(
     db: &DatabaseConnection,

@@ -5,14 +5,14 @@
 
 use axum::http::HeaderMap;
 use base64::Engine;
+use crypto::Cipher;
 use domain::AuditAction;
 use domain::keys::sha256_hex;
 use rand::Rng;
 use sea_orm::{DatabaseConnection, TransactionTrait};
-use shared::crypto::Cipher;
-use shared::db::audit::{self, Actor, Entry};
-use shared::db::users::{self, User};
 use std::future::Future;
+use store::audit::{self, Actor, Entry};
+use store::users::{self, User};
 use subtle::ConstantTimeEq;
 use totp_rs::{Secret, Totp};
 

@@ -1,8 +1,8 @@
 //! How the dashboard's long lists (deposits, events, payouts, the ledger) page: the shared paged
-//! lists of `shared::db::paging`, walked by the same signed cursors as the API ("Next" is a
+//! lists of `store::paging`, walked by the same signed cursors as the API ("Next" is a
 //! cursor, constant time however deep), with a page number for going back.
 
-use shared::db::paging::{
+use store::paging::{
     self, Fetched, Filter, Keyset, MAX_CURSOR_CHARS, MAX_PAGE, PageRequest, Position, Total,
 };
 

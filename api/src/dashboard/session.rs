@@ -10,9 +10,9 @@ use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use chrono::Duration;
 use domain::{Mode, Role};
-use shared::db::audit::Actor;
-use shared::db::keys::kyb_allows;
-use shared::db::users::{self, SessionOwner};
+use store::audit::Actor;
+use store::keys::kyb_allows;
+use store::users::{self, SessionOwner};
 
 use super::auth;
 use super::view::{self, Frame, NavLink, Section};

@@ -8,7 +8,7 @@ use chrono::{DateTime, FixedOffset, Utc};
 use domain::payout::PayoutStatus;
 use domain::{AccountStatus, DeliveryStatus, DepositStatus, Mode, RecheckStatus, Role, TextEnum};
 
-use shared::db::deliveries::{Attempt, Delivery};
+use store::deliveries::{Attempt, Delivery};
 
 use crate::passwords::Busy;
 
@@ -309,10 +309,7 @@ impl AttemptRow {
             },
             ok: (200..300).contains(&a.status_code),
             duration_ms: a.duration_ms,
-            response: shared::outbound::webhook_reply::shown(
-                a.status_code,
-                a.response_excerpt.as_deref(),
-            ),
+            response: outbound::webhook_reply::shown(a.status_code, a.response_excerpt.as_deref()),
             error: a.error.clone(),
         }
     }

@@ -17,13 +17,13 @@ use utoipa_axum::routes;
 use domain::provider::{ProvisioningOutcome, provisioning_outcome};
 use domain::validation::{FieldError, reject_unknown};
 use domain::{AccountStatus, Mode, NewAccount};
-use shared::db::accounts::{
+use outbound::providers::{self, ProviderError};
+use store::accounts::{
     self, CreateOutcome, CreateRequest, DeactivateOutcome, LimitState, ListQuery,
 };
-use shared::db::audit::Actor;
-use shared::db::paging::Filter;
-use shared::json::{AccountView, Page};
-use shared::outbound::providers::{self, ProviderError};
+use store::audit::Actor;
+use store::paging::Filter;
+use views::{AccountView, Page};
 
 use super::fields::Text;
 use super::paging::{PageParams, Paging};
@@ -76,7 +76,7 @@ struct CreateAccountFields {
     #[schema(value_type = String, required = false, pattern = "^[0-9]{11}$", min_length = 11, max_length = 11)]
     customer_nin: Option<String>,
     /// One allowed in the key's mode: `test-bank` is refused with a live key.
-    #[schema(value_type = shared::json::schema::Bank)]
+    #[schema(value_type = views::schema::Bank)]
     preferred_bank: String,
     /// Your reference for the customer, 1–100 characters. While it has a `pending` or `active`
     /// account, creating again returns that account with 200.
@@ -310,7 +310,7 @@ fn rate_limit_headers(limit: &LimitState) -> HeaderMap {
     params(
         PageParams,
         ("q" = Option<String>, Query, max_length = 200, description = "Search text, at most 200 characters."),
-        ("status" = Option<shared::json::schema::AccountStatus>, Query, description = "Only accounts in this status."),
+        ("status" = Option<views::schema::AccountStatus>, Query, description = "Only accounts in this status."),
     ),
     responses(
         (status = 200, description = "A page of accounts.", body = Page<AccountView>),
@@ -484,7 +484,7 @@ mod tests {
     fn schema_accepts(property: &Value, value: &str) -> bool {
         let property = match property.get("$ref").and_then(Value::as_str) {
             Some("#/components/schemas/Bank") => {
-                serde_json::to_value(shared::json::schema::Bank::schema()).unwrap()
+                serde_json::to_value(views::schema::Bank::schema()).unwrap()
             }
             Some(other) => panic!("unexpected reference {other}"),
             None => property.clone(),

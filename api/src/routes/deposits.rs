@@ -8,19 +8,19 @@ use domain::provider::NotificationOutcome;
 use domain::provider::RemoteTransaction;
 use domain::validation::{FieldError, optional_string, reject_unknown};
 use domain::{AccountStatus, Bank, Mode};
+use outbound::providers::notification::{self, Announced, Notification};
+use outbound::providers::{ProviderError, SimulatedDeposit};
 use serde::Serialize;
 use serde_json::{Map, Value};
-use shared::db::accounts::{self, Account};
-use shared::db::deposits::{self, Accepted, Incoming, Notified, Recorded, Unmatched};
-use shared::db::paging::Filter;
-use shared::db::rechecks;
-use shared::json::{DepositView, Page, RecheckView};
-use shared::outbound::providers::notification::{self, Announced, Notification};
-use shared::outbound::providers::{ProviderError, SimulatedDeposit};
+use store::accounts::{self, Account};
+use store::deposits::{self, Accepted, Incoming, Notified, Recorded, Unmatched};
+use store::paging::Filter;
+use store::rechecks;
 use utoipa::ToSchema;
 use utoipa::openapi::schema::{Object, ObjectBuilder, Type};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
+use views::{DepositView, Page, RecheckView};
 
 use super::fields::Text;
 use super::paging::{PageParams, Paging};
@@ -509,7 +509,7 @@ fn always_true() -> Object {
         deposit, a duplicate, an event not acted on, or a transaction for an unknown account number \
         (kept for operators).",
     params(
-        ("bank" = shared::json::schema::Bank, Path, description = "The provider bank sending the notification."),
+        ("bank" = views::schema::Bank, Path, description = "The provider bank sending the notification."),
         ("X-Provider-Signature" = String, Header, pattern = "^[0-9a-fA-F]{128}$",
             description = "Hex HMAC-SHA512 of the raw body with the bank's notification secret."),
     ),
@@ -587,7 +587,7 @@ async fn notification(
             Ok(accepted) => accepted,
             // Nothing of it was written (the whole transaction rolled back): kept as invalid
             // for operators, like an amount above the maximum, rather than asked for again.
-            Err(e) if shared::db::ledger::is_overflow(&e) => {
+            Err(e) if store::ledger::is_overflow(&e) => {
                 let id = deposits::keep_invalid(&state.db, incoming, None).await?;
                 tracing::error!(notification_id = %id, bank = bank.slug(), "a deposit would overflow its balance; kept as invalid, not credited");
                 return Ok(Json(NotificationReceipt {
@@ -666,8 +666,8 @@ mod tests {
     #[test]
     fn notification_recheck_and_simulation_refuse_the_same_amounts_for_the_same_reason() {
         use domain::provider::NotADeposit;
-        use shared::outbound::providers::notification::NotificationError;
-        use shared::outbound::providers::{Listed, read_listed};
+        use outbound::providers::notification::NotificationError;
+        use outbound::providers::{Listed, read_listed};
         let max = 10_000;
         let rule = |amount: i64| domain::deposit::check_deposit_amount(amount, max).err();
         let transaction = |amount: &Value| {

@@ -7,15 +7,15 @@ use domain::time::rfc3339;
 use domain::{DeliveryStatus, EventType, Mode};
 use serde::Serialize;
 use serde_json::Value;
-use shared::db::audit::Actor;
-use shared::db::deliveries::{self, Attempt, Delivery};
-use shared::db::events::{self, Event};
-use shared::db::paging::Filter;
-use shared::json::Page;
+use store::audit::Actor;
+use store::deliveries::{self, Attempt, Delivery};
+use store::events::{self, Event};
+use store::paging::Filter;
 use utoipa::ToSchema;
 use utoipa::openapi::schema::{Object, Type};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
+use views::Page;
 
 use super::paging::{PageParams, Paging};
 use crate::actions::{self, events::ResendError};
@@ -133,7 +133,7 @@ impl DeliveryView {
                     url: a.url.clone(),
                     status_code: a.status_code,
                     duration_ms: a.duration_ms,
-                    response_body: shared::outbound::webhook_reply::shown(
+                    response_body: outbound::webhook_reply::shown(
                         a.status_code,
                         a.response_excerpt.as_deref(),
                     ),
@@ -154,7 +154,7 @@ impl DeliveryView {
     security(("bearerAuth" = [])),
     params(
         PageParams,
-        ("type" = Option<shared::json::schema::EventType>, Query, description = "Only events of this type."),
+        ("type" = Option<views::schema::EventType>, Query, description = "Only events of this type."),
     ),
     responses(
         (status = 200, description = "A page of events.", body = Page<EventView>),

@@ -4,8 +4,8 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
+use bootstrap::Readiness;
 use serde::Serialize;
-use shared::bootstrap::Readiness;
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -59,7 +59,7 @@ pub async fn healthz() -> Json<Health> {
     ),
 )]
 pub async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<Readiness>) {
-    shared::bootstrap::readiness(&state.db, state.relay.broker().as_ref()).await
+    bootstrap::readiness(&state.db, state.relay.broker().as_ref()).await
 }
 
 /// Prometheus metrics
@@ -79,5 +79,5 @@ pub async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<Readines
     ),
 )]
 pub async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
-    shared::bootstrap::metrics_with_readiness(&state.db, state.relay.broker().as_ref()).await
+    bootstrap::metrics_with_readiness(&state.db, state.relay.broker().as_ref()).await
 }

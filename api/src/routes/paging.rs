@@ -4,12 +4,12 @@
 
 use axum::Json;
 use domain::FieldError;
-use shared::db::paging::{
+use store::paging::{
     self, Fetched, Filter, Keyset, MAX_CURSOR_CHARS, MAX_PAGE, MAX_PAGE_SIZE, PageRequest,
     Position, Total,
 };
-use shared::json::Page;
 use utoipa::IntoParams;
+use views::Page;
 
 use crate::error::{ApiError, ApiResult};
 use crate::extract::QueryPairs;
@@ -115,13 +115,15 @@ impl Paging {
         total: Total,
         next: Option<&Keyset>,
     ) -> Page<T> {
-        Page::new(
+        let request = &self.request;
+        Page {
             data,
-            &self.request,
-            total,
-            next,
-            &state.cipher,
-            &self.filter,
-        )
+            page: request.page(),
+            page_size: request.page_size,
+            total: total.value,
+            total_pages: total.value.div_ceil(request.page_size),
+            total_is_estimate: total.estimate,
+            next_cursor: next.map(|key| paging::encode_cursor(&state.cipher, &self.filter, key)),
+        }
     }
 }

@@ -10,17 +10,17 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use domain::payout::{NewPayout, PayoutStatus};
-use shared::db::audit::Actor;
-use shared::db::idempotency::{Key, Scope};
-use shared::db::payouts::{self, CreateOutcome, CreateRequest};
-use shared::json::{Page, PayoutView};
+use store::audit::Actor;
+use store::idempotency::{Key, Scope};
+use store::payouts::{self, CreateOutcome, CreateRequest};
+use views::{Page, PayoutView};
 
 use crate::error::responses as problem;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{Caller, ClientAddr, IdempotentCreate, Path, QueryPairs};
 use crate::routes::paging::{PageParams, Paging};
 use crate::state::AppState;
-use shared::db::paging::Filter;
+use store::paging::Filter;
 
 pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()

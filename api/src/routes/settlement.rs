@@ -10,9 +10,9 @@ use utoipa_axum::routes;
 
 use domain::payout::SettlementRequest;
 use domain::settlement_banks::SETTLEMENT_BANKS;
-use shared::db::audit::Actor;
-use shared::db::{ledger, payouts};
-use shared::json::{BalanceTransactionView, BalanceView, Page, SettlementAccountView};
+use store::audit::Actor;
+use store::{ledger, payouts};
+use views::{BalanceTransactionView, BalanceView, Page, SettlementAccountView};
 
 use crate::actions::{self, settlement::SettlementError};
 use crate::error::responses as problem;
@@ -20,7 +20,7 @@ use crate::error::{ApiError, ApiResult};
 use crate::extract::{Caller, ClientAddr, JsonObject, QueryPairs};
 use crate::routes::paging::{PageParams, Paging};
 use crate::state::AppState;
-use shared::db::paging::Filter;
+use store::paging::Filter;
 
 pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()

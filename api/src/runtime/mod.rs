@@ -1,11 +1,11 @@
 //! What is the api's own in running: `api serve` (the app, its relay and its maintenance on
 //! PostgreSQL and RabbitMQ), and [`serve`], which `api dev` (the `api-bin` crate) serves with too. Opening the database, key and broker is
-//! `shared::bootstrap`'s; the HTTP server and the signals are `ops`'s.
+//! `bootstrap`'s; the HTTP server and the signals are `ops`'s.
 
 use std::sync::Arc;
 
+use bootstrap;
 use ops::config::Config;
-use shared::bootstrap;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
@@ -35,14 +35,14 @@ pub async fn serve_production(config: Config) -> anyhow::Result<()> {
         );
     }
     // The Developers page validates webhook URLs.
-    shared::outbound::ssrf::TargetPolicy::from_config(&config.webhooks).warn_at_start("api");
+    outbound::ssrf::TargetPolicy::from_config(&config.webhooks).warn_at_start("api");
     let url = config.database.url.clone().expect("checked above");
     let db = bootstrap::connect_database(&url, &config).await?;
     let cipher = Arc::new(bootstrap::configured_cipher(&config)?);
     let broker = bootstrap::connect_broker(&config).await?;
     let shutdown = CancellationToken::new();
     ops::cancel_on_signal(shutdown.clone());
-    let relay = shared::messaging::relay::Relay::new(db.clone(), broker);
+    let relay = queue::relay::Relay::new(db.clone(), broker);
     let relay_task = tokio::spawn(relay.clone().run(shutdown.clone()));
     let listener = ops::http::bind(config.http.bind).await?;
     tracing::info!(address = %listener.local_addr()?, "api listening");
@@ -80,23 +80,20 @@ async fn maintenance(state: AppState, shutdown: CancellationToken) {
         }
         let now = domain::time::now();
         if let Err(e) =
-            shared::db::accounts::purge_idempotency_keys(&db, now - chrono::Duration::hours(48))
-                .await
+            store::accounts::purge_idempotency_keys(&db, now - chrono::Duration::hours(48)).await
         {
             tracing::warn!(error = %e, "purging old idempotency keys failed");
         }
-        if let Err(e) =
-            shared::db::outbox::purge_finished(&db, now - chrono::Duration::days(7)).await
-        {
+        if let Err(e) = store::outbox::purge_finished(&db, now - chrono::Duration::days(7)).await {
             tracing::warn!(error = %e, "purging finished jobs failed");
         }
         let limits = state.session_limits();
         if let Err(e) =
-            shared::db::users::purge_sessions(&db, now - limits.absolute, now - limits.idle).await
+            store::users::purge_sessions(&db, now - limits.absolute, now - limits.idle).await
         {
             tracing::warn!(error = %e, "purging ended dashboard sessions failed");
         }
-        if let Err(e) = shared::db::users::purge_sign_in_throttles(&db, now).await {
+        if let Err(e) = store::users::purge_sign_in_throttles(&db, now).await {
             tracing::warn!(error = %e, "purging old sign-in attempts failed");
         }
     }

@@ -9,11 +9,11 @@ use std::time::Duration;
 use chrono::Timelike;
 use domain::keys::hash_secret_key;
 use domain::{AuditAction, Mode, Role};
+use entities::{api_key, audit_entry};
 use reqwest::StatusCode;
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
 use serde_json::{Value, json};
-use shared::db::audit::AuditEntry;
-use shared::db::entities::{api_key, audit_entry};
+use store::audit::AuditEntry;
 use test_support::dashboard::{Http, add_user, sign_in_status, stored_user};
 use test_support::{Backend, TestApp, id_of, spawn_app, spawn_app_with};
 

@@ -10,12 +10,12 @@ use std::time::{Duration, Instant};
 
 use domain::Mode;
 use domain::keys::KeyGrace;
+use entities::api_key;
 use reqwest::StatusCode;
 use sea_orm::sea_query::Expr;
 use sea_orm::{ColumnTrait, ConnectionTrait, DbBackend, EntityTrait, QueryFilter, Statement};
-use shared::db::changes::APPLICATION_NAME;
-use shared::db::entities::api_key;
-use shared::db::keys::{self, KeyAction, KeyChange};
+use store::changes::APPLICATION_NAME;
+use store::keys::{self, KeyAction, KeyChange};
 use test_support::http::free_port;
 use test_support::process::wait_healthy;
 use test_support::stack::Stack;

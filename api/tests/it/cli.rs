@@ -91,7 +91,7 @@ fn reencrypt_seals_everything_with_the_new_key_and_fails_on_what_it_cannot_read(
     let dir = tempfile::tempdir().unwrap();
     run_ok(api(dir.path()).args(["admin", "business", "create", "--name", "Acme Ltd"]));
     let old_key = std::fs::read_to_string(dir.path().join(".vas-dev/crypto.key")).unwrap();
-    let new_key = shared::crypto::Cipher::generate_key();
+    let new_key = crypto::Cipher::generate_key();
     let previous = format!("[{}]", old_key.trim());
     let rotated = [
         ("VAS_CRYPTO__KEY", new_key.as_str()),
@@ -148,7 +148,7 @@ fn a_configured_database_refuses_a_loopback_webhook_url_saying_why_once() {
     databases.extend(Backend::postgres().map(|pg| rt.block_on(TestDb::new(&pg))));
     let dir = tempfile::tempdir().unwrap();
     for test_db in &databases {
-        let key = shared::crypto::Cipher::generate_key();
+        let key = crypto::Cipher::generate_key();
         let env = [
             ("VAS_DATABASE__URL", test_db.url.as_str()),
             ("VAS_CRYPTO__KEY", key.as_str()),
@@ -239,7 +239,7 @@ fn migrate_and_admin_work_against_postgres() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let test_db = rt.block_on(TestDb::new(&backend));
     let dir = tempfile::tempdir().unwrap();
-    let key = shared::crypto::Cipher::generate_key();
+    let key = crypto::Cipher::generate_key();
     let env = [
         ("VAS_DATABASE__URL", test_db.url.as_str()),
         ("VAS_CRYPTO__KEY", key.as_str()),

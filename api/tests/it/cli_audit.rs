@@ -4,9 +4,9 @@
 
 use std::process::{Command, Output};
 
+use ::store::audit::{AuditEntry, actor_label};
 use domain::{AuditAction, Role};
 use serde_json::Value;
-use shared::db::audit::{AuditEntry, actor_label};
 use test_support::dashboard::{Http, add_user};
 use test_support::{Backend, TestApp, spawn_app, store};
 

@@ -7,14 +7,14 @@
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
+use crypto::Cipher;
 use domain::keys::hash_secret_key;
 use domain::{AuditAction, Mode, Role};
+use entities::{api_key, audit_entry};
 use reqwest::StatusCode;
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
 use serde_json::json;
-use shared::crypto::Cipher;
-use shared::db::audit::AuditEntry;
-use shared::db::entities::{api_key, audit_entry};
+use store::audit::AuditEntry;
 use test_support::dashboard::{Answer, Http, add_user, form_token};
 use test_support::{Backend, TestApp, spawn_app, spawn_app_with};
 

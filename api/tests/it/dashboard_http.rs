@@ -4,12 +4,12 @@
 
 use std::time::Duration;
 
+use ::store::businesses;
+use crypto::Cipher;
 use domain::keys::sha256_hex;
 use domain::{KybStatus, Role};
 use sea_orm::{ConnectionTrait, Statement};
 use serde_json::Value;
-use shared::crypto::Cipher;
-use shared::db::businesses;
 use test_support::dashboard::{
     Http, SESSION_COOKIE, add_user, add_user_to, assert_no_secret_seen, sign_in_status, stored_user,
 };
@@ -895,7 +895,7 @@ async fn the_migration_gives_existing_events_their_account(backend: Backend) {
         ]
     );
     // New events get theirs when recorded.
-    let event = shared::db::events::record(
+    let event = ::store::events::record(
         &db,
         "biz_1",
         domain::Mode::Test,
@@ -906,12 +906,12 @@ async fn the_migration_gives_existing_events_their_account(backend: Backend) {
     .await
     .unwrap();
     assert_eq!(event.account_id.as_deref(), Some("va_9"));
-    let listed = shared::db::events::for_account(&db, "biz_1", domain::Mode::Test, "va_9", 10)
+    let listed = ::store::events::for_account(&db, "biz_1", domain::Mode::Test, "va_9", 10)
         .await
         .unwrap();
     assert_eq!(listed.len(), 1);
     assert!(
-        shared::db::events::for_account(&db, "biz_2", domain::Mode::Test, "va_9", 10)
+        ::store::events::for_account(&db, "biz_2", domain::Mode::Test, "va_9", 10)
             .await
             .unwrap()
             .is_empty(),
@@ -1123,14 +1123,14 @@ async fn insert_accounts(app: &test_support::TestApp, n: u64) {
         insert_accounts_one_by_one(app, n).await;
     }
     // Written around the service: its tallies (list totals, the hourly limit) are rebuilt.
-    shared::db::tallies::recount(&app.db, &business, domain::Mode::Test)
+    ::store::tallies::recount(&app.db, &business, domain::Mode::Test)
         .await
         .unwrap();
 }
 
 async fn insert_accounts_one_by_one(app: &test_support::TestApp, n: u64) {
+    use entities::virtual_account;
     use sea_orm::{ActiveValue::Set, EntityTrait};
-    use shared::db::entities::virtual_account;
     let business = app.business.id.clone();
     let now = chrono::Utc::now();
     let mut g = 1;
@@ -1170,8 +1170,8 @@ async fn insert_accounts_one_by_one(app: &test_support::TestApp, n: u64) {
 /// docs/dashboard.md: every failed or locked sign-in is in the audit log with the client address;
 /// an unknown e-mail's against no user and no business, without the e-mail or password as typed.
 async fn failed_and_locked_sign_ins_are_audited_with_the_address(backend: Backend) {
+    use entities::audit_entry;
     use sea_orm::EntityTrait;
-    use shared::db::entities::audit_entry;
     let app = spawn_app(backend).await;
     let (email, password) = add_user(&app, Role::Owner).await;
     let user = stored_user(&app, &email).await;
@@ -1280,7 +1280,7 @@ async fn sign_ins_are_limited_per_client_address(backend: Backend) {
     assert!(!http.cookies.contains_key(SESSION_COOKIE));
     // Not an e-mail lock: the e-mail's own count is untouched.
     assert!(
-        shared::db::users::throttle(&app.db, &sha256_hex(&format!("sign-in:{email}")))
+        ::store::users::throttle(&app.db, &sha256_hex(&format!("sign-in:{email}")))
             .await
             .unwrap()
             .is_none()
@@ -1299,8 +1299,8 @@ async fn sign_ins_are_limited_per_client_address(backend: Backend) {
 /// The api's housekeeping forgets sign-in attempts whose window is over (and not locked), as it
 /// forgets ended sessions.
 async fn sign_in_attempts_that_are_over_are_purged(backend: Backend) {
+    use entities::sign_in_throttle;
     use sea_orm::{ActiveModelTrait, ActiveValue::Set};
-    use shared::db::entities::sign_in_throttle;
     let app = spawn_app(backend).await;
     let now = domain::time::now();
     let rows = [
@@ -1376,28 +1376,25 @@ async fn the_sign_in_migration_keeps_audit_rows_and_counts(backend: Backend) {
     }
     migrations::Migrator::up(&db, None).await.unwrap();
 
-    let (rows, _) = shared::db::audit::list(
+    let (rows, _) = ::store::audit::list(
         &db,
         "biz_1",
-        &shared::db::paging::PageRequest {
+        &::store::paging::PageRequest {
             page_size: 10,
-            position: shared::db::paging::Position::Page(1),
+            position: ::store::paging::Position::Page(1),
         },
     )
     .await
     .unwrap();
     assert_eq!(rows.rows.len(), 1);
     assert_eq!(rows.rows[0].client_addr.as_deref(), Some("192.0.2.1"));
-    let throttle = shared::db::users::throttle(&db, "abc")
-        .await
-        .unwrap()
-        .unwrap();
+    let throttle = ::store::users::throttle(&db, "abc").await.unwrap().unwrap();
     assert_eq!(throttle.attempts, 3);
     // A row of no business is accepted now.
-    let entry = shared::db::audit::Entry::without_business(domain::AuditAction::SignInFailed);
-    shared::db::audit::record(
+    let entry = ::store::audit::Entry::without_business(domain::AuditAction::SignInFailed);
+    ::store::audit::record(
         &db,
-        &shared::db::audit::Actor::anonymous(Some("192.0.2.2".into())),
+        &::store::audit::Actor::anonymous(Some("192.0.2.2".into())),
         entry,
         chrono::Utc::now(),
     )

@@ -7,7 +7,7 @@ use chrono::{Duration, Utc};
 use domain::provider::RemoteTransaction;
 use domain::{Bank, KybStatus, Mode, Role};
 use serde_json::{Value, json};
-use shared::db::deposits::{self, Recorded, Source};
+use store::deposits::{self, Recorded, Source};
 use test_support::dashboard::{
     Answer, Http, SESSION_COOKIE, add_user, add_user_to, assert_no_secret_seen, parse_csv,
 };

@@ -8,12 +8,12 @@
 use std::time::Duration;
 
 use domain::{AuditAction, Mode, Role};
+use entities::api_key;
 use reqwest::StatusCode;
 use sea_orm::sea_query::Expr;
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
-use shared::db::audit::{self, AuditEntry};
-use shared::db::entities::api_key;
-use shared::db::keys::{self, KeyAction};
+use store::audit::{self, AuditEntry};
+use store::keys::{self, KeyAction};
 use test_support::dashboard::{Answer, Http, add_user, find_user, sign_in_status, stored_user};
 use test_support::{
     Backend, Receiver, Reply, TestApp, account_body, eventually, spawn_app, spawn_app_with,
@@ -507,7 +507,7 @@ async fn webhook_urls_follow_the_admin_rules(backend: Backend) {
     }
     assert!(rows_of(&app, AuditAction::WebhookUrlSet).await.is_empty());
     assert_eq!(
-        shared::db::businesses::webhook_url(&app.db, &app.business.id, Mode::Test)
+        store::businesses::webhook_url(&app.db, &app.business.id, Mode::Test)
             .await
             .unwrap(),
         None
@@ -540,7 +540,7 @@ async fn an_operator_may_allow_webhooks_to_this_machine_never_to_link_local(back
     assert!(page.body.contains("Webhook URL saved"));
     assert!(page.body.contains("http://127.0.0.1:9/hook"));
     assert_eq!(
-        shared::db::businesses::webhook_url(&app.db, &app.business.id, Mode::Test)
+        store::businesses::webhook_url(&app.db, &app.business.id, Mode::Test)
             .await
             .unwrap()
             .as_deref(),
@@ -723,7 +723,7 @@ async fn team_add_change_and_remove_users(backend: Backend) {
         .await;
     assert_eq!(refused.status, 404);
     assert!(
-        shared::db::users::find(&app.db, &stranger_id)
+        store::users::find(&app.db, &stranger_id)
             .await
             .unwrap()
             .is_some()
@@ -958,7 +958,7 @@ async fn admin_key_commands_are_audited_as_the_operator(backend: Backend) {
 }
 
 async fn two_owners_demoting_each_other_at_once_leave_an_owner(backend: Backend) {
-    use shared::db::users::{MemberChange, MemberOutcome, change_member, find_by_email};
+    use store::users::{MemberChange, MemberOutcome, change_member, find_by_email};
     let app = spawn_app(backend).await;
     let (a, _) = add_user(&app, Role::Owner).await;
     let (b, _) = add_user(&app, Role::Owner).await;
@@ -985,7 +985,7 @@ async fn two_owners_demoting_each_other_at_once_leave_an_owner(backend: Backend)
             .filter(|o| matches!(o, MemberOutcome::LastOwner))
             .count();
         assert_eq!((done, refused), (1, 1), "one demotion, one refusal");
-        let owners = shared::db::users::list_for_business(&app.db, &app.business.id)
+        let owners = store::users::list_for_business(&app.db, &app.business.id)
             .await
             .unwrap()
             .into_iter()
@@ -1017,12 +1017,7 @@ async fn team_changes_need_the_password_and_wrong_ones_count_toward_the_lock(bac
     let target_id = stored_user(&app, &target).await.id;
     let role_of = |id: String| {
         let db = app.db.clone();
-        async move {
-            shared::db::users::find(&db, &id)
-                .await
-                .unwrap()
-                .map(|u| u.role)
-        }
+        async move { store::users::find(&db, &id).await.unwrap().map(|u| u.role) }
     };
     let team_state = || async {
         let mallory = find_user(&app, "mallory@example.com").await.is_some();

@@ -512,7 +512,7 @@ async fn a_recheck_fails_after_provider_errors(backend: Backend) {
     config.sandbox.url = Some("http://127.0.0.1:9".into());
     config.recheck.max_attempts = 2;
     config.recheck.initial_retry_secs = 1;
-    let parts = shared::bootstrap::WorkerParts {
+    let parts = bootstrap::WorkerParts {
         db: app.db.clone(),
         cipher: std::sync::Arc::new(app.cipher()),
         broker: app.broker.clone(),

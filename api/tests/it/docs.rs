@@ -182,17 +182,7 @@ fn recorded_metrics() -> BTreeSet<String> {
     let const_re = Regex::new(r#"const ([A-Z][A-Z0-9_]*): &str = "([a-z0-9_]+)""#).unwrap();
     let http_names_re = Regex::new(r#"(?:requests|duration): "([a-z0-9_]+)""#).unwrap();
     let mut sources = Vec::new();
-    for krate in [
-        "api",
-        "ops",
-        "shared",
-        "domain",
-        "provider-sandbox",
-        "worker-provisioning",
-        "worker-webhooks",
-        "worker-recheck",
-        "worker-payouts",
-    ] {
+    for krate in crate::sources::SERVICE_CRATES {
         collect_files(&root().join(krate).join("src"), "rs", &mut sources);
     }
     let texts: Vec<String> = sources

@@ -229,8 +229,8 @@ async fn creation_stamps_follow_the_database_clock(backend: Backend) {
     let app = spawn_app(backend).await;
     let name = app.test_db.url.rsplit('/').next().unwrap().to_owned();
     store::shift_database_clock(&app.db, &name, 2).await;
-    let db = shared::db::connect(&app.test_db.url, 2).await.unwrap();
-    let cipher = std::sync::Arc::new(shared::crypto::Cipher::new(&app.crypto_key, &[]).unwrap());
+    let db = ::store::connect(&app.test_db.url, 2).await.unwrap();
+    let cipher = std::sync::Arc::new(crypto::Cipher::new(&app.crypto_key, &[]).unwrap());
     let state = api::AppState::new(db, cipher, app.config.clone(), app.relay.clone());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();

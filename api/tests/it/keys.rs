@@ -7,16 +7,16 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
+use crypto::Cipher;
 use domain::Mode;
 use domain::keys::{KeyGrace, generate_secret_key, hash_secret_key};
+use entities::api_key;
 use ops::config::Config;
 use reqwest::StatusCode;
 use sea_orm::{ConnectionTrait, DatabaseConnection, EntityTrait, TransactionTrait};
 use sea_orm_migration::MigratorTrait;
 use serde_json::Value;
-use shared::crypto::Cipher;
-use shared::db::entities::api_key;
-use shared::db::keys::{self, KeyAction, KeyChange, RolledKey};
+use store::keys::{self, KeyAction, KeyChange, RolledKey};
 use test_support::{Backend, TestApp, TestDb, spawn_app};
 
 test_support::on_both_databases!(
@@ -586,7 +586,7 @@ async fn a_flood_of_unknown_keys_does_not_flush_the_auth_cache() {
 
 async fn the_migration_moves_every_key_hash(backend: Backend) {
     let test_db = TestDb::new(&backend).await;
-    let db = shared::db::connect(&test_db.url, 2).await.unwrap();
+    let db = store::connect(&test_db.url, 2).await.unwrap();
     migrations::Migrator::up(&db, Some(5)).await.unwrap();
     let keys: Vec<(String, Mode, String)> = ["biz_01AAA", "biz_01BBB"]
         .into_iter()

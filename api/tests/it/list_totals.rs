@@ -11,6 +11,7 @@ use chrono::Utc;
 use domain::payout::{PayoutStatus, TransferState};
 use domain::provider::RemoteTransaction;
 use domain::{Bank, DepositStatus, EventType, Mode};
+use entities::{deposit, event, ledger_entry, payout};
 use reqwest::StatusCode;
 use sea_orm::sea_query::Expr;
 use sea_orm::{
@@ -18,11 +19,10 @@ use sea_orm::{
     QuerySelect,
 };
 use serde_json::json;
-use shared::db::deposits::{self, ModeQuery, Source};
-use shared::db::entities::{deposit, event, ledger_entry, payout};
-use shared::db::list_counts::{self, List};
-use shared::db::paging::Total;
-use shared::db::payouts::{self, Reported};
+use store::deposits::{self, ModeQuery, Source};
+use store::list_counts::{self, List};
+use store::paging::Total;
+use store::payouts::{self, Reported};
 use test_support::{Backend, TestApp, id_of, json, spawn_app};
 
 test_support::on_both_databases!(
@@ -304,10 +304,10 @@ async fn totals_equal_the_rows_after_concurrent_writes_moves_and_deletes(backend
     every_total_is_the_rows(&app, &accounts).await;
 }
 
-fn page1() -> shared::db::paging::PageRequest {
-    shared::db::paging::PageRequest {
+fn page1() -> store::paging::PageRequest {
+    store::paging::PageRequest {
         page_size: 20,
-        position: shared::db::paging::Position::Page(1),
+        position: store::paging::Position::Page(1),
     }
 }
 
@@ -385,12 +385,12 @@ async fn the_migration_counts_the_rows_already_there(backend: Backend) {
     }
     migrations::Migrator::up(&db, None).await.unwrap();
     // The home page's daily figures (m0028) start from the same rows: four deposits that day.
-    let day = shared::db::home::day_cuts("2026-01-02T12:00:00Z".parse().unwrap());
-    let per_day = shared::db::home::deposits_per_day(&db, "biz_1", Mode::Test, &day)
+    let day = store::home::day_cuts("2026-01-02T12:00:00Z".parse().unwrap());
+    let per_day = store::home::deposits_per_day(&db, "biz_1", Mode::Test, &day)
         .await
         .unwrap();
-    assert_eq!(per_day[shared::db::home::DAYS - 1].count, 4);
-    assert_eq!(per_day[shared::db::home::DAYS - 1].amount, 40_000);
+    assert_eq!(per_day[store::home::DAYS - 1].count, 4);
+    assert_eq!(per_day[store::home::DAYS - 1].amount, 40_000);
     // And the payouts' amounts by status: one pending payout is on its way out.
     let in_flight = payouts::in_flight(&db, "biz_1", Mode::Test).await.unwrap();
     assert_eq!(in_flight, 10_000);
@@ -418,7 +418,7 @@ async fn the_migration_counts_the_rows_already_there(backend: Backend) {
     assert_eq!(live.unwrap().value, 1);
 
     // What the lists answer, and new rows counted on top of the initial counts.
-    shared::db::events::record(
+    store::events::record(
         &db,
         "biz_1",
         Mode::Test,
@@ -428,7 +428,7 @@ async fn the_migration_counts_the_rows_already_there(backend: Backend) {
     )
     .await
     .unwrap();
-    let (_, listed) = shared::db::events::list(&db, "biz_1", Mode::Test, None, &page1())
+    let (_, listed) = store::events::list(&db, "biz_1", Mode::Test, None, &page1())
         .await
         .unwrap();
     assert_eq!(
@@ -438,7 +438,7 @@ async fn the_migration_counts_the_rows_already_there(backend: Backend) {
             estimate: false
         }
     );
-    let (_, ledger) = shared::db::ledger::list(&db, "biz_1", Mode::Test, &page1())
+    let (_, ledger) = store::ledger::list(&db, "biz_1", Mode::Test, &page1())
         .await
         .unwrap();
     assert_eq!(ledger.value, 3);
@@ -450,7 +450,7 @@ fn lagos_day(at: chrono::DateTime<Utc>) -> chrono::NaiveDate {
 }
 
 /// A delivery's outcome on the home page.
-fn outcome(d: &shared::db::deliveries::Delivery) -> &'static str {
+fn outcome(d: &store::deliveries::Delivery) -> &'static str {
     match d.status {
         domain::DeliveryStatus::Succeeded => "succeeded",
         domain::DeliveryStatus::Dead => "dead",
@@ -460,9 +460,9 @@ fn outcome(d: &shared::db::deliveries::Delivery) -> &'static str {
 }
 
 async fn day_figures_equal_the_rows_after_rounds_replays_and_deletes(backend: Backend) {
-    use shared::db::deliveries::{AttemptRecord, AttemptWrite, Next};
-    use shared::db::entities::delivery;
-    use shared::db::home;
+    use entities::delivery;
+    use store::deliveries::{AttemptRecord, AttemptWrite, Next};
+    use store::home;
 
     let app = spawn_app(backend).await;
     app.set_webhook_url(
@@ -522,7 +522,7 @@ async fn day_figures_equal_the_rows_after_rounds_replays_and_deletes(backend: Ba
     // More events with deliveries, then two concurrent rounds of attempts over distinct
     // deliveries, with every outcome.
     for _ in 0..24 {
-        shared::db::events::record(
+        store::events::record(
             &app.db,
             &app.business.id,
             Mode::Test,
@@ -567,8 +567,8 @@ async fn day_figures_equal_the_rows_after_rounds_replays_and_deletes(backend: Ba
         .collect();
     let (left, right) = writes.split_at(writes.len() / 2);
     let (a, b) = tokio::join!(
-        shared::db::deliveries::record_attempts(&app.db, left),
-        shared::db::deliveries::record_attempts(&app.db, right),
+        store::deliveries::record_attempts(&app.db, left),
+        store::deliveries::record_attempts(&app.db, right),
     );
     assert!(a.unwrap().into_iter().chain(b.unwrap()).all(|moved| moved));
     // A dead one replayed by hand, a retrying one moved to another day, a waiting one deleted.

@@ -35,6 +35,7 @@ mod provider_answers;
 mod provisioning;
 mod resends;
 mod restore;
+mod sources;
 mod stored_values;
 mod tenancy;
 mod unusable_deposits;

@@ -263,12 +263,12 @@ async fn live_payouts_wait_for_the_hold_and_test_keys_never_see_live_money(backe
     assert_eq!(json(resp).await["code"], "provider_unavailable");
     // Stored as the route stores it once the live bank's name enquiry answered.
     let number = settlement_number(12_345_678);
-    shared::db::payouts::set_settlement_account(
+    ::store::payouts::set_settlement_account(
         &app.db,
-        &shared::db::audit::Actor::operator(),
+        &::store::audit::Actor::operator(),
         &app.business.id,
         domain::Mode::Live,
-        &shared::db::payouts::VerifiedAccount {
+        &::store::payouts::VerifiedAccount {
             bank: domain::settlement_banks::check_settlement_account("058", &number).unwrap(),
             account_number: &number,
             account_name: "ACME LTD",

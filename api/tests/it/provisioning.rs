@@ -257,10 +257,10 @@ async fn a_lost_message_is_published_again(backend: Backend) {
 async fn a_job_this_version_cannot_read_is_dead_lettered_once(backend: Backend) {
     let app = spawn_app(backend).await;
     let now = domain::time::now();
-    let job = shared::jobs::ProvisioningJob::Close {
+    let job = jobs::ProvisioningJob::Close {
         account_id: "va_unknown".into(),
     };
-    let job_id = shared::db::outbox::enqueue(&app.db, &job, now, now)
+    let job_id = ::store::outbox::enqueue(&app.db, &job, now, now)
         .await
         .unwrap();
     // As a newer version might write it: a kind of job this one does not know.

@@ -12,10 +12,10 @@ use std::time::{Duration, Instant};
 
 use domain::keys::hash_secret_key;
 use domain::{AuditAction, KybStatus, Mode, Role};
+use entities::api_key;
 use reqwest::StatusCode;
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
 use serde_json::json;
-use shared::db::entities::api_key;
 use test_support::dashboard::{Http, add_user};
 use test_support::{
     Backend, Receiver, TestApp, expect_problem, spawn_app_with, start_webhooks_worker,

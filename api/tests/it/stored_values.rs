@@ -48,9 +48,9 @@ async fn an_unknown_status_is_an_error_not_shown(backend: Backend) {
 /// The provisioning worker opens an account with the stored identity type. One it cannot read
 /// used to be sent as a BVN; now the job fails (and says why) and nothing reaches the bank.
 async fn an_unknown_identity_type_is_never_opened_as_a_bvn(backend: Backend) {
+    use ::store::accounts::{self, CreateOutcome, CreateRequest};
+    use crypto::Cipher;
     use domain::{Mode, NewAccount};
-    use shared::crypto::Cipher;
-    use shared::db::accounts::{self, CreateOutcome, CreateRequest};
 
     let app = spawn_app(backend).await;
     let cipher = Cipher::new(&app.crypto_key, &[]).unwrap();
@@ -66,7 +66,7 @@ async fn an_unknown_identity_type_is_never_opened_as_a_bvn(backend: Backend) {
             mode: Mode::Test,
             key_id: "key_test",
             idempotency_key: "k",
-            request: &shared::crypto::RequestDigest::new(&cipher, "{}"),
+            request: &crypto::RequestDigest::new(&cipher, "{}"),
             account: &account,
             limit_per_hour: 500,
             provider_grace: chrono::Duration::zero(),

@@ -1,5 +1,5 @@
 //! Tenancy by construction (docs/architecture.md): a query of a table that holds a business's
-//! data is scoped by `shared::db::tenant` (`Tenant::filter` for a business and mode,
+//! data is scoped by `store::tenant` (`Tenant::filter` for a business and mode,
 //! `Business::filter` for a business), the one place that names the business column in a
 //! filter. This fails when the service's code filters on that column itself, and when a raw SQL
 //! statement scoping by business appears outside the few one-statement paths that write theirs
@@ -31,16 +31,7 @@ fn rust_files(dir: &Path, into: &mut Vec<PathBuf>) {
 /// the migrations, which write whole tables).
 fn service_sources() -> Vec<(String, String)> {
     let mut files = Vec::new();
-    for krate in [
-        "api",
-        "api-bin",
-        "shared",
-        "worker-provisioning",
-        "worker-webhooks",
-        "worker-recheck",
-        "worker-payouts",
-        "provider-sandbox",
-    ] {
+    for krate in crate::sources::SERVICE_CRATES {
         rust_files(&root().join(krate).join("src"), &mut files);
     }
     assert!(files.len() > 100, "{} files", files.len());
@@ -59,7 +50,7 @@ fn only_the_tenant_module_filters_on_the_business_column() {
         Regex::new(r"BusinessId\s*\.\s*(eq|ne|is_in|is_not_in|like|into_expr)\s*\(").unwrap();
     let mut found = Vec::new();
     for (file, text) in service_sources() {
-        if file == "shared/src/db/tenant.rs" {
+        if file == "store/src/tenant.rs" {
             assert!(
                 text.contains("C::BUSINESS_ID.eq("),
                 "the tenant module builds the filter"
@@ -74,7 +65,7 @@ fn only_the_tenant_module_filters_on_the_business_column() {
     }
     assert!(
         found.is_empty(),
-        "scope these through shared::db::tenant (Tenant::filter / Business::filter):\n{}",
+        "scope these through store::tenant (Tenant::filter / Business::filter):\n{}",
         found.join("\n")
     );
 }
@@ -86,9 +77,9 @@ fn raw_sql_scoped_by_business_stays_in_the_one_statement_paths() {
     // The statements written by hand for one round trip (docs/decisions/one-statement-paths.md)
     // and the ledger's, each bound to the business and mode it was given.
     let allowed = [
-        "shared/src/db/accounts/side_rows.rs",
-        "shared/src/db/deliveries.rs",
-        "shared/src/db/ledger.rs",
+        "store/src/accounts/side_rows.rs",
+        "store/src/deliveries.rs",
+        "store/src/ledger.rs",
     ];
     let mut found = Vec::new();
     let mut seen_allowed = 0;
@@ -107,7 +98,7 @@ fn raw_sql_scoped_by_business_stays_in_the_one_statement_paths() {
     }
     assert!(
         found.is_empty(),
-        "raw SQL scoped by business outside the one-statement paths (use shared::db::tenant):\n{}",
+        "raw SQL scoped by business outside the one-statement paths (use store::tenant):\n{}",
         found.join("\n")
     );
     assert!(

@@ -4,9 +4,9 @@
 
 use std::time::Duration;
 
+use outbound::providers::{Providers, SimulatedDeposit};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-use shared::outbound::providers::{Providers, SimulatedDeposit};
 use test_support::store;
 use test_support::{Backend, TestApp, eventually, id_of, json, spawn_app, start_recheck_worker};
 

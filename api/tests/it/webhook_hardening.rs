@@ -4,14 +4,14 @@
 
 use std::time::{Duration, Instant};
 
+use crypto::Cipher;
 use domain::Mode;
+use entities::business_mode;
 use reqwest::StatusCode;
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, TransactionTrait};
 use serde_json::{Value, json};
-use shared::crypto::Cipher;
-use shared::db::businesses::{self, webhook_secret_context};
-use shared::db::entities::business_mode;
-use shared::db::events;
+use store::businesses::{self, webhook_secret_context};
+use store::events;
 use test_support::{
     Backend, Received, Receiver, Reply, TestApp, captured_logs, spawn_app, spawn_app_with,
     start_webhooks_worker,

@@ -5,14 +5,14 @@
 
 use std::time::Duration;
 
+use ::store::businesses::IssuedBusiness;
+use ::store::deliveries;
 use domain::{KybStatus, Mode};
+use entities::delivery_attempt;
 use reqwest::StatusCode;
 use sea_orm::EntityTrait;
 use sea_orm::sea_query::Expr;
 use serde_json::{Value, json};
-use shared::db::businesses::IssuedBusiness;
-use shared::db::deliveries;
-use shared::db::entities::delivery_attempt;
 use test_support::store;
 use test_support::{
     Backend, Received, Receiver, Reply, TestApp, account_body, captured_logs, eventually, json,
@@ -830,7 +830,7 @@ fn setting_a_private_url_is_refused_in_both_modes_with_a_clear_error() {
         "sqlite://{}?mode=rwc",
         dir.path().join("vas.sqlite").display()
     );
-    let key = shared::crypto::Cipher::generate_key();
+    let key = crypto::Cipher::generate_key();
     let env = [
         ("VAS_DATABASE__URL", url.as_str()),
         ("VAS_CRYPTO__KEY", key.as_str()),

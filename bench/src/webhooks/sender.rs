@@ -38,7 +38,7 @@ impl Sender {
                 let mut by_business = Vec::new();
                 for key in keys {
                     let business = crate::lists::business_of(&db, key, None).await?;
-                    let set = shared::db::businesses::set_webhook_url(
+                    let set = store::businesses::set_webhook_url(
                         &db,
                         &business,
                         domain::Mode::Test,
@@ -194,7 +194,7 @@ impl Sender {
                 let end = (seq + WRITE_BATCH).min(range.end);
                 for s in seq..end {
                     tracker.mark_sent(s);
-                    shared::db::events::record(
+                    store::events::record(
                         &txn,
                         business,
                         domain::Mode::Test,

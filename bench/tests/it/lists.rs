@@ -100,13 +100,13 @@ async fn loads_lists_searches_and_explains_on_postgres() {
                 "ledger: cursor hops from page 10 (nextCursor)",
                 Some((3_000, false))
             ),
-            ("home page: every figure (shared::db::home::read)", None),
+            ("home page: every figure (store::home::read)", None),
         ]
     );
     // One delivery per loaded event, and the home page's figures are those rows': 1 in 50 dead,
     // 1 in 100 retrying, the rest succeeded.
     assert_eq!(report.deliveries, Some(3_000));
-    let home = shared::db::home::read(
+    let home = store::home::read(
         &app.db,
         &app.business.id,
         domain::Mode::Test,

@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 
 use domain::Mode;
 use ops::config::Config;
-use shared::messaging::queue::Broker;
-use shared::messaging::relay::Relay;
+use queue::broker::Broker;
+use queue::relay::Relay;
 use test_support::store::count_deliveries_with_status;
 use test_support::{Backend, Receiver, Setup, TestBroker, TestDb, record_event, setup};
 use tokio_util::sync::CancellationToken;

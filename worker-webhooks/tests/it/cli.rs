@@ -4,10 +4,10 @@
 use std::process::{Command, Output};
 
 use crate::support::binary;
+use ::store::audit::actor_label;
+use ::store::deliveries::{self, AttemptRecord, Next};
 use domain::AuditAction;
 use serde_json::Value;
-use shared::db::audit::actor_label;
-use shared::db::deliveries::{self, AttemptRecord, Next};
 use test_support::{Setup, TestDb, postgres_url, setup, store};
 
 fn run(cmd: &mut Command) -> Output {

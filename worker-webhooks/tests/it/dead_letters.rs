@@ -6,12 +6,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crypto::Cipher;
 use ops::config::WebhooksConfig;
-use shared::crypto::Cipher;
-use shared::db::deliveries;
-use shared::messaging::queue::{Broker, MemoryBroker};
-use shared::messaging::relay::{Relay, RelayTimings};
-use shared::messaging::worker::Consumer;
+use queue::broker::{Broker, MemoryBroker};
+use queue::relay::{Relay, RelayTimings};
+use queue::worker::Consumer;
+use store::deliveries;
 use test_support::{Receiver, Reply, TestBroker, TestDb, setup};
 use tokio_util::sync::CancellationToken;
 use worker_webhooks::Deliverer;

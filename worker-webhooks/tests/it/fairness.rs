@@ -18,12 +18,12 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use ::store::events;
 use domain::Mode;
 use ops::config::Config;
+use queue::broker::Broker;
+use queue::relay::Relay;
 use sea_orm::TransactionTrait;
-use shared::db::events;
-use shared::messaging::queue::Broker;
-use shared::messaging::relay::Relay;
 use test_support::{RabbitPrefix, Receiver, Reply, Setup, TestBroker, TestDb, setup, store};
 use tokio_util::sync::CancellationToken;
 

@@ -8,8 +8,8 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use crate::support::binary;
+use queue::broker::{Broker, RabbitBroker};
 use serde_json::Value;
-use shared::messaging::queue::{Broker, RabbitBroker};
 use test_support::process::Process;
 use test_support::store::{count_deliveries_with_status, delivery_state, delivery_states_of_event};
 use test_support::{

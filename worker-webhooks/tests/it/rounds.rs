@@ -8,10 +8,10 @@
 use std::time::Duration;
 
 use domain::DeliveryStatus;
+use jobs::{ProvisioningJob, WebhookJob};
 use sea_orm::{ActiveModelTrait, ActiveValue::Set, IntoActiveModel};
-use shared::db::deliveries::{self, AttemptRecord, AttemptWrite, Next};
-use shared::db::outbox::{self, JobOutcome};
-use shared::jobs::{ProvisioningJob, WebhookJob};
+use store::deliveries::{self, AttemptRecord, AttemptWrite, Next};
+use store::outbox::{self, JobOutcome};
 use test_support::{Backend, TestDb, on_both_databases, setup};
 
 on_both_databases!(
@@ -174,7 +174,7 @@ async fn a_round_of_distinct_deliveries_moves_each_on_as_alone(backend: Backend)
     .await
     .unwrap();
     assert_eq!(moved, vec![true]);
-    let operator = shared::db::audit::Actor::operator_via("worker-webhooks replay");
+    let operator = store::audit::Actor::operator_via("worker-webhooks replay");
     deliveries::replay(&setup.db, &operator, &read[4].id, now)
         .await
         .unwrap()

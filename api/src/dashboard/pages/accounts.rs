@@ -6,9 +6,9 @@ use askama::Template;
 use axum::extract::State;
 use axum::http::{HeaderMap, header};
 use domain::{AccountStatus, Bank, IdentityType, Mode};
-use shared::db::accounts::{self, Account, ListQuery};
-use shared::db::paging::{MAX_PAGE, MAX_PAGE_SIZE};
-use shared::db::{deliveries, deposits, events, rechecks};
+use store::accounts::{self, Account, ListQuery};
+use store::paging::{MAX_PAGE, MAX_PAGE_SIZE};
+use store::{deliveries, deposits, events, rechecks};
 
 use crate::dashboard::listing::{self, grouped};
 use crate::dashboard::session::{ItemId, Scoped, Viewer};
@@ -78,9 +78,9 @@ pub async fn list(
     // The API's limits on q (it answers 422; a person gets the reason and the unfiltered list).
     let (q, error) = listing::search_text(&query, "q");
     // Page numbers (links a person can follow); the list itself is the JSON API's.
-    let request = shared::db::paging::PageRequest {
+    let request = store::paging::PageRequest {
         page_size,
-        position: shared::db::paging::Position::Page(page),
+        position: store::paging::Position::Page(page),
     };
     let (fetched, total) = accounts::list(
         &state.reads.db().await,
@@ -310,9 +310,9 @@ pub async fn show(
     let (deposit_rows, deposit_total) = deposits::list(
         &state.reads.db().await,
         &account,
-        &shared::db::paging::PageRequest {
+        &store::paging::PageRequest {
             page_size: DEPOSITS_PAGE_SIZE,
-            position: shared::db::paging::Position::Page(page),
+            position: store::paging::Position::Page(page),
         },
     )
     .await?;

@@ -11,8 +11,8 @@ use chrono::Utc;
 use domain::Role;
 use domain::payout::{EntryType, PayoutStatus, Schedule, SettlementRequest};
 use domain::settlement_banks::SETTLEMENT_BANKS;
-use shared::db::paging::Filter;
-use shared::db::{ledger, payouts};
+use store::paging::Filter;
+use store::{ledger, payouts};
 
 use crate::actions::settlement::{self, SettlementError};
 use crate::dashboard::forms::Posted;

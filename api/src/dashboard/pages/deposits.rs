@@ -12,9 +12,9 @@ use axum::response::{IntoResponse, Response};
 use domain::{DepositSource, DepositStatus, Mode};
 use futures::StreamExt;
 use sea_orm::DatabaseConnection;
-use shared::db::accounts;
-use shared::db::deposits::{self, Deposit, ModeQuery};
-use shared::db::paging::{Keyset, PageRequest, Position};
+use store::accounts;
+use store::deposits::{self, Deposit, ModeQuery};
+use store::paging::{Keyset, PageRequest, Position};
 
 use crate::dashboard::listing::{self, List, Pager, grouped};
 use crate::dashboard::session::{Scoped, Viewer};

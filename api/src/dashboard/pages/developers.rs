@@ -16,11 +16,11 @@ use axum::response::{IntoResponse, Redirect, Response};
 use domain::keys::KeyGrace;
 use domain::{AuditAction, EventType, Mode, Role};
 use sea_orm::TransactionTrait;
-use shared::db::audit::{self, Entry};
-use shared::db::businesses::{self, Rotation};
-use shared::db::keys::{self, Expect, KeyAction, KeyChange};
-use shared::db::paging::{PageRequest, Position};
-use shared::db::{deliveries, events};
+use store::audit::{self, Entry};
+use store::businesses::{self, Rotation};
+use store::keys::{self, Expect, KeyAction, KeyChange};
+use store::paging::{PageRequest, Position};
+use store::{deliveries, events};
 
 use crate::actions::{self, keys::KeyError, webhooks::WebhookError};
 use crate::dashboard::forms::{FormFields, Posted};
@@ -374,7 +374,7 @@ pub async fn set_webhook_url(
     if let Some(refused) = refused(&state, &scope, &fields, Some(typed.clone())).await? {
         return Ok(refused);
     }
-    let policy = shared::outbound::ssrf::TargetPolicy::from_config(&state.config.webhooks);
+    let policy = outbound::ssrf::TargetPolicy::from_config(&state.config.webhooks);
     let set = actions::webhooks::set_url(
         &state.db,
         policy,

@@ -8,9 +8,9 @@ use axum::http::header::RETRY_AFTER;
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Redirect};
 use domain::{EventType, Role};
-use shared::db::deliveries;
-use shared::db::events::{self, Event};
-use shared::db::paging::Filter;
+use store::deliveries;
+use store::events::{self, Event};
+use store::paging::Filter;
 
 use crate::actions::{self, events::ResendError};
 use crate::dashboard::forms::FormFields;

@@ -9,7 +9,7 @@ use askama::Template;
 use axum::extract::State;
 use chrono::{Datelike, Utc};
 use domain::payout::PayoutStatus;
-use shared::db::home::{self, DAYS, DayDeliveries, DayDeposits};
+use store::home::{self, DAYS, DayDeliveries, DayDeposits};
 
 use crate::dashboard::listing::grouped;
 use crate::dashboard::session::{Scoped, Viewer};

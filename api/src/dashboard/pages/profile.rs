@@ -11,8 +11,8 @@ use chrono::{DateTime, Utc};
 use domain::user::check_password;
 use domain::{AuditAction, Mode};
 use sea_orm::{DatabaseTransaction, DbErr, TransactionTrait};
-use shared::db::audit::{self, Entry};
-use shared::db::users;
+use store::audit::{self, Entry};
+use store::users;
 
 use crate::dashboard::auth;
 use crate::dashboard::forms::Posted;

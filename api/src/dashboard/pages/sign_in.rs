@@ -15,8 +15,8 @@ use chrono::Duration;
 use domain::AuditAction;
 use domain::user::normalise_email;
 use sea_orm::TransactionTrait;
-use shared::db::audit::{self, Actor, Entry};
-use shared::db::users::{self, SessionOwner, User};
+use store::audit::{self, Actor, Entry};
+use store::users::{self, SessionOwner, User};
 
 use crate::cookies::{self, SESSION_COOKIE, SIGN_IN_COOKIE};
 use crate::dashboard::auth::{

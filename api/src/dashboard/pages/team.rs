@@ -10,9 +10,9 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect};
 use domain::{Mode, Role};
-use shared::db::audit;
-use shared::db::paging::{PageRequest, Position};
-use shared::db::users::{self, MemberChange, MemberOutcome};
+use store::audit;
+use store::paging::{PageRequest, Position};
+use store::users::{self, MemberChange, MemberOutcome};
 
 use crate::actions::users::{CreateUserError, create_user_by};
 use crate::dashboard::forms::{FormFields, Posted};
@@ -195,7 +195,7 @@ pub async fn show(
     let audit_page = query
         .get("page")
         .and_then(|p| p.parse::<u64>().ok())
-        .filter(|p| (1..=shared::db::paging::MAX_PAGE).contains(p))
+        .filter(|p| (1..=store::paging::MAX_PAGE).contains(p))
         .unwrap_or(1);
     let extra = Extra {
         notice: view::notice(query.get("done"), NOTICES),

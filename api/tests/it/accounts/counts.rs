@@ -4,9 +4,9 @@
 //! the rows stored.
 
 use domain::AccountStatus;
+use entities::virtual_account;
 use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter};
 use serde_json::json;
-use shared::db::entities::virtual_account;
 use test_support::{Backend, TestApp, account_body, spawn_app_with};
 
 test_support::on_both_databases!(totals_never_drift_from_the_rows_under_concurrency,);

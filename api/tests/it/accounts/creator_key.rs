@@ -2,11 +2,11 @@
 //! creation is recorded on the account itself): its id on the account's row, never in the account
 //! object.
 
+use ::store::keys::{self, KeyAction, KeyChange};
 use domain::Mode;
 use domain::keys::KeyGrace;
 use reqwest::StatusCode;
 use serde_json::Value;
-use shared::db::keys::{self, KeyAction, KeyChange};
 use test_support::{Backend, TestApp, account_body, json, spawn_app, store};
 
 test_support::on_both_databases!(an_account_records_the_key_that_created_it);

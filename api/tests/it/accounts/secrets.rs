@@ -86,11 +86,11 @@ async fn secrets_never_leave_in_plain_text(backend: Backend) {
 }
 
 async fn reencrypting_after_a_key_rotation_retires_the_old_key(backend: Backend) {
+    use ::store::{accounts, businesses, reencrypt};
+    use crypto::Cipher;
     use domain::Mode;
+    use entities::{business_mode, virtual_account};
     use sea_orm::EntityTrait;
-    use shared::crypto::Cipher;
-    use shared::db::entities::{business_mode, virtual_account};
-    use shared::db::{accounts, businesses, reencrypt};
 
     let app = spawn_app(backend).await;
     let mut identities = Vec::new();

@@ -1,0 +1,255 @@
+//! The outbox relay: publishes due jobs to the broker with confirms. Woken right after a commit
+//! that wrote a job (low latency), and sweeping every second for anything due or left behind by
+//! a crash (no loss). Safe to run in many processes at once.
+//!
+//! A sweep claims a batch of due rows in a short transaction (marking them published, with a
+//! lease until the broker confirms), publishes them outside it with confirms pipelined (all
+//! sent, then all confirms awaited), then records the confirms (and unpublishes what failed): no
+//! row lock is held across a broker round trip, so a consumer finishing a job never waits on the
+//! relay. A relay that dies mid-publish leaves its claims unconfirmed; they are published again
+//! when their lease ends. A publish the broker refuses because a queue or exchange is missing (a fresh
+//! node, a deleted queue) declares the topology again and is retried at once.
+//!
+//! Every so often the relay also looks for lost messages: published jobs that no consumer
+//! started within a lease (or started and never finished), in a queue that holds fewer ready
+//! messages than such jobs. Only those are published again; a queue that keeps every message
+//! while no worker runs is left alone, so an outage leaves one message per job, not one per
+//! sweep.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use sea_orm::{DatabaseConnection, DbErr};
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use crate::broker::{Broker, Outgoing, QueueError};
+use store::outbox::{self, JobMessage, JobRow};
+
+/// How often the relay sweeps, and the leases it works with.
+#[derive(Debug, Clone, Copy)]
+pub struct RelayTimings {
+    /// Sweep for due jobs this often (and whenever kicked).
+    pub sweep_every: Duration,
+    /// A claimed row is this relay's to publish for this long; past it, its publish counts as
+    /// unconfirmed and any relay publishes it. Longer than a batch's publish with pipelined
+    /// confirms takes (well under a second), short because it is how long the work a killed
+    /// process had claimed waits; a publish that does run longer only sends a duplicate, which
+    /// every consumer tolerates.
+    pub claim_lease: Duration,
+    /// A published job not started within this long, or started and not finished within it,
+    /// may have lost its message (see the module documentation).
+    pub lease: Duration,
+    /// Look for lost messages this often.
+    pub lost_check_every: Duration,
+}
+
+impl Default for RelayTimings {
+    fn default() -> Self {
+        RelayTimings {
+            sweep_every: Duration::from_secs(1),
+            claim_lease: Duration::from_secs(10),
+            lease: Duration::from_secs(300),
+            lost_check_every: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Rows claimed and published per round.
+const BATCH: u64 = 200;
+/// Overdue rows looked at per lost-message check.
+const LOST_LIMIT: u64 = 1_000;
+
+#[derive(Clone)]
+pub struct Relay {
+    db: DatabaseConnection,
+    broker: Arc<dyn Broker>,
+    wake: Arc<Notify>,
+    timings: RelayTimings,
+}
+
+impl Relay {
+    pub fn new(db: DatabaseConnection, broker: Arc<dyn Broker>) -> Self {
+        Self::with_timings(db, broker, RelayTimings::default())
+    }
+
+    pub fn with_timings(
+        db: DatabaseConnection,
+        broker: Arc<dyn Broker>,
+        timings: RelayTimings,
+    ) -> Self {
+        Self {
+            db,
+            broker,
+            wake: Arc::new(Notify::new()),
+            timings,
+        }
+    }
+
+    /// The broker it publishes to (for readiness checks).
+    pub fn broker(&self) -> &Arc<dyn Broker> {
+        &self.broker
+    }
+
+    /// Asks for a sweep now (call after committing a job that is due at once).
+    pub fn kick(&self) {
+        self.wake.notify_one();
+    }
+
+    /// Publishes every due job; returns how many were published.
+    pub async fn sweep(&self) -> Result<usize, DbErr> {
+        let mut total = 0;
+        loop {
+            let now = domain::time::now();
+            let until = outbox::claim_until(now, self.timings.claim_lease);
+            let rows = outbox::claim_due(&self.db, now, until, BATCH).await?;
+            if rows.is_empty() {
+                return Ok(total);
+            }
+            let claimed = rows.len();
+            let (published, failed) = self.publish(rows).await;
+            outbox::confirm_published(&self.db, &published, until).await?;
+            outbox::release_claims(&self.db, &failed, until).await?;
+            total += published.len();
+            if !failed.is_empty() || (claimed as u64) < BATCH {
+                // The broker is unhappy (the rest waits for the next sweep), or all is done.
+                return Ok(total);
+            }
+        }
+    }
+
+    /// Publishes claimed rows; returns the ids confirmed and the ids that failed.
+    async fn publish(&self, rows: Vec<JobRow>) -> (Vec<String>, Vec<String>) {
+        let bodies: Vec<Vec<u8>> = rows
+            .iter()
+            .map(|row| {
+                serde_json::to_vec(&JobMessage {
+                    job_id: row.id.clone(),
+                })
+                .expect("messages serialise")
+            })
+            .collect();
+        let outgoing = |pick: &[usize]| -> Vec<Outgoing<'_>> {
+            pick.iter()
+                .map(|&i| Outgoing {
+                    queue: &rows[i].queue,
+                    body: &bodies[i],
+                })
+                .collect()
+        };
+        let all: Vec<usize> = (0..rows.len()).collect();
+        let mut verdicts: Vec<Result<(), QueueError>> =
+            self.broker.publish_many(&outgoing(&all)).await;
+        if verdicts
+            .iter()
+            .any(|v| matches!(v, Err(QueueError::Unroutable(_))))
+        {
+            // A queue or exchange is missing: the broker lost its definitions (a fresh node, a
+            // deleted queue). Declare them again and publish what failed once more (a missing
+            // exchange also closed the channel under the messages behind it).
+            let failed: Vec<usize> = all
+                .iter()
+                .copied()
+                .filter(|&i| verdicts[i].is_err())
+                .collect();
+            tracing::warn!(
+                messages = failed.len(),
+                "the broker has no route for some jobs; declaring the topology again"
+            );
+            match self.broker.declare().await {
+                Ok(()) => {
+                    let again = self.broker.publish_many(&outgoing(&failed)).await;
+                    for (i, verdict) in failed.iter().zip(again) {
+                        verdicts[*i] = verdict;
+                    }
+                }
+                Err(e) => tracing::warn!(error = %e, "declaring the topology failed"),
+            }
+        }
+        let (mut published, mut failed) = (Vec::new(), Vec::new());
+        for (row, verdict) in rows.into_iter().zip(verdicts) {
+            match verdict {
+                Ok(()) => {
+                    metrics::counter!("jobs_published_total", "queue" => row.queue.clone())
+                        .increment(1);
+                    published.push(row.id);
+                }
+                Err(e) => {
+                    tracing::warn!(job_id = %row.id, queue = %row.queue, error = %e, "publish failed; will retry");
+                    failed.push(row.id);
+                }
+            }
+        }
+        (published, failed)
+    }
+
+    /// Makes jobs whose messages are lost due for publishing again; returns how many. A queue
+    /// holding at least as many ready messages as it should (by the database) lost none.
+    pub async fn recover_lost(&self) -> Result<u64, DbErr> {
+        let now = domain::time::now();
+        let mut released = 0;
+        for census in outbox::census(&self.db, now, self.timings.lease, LOST_LIMIT).await? {
+            let ready = match self.broker.depth(&census.queue, false).await {
+                Ok(ready) => ready,
+                Err(QueueError::Unroutable(_)) => 0, // the queue itself is gone
+                Err(e) => {
+                    tracing::debug!(queue = %census.queue, error = %e, "cannot count the queue");
+                    continue;
+                }
+            };
+            let missing = census.waiting.saturating_sub(ready) as usize;
+            if missing == 0 {
+                continue;
+            }
+            let lost = &census.overdue[..missing.min(census.overdue.len())];
+            let n = outbox::release_lost(&self.db, lost, now, self.timings.lease).await?;
+            if n > 0 {
+                tracing::warn!(
+                    queue = %census.queue,
+                    jobs = n,
+                    waiting = census.waiting,
+                    ready,
+                    "messages of published jobs are missing from their queue; publishing them again"
+                );
+                metrics::counter!("jobs_republished_total", "queue" => census.queue.clone())
+                    .increment(n);
+            }
+            released += n;
+        }
+        Ok(released)
+    }
+
+    /// Sweeps until cancelled.
+    pub async fn run(self, shutdown: CancellationToken) {
+        let mut sweeps: u64 = 0;
+        let mut last_lost_check: Option<tokio::time::Instant> = None;
+        loop {
+            if last_lost_check.is_none_or(|at| at.elapsed() >= self.timings.lost_check_every) {
+                last_lost_check = Some(tokio::time::Instant::now());
+                if let Err(e) = self.recover_lost().await {
+                    tracing::warn!(error = %e, "looking for lost messages failed");
+                }
+            }
+            if let Err(e) = self.sweep().await {
+                tracing::warn!(error = %e, "outbox sweep failed");
+            }
+            // The backlog is a count over an index: every tenth sweep is often enough.
+            if sweeps.is_multiple_of(10)
+                && let Ok(backlog) = outbox::backlog(&self.db, domain::time::now()).await
+            {
+                metrics::gauge!("outbox_backlog").set(backlog as f64);
+                let now = domain::time::now();
+                if let Ok(oldest) = outbox::oldest_due(&self.db, now).await {
+                    let age = oldest.map_or(0.0, |due| (now - due).as_seconds_f64().max(0.0));
+                    metrics::gauge!("outbox_oldest_job_age_seconds").set(age);
+                }
+            }
+            sweeps += 1;
+            tokio::select! {
+                () = shutdown.cancelled() => return,
+                () = self.wake.notified() => {}
+                () = tokio::time::sleep(self.timings.sweep_every) => {}
+            }
+        }
+    }
+}

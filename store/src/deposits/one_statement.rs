@@ -1,0 +1,725 @@
+//! On PostgreSQL, a deposit notification as two statements sent in autocommit
+//! (docs/decisions/one-statement-paths.md): the account is read, then ONE statement stores the
+//! notification with its outcome, locks the account (unchanged since it was read), records the
+//! deposit, its event, delivery and job, and credits the balance with its ledger entry. The
+//! transaction path took eight round trips and wrote the notification twice (claimed, then its
+//! outcome). Each part is the builder the transaction path runs, so the rules stay in one place.
+//!
+//! Only a new deposit into a known account is done here. Anything else writes nothing and the
+//! transaction path answers it as before: no account with the number; a body stored before or a
+//! reference recorded before (the statement stores nothing); and, failing on purpose
+//! (`vas_refuse`, m0021) so that the notification it stored goes too, an account changed since
+//! it was read, a reference recorded meanwhile, or a credit that would overflow the balance.
+//!
+//! Locks are taken in the transaction path's order: the notification's key, the account, the
+//! deposit's key, the balance.
+//!
+//! One business's deposits (of one mode) credit one balance row, so they commit one after
+//! another, each holding that row through its commit's WAL flush. The statements of the deposits
+//! that arrive while one commits therefore share the next transaction ([`ROUNDS`]): one commit,
+//! and no waiting on the row, for all of them; fewer than [`FEWEST_TOGETHER`] are sent each in
+//! autocommit as before. Each caller is still answered only once its deposit is committed. A
+//! round takes its accounts' locks first, in id order, so that it never waits for an account
+//! while it holds the balance (no other path does either: a deposit takes its account before the
+//! balance, a payout no account). Should any statement of a round fail (one refused, a deadlock,
+//! a lost connection, even at the commit), the round's statements are sent again each on its
+//! own, as a lone deposit's is: a deposit the round did commit then finds its notification stored
+//! and is answered as the repeat it is.
+
+use std::sync::LazyLock;
+
+use futures::future::BoxFuture;
+use sea_orm::sea_query::{Alias, Condition, Expr, ExprTrait, OnConflict, Query, WithClause};
+use sea_orm::{ColumnTrait, ConnectionTrait, DatabaseConnection, DbBackend, DbErr, QueryFilter};
+use sea_orm::{QuerySelect, QueryTrait, Statement, TransactionTrait};
+
+use super::super::{
+    Rendered, cte, deliveries, events, has_row, insert_select, is_refused, ledger, push_row_values,
+    row_values, with_query,
+};
+use super::{
+    Accepted, Credit, DEPOSIT_KEY, Incoming, NOTIFICATION_KEY, Recorded, Report, Source,
+    account_for, announcement, deposit_row, notification_row, push_account_for_values,
+    push_recorded_before_values, recorded_before,
+};
+use crate::batch::Keyed;
+use domain::Mode;
+use domain::provider::{NotificationOutcome, RemoteTransaction};
+use entities::{deposit, provider_notification, virtual_account};
+
+/// The statement's SQL per shape: crediting (a deposit into an active account) or not (flagged).
+static DEPOSIT: Rendered<bool> = Rendered::new();
+
+/// [`super::accept`] of a deposit notification; None when it wrote nothing and the transaction
+/// path must answer.
+pub(super) async fn accept_deposit(
+    db: &DatabaseConnection,
+    incoming: Incoming<'_>,
+    tx: &RemoteTransaction,
+) -> Result<Option<Accepted>, DbErr> {
+    let report = Report {
+        mode: incoming.mode,
+        bank: incoming.bank,
+        tx,
+        source: &Source::Notification,
+    };
+    let Some(account) = account_for(report).one(db).await? else {
+        return Ok(None);
+    };
+    let now = incoming.now;
+    let row = deposit_row(&account, report, now);
+
+    // The notification, stored once with what became of it.
+    let (id, mut claimed) = notification_row(incoming);
+    claimed.outcome = sea_orm::ActiveValue::Set(NotificationOutcome::Recorded);
+    claimed.provider_reference = sea_orm::ActiveValue::Set(Some(tx.reference.clone()));
+    claimed.deposit_id = sea_orm::ActiveValue::Set(Some(row.id.clone()));
+    let (event_type, data) = announcement(&row, &account);
+    let event = events::new_event(&account.business_id, report.mode, event_type, &data, now);
+    // The URL is written from the business's row; the placeholder is never stored.
+    let delivery = deliveries::new_delivery(&event, "", now);
+    let credit = Credit::of(&row);
+    let entry = credit
+        .as_ref()
+        .map(|credit| ledger::new_entry(&credit.movement()));
+
+    // In the order the statement below binds them; `1` is each `EXISTS (SELECT 1 …)`.
+    let mut values = Vec::with_capacity(90);
+    push_row_values(&mut values, &claimed, |_| false)?;
+    push_recorded_before_values(&mut values, report);
+    push_account_for_values(&mut values, report);
+    values.extend([
+        account.id.as_str().into(),
+        account.status.into(),
+        account.updated_at.into(),
+        1i32.into(),
+    ]);
+    push_row_values(
+        &mut values,
+        &deposit::ActiveModel::from(row.clone()),
+        |_| false,
+    )?;
+    deliveries::push_event_with_delivery_values(&mut values, &event, &delivery)?;
+    if let (Some(credit), Some(entry)) = (&credit, &entry) {
+        ledger::push_credit_values(&mut values, &credit.movement(), entry)?;
+        values.push(1i32.into());
+    }
+    values.push(1i32.into());
+
+    let statement = DEPOSIT.statement(credit.is_some(), values, || {
+        // A reference recorded before (a bank's report again, in another body) stores nothing
+        // here, so that usual duplicate costs no failed statement; one recorded meanwhile is
+        // caught below.
+        let mut stored = row_values(&claimed, |_| None)?;
+        stored.and_where(
+            Expr::exists(
+                recorded_before(report)
+                    .select_only()
+                    .expr(Expr::val(1))
+                    .into_query(),
+            )
+            .not(),
+        );
+        let mut notification =
+            insert_select::<provider_notification::Entity>(stored, "the notification")?;
+        notification
+            .on_conflict(
+                OnConflict::columns(NOTIFICATION_KEY)
+                    .do_nothing()
+                    .to_owned(),
+            )
+            .returning_col(provider_notification::Column::Id);
+
+        // The account, locked as the transaction path locks it, only as it was read.
+        let locked = account_for(report)
+            .select_only()
+            .column(virtual_account::Column::Id)
+            .filter(virtual_account::Column::Id.eq(account.id.as_str()))
+            .filter(virtual_account::Column::Status.eq(account.status))
+            .filter(virtual_account::Column::UpdatedAt.eq(account.updated_at))
+            .filter(has_row("ntf"))
+            .lock_exclusive()
+            .into_query();
+
+        let mut deposit_values = row_values(&deposit::ActiveModel::from(row.clone()), |_| None)?;
+        deposit_values.from(Alias::new("acct"));
+        let mut insert_deposit = insert_select::<deposit::Entity>(deposit_values, "the deposit")?;
+        insert_deposit
+            .on_conflict(OnConflict::columns(DEPOSIT_KEY).do_nothing().to_owned())
+            .returning_col(deposit::Column::Id);
+
+        let mut with = WithClause::new();
+        with.cte(cte("ntf", notification))
+            .cte(cte("acct", locked))
+            .cte(cte("dep", insert_deposit));
+        for part in deliveries::event_with_delivery(&event, &delivery, Some("dep"))? {
+            with.cte(part);
+        }
+        if let (Some(credit), Some(entry)) = (&credit, &entry) {
+            for part in ledger::credit_ctes(&credit.movement(), entry, "dep")? {
+                with.cte(part);
+            }
+        }
+        // Stored, but not a new deposit (the account changed, the reference is known) or,
+        // credited, no entry (the balance would overflow): fail, so that nothing stays.
+        let mut not_new = Condition::any().add(has_row("dep").not());
+        if credit.is_some() {
+            not_new = not_new.add(has_row("entry").not());
+        }
+        let mut answer = Query::select();
+        answer
+            .expr_as(
+                Expr::case(
+                    not_new,
+                    Expr::cust("vas_refuse('not a new deposit: the transaction answers it')"),
+                ),
+                Alias::new("refused"),
+            )
+            .from(Alias::new("ntf"));
+        Ok(DbBackend::Postgres.build(&with_query(with, answer)))
+    })?;
+    let business = (account.business_id.clone(), report.mode);
+    let pending = Pending {
+        db: db.clone(),
+        account: account.id.clone(),
+        statement,
+    };
+    let stored = ROUNDS.submit(business, pending).await.unwrap_or_else(|| {
+        Err(DbErr::Custom(
+            "the round of the deposit's business ended without an answer".into(),
+        ))
+    })?;
+    Ok(stored.then(|| Accepted::Stored {
+        id,
+        recorded: Recorded::New(Box::new(row)),
+        outcome: NotificationOutcome::Recorded,
+    }))
+}
+
+/// A business and mode: whose balance row a deposit credits.
+type Business = (String, Mode);
+
+/// What became of a deposit's statement: true when it stored the deposit, false when it wrote
+/// nothing and the transaction path must answer.
+type Stored = Result<bool, DbErr>;
+
+/// The deposit statements waiting for their business's next round.
+static ROUNDS: LazyLock<Keyed<Business, Pending, Stored>> =
+    LazyLock::new(|| Keyed::new(MOST_IN_A_ROUND, run_round));
+
+/// Deposits in one transaction at most: the balance row is held for all of them.
+const MOST_IN_A_ROUND: usize = 64;
+
+/// Fewer deposits than this are sent each in autocommit, side by side: a transaction's three
+/// round trips (`BEGIN`, the accounts' locks, `COMMIT`) cost more than the commits it saves.
+const FEWEST_TOGETHER: usize = 4;
+
+/// A deposit's statement, built, and the account it locks.
+struct Pending {
+    db: DatabaseConnection,
+    account: String,
+    statement: Statement,
+}
+
+/// A round of one business's deposit statements, what became of each.
+fn run_round(_business: &Business, round: Vec<Pending>) -> BoxFuture<'static, Vec<Stored>> {
+    Box::pin(async move {
+        let deposits = round.len();
+        let outcome = if deposits >= FEWEST_TOGETHER {
+            match together(&round).await {
+                Ok(stored) => {
+                    count_round(RoundOutcome::Together, deposits);
+                    return stored.into_iter().map(Ok).collect();
+                }
+                // One of them is not a plain new deposit: the usual reason, and its own answer.
+                Err(e) if is_refused(&e) => {
+                    tracing::debug!(
+                        deposits,
+                        "a round of deposits rolled back; sent each on its own"
+                    );
+                    RoundOutcome::Refused
+                }
+                Err(e) => {
+                    tracing::warn!(
+                        error = %e,
+                        deposits,
+                        "a round of deposits failed; sent each on its own"
+                    );
+                    RoundOutcome::Failed
+                }
+            }
+        } else {
+            RoundOutcome::Alone
+        };
+        count_round(outcome, deposits);
+        futures::future::join_all(
+            round
+                .into_iter()
+                .map(|pending| async move { alone(&pending.db, pending.statement).await }),
+        )
+        .await
+    })
+}
+
+/// What became of a round: the `outcome` label of its metrics.
+#[derive(Clone, Copy)]
+enum RoundOutcome {
+    /// Written by one transaction.
+    Together,
+    /// Fewer than [`FEWEST_TOGETHER`] waiting: each sent in autocommit.
+    Alone,
+    /// Rolled back because one of them was not a plain new deposit; then each on its own.
+    Refused,
+    /// Rolled back on any other error (a deadlock, a lost connection); then each on its own.
+    Failed,
+}
+
+impl RoundOutcome {
+    fn label(self) -> &'static str {
+        match self {
+            RoundOutcome::Together => "together",
+            RoundOutcome::Alone => "alone",
+            RoundOutcome::Refused => "refused",
+            RoundOutcome::Failed => "failed",
+        }
+    }
+}
+
+/// `deposit_rounds_total{outcome}` and `deposit_round_deposits_total{outcome}`: how often
+/// one business's deposits share a commit, and how many at a time (the second over the first).
+fn count_round(outcome: RoundOutcome, deposits: usize) {
+    metrics::counter!("deposit_rounds_total", "outcome" => outcome.label()).increment(1);
+    metrics::counter!("deposit_round_deposits_total", "outcome" => outcome.label())
+        .increment(deposits as u64);
+}
+
+/// One deposit's statement in autocommit.
+async fn alone(db: &DatabaseConnection, statement: Statement) -> Stored {
+    match db.query_one_raw(statement).await {
+        Ok(stored) => Ok(stored.is_some()),
+        Err(e) if is_refused(&e) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// The round's statements in one transaction, its accounts locked first in id order; any error
+/// (a statement refused included) rolls all of it back.
+async fn together(round: &[Pending]) -> Result<Vec<bool>, DbErr> {
+    let txn = round[0].db.begin().await?;
+    match in_transaction(&txn, round).await {
+        Ok(stored) => {
+            txn.commit().await?;
+            Ok(stored)
+        }
+        Err(e) => {
+            // Its own error, if any, says no more than the statement's.
+            let _ = txn.rollback().await;
+            Err(e)
+        }
+    }
+}
+
+async fn in_transaction(
+    txn: &sea_orm::DatabaseTransaction,
+    round: &[Pending],
+) -> Result<Vec<bool>, DbErr> {
+    let mut accounts: Vec<&str> = round.iter().map(|p| p.account.as_str()).collect();
+    accounts.sort_unstable();
+    accounts.dedup();
+    // By primary key whatever the statistics say (`= ANY(ARRAY(…))`), locked in the order sorted.
+    txn.execute_raw(Statement::from_sql_and_values(
+        DbBackend::Postgres,
+        "SELECT id FROM virtual_accounts \
+         WHERE id = ANY(ARRAY(SELECT json_array_elements_text($1::json))) \
+         ORDER BY id FOR UPDATE",
+        [super::super::outbox::ids_param(&accounts).into()],
+    ))
+    .await?;
+    let mut stored = Vec::with_capacity(round.len());
+    for pending in round {
+        stored.push(
+            txn.query_one_raw(pending.statement.clone())
+                .await?
+                .is_some(),
+        );
+    }
+    Ok(stored)
+}
+
+#[cfg(test)]
+mod tests {
+    //! The statement itself, on PostgreSQL (`TEST_DATABASE_URL`; skipped without it): a new
+    //! deposit is done by it, every other case leaves nothing for the transaction path. The api's
+    //! tests check what banks, callers and webhooks see on both databases.
+    use sea_orm::DatabaseConnection;
+
+    use super::*;
+    use crate::accounts::{self, CreateOutcome, CreateRequest};
+    use crate::testing::{count, fresh_database};
+    use crypto::{Cipher, RequestDigest};
+    use domain::provider::ProvisioningOutcome;
+    use domain::{Bank, KybStatus, Mode, NewAccount};
+
+    /// Notifications, deposits, events, ledger entries, and the balance.
+    async fn written(db: &DatabaseConnection) -> [i64; 5] {
+        [
+            count(db, "SELECT count(*) FROM provider_notifications").await,
+            count(db, "SELECT count(*) FROM deposits").await,
+            count(db, "SELECT count(*) FROM events").await,
+            count(db, "SELECT count(*) FROM ledger_entries").await,
+            count(
+                db,
+                "SELECT coalesce(sum(available), 0)::bigint FROM balances",
+            )
+            .await,
+        ]
+    }
+
+    fn paid(reference: &str, amount: i64) -> RemoteTransaction {
+        RemoteTransaction {
+            reference: reference.into(),
+            account_number: "9900000001".into(),
+            amount,
+            currency: "NGN".into(),
+            sender_name: None,
+            sender_account_number: None,
+            sender_bank_name: None,
+            narration: None,
+            paid_at: domain::time::now(),
+        }
+    }
+
+    /// A business with one active account numbered 9900000001 (and `more` numbered after it):
+    /// the business's id and the accounts.
+    async fn active_accounts(
+        db: &DatabaseConnection,
+        more: u32,
+    ) -> (String, Vec<accounts::Account>) {
+        let cipher = Cipher::new(&Cipher::generate_key(), &[]).unwrap();
+        let business = crate::businesses::create(db, &cipher, "Paid Ltd", KybStatus::Approved)
+            .await
+            .unwrap();
+        let mut active = Vec::new();
+        for n in 0..=more {
+            let body = serde_json::json!({
+                "customerName": "Ada Obi",
+                "customerEmail": "ada@example.com",
+                "customerPhone": "08031234567",
+                "customerBvn": "22200000001",
+                "preferredBank": "wema-bank",
+            });
+            let account = NewAccount::parse(body.as_object().unwrap(), Mode::Test).unwrap();
+            let digest = RequestDigest::new(&cipher, "{}");
+            let key = format!("k{n}");
+            let request = CreateRequest {
+                business_id: &business.id,
+                business_name: "Paid Ltd",
+                mode: Mode::Test,
+                key_id: "key_test",
+                idempotency_key: &key,
+                request: &digest,
+                account: &account,
+                limit_per_hour: 10,
+                provider_grace: chrono::Duration::seconds(35),
+            };
+            let now = domain::time::now();
+            let (CreateOutcome::Started { account, job_id }, _) =
+                accounts::create(db, &cipher, &request, now).await.unwrap()
+            else {
+                panic!("not created");
+            };
+            let numbered = ProvisioningOutcome::Active {
+                account_number: format!("{}", 9_900_000_001u64 + u64::from(n)),
+            };
+            accounts::settle_creation(db, &request, &account.id, &job_id, numbered, now)
+                .await
+                .unwrap();
+            active.push(account);
+        }
+        (business.id, active)
+    }
+
+    fn incoming(body: &str) -> Incoming<'_> {
+        Incoming {
+            mode: Mode::Test,
+            bank: Bank::WemaBank,
+            body,
+            now: domain::time::now(),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_new_deposit_is_one_statement_and_every_other_case_writes_nothing() {
+        let Some(fresh) = fresh_database().await else {
+            return;
+        };
+        let db = &fresh.db;
+        let (_, active) = active_accounts(db, 0).await;
+        let account = &active[0];
+
+        let first = paid("ref-1", 5_000);
+        let accepted = accept_deposit(db, incoming("body 1"), &first)
+            .await
+            .unwrap()
+            .expect("a new deposit is the statement's");
+        let Accepted::Stored {
+            recorded: Recorded::New(deposit),
+            outcome: NotificationOutcome::Recorded,
+            ..
+        } = accepted
+        else {
+            panic!("not recorded: {accepted:?}");
+        };
+        assert_eq!(deposit.account_id, account.id);
+        assert_eq!(written(db).await, [1, 1, 1, 1, 5_000]);
+        assert_eq!(
+            count(
+                db,
+                "SELECT count(*) FROM provider_notifications WHERE outcome = 'recorded' AND deposit_id IS NOT NULL"
+            )
+            .await,
+            1
+        );
+        assert_eq!(
+            count(db, "SELECT balance_after FROM ledger_entries").await,
+            5_000
+        );
+
+        // The same body again; the same reference in another body; a number no account has.
+        assert!(
+            accept_deposit(db, incoming("body 1"), &first)
+                .await
+                .unwrap()
+                .is_none()
+        );
+        let again = paid("ref-1", 7_000);
+        assert!(
+            accept_deposit(db, incoming("body 2"), &again)
+                .await
+                .unwrap()
+                .is_none()
+        );
+        let mut stranger = paid("ref-3", 7_000);
+        stranger.account_number = "9900000999".into();
+        assert!(
+            accept_deposit(db, incoming("body 3"), &stranger)
+                .await
+                .unwrap()
+                .is_none()
+        );
+        assert_eq!(written(db).await, [1, 1, 1, 1, 5_000]);
+
+        // A balance one more credit would overflow: refused, nothing stays.
+        sea_orm::ConnectionTrait::execute_unprepared(
+            db,
+            &format!("UPDATE balances SET available = {}", i64::MAX - 1_000),
+        )
+        .await
+        .unwrap();
+        let big = paid("ref-4", 5_000);
+        assert!(
+            accept_deposit(db, incoming("body 4"), &big)
+                .await
+                .unwrap()
+                .is_none()
+        );
+        assert_eq!(
+            count(db, "SELECT count(*) FROM provider_notifications").await,
+            1
+        );
+        assert_eq!(count(db, "SELECT count(*) FROM deposits").await, 1);
+        fresh.drop().await;
+    }
+
+    /// Ledger entries, and how many transactions wrote them.
+    async fn entries_and_transactions(db: &DatabaseConnection) -> [i64; 2] {
+        [
+            count(db, "SELECT count(*) FROM ledger_entries").await,
+            count(db, "SELECT count(DISTINCT xmin::text) FROM ledger_entries").await,
+        ]
+    }
+
+    /// The rounds' metrics, read from a recorder installed for this test binary.
+    struct RoundCounts(metrics_util::debugging::Snapshotter);
+
+    fn round_counts() -> RoundCounts {
+        static SNAPSHOTTER: std::sync::OnceLock<metrics_util::debugging::Snapshotter> =
+            std::sync::OnceLock::new();
+        RoundCounts(
+            SNAPSHOTTER
+                .get_or_init(|| {
+                    let recorder = metrics_util::debugging::DebuggingRecorder::new();
+                    let snapshotter = recorder.snapshotter();
+                    recorder
+                        .install()
+                        .expect("no other recorder in this test binary");
+                    snapshotter
+                })
+                .clone(),
+        )
+    }
+
+    impl RoundCounts {
+        /// Per outcome, (rounds, deposits) counted since the last call (reading resets them).
+        fn since(&self) -> std::collections::HashMap<String, (u64, u64)> {
+            use metrics_util::debugging::DebugValue;
+            let mut counts = std::collections::HashMap::<String, (u64, u64)>::new();
+            for (key, _, _, value) in self.0.snapshot().into_vec() {
+                let key = key.key();
+                let (DebugValue::Counter(n), Some(outcome)) =
+                    (value, key.labels().find(|l| l.key() == "outcome"))
+                else {
+                    continue;
+                };
+                let entry = counts.entry(outcome.value().to_owned()).or_default();
+                match key.name() {
+                    "deposit_rounds_total" => entry.0 += n,
+                    "deposit_round_deposits_total" => entry.1 += n,
+                    _ => {}
+                }
+            }
+            counts.retain(|_, (rounds, _)| *rounds > 0);
+            counts
+        }
+    }
+
+    #[tokio::test]
+    async fn deposits_arriving_while_one_commits_share_the_next_transaction() {
+        let Some(fresh) = fresh_database().await else {
+            return;
+        };
+        let db = &fresh.db;
+        let (business_id, active) = active_accounts(db, 1).await;
+        let deposit = |n: u32, into: usize| {
+            let db = db.clone();
+            tokio::spawn(async move {
+                let body = format!("body {n}");
+                let mut tx = paid(&format!("ref-{n}"), 100);
+                tx.account_number = format!("{}", 9_900_000_001u64 + into as u64);
+                super::super::accept(
+                    &db,
+                    incoming(&body),
+                    super::super::Notified::Deposit(Some(&tx)),
+                )
+                .await
+            })
+        };
+        let recorded_once = |accepted: Accepted| {
+            assert!(
+                matches!(
+                    accepted,
+                    Accepted::Stored {
+                        recorded: Recorded::New(_),
+                        outcome: NotificationOutcome::Recorded,
+                        ..
+                    }
+                ),
+                "not recorded: {accepted:?}"
+            );
+        };
+        let key = (business_id.clone(), Mode::Test);
+        let until_waiting = |n: usize| {
+            let key = key.clone();
+            async move {
+                for _ in 0..2_000 {
+                    if ROUNDS.waiting(&key) == Some(n) {
+                        return;
+                    }
+                    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+                }
+                panic!("{n} deposits never waited for the business's round");
+            }
+        };
+        let hold_balance = || async {
+            let holder = db.begin().await.unwrap();
+            holder
+                .execute_unprepared(&format!(
+                    "SELECT 1 FROM balances WHERE business_id = '{business_id}' FOR UPDATE"
+                ))
+                .await
+                .unwrap();
+            holder
+        };
+        recorded_once(deposit(0, 0).await.unwrap().unwrap());
+        let rounds = round_counts();
+        rounds.since();
+
+        // While a deposit waits for the balance row (held here), ten more arrive, into both
+        // accounts: they wait for its round, then share one transaction.
+        let holder = hold_balance().await;
+        let first = deposit(1, 0);
+        until_waiting(0).await;
+        let rest: Vec<_> = (2..12).map(|n| deposit(n, n as usize % 2)).collect();
+        until_waiting(10).await;
+        holder.rollback().await.unwrap();
+        recorded_once(first.await.unwrap().unwrap());
+        for answer in rest {
+            recorded_once(answer.await.unwrap().unwrap());
+        }
+        assert_eq!(entries_and_transactions(db).await, [12, 3]);
+        let counted = rounds.since();
+        assert_eq!(counted.get("together"), Some(&(1, 10)), "{counted:?}");
+        assert_eq!(
+            count(db, "SELECT available FROM balances").await,
+            1_200,
+            "each credited once"
+        );
+
+        // A round one of whose deposits is refused (its account changed since it was read):
+        // rolled back, then each deposit on its own, the refused one by the transaction path.
+        let holder = hold_balance().await;
+        let first = deposit(12, 0);
+        until_waiting(0).await;
+        let rest = [
+            deposit(13, 0),
+            deposit(14, 0),
+            deposit(15, 0),
+            deposit(16, 1),
+        ];
+        until_waiting(4).await;
+        db.execute_unprepared(&format!(
+            "UPDATE virtual_accounts SET updated_at = updated_at + interval '1 millisecond' \
+             WHERE id = '{}'",
+            active[1].id
+        ))
+        .await
+        .unwrap();
+        holder.rollback().await.unwrap();
+        recorded_once(first.await.unwrap().unwrap());
+        for answer in rest {
+            recorded_once(answer.await.unwrap().unwrap());
+        }
+        assert_eq!(entries_and_transactions(db).await, [17, 8]);
+        let counted = rounds.since();
+        assert_eq!(counted.get("refused"), Some(&(1, 4)), "{counted:?}");
+        assert_eq!(counted.get("together"), None, "{counted:?}");
+
+        // Fewer than FEWEST_TOGETHER waiting: each in autocommit.
+        let holder = hold_balance().await;
+        let first = deposit(17, 0);
+        until_waiting(0).await;
+        let rest = [deposit(18, 0), deposit(19, 1)];
+        until_waiting(2).await;
+        holder.rollback().await.unwrap();
+        recorded_once(first.await.unwrap().unwrap());
+        for answer in rest {
+            recorded_once(answer.await.unwrap().unwrap());
+        }
+        assert_eq!(entries_and_transactions(db).await, [20, 11]);
+        // Other tests' deposits go alone too, meanwhile: at least this test's three.
+        let counted = rounds.since();
+        let (_, alone) = counted.get("alone").copied().unwrap_or_default();
+        assert!(alone >= 3, "{counted:?}");
+        assert_eq!(counted.get("together"), None, "{counted:?}");
+        assert_eq!(count(db, "SELECT count(*) FROM deposits").await, 20);
+        assert_eq!(
+            count(db, "SELECT count(*) FROM provider_notifications").await,
+            20
+        );
+        assert_eq!(count(db, "SELECT available FROM balances").await, 2_000);
+        let verified = crate::ledger::verify(db).await.unwrap();
+        assert!(verified.ok, "the ledger's chain holds: {verified:?}");
+        assert_eq!(ROUNDS.waiting(&key), None, "an idle business holds nothing");
+        fresh.drop().await;
+    }
+}

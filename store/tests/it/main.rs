@@ -1,0 +1,3 @@
+//! Storage's tests, one binary (`cargo test -p store --test it MODULE::`).
+
+mod alert_gauges;
