@@ -1,6 +1,7 @@
 //! `X-Request-Id`: echoed when the caller sent a sensible one, generated otherwise, present on
 //! every response and in every log line of the request.
 
+use domain::ids::RequestId;
 use std::panic::AssertUnwindSafe;
 
 use axum::extract::Request;
@@ -33,7 +34,7 @@ pub async fn middleware(mut request: Request, next: Next) -> Response {
         .and_then(|v| v.to_str().ok())
         .filter(|v| acceptable(v))
         .map(str::to_owned)
-        .unwrap_or_else(|| domain::ids::new_id("req"));
+        .unwrap_or_else(|| String::from(RequestId::new()));
     let value = HeaderValue::from_str(&id).expect("checked to be header-safe");
     request.headers_mut().insert(HEADER, value.clone());
     let span = tracing::info_span!(

@@ -1,6 +1,7 @@
 //! Which account holds a number, per mode and bank (m0022, kept by a trigger on
 //! `virtual_accounts`): what deposits are matched on, and what keeps a number to one account (its
 //! primary key). Read-only to the service.
+use domain::ids::AccountId;
 
 use domain::{Bank, Mode};
 use sea_orm::entity::prelude::*;
@@ -14,7 +15,7 @@ pub struct Model {
     pub bank: Bank,
     #[sea_orm(primary_key, auto_increment = false)]
     pub account_number: String,
-    pub account_id: String,
+    pub account_id: AccountId,
     pub business_id: String,
 }
 

@@ -1,4 +1,5 @@
 //! One event on its way to one endpoint: the schedule of attempts and how it ended.
+use domain::ids::{DeliveryId, EventId};
 
 use domain::{DeliveryStatus, Mode};
 use sea_orm::entity::prelude::*;
@@ -8,8 +9,8 @@ use sea_orm::entity::prelude::*;
 pub struct Model {
     /// `whd_…`.
     #[sea_orm(primary_key, auto_increment = false)]
-    pub id: String,
-    pub event_id: String,
+    pub id: DeliveryId,
+    pub event_id: EventId,
     pub business_id: String,
     pub mode: Mode,
     /// The endpoint of its latest attempt (or, before any, the one it was made for). Every

@@ -1,4 +1,5 @@
 //! One HTTP attempt of a delivery, as the receiver answered it.
+use domain::ids::{AttemptId, DeliveryId};
 
 use sea_orm::entity::prelude::*;
 
@@ -6,8 +7,8 @@ use sea_orm::entity::prelude::*;
 #[sea_orm(table_name = "delivery_attempts")]
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
-    pub id: String,
-    pub delivery_id: String,
+    pub id: AttemptId,
+    pub delivery_id: DeliveryId,
     pub attempted_at: DateTimeUtc,
     /// Where it went: the mode's webhook URL at the time. None when the mode had none (nothing
     /// was sent), or for attempts recorded before URLs were kept.

@@ -1,3 +1,4 @@
+use domain::ids::{AccountId, DepositId, RecheckId};
 use domain::{Bank, DepositSource, DepositStatus, Mode};
 use sea_orm::entity::prelude::*;
 
@@ -5,8 +6,8 @@ use sea_orm::entity::prelude::*;
 #[sea_orm(table_name = "deposits")]
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
-    pub id: String,
-    pub account_id: String,
+    pub id: DepositId,
+    pub account_id: AccountId,
     pub business_id: String,
     pub mode: Mode,
     pub bank: Bank,
@@ -21,7 +22,7 @@ pub struct Model {
     pub narration: Option<String>,
     pub source: DepositSource,
     /// The recheck that found it, when a recheck did.
-    pub recheck_id: Option<String>,
+    pub recheck_id: Option<RecheckId>,
     /// When the bank says the money was paid.
     pub received_at: DateTimeUtc,
     pub created_at: DateTimeUtc,

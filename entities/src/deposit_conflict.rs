@@ -1,3 +1,4 @@
+use domain::ids::{ConflictId, DepositId};
 use domain::{Bank, DepositSource, Mode};
 use sea_orm::entity::prelude::*;
 
@@ -7,9 +8,9 @@ use sea_orm::entity::prelude::*;
 #[sea_orm(table_name = "deposit_conflicts")]
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
-    pub id: String,
+    pub id: ConflictId,
     /// The deposit the first report made.
-    pub deposit_id: String,
+    pub deposit_id: DepositId,
     pub mode: Mode,
     pub bank: Bank,
     pub provider_reference: String,

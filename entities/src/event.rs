@@ -1,3 +1,4 @@
+use domain::ids::{AccountId, EventId};
 use domain::{EventType, Mode};
 use sea_orm::entity::prelude::*;
 
@@ -5,7 +6,7 @@ use sea_orm::entity::prelude::*;
 #[sea_orm(table_name = "events")]
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
-    pub id: String,
+    pub id: EventId,
     pub business_id: String,
     pub mode: Mode,
     /// e.g. `virtualaccount.active`: see `EventType`.
@@ -14,7 +15,7 @@ pub struct Model {
     /// JSON of the event's `data`.
     pub data: String,
     /// The account the event is about (account and deposit events), for an account's page.
-    pub account_id: Option<String>,
+    pub account_id: Option<AccountId>,
     pub created_at: DateTimeUtc,
 }
 

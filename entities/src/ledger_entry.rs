@@ -1,4 +1,5 @@
 use domain::Mode;
+use domain::ids::LedgerEntryId;
 use domain::payout::EntryType;
 use sea_orm::entity::prelude::*;
 
@@ -7,7 +8,7 @@ use sea_orm::entity::prelude::*;
 #[sea_orm(table_name = "ledger_entries")]
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
-    pub id: String,
+    pub id: LedgerEntryId,
     pub business_id: String,
     pub mode: Mode,
     #[sea_orm(column_name = "type")]

@@ -1,3 +1,4 @@
+use domain::ids::PayoutId;
 use domain::payout::PayoutStatus;
 use domain::{Bank, Mode};
 use sea_orm::entity::prelude::*;
@@ -6,7 +7,7 @@ use sea_orm::entity::prelude::*;
 #[sea_orm(table_name = "payouts")]
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
-    pub id: String,
+    pub id: PayoutId,
     pub business_id: String,
     pub mode: Mode,
     pub status: PayoutStatus,

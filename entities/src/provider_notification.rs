@@ -1,3 +1,4 @@
+use domain::ids::{DepositId, NotificationId};
 use domain::provider::NotificationOutcome;
 use domain::{Bank, Mode};
 use sea_orm::entity::prelude::*;
@@ -6,7 +7,7 @@ use sea_orm::entity::prelude::*;
 #[sea_orm(table_name = "provider_notifications")]
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
-    pub id: String,
+    pub id: NotificationId,
     pub bank: Bank,
     pub mode: Mode,
     /// The raw body as the bank sent it; for a listed transaction a recheck kept as `invalid`,
@@ -17,7 +18,7 @@ pub struct Model {
     pub body_digest: Option<String>,
     pub provider_reference: Option<String>,
     pub outcome: NotificationOutcome,
-    pub deposit_id: Option<String>,
+    pub deposit_id: Option<DepositId>,
     pub received_at: DateTimeUtc,
 }
 

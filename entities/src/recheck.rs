@@ -1,3 +1,4 @@
+use domain::ids::{AccountId, RecheckId};
 use domain::{Mode, RecheckStatus};
 use sea_orm::entity::prelude::*;
 
@@ -5,8 +6,8 @@ use sea_orm::entity::prelude::*;
 #[sea_orm(table_name = "rechecks")]
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
-    pub id: String,
-    pub account_id: String,
+    pub id: RecheckId,
+    pub account_id: AccountId,
     pub business_id: String,
     pub mode: Mode,
     pub status: RecheckStatus,

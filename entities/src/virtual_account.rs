@@ -1,3 +1,4 @@
+use domain::ids::AccountId;
 use domain::{AccountStatus, Bank, IdentityType, Mode};
 use sea_orm::entity::prelude::*;
 
@@ -5,7 +6,7 @@ use sea_orm::entity::prelude::*;
 #[sea_orm(table_name = "virtual_accounts")]
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
-    pub id: String,
+    pub id: AccountId,
     pub business_id: String,
     pub mode: Mode,
     pub status: AccountStatus,

@@ -6,6 +6,7 @@
 //! `{"kind": "...", ...ids}`; a kind this version does not know (a newer version's) cannot be
 //! read, and the shared consumer gives such a job up once.
 
+use domain::ids::{AccountId, DeliveryId, PayoutId, RecheckId};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
@@ -20,9 +21,9 @@ pub trait QueueJob: Serialize + DeserializeOwned + std::fmt::Debug + Send + Sync
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum ProvisioningJob {
     /// Get a number for a pending account (create it at the provider if it never was).
-    Provision { account_id: String },
+    Provision { account_id: AccountId },
     /// Close a deactivated account at its provider.
-    Close { account_id: String },
+    Close { account_id: AccountId },
 }
 
 impl QueueJob for ProvisioningJob {
@@ -34,7 +35,7 @@ impl QueueJob for ProvisioningJob {
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum WebhookJob {
     /// Deliver one event to one endpoint.
-    Deliver { delivery_id: String },
+    Deliver { delivery_id: DeliveryId },
 }
 
 impl QueueJob for WebhookJob {
@@ -45,7 +46,7 @@ impl QueueJob for WebhookJob {
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum RecheckJob {
-    Recheck { recheck_id: String },
+    Recheck { recheck_id: RecheckId },
 }
 
 impl QueueJob for RecheckJob {
@@ -56,7 +57,7 @@ impl QueueJob for RecheckJob {
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum PayoutJob {
-    SendPayout { payout_id: String },
+    SendPayout { payout_id: PayoutId },
 }
 
 impl QueueJob for PayoutJob {

@@ -15,7 +15,7 @@ use super::outbox::{Mark, enqueue};
 use super::paging;
 use super::tallies;
 use crypto::Cipher;
-use domain::ids::new_id;
+use domain::ids::AccountId;
 use domain::provider::OpenAccount;
 use domain::{AccountStatus, AuditAction, EventType, IdentityNumber, Mode, NewAccount};
 use entities::{account_number, account_state, business_mode, idempotency_key, virtual_account};
@@ -109,7 +109,7 @@ pub async fn create(
     }
     let txn = db.begin().await?;
     let key = idempotency_of(req);
-    let account_id = new_id("va");
+    let account_id = AccountId::new();
     if let Claim::Seen(existing) = key.claim(&txn, Some(&account_id), now).await? {
         let outcome = if is_settled(&existing, req, now) {
             replay(&txn, req, existing).await?
@@ -219,7 +219,7 @@ async fn replay<C: ConnectionTrait>(
         .account_id
         .clone()
         .ok_or_else(|| DbErr::Custom("completed idempotency key without account".into()))?;
-    let account = virtual_account::Entity::find_by_id(account_id)
+    let account = virtual_account::Entity::find_by_id(AccountId::unchecked(account_id))
         .one(db)
         .await?
         .ok_or_else(|| DbErr::Custom("idempotency key names a missing account".into()))?;
@@ -310,7 +310,7 @@ async fn insert_account(
     txn: &DatabaseTransaction,
     cipher: &Cipher,
     req: &CreateRequest<'_>,
-    id: String,
+    id: AccountId,
 ) -> Result<Option<Account>, DbErr> {
     let backend = txn.get_database_backend();
     let insert = account_insert(backend, &account_row(cipher, req, id), None)?;
@@ -324,7 +324,7 @@ async fn insert_account(
 fn account_row(
     cipher: &Cipher,
     req: &CreateRequest<'_>,
-    id: String,
+    id: AccountId,
 ) -> virtual_account::ActiveModel {
     let a = req.account;
     virtual_account::ActiveModel {
@@ -437,9 +437,9 @@ pub async fn find<C: ConnectionTrait>(
     db: &C,
     business_id: &str,
     mode: Mode,
-    id: &str,
+    id: &AccountId,
 ) -> Result<Option<Account>, DbErr> {
-    virtual_account::Entity::find_by_id(id.to_owned())
+    virtual_account::Entity::find_by_id(id.clone())
         .filter(Tenant::new(business_id, mode).filter::<virtual_account::Column>())
         .one(db)
         .await
@@ -451,7 +451,7 @@ pub async fn find_many<C: ConnectionTrait>(
     db: &C,
     business_id: &str,
     mode: Mode,
-    ids: &[String],
+    ids: &[AccountId],
 ) -> Result<Vec<Account>, DbErr> {
     if ids.is_empty() {
         return Ok(Vec::new());
@@ -478,12 +478,12 @@ pub async fn deactivate(
     actor: &Actor,
     business_id: &str,
     mode: Mode,
-    id: &str,
+    id: &AccountId,
     reason: Option<String>,
     now: DateTime<Utc>,
 ) -> Result<DeactivateOutcome, DbErr> {
     let txn = db.begin().await?;
-    let Some(account) = virtual_account::Entity::find_by_id(id.to_owned())
+    let Some(account) = virtual_account::Entity::find_by_id(id.clone())
         .filter(Tenant::new(business_id, mode).filter::<virtual_account::Column>())
         .lock_exclusive()
         .one(&txn)
@@ -509,7 +509,7 @@ pub async fn deactivate(
     enqueue_close(&txn, &account.id, now).await?;
     let target = match &account.account_number {
         Some(number) => format!("{} ({number})", account.id),
-        None => account.id.clone(),
+        None => account.id.to_string(),
     };
     let mut entry = audit::Entry::new(business_id, AuditAction::AccountDeactivated)
         .mode(mode)
@@ -526,11 +526,11 @@ pub async fn deactivate(
 /// whenever a bank may hold open an account the service no longer wants.
 pub async fn enqueue_close<C: ConnectionTrait>(
     db: &C,
-    account_id: &str,
+    account_id: &AccountId,
     now: DateTime<Utc>,
 ) -> Result<(), DbErr> {
     let close = ProvisioningJob::Close {
-        account_id: account_id.to_owned(),
+        account_id: account_id.clone(),
     };
     enqueue(db, &close, now, now).await.map(|_| ())
 }

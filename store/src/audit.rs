@@ -9,7 +9,7 @@ use sea_orm::{ActiveValue::Set, ConnectionTrait, DbErr, EntityTrait, QueryFilter
 
 use super::paging;
 use crate::tenant::Business;
-use domain::ids::new_id;
+use domain::ids::AuditId;
 use domain::{AuditAction, Mode};
 use entities::audit_entry;
 
@@ -217,7 +217,7 @@ fn row(
     at: DateTime<Utc>,
 ) -> audit_entry::ActiveModel {
     audit_entry::ActiveModel {
-        id: Set(new_id("aud")),
+        id: Set(String::from(AuditId::new())),
         business_id: Set(entry.business_id.map(str::to_owned)),
         actor_user_id: Set(actor.user_id.clone()),
         actor_email: Set(actor.email.clone()),

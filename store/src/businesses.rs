@@ -8,7 +8,7 @@ use serde::Serialize;
 use super::audit::{self, Actor, Entry};
 use crate::tenant::Tenant;
 use crypto::Cipher;
-use domain::ids::new_id;
+use domain::ids::BusinessId;
 use domain::keys::generate_webhook_secret;
 use domain::time::now;
 use domain::{AuditAction, KybStatus, Mode};
@@ -83,7 +83,7 @@ async fn insert(
     kyb: KybStatus,
     at: DateTime<Utc>,
 ) -> Result<IssuedBusiness, DbErr> {
-    let id = new_id("biz");
+    let id = String::from(BusinessId::new());
     business::ActiveModel {
         id: Set(id.clone()),
         name: Set(name.to_owned()),

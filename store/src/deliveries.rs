@@ -12,7 +12,7 @@ use super::audit::{self, Actor, Entry};
 use super::businesses::webhook_url;
 use super::outbox;
 use crate::tenant::{Business, Tenant};
-use domain::ids::new_id;
+use domain::ids::{AttemptId, DeliveryId, EventId};
 use domain::{AuditAction, DeliveryStatus};
 use entities::event::Model as Event;
 use entities::{business_mode, delivery, delivery_attempt, event};
@@ -47,7 +47,7 @@ pub(crate) fn new_delivery(
     url: &str,
     now: DateTime<Utc>,
 ) -> (Delivery, entities::outbox::ActiveModel) {
-    let id = new_id("whd");
+    let id = DeliveryId::new();
     let job_id = outbox::new_job_id();
     let row = Delivery {
         id: id.clone(),
@@ -158,8 +158,8 @@ pub(crate) fn push_event_with_delivery_values(
     super::push_row_values(into, job, |_| false)
 }
 
-pub async fn find<C: ConnectionTrait>(db: &C, id: &str) -> Result<Option<Delivery>, DbErr> {
-    delivery::Entity::find_by_id(id.to_owned()).one(db).await
+pub async fn find<C: ConnectionTrait>(db: &C, id: &DeliveryId) -> Result<Option<Delivery>, DbErr> {
+    delivery::Entity::find_by_id(id.clone()).one(db).await
 }
 
 /// What one attempt of a delivery reads: the delivery, its event and its business's settings in
@@ -278,7 +278,7 @@ async fn for_attempts_joined<C: ConnectionTrait>(
 /// An event's deliveries, oldest first, each with its attempts, oldest first.
 pub async fn for_event<C: ConnectionTrait>(
     db: &C,
-    event_id: &str,
+    event_id: &EventId,
 ) -> Result<Vec<(Delivery, Vec<Attempt>)>, DbErr> {
     let deliveries = delivery::Entity::find()
         .filter(delivery::Column::EventId.eq(event_id))
@@ -297,7 +297,7 @@ pub async fn for_event<C: ConnectionTrait>(
 /// The deliveries of several events (a page of them), in one query.
 pub async fn for_events<C: ConnectionTrait>(
     db: &C,
-    event_ids: &[String],
+    event_ids: &[EventId],
 ) -> Result<Vec<Delivery>, DbErr> {
     if event_ids.is_empty() {
         return Ok(Vec::new());
@@ -312,7 +312,7 @@ pub async fn for_events<C: ConnectionTrait>(
 
 pub async fn attempts<C: ConnectionTrait>(
     db: &C,
-    delivery_id: &str,
+    delivery_id: &DeliveryId,
 ) -> Result<Vec<Attempt>, DbErr> {
     delivery_attempt::Entity::find()
         .filter(delivery_attempt::Column::DeliveryId.eq(delivery_id))
@@ -329,7 +329,7 @@ pub async fn attempts<C: ConnectionTrait>(
 /// (its copy in the dead-letter queue is then dropped). Attempts already made stay on record.
 pub async fn restart<C: ConnectionTrait>(
     db: &C,
-    delivery_id: &str,
+    delivery_id: &DeliveryId,
     now: DateTime<Utc>,
 ) -> Result<Option<Delivery>, DbErr> {
     let Some(current) = find(db, delivery_id).await? else {
@@ -422,7 +422,7 @@ pub async fn resend(
         let result = match existing {
             Some(d) => restart(&txn, &d.id, now)
                 .await?
-                .ok_or_else(|| DbErr::RecordNotFound(d.id.clone())),
+                .ok_or_else(|| DbErr::RecordNotFound(d.id.to_string())),
             None => create(&txn, event, &url, now).await,
         };
         match result {
@@ -583,7 +583,7 @@ pub async fn record_attempts(
 /// One row of a round for [`record_attempts_in_one`]: the attempt, and the delivery's update.
 #[derive(serde::Serialize)]
 struct RoundRow<'a> {
-    attempt_id: String,
+    attempt_id: AttemptId,
     delivery_id: &'a str,
     attempted_at: String,
     url: Option<&'a str>,
@@ -645,7 +645,7 @@ async fn record_attempts_in_one(
                 Next::Dead => (DeliveryStatus::Dead, None, Some(w.now)),
             };
             RoundRow {
-                attempt_id: new_id("wha"),
+                attempt_id: AttemptId::new(),
                 delivery_id: &w.delivery.id,
                 attempted_at: pg_time(w.attempt.attempted_at),
                 url: w.attempt.url.as_deref(),
@@ -671,7 +671,7 @@ async fn record_attempts_in_one(
         ))
         .await?
         .iter()
-        .map(|row| row.try_get::<String>("", "id"))
+        .map(|row| row.try_get::<DeliveryId>("", "id"))
         .collect::<Result<Vec<_>, _>>()?;
     Ok(writes
         .iter()
@@ -690,7 +690,7 @@ async fn record_attempts_in_order(
     delivery_attempt::Entity::insert_many(writes.iter().map(|w| {
         let attempt = &w.attempt;
         delivery_attempt::ActiveModel {
-            id: Set(new_id("wha")),
+            id: Set(AttemptId::new()),
             delivery_id: Set(w.delivery.id.clone()),
             attempted_at: Set(attempt.attempted_at),
             url: Set(attempt.url.clone()),
@@ -821,7 +821,7 @@ pub async fn failing_longest<C: ConnectionTrait>(
 pub async fn replay(
     db: &DatabaseConnection,
     actor: &Actor,
-    delivery_id: &str,
+    delivery_id: &DeliveryId,
     now: DateTime<Utc>,
 ) -> Result<Option<Delivery>, DbErr> {
     let txn = db.begin().await?;

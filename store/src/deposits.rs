@@ -10,7 +10,7 @@ use sea_orm::{
 use super::list_counts::{self, List};
 use super::paging;
 use crate::tenant::Tenant;
-use domain::ids::new_id;
+use domain::ids::{ConflictId, DepositId, NotificationId, PayoutId, RecheckId};
 use domain::provider::{NotificationOutcome, RemoteTransaction};
 use domain::{Bank, DepositSource, DepositStatus, EventType, Mode};
 use entities::{account_number, deposit, deposit_conflict, provider_notification, virtual_account};
@@ -101,7 +101,7 @@ impl Credit {
             business_id: deposit.business_id.clone(),
             mode: deposit.mode,
             amount: deposit.amount,
-            deposit_id: deposit.id.clone(),
+            deposit_id: deposit.id.to_string(),
         })
     }
 
@@ -223,7 +223,7 @@ fn deposit_row(
         DepositStatus::Flagged
     };
     deposit::Model {
-        id: new_id("dep"),
+        id: DepositId::new(),
         account_id: account.id.clone(),
         business_id: account.business_id.clone(),
         mode,
@@ -237,7 +237,7 @@ fn deposit_row(
         sender_bank_name: tx.sender_bank_name.clone(),
         narration: tx.narration.clone(),
         source: source.kind(),
-        recheck_id: source.recheck_id(),
+        recheck_id: source.recheck_id().map(RecheckId::unchecked),
         received_at: tx.paid_at,
         created_at: now,
     }
@@ -277,7 +277,7 @@ async fn keep_conflict<C: ConnectionTrait>(
         return Ok(());
     }
     deposit_conflict::Entity::insert(deposit_conflict::ActiveModel {
-        id: Set(new_id("dcf")),
+        id: Set(ConflictId::new()),
         deposit_id: Set(first.id.clone()),
         mode: Set(mode),
         bank: Set(bank),
@@ -443,19 +443,25 @@ async fn apply_transfer(
     };
     let mode = incoming.mode;
     // Locked from here to the commit (`apply_in` reads it again in this transaction).
-    let sent_through = entities::payout::Entity::find_by_id(transfer.reference.clone())
-        .filter(entities::payout::Column::Mode.eq(mode))
-        .lock_exclusive()
-        .one(txn)
-        .await?
-        .map(|p| p.provider_bank.or(payout_bank));
+    let sent_through =
+        entities::payout::Entity::find_by_id(PayoutId::unchecked(transfer.reference.clone()))
+            .filter(entities::payout::Column::Mode.eq(mode))
+            .lock_exclusive()
+            .one(txn)
+            .await?
+            .map(|p| p.provider_bank.or(payout_bank));
     let applied = match sent_through {
         None => Err(Unmatched::NoPayout),
         Some(through) if through != Some(incoming.bank) => Err(Unmatched::OtherBank),
-        Some(_) => super::payouts::apply_in(txn, &transfer.reference, Some(mode), &reported)
-            .await?
-            .map(|(_, changed)| changed)
-            .ok_or(Unmatched::NoPayout),
+        Some(_) => super::payouts::apply_in(
+            txn,
+            &PayoutId::unchecked(transfer.reference.clone()),
+            Some(mode),
+            &reported,
+        )
+        .await?
+        .map(|(_, changed)| changed)
+        .ok_or(Unmatched::NoPayout),
     };
     let outcome = match applied {
         Ok(true) => NotificationOutcome::Recorded,
@@ -491,7 +497,7 @@ pub async fn keep_invalid(
         // Kept before: nothing more to store or count.
         Claim::Seen(first) => {
             txn.commit().await?;
-            return Ok(first.id);
+            return Ok(first.id.into());
         }
     };
     txn.commit().await?;
@@ -506,7 +512,7 @@ impl Accepted {
     /// A body stored before: what became of it the first time.
     fn repeated(first: provider_notification::Model) -> Self {
         Accepted::Repeated {
-            id: first.id,
+            id: first.id.into(),
             outcome: first.outcome,
         }
     }
@@ -524,7 +530,7 @@ async fn record_outcome<C: ConnectionTrait>(
     id: &str,
     outcome: NotificationOutcome,
     reference: Option<String>,
-    deposit_id: Option<String>,
+    deposit_id: Option<DepositId>,
 ) -> Result<(), DbErr> {
     use provider_notification::Column as Col;
     provider_notification::Entity::update_many()
@@ -568,7 +574,7 @@ const NOTIFICATION_KEY: [provider_notification::Column; 3] = [
 
 /// A notification's row as claimed (`received`, nothing recorded yet), and its id.
 fn notification_row(incoming: Incoming<'_>) -> (String, provider_notification::ActiveModel) {
-    let id = new_id("ntf");
+    let id = NotificationId::new();
     let row = provider_notification::ActiveModel {
         id: Set(id.clone()),
         bank: Set(incoming.bank),
@@ -580,11 +586,14 @@ fn notification_row(incoming: Incoming<'_>) -> (String, provider_notification::A
         deposit_id: Set(None),
         received_at: Set(incoming.now),
     };
-    (id, row)
+    (id.into(), row)
 }
 
 /// How many deposits a recheck recorded (however many runs it took).
-pub async fn found_by_recheck(db: &DatabaseConnection, recheck_id: &str) -> Result<u64, DbErr> {
+pub async fn found_by_recheck(
+    db: &DatabaseConnection,
+    recheck_id: &RecheckId,
+) -> Result<u64, DbErr> {
     deposit::Entity::find()
         .filter(deposit::Column::RecheckId.eq(recheck_id))
         .count(db)
@@ -622,7 +631,7 @@ async fn newest_first<C: ConnectionTrait>(
         deposit::Column::CreatedAt,
         deposit::Column::Id,
         request,
-        |d| (d.created_at, d.id.clone()),
+        |d| (d.created_at, d.id.to_string()),
     )
     .await
 }

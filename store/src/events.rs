@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use super::paging;
 use crate::tenant::Tenant;
-use domain::ids::new_id;
+use domain::ids::{AccountId, EventId};
 use domain::{EventType, Mode};
 use entities::event;
 
@@ -53,11 +53,11 @@ pub(crate) fn new_event(
     // Stored exactly as serialised (member order kept); read back once to find the account.
     let data = serde_json::to_string(data).expect("event data serialises");
     event::Model {
-        id: new_id("evt"),
+        id: EventId::new(),
         business_id: business_id.to_owned(),
         mode,
         event_type,
-        account_id: account_of(event_type, &data),
+        account_id: account_of(event_type, &data).map(AccountId::unchecked),
         data,
         created_at: now,
     }
@@ -99,9 +99,9 @@ pub async fn find<C: ConnectionTrait>(
     db: &C,
     business_id: &str,
     mode: Mode,
-    id: &str,
+    id: &EventId,
 ) -> Result<Option<Event>, DbErr> {
-    event::Entity::find_by_id(id.to_owned())
+    event::Entity::find_by_id(id.clone())
         .filter(Tenant::new(business_id, mode).filter::<event::Column>())
         .one(db)
         .await
@@ -134,7 +134,7 @@ pub async fn list<C: ConnectionTrait>(
         event::Column::CreatedAt,
         event::Column::Id,
         request,
-        |e| (e.created_at, e.id.clone()),
+        |e| (e.created_at, e.id.to_string()),
     )
     .await?;
     Ok((fetched, total))
@@ -146,7 +146,7 @@ pub async fn for_account<C: ConnectionTrait>(
     db: &C,
     business_id: &str,
     mode: Mode,
-    account_id: &str,
+    account_id: &AccountId,
     limit: u64,
 ) -> Result<Vec<Event>, DbErr> {
     event::Entity::find()
@@ -166,12 +166,12 @@ mod tests {
     #[test]
     fn the_envelope_is_the_stored_event_in_spec_order() {
         let event = Event {
-            id: "evt_1".into(),
+            id: EventId::unchecked("evt_1"),
             business_id: "biz_1".into(),
             mode: Mode::Test,
             event_type: EventType::VirtualAccountActive,
             data: r#"{"id":"va_1","status":"active"}"#.into(),
-            account_id: Some("va_1".into()),
+            account_id: Some(AccountId::unchecked("va_1")),
             created_at: DateTime::parse_from_rfc3339("2025-01-02T03:04:05.678Z")
                 .unwrap()
                 .with_timezone(&Utc),

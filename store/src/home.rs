@@ -211,7 +211,7 @@ pub async fn deliveries<C: ConnectionTrait>(
         }
     }
     out.last_failure = last.map(|d| LastFailure {
-        event_id: d.event_id,
+        event_id: d.event_id.into(),
         status_code: d.last_status_code,
         error: d.last_error,
         at: d.updated_at,

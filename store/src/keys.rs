@@ -12,7 +12,7 @@ use serde::Serialize;
 
 use super::audit::{self, Actor, Entry};
 use crate::tenant::{Tenant, Tenants};
-use domain::ids::new_id;
+use domain::ids::KeyId;
 use domain::keys::{
     KeyGrace, generate_secret_key, hash_secret_key, key_last_four, last_used_minute,
 };
@@ -29,7 +29,7 @@ pub(crate) async fn issue<C: ConnectionTrait>(
 ) -> Result<String, DbErr> {
     let secret_key = generate_secret_key(mode);
     api_key::ActiveModel {
-        id: Set(new_id("key")),
+        id: Set(String::from(KeyId::new())),
         business_id: Set(business_id.to_owned()),
         mode: Set(mode),
         key_hash: Set(hash_secret_key(&secret_key)),

@@ -14,7 +14,7 @@ use serde::Serialize;
 
 use super::list_counts::List;
 use crate::tenant::Tenant;
-use domain::ids::new_id;
+use domain::ids::LedgerEntryId;
 use domain::payout::{EntryType, PayoutStatus};
 use domain::{DepositStatus, Mode};
 use entities::{balance, ledger_entry};
@@ -255,7 +255,7 @@ where
 /// A movement's entry, before its balance is known.
 pub(crate) fn new_entry(new: &Movement<'_>) -> Entry {
     Entry {
-        id: new_id("btx"),
+        id: LedgerEntryId::new(),
         business_id: new.business_id.to_owned(),
         mode: new.mode,
         entry_type: new.entry_type,
@@ -309,7 +309,7 @@ pub async fn list(
         ledger_entry::Entity::find().filter(Tenant::new(business_id, mode).filter::<Col>());
     let total = super::list_counts::total(db, business_id, mode, List::Ledger, None).await?;
     let fetched = super::paging::fetch(db, select, Col::CreatedAt, Col::Id, request, |e| {
-        (e.created_at, e.id.clone())
+        (e.created_at, e.id.to_string())
     })
     .await?;
     Ok((fetched, total))

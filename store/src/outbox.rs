@@ -21,7 +21,7 @@ use sea_orm::{
 };
 use serde::{Deserialize, Serialize};
 
-use domain::ids::new_id;
+use domain::ids::JobId;
 use entities::outbox;
 use jobs::QueueJob;
 
@@ -48,7 +48,7 @@ pub async fn enqueue<C: ConnectionTrait, J: QueueJob>(
 
 /// A fresh job id, for a caller that names the job before writing it ([`enqueue_as`]).
 pub fn new_job_id() -> String {
-    new_id("job")
+    String::from(JobId::new())
 }
 
 /// [`enqueue`] under an id the caller chose (from [`new_job_id`]).

@@ -14,7 +14,7 @@ use super::idempotency::{self, Claim};
 use super::ledger;
 use super::outbox::enqueue;
 use crate::tenant::Tenant;
-use domain::ids::new_id;
+use domain::ids::PayoutId;
 use domain::payout::{EntryType, LIVE_HOLD, NewPayout, PayoutStatus, Schedule, TransferState};
 use domain::settlement_banks::SettlementBank;
 use domain::{AuditAction, EventType, Mode};
@@ -245,7 +245,7 @@ pub async fn create(
         });
     }
 
-    let id = new_id("po");
+    let id = PayoutId::new();
     let debited = ledger::debit(
         &txn,
         ledger::Movement {
@@ -333,7 +333,7 @@ async fn replay<C: ConnectionTrait>(
             "completed payout key without its payout".into(),
         ));
     };
-    let payout = payout::Entity::find_by_id(payout_id)
+    let payout = payout::Entity::find_by_id(PayoutId::unchecked(payout_id))
         .one(db)
         .await?
         .ok_or_else(|| DbErr::Custom("idempotency key names a missing payout".into()))?;
@@ -360,9 +360,9 @@ pub async fn find<C: ConnectionTrait>(
     db: &C,
     business_id: &str,
     mode: Mode,
-    id: &str,
+    id: &PayoutId,
 ) -> Result<Option<Payout>, DbErr> {
-    payout::Entity::find_by_id(id.to_owned())
+    payout::Entity::find_by_id(id.clone())
         .filter(Tenant::new(business_id, mode).filter::<payout::Column>())
         .one(db)
         .await
@@ -390,7 +390,7 @@ pub async fn list(
     )
     .await?;
     let fetched = super::paging::fetch(db, select, Col::CreatedAt, Col::Id, request, |p| {
-        (p.created_at, p.id.clone())
+        (p.created_at, p.id.to_string())
     })
     .await?;
     Ok((fetched, total))
@@ -455,7 +455,7 @@ pub enum Lease {
 /// has always ended, one way or the other, before another run may take the payout.
 pub async fn take_lease<C: ConnectionTrait>(
     db: &C,
-    payout_id: &str,
+    payout_id: &PayoutId,
     token: &str,
     bank: domain::Bank,
     lease: std::time::Duration,
@@ -486,7 +486,7 @@ pub async fn take_lease<C: ConnectionTrait>(
         .exec(db)
         .await?
         .rows_affected;
-    let current = payout::Entity::find_by_id(payout_id.to_owned())
+    let current = payout::Entity::find_by_id(payout_id.clone())
         .one(db)
         .await?;
     Ok(match current {
@@ -499,7 +499,7 @@ pub async fn take_lease<C: ConnectionTrait>(
 /// Ends this run's lease (a no-op when another run took it since).
 pub async fn release_lease<C: ConnectionTrait>(
     db: &C,
-    payout_id: &str,
+    payout_id: &PayoutId,
     token: &str,
 ) -> Result<(), DbErr> {
     use payout::Column as Col;
@@ -519,12 +519,12 @@ pub async fn release_lease<C: ConnectionTrait>(
 /// was lost (the caller asks the provider again later); else the payout as it is now.
 pub async fn fail_refused(
     db: &DatabaseConnection,
-    payout_id: &str,
+    payout_id: &PayoutId,
     token: &str,
     reported: &Reported<'_>,
 ) -> Result<Option<Payout>, DbErr> {
     let txn = db.begin().await?;
-    let held = payout::Entity::find_by_id(payout_id.to_owned())
+    let held = payout::Entity::find_by_id(payout_id.clone())
         .lock_exclusive()
         .one(&txn)
         .await?
@@ -555,7 +555,7 @@ pub struct Reported<'a> {
 /// no step and changes nothing. None when there is no such payout.
 pub async fn apply(
     db: &DatabaseConnection,
-    payout_id: &str,
+    payout_id: &PayoutId,
     reported: &Reported<'_>,
 ) -> Result<Option<Payout>, DbErr> {
     let txn = db.begin().await?;
@@ -568,11 +568,11 @@ pub async fn apply(
 /// signed for one mode never moves the other's money). The payout, and whether it changed.
 pub async fn apply_in<C: ConnectionTrait>(
     txn: &C,
-    payout_id: &str,
+    payout_id: &PayoutId,
     mode: Option<Mode>,
     reported: &Reported<'_>,
 ) -> Result<Option<(Payout, bool)>, DbErr> {
-    let mut select = payout::Entity::find_by_id(payout_id.to_owned());
+    let mut select = payout::Entity::find_by_id(payout_id.clone());
     if let Some(mode) = mode {
         select = select.filter(payout::Column::Mode.eq(mode));
     }

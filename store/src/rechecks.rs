@@ -9,7 +9,7 @@ use sea_orm::{
 use super::accounts::Account;
 use super::outbox::enqueue;
 use domain::RecheckStatus;
-use domain::ids::new_id;
+use domain::ids::{AccountId, RecheckId};
 use entities::recheck;
 use jobs::RecheckJob;
 
@@ -27,7 +27,7 @@ pub async fn request(
         return Ok((open, false));
     }
     let row = Recheck {
-        id: new_id("rck"),
+        id: RecheckId::new(),
         account_id: account.id.clone(),
         business_id: account.business_id.clone(),
         mode: account.mode,
@@ -81,7 +81,10 @@ pub async fn request(
     }
 }
 
-async fn find_open(db: &DatabaseConnection, account_id: &str) -> Result<Option<Recheck>, DbErr> {
+async fn find_open(
+    db: &DatabaseConnection,
+    account_id: &AccountId,
+) -> Result<Option<Recheck>, DbErr> {
     recheck::Entity::find()
         .filter(recheck::Column::AccountId.eq(account_id))
         // The one-open index's own predicate: as constants, or no generic plan uses it.
@@ -95,10 +98,10 @@ async fn find_open(db: &DatabaseConnection, account_id: &str) -> Result<Option<R
 
 pub async fn find(
     db: &DatabaseConnection,
-    account_id: &str,
-    id: &str,
+    account_id: &AccountId,
+    id: &RecheckId,
 ) -> Result<Option<Recheck>, DbErr> {
-    recheck::Entity::find_by_id(id.to_owned())
+    recheck::Entity::find_by_id(id.clone())
         .filter(recheck::Column::AccountId.eq(account_id))
         .one(db)
         .await
@@ -107,7 +110,7 @@ pub async fn find(
 /// An account's newest rechecks, at most `limit` (the caller has checked whose account it is).
 pub async fn for_account(
     db: &DatabaseConnection,
-    account_id: &str,
+    account_id: &AccountId,
     limit: u64,
 ) -> Result<Vec<Recheck>, DbErr> {
     recheck::Entity::find()
@@ -119,8 +122,8 @@ pub async fn for_account(
         .await
 }
 
-pub async fn find_by_id(db: &DatabaseConnection, id: &str) -> Result<Option<Recheck>, DbErr> {
-    recheck::Entity::find_by_id(id.to_owned()).one(db).await
+pub async fn find_by_id(db: &DatabaseConnection, id: &RecheckId) -> Result<Option<Recheck>, DbErr> {
+    recheck::Entity::find_by_id(id.clone()).one(db).await
 }
 
 /// Moves a recheck to `status` (only from an open state, so a finished one stays finished).

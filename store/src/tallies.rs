@@ -15,6 +15,7 @@
 //! cannot hand the creation its rolling hour under that lock.
 
 use chrono::{DateTime, Duration, Utc};
+use domain::ids::AccountId;
 use sea_orm::sea_query::{Alias, Expr, ExprTrait, Func, OnConflict, Query, SelectStatement};
 use sea_orm::{
     ActiveValue::Set, ColumnTrait, ConnectionTrait, DbBackend, DbErr, EntityTrait, QueryFilter,
@@ -302,7 +303,7 @@ pub(crate) fn stamp_of(table: &str) -> (Expr, Expr) {
 const SHARDS: u32 = 16;
 
 /// The shard an account's changes are counted in (any would do: the count is the sum).
-fn shard_of(account_id: &str) -> i32 {
+fn shard_of(account_id: &AccountId) -> i32 {
     let hash = account_id
         .bytes()
         .fold(0u32, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b)));
@@ -379,7 +380,7 @@ fn count_insert(
 pub(crate) fn left_pending_insert(
     business_id: &str,
     mode: Mode,
-    account_id: &str,
+    account_id: &AccountId,
     to: AccountStatus,
     changed: &str,
 ) -> Result<sea_orm::sea_query::InsertStatement, DbErr> {
@@ -396,7 +397,7 @@ pub(crate) fn push_left_pending_values(
     into: &mut Vec<sea_orm::Value>,
     business_id: &str,
     mode: Mode,
-    account_id: &str,
+    account_id: &AccountId,
     to: AccountStatus,
 ) -> Result<(), DbErr> {
     let row = count_row((business_id, mode, to, shard_of(account_id)), 1);

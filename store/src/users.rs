@@ -11,7 +11,7 @@ use sea_orm::{
 
 use super::audit::{self, Actor, Entry};
 use crate::tenant::Business;
-use domain::ids::new_id;
+use domain::ids::{SessionId, UserId};
 use domain::user::Throttle;
 use domain::{AuditAction, KybStatus, Role};
 use entities::{business, dashboard_session, sign_in_throttle, user};
@@ -45,7 +45,7 @@ pub async fn create<C: ConnectionTrait + TransactionTrait>(
         return Ok(CreateOutcome::NoSuchBusiness);
     }
     let row = User {
-        id: new_id("usr"),
+        id: String::from(UserId::new()),
         business_id: business_id.to_owned(),
         email: email.to_owned(),
         role,
@@ -318,7 +318,7 @@ pub async fn open_session<C: ConnectionTrait>(
     now: DateTime<Utc>,
 ) -> Result<Session, DbErr> {
     let row = Session {
-        id: new_id("ses"),
+        id: String::from(SessionId::new()),
         token_hash: token_hash.to_owned(),
         user_id: user_id.to_owned(),
         awaiting_totp,

@@ -117,5 +117,5 @@ pub async fn record_event(
     .await
     .expect("record event");
     txn.commit().await.expect("commit");
-    event.id
+    event.id.into()
 }

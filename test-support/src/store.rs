@@ -308,11 +308,12 @@ pub async fn count_notifications_mentioning(
 /// Sets an account's status directly (e.g. `failed`, `deactivated`); the business's tallies
 /// (list totals) are rebuilt to match, as the service would have kept them.
 pub async fn set_account_status(db: &DatabaseConnection, account_id: &str, status: &str) {
-    let account = virtual_account::Entity::find_by_id(account_id.to_owned())
-        .one(db)
-        .await
-        .expect("read account")
-        .unwrap_or_else(|| panic!("no account {account_id}"));
+    let account =
+        virtual_account::Entity::find_by_id(domain::ids::AccountId::unchecked(account_id))
+            .one(db)
+            .await
+            .expect("read account")
+            .unwrap_or_else(|| panic!("no account {account_id}"));
     let updated = virtual_account::Entity::update_many()
         .col_expr(virtual_account::Column::Status, Expr::value(status))
         .filter(virtual_account::Column::Id.eq(account_id))
@@ -502,7 +503,7 @@ pub async fn account_status_and_number(
 
 /// The id (`key_…`) of the secret key that created the account, as its row records it.
 pub async fn account_created_by_key(db: &DatabaseConnection, account_id: &str) -> Option<String> {
-    virtual_account::Entity::find_by_id(account_id.to_owned())
+    virtual_account::Entity::find_by_id(domain::ids::AccountId::unchecked(account_id))
         .one(db)
         .await
         .expect("read the account")

@@ -61,7 +61,7 @@ pub struct AccountView {
 impl From<&virtual_account::Model> for AccountView {
     fn from(a: &virtual_account::Model) -> Self {
         Self {
-            id: a.id.clone(),
+            id: a.id.to_string(),
             object: "virtual_account",
             mode: a.mode,
             status: a.status,
@@ -145,9 +145,9 @@ pub struct DepositView {
 impl From<&deposit::Model> for DepositView {
     fn from(d: &deposit::Model) -> Self {
         Self {
-            id: d.id.clone(),
+            id: d.id.to_string(),
             object: "deposit",
-            account_id: d.account_id.clone(),
+            account_id: d.account_id.to_string(),
             status: d.status,
             amount: d.amount,
             currency: d.currency.clone(),
@@ -195,9 +195,9 @@ pub struct RecheckView {
 impl From<&recheck::Model> for RecheckView {
     fn from(r: &recheck::Model) -> Self {
         Self {
-            id: r.id.clone(),
+            id: r.id.to_string(),
             object: "recheck",
-            account_id: r.account_id.clone(),
+            account_id: r.account_id.to_string(),
             status: r.status,
             from: rfc3339(&r.window_from),
             to: rfc3339(&r.window_to),
@@ -306,7 +306,7 @@ pub struct DestinationView {
 impl From<&payout::Model> for PayoutView {
     fn from(p: &payout::Model) -> Self {
         Self {
-            id: p.id.clone(),
+            id: p.id.to_string(),
             object: "payout",
             mode: p.mode,
             status: p.status,
@@ -424,7 +424,7 @@ pub struct BalanceTransactionView {
 impl From<&ledger_entry::Model> for BalanceTransactionView {
     fn from(e: &ledger_entry::Model) -> Self {
         Self {
-            id: e.id.clone(),
+            id: e.id.to_string(),
             object: "balance_transaction",
             r#type: e.entry_type,
             amount: e.amount,

@@ -7,6 +7,7 @@
 //! the same reference (which the provider dedupes), so a lost answer or a race between two
 //! workers still moves money once. A provider error or timeout is a retry of the same steps.
 
+use domain::ids::{LeaseId, PayoutId};
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
@@ -68,8 +69,8 @@ impl Payer {
     /// One run of a payout's job, under the payout's lease (see `payouts::take_lease`): a
     /// second run of the same job at the same time (a redelivered message, another worker)
     /// finds it held and comes back later, so only one run at a time asks, sends and decides.
-    async fn send(&self, row: &JobRow, payout_id: &str) -> anyhow::Result<JobOutcome> {
-        let Some(payout) = payout::Entity::find_by_id(payout_id.to_owned())
+    async fn send(&self, row: &JobRow, payout_id: &PayoutId) -> anyhow::Result<JobOutcome> {
+        let Some(payout) = payout::Entity::find_by_id(payout_id.clone())
             .one(&self.db)
             .await?
         else {
@@ -86,7 +87,7 @@ impl Payer {
                 Err(e) => return Ok(self.retry(row, &payout, "payout_bank", &e)),
             },
         };
-        let token = domain::ids::new_id("lease");
+        let token = String::from(LeaseId::new());
         let lease = self.config.lease();
         let payout = match payouts::take_lease(&self.db, &payout.id, &token, bank, lease).await? {
             Lease::Held(payout) => *payout,
@@ -178,7 +179,7 @@ impl Payer {
 
     async fn send_transfer(&self, bank: Bank, payout: &Payout) -> Result<RemoteTransfer, Refusal> {
         let transfer = NewTransfer {
-            reference: payout.id.clone(),
+            reference: payout.id.to_string(),
             amount: payout.amount,
             currency: payout.currency.clone(),
             bank_code: payout.bank_code.clone(),

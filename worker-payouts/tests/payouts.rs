@@ -423,7 +423,7 @@ async fn two_runs_of_one_payout_never_send_it_and_refund_it(backend: Backend) {
     let rows = store::open_job_rows(&app.db, PayoutJob::QUEUE).await;
     assert_eq!(rows.len(), 1, "{rows:?}");
     let job = PayoutJob::SendPayout {
-        payout_id: id.clone(),
+        payout_id: domain::ids::PayoutId::unchecked(id.clone()),
     };
     let (first, second) = tokio::join!(
         payer.handle(&rows[0], job.clone()),

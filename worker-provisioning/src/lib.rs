@@ -9,6 +9,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use bootstrap::{Worker, WorkerParts};
 use crypto::Cipher;
+use domain::ids::AccountId;
 use domain::provider::{ProvisioningOutcome, provisioning_outcome};
 use domain::{AccountStatus, Bank, Mode};
 use entities::virtual_account;
@@ -56,8 +57,8 @@ impl JobHandler for Provisioner {
 }
 
 impl Provisioner {
-    async fn load(&self, account_id: &str) -> anyhow::Result<Option<(Account, Bank, Mode)>> {
-        let account = virtual_account::Entity::find_by_id(account_id.to_owned())
+    async fn load(&self, account_id: &AccountId) -> anyhow::Result<Option<(Account, Bank, Mode)>> {
+        let account = virtual_account::Entity::find_by_id(account_id.clone())
             .one(&self.db)
             .await?;
         Ok(account.map(|account| {
@@ -66,7 +67,7 @@ impl Provisioner {
         }))
     }
 
-    async fn provision(&self, row: &JobRow, account_id: &str) -> anyhow::Result<JobOutcome> {
+    async fn provision(&self, row: &JobRow, account_id: &AccountId) -> anyhow::Result<JobOutcome> {
         let Some((account, bank, mode)) = self.load(account_id).await? else {
             return Ok(JobOutcome::Done);
         };
@@ -84,10 +85,10 @@ impl Provisioner {
         };
         match &remote {
             Err(e @ ProviderError::NotConfigured(..)) => {
-                tracing::error!(account_id, error = %e, "no provider configured; will keep trying");
+                tracing::error!(account_id = %account_id, error = %e, "no provider configured; will keep trying");
             }
             Err(e) if !matches!(e, ProviderError::Rejected(_)) => {
-                tracing::info!(account_id, bank = bank.slug(), error = %e, "provider call failed; will retry");
+                tracing::info!(account_id = %account_id, bank = bank.slug(), error = %e, "provider call failed; will retry");
             }
             _ => {}
         }
@@ -188,13 +189,13 @@ impl Provisioner {
         Ok(JobOutcome::Done)
     }
 
-    async fn close(&self, row: &JobRow, account_id: &str) -> anyhow::Result<JobOutcome> {
+    async fn close(&self, row: &JobRow, account_id: &AccountId) -> anyhow::Result<JobOutcome> {
         let Some((account, bank, mode)) = self.load(account_id).await? else {
             return Ok(JobOutcome::Done);
         };
         match self.providers.close_account(bank, mode, &account.id).await {
             Ok(()) => {
-                tracing::info!(account_id, "account closed at the provider");
+                tracing::info!(account_id = %account_id, "account closed at the provider");
                 Ok(JobOutcome::Done)
             }
             Err(e) => Ok(JobOutcome::Retry {

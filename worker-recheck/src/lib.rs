@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use bootstrap::{Worker, WorkerParts};
+use domain::ids::RecheckId;
 use domain::{Bank, Mode, RecheckStatus};
 use jobs::{QueueJob, RecheckJob};
 use ops::config::{Config, RecheckConfig};
@@ -54,8 +55,8 @@ impl JobHandler for Rechecker {
 
 impl Rechecker {
     /// Marks the recheck `failed` with `reason`; its job is then done.
-    async fn fail(&self, recheck_id: &str, reason: String) -> anyhow::Result<JobOutcome> {
-        tracing::warn!(recheck_id, reason, "recheck failed");
+    async fn fail(&self, recheck_id: &RecheckId, reason: String) -> anyhow::Result<JobOutcome> {
+        tracing::warn!(recheck_id = %recheck_id, reason, "recheck failed");
         rechecks::set_status(
             &self.db,
             recheck_id,
@@ -73,7 +74,7 @@ impl Rechecker {
     /// without its content.
     async fn keep_invalid(
         &self,
-        recheck_id: &str,
+        recheck_id: &RecheckId,
         mode: Mode,
         bank: Bank,
         invalid: &InvalidListed,
@@ -85,11 +86,11 @@ impl Rechecker {
             now: domain::time::now(),
         };
         let id = deposits::keep_invalid(&self.db, incoming, invalid.reference.as_deref()).await?;
-        tracing::warn!(recheck_id, notification_id = %id, bank = bank.slug(), reference = ?invalid.reference, why = %invalid.why, "provider listed a transaction that cannot be a deposit; kept as invalid");
+        tracing::warn!(recheck_id = %recheck_id, notification_id = %id, bank = bank.slug(), reference = ?invalid.reference, why = %invalid.why, "provider listed a transaction that cannot be a deposit; kept as invalid");
         Ok(())
     }
 
-    async fn run(&self, row: &JobRow, recheck_id: &str) -> anyhow::Result<JobOutcome> {
+    async fn run(&self, row: &JobRow, recheck_id: &RecheckId) -> anyhow::Result<JobOutcome> {
         let Some(recheck) = rechecks::find_by_id(&self.db, recheck_id).await? else {
             return Ok(JobOutcome::Done);
         };
@@ -159,13 +160,13 @@ impl Rechecker {
                 mode,
                 bank,
                 tx,
-                Source::Recheck(recheck_id.to_owned()),
+                Source::Recheck(recheck_id.to_string()),
                 domain::time::now(),
             )
             .await?;
             if let Recorded::New(deposit) = recorded {
                 new += 1;
-                tracing::info!(recheck_id, deposit_id = %deposit.id, "recheck recorded a missed deposit");
+                tracing::info!(recheck_id = %recheck_id, deposit_id = %deposit.id, "recheck recorded a missed deposit");
             }
         }
         if new > 0 {
@@ -182,7 +183,7 @@ impl Rechecker {
             domain::time::now(),
         )
         .await?;
-        tracing::info!(recheck_id, found, "recheck completed");
+        tracing::info!(recheck_id = %recheck_id, found, "recheck completed");
         Ok(JobOutcome::Done)
     }
 }

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant, SystemTime};
 use async_trait::async_trait;
 use chrono::Utc;
 use crypto::Cipher;
+use domain::ids::DeliveryId;
 use domain::{DeliveryStatus, Mode};
 use entities::business_mode;
 use jobs::WebhookJob;
@@ -160,7 +161,7 @@ impl Deliverer {
         let keys = match self.signing_keys(&settings, mode) {
             Ok(keys) => keys,
             Err(error) => {
-                tracing::error!(delivery_id, error, "cannot sign; the delivery waits");
+                tracing::error!(delivery_id = %delivery_id, error, "cannot sign; the delivery waits");
                 return Ok(JobOutcome::Retry {
                     after: NOT_ATTEMPTED_RETRY,
                     error,
@@ -397,9 +398,9 @@ impl Deliverer {
     /// The delivery changed while this attempt ran. Superseded (replay, resend) or finished:
     /// this job is done. Still pending on this very job (a duplicate run recorded first): keep
     /// the schedule that run set, rather than completing the job under it.
-    async fn moved_on(&self, row: &JobRow, delivery_id: &str) -> anyhow::Result<JobOutcome> {
+    async fn moved_on(&self, row: &JobRow, delivery_id: &DeliveryId) -> anyhow::Result<JobOutcome> {
         let current = deliveries::find(&self.db, delivery_id).await?;
-        tracing::info!(delivery_id, "delivery moved on while this attempt ran");
+        tracing::info!(delivery_id = %delivery_id, "delivery moved on while this attempt ran");
         Ok(match current {
             Some(d)
                 if d.status == DeliveryStatus::Pending

@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::io::Write;
 
 use chrono::{DateTime, NaiveDate, Utc};
+use domain::ids::{DeliveryId, EventId};
 use domain::time::rfc3339;
 use domain::{DeliveryStatus, EventType, Mode};
 use entities::event;
@@ -17,8 +18,8 @@ use store::deliveries::{self, Delivery};
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct DeadLine {
-    pub id: String,
-    pub event_id: String,
+    pub id: DeliveryId,
+    pub event_id: EventId,
     pub event_type: Option<EventType>,
     pub business_id: String,
     pub mode: Mode,
@@ -60,9 +61,9 @@ pub async fn dead_list(
 async fn event_types(
     db: &DatabaseConnection,
     dead: &[Delivery],
-) -> anyhow::Result<HashMap<String, EventType>> {
+) -> anyhow::Result<HashMap<EventId, EventType>> {
     let mut types = HashMap::new();
-    let ids: Vec<String> = dead.iter().map(|d| d.event_id.clone()).collect();
+    let ids: Vec<EventId> = dead.iter().map(|d| d.event_id.clone()).collect();
     for chunk in ids.chunks(500) {
         let rows = event::Entity::find()
             .filter(event::Column::Id.is_in(chunk.to_vec()))
@@ -106,7 +107,12 @@ pub async fn replay(
             let mut replayed = Vec::new();
             let mut missing = Vec::new();
             for id in ids {
-                match deliveries::replay(db, &actor, id, now).await? {
+                // Text that is no delivery id names no delivery: unknown, like a missing one.
+                let found = match DeliveryId::parse(id) {
+                    Ok(id) => deliveries::replay(db, &actor, &id, now).await?,
+                    Err(_) => None,
+                };
+                match found {
                     Some(d) => replayed.push(d),
                     None => missing.push(id.clone()),
                 }

@@ -9,7 +9,8 @@ use std::path::Path;
 /// Lowest first. A crate may depend on the crates of the layers below its own, never on one of
 /// its own layer or above. Tests (`[dev-dependencies]`) may use anything.
 const LAYERS: &[&[&str]] = &[
-    &["domain", "ops", "migrations", "jobs", "crypto"],
+    &["domain", "ops", "migrations", "crypto"],
+    &["jobs"],
     &["entities"],
     &["views"],
     &["store", "outbound"],

@@ -14,6 +14,7 @@ use utoipa::{PartialSchema, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use domain::ids::AccountId;
 use domain::provider::{ProvisioningOutcome, provisioning_outcome};
 use domain::validation::{FieldError, reject_unknown};
 use domain::{AccountStatus, Mode, NewAccount};
@@ -376,7 +377,7 @@ async fn list(
 async fn read(
     State(state): State<AppState>,
     caller: Caller,
-    Path(id): Path<String>,
+    Path(id): Path<AccountId>,
 ) -> ApiResult<Json<AccountView>> {
     let account = accounts::find(&state.db, caller.business_id(), caller.mode(), &id)
         .await?
@@ -444,7 +445,7 @@ async fn deactivate(
     State(state): State<AppState>,
     caller: Caller,
     ClientAddr(client_addr): ClientAddr,
-    Path(id): Path<String>,
+    Path(id): Path<AccountId>,
     OptionalJsonObject(body): OptionalJsonObject,
 ) -> ApiResult<Json<AccountView>> {
     let DeactivateRequest { reason } = DeactivateRequest::parse(&body)?;

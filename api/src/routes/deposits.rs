@@ -4,6 +4,7 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use chrono::{DateTime, Utc};
+use domain::ids::{AccountId, RecheckId};
 use domain::provider::NotificationOutcome;
 use domain::provider::RemoteTransaction;
 use domain::validation::{FieldError, optional_string, reject_unknown};
@@ -41,7 +42,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(notification))
 }
 
-async fn caller_account(state: &AppState, caller: &Caller, id: &str) -> ApiResult<Account> {
+async fn caller_account(state: &AppState, caller: &Caller, id: &AccountId) -> ApiResult<Account> {
     accounts::find(&state.db, caller.business_id(), caller.mode(), id)
         .await?
         .ok_or(ApiError::NotFound)
@@ -70,7 +71,7 @@ async fn caller_account(state: &AppState, caller: &Caller, id: &str) -> ApiResul
 async fn list_deposits(
     State(state): State<AppState>,
     caller: Caller,
-    Path(id): Path<String>,
+    Path(id): Path<AccountId>,
     query: QueryPairs,
 ) -> ApiResult<Json<Page<DepositView>>> {
     let mut errors = Vec::new();
@@ -233,7 +234,7 @@ pub struct SimulatedDepositAccepted {
 async fn simulate_deposit(
     State(state): State<AppState>,
     caller: Caller,
-    Path(id): Path<String>,
+    Path(id): Path<AccountId>,
     JsonObject(body): JsonObject,
 ) -> ApiResult<(StatusCode, Json<SimulatedDepositAccepted>)> {
     if caller.mode() != Mode::Test {
@@ -395,7 +396,7 @@ impl RecheckRequest {
 async fn request_recheck(
     State(state): State<AppState>,
     caller: Caller,
-    Path(id): Path<String>,
+    Path(id): Path<AccountId>,
     OptionalJsonObject(body): OptionalJsonObject,
 ) -> ApiResult<(StatusCode, Json<RecheckView>)> {
     let now = domain::time::now();
@@ -456,7 +457,7 @@ fn parse_time(
 async fn read_recheck(
     State(state): State<AppState>,
     caller: Caller,
-    Path((id, rid)): Path<(String, String)>,
+    Path((id, rid)): Path<(AccountId, RecheckId)>,
 ) -> ApiResult<Json<RecheckView>> {
     let account = caller_account(&state, &caller, &id).await?;
     let recheck = rechecks::find(&state.db, &account.id, &rid)

@@ -3,6 +3,7 @@
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
+use domain::ids::EventId;
 use domain::time::rfc3339;
 use domain::{DeliveryStatus, EventType, Mode};
 use serde::Serialize;
@@ -106,7 +107,7 @@ fn event_object() -> Object {
 impl EventView {
     fn new(event: &Event, deliveries: Option<Vec<DeliveryView>>) -> Self {
         Self {
-            id: event.id.clone(),
+            id: event.id.to_string(),
             object: "event",
             event_type: event.event_type,
             mode: event.mode,
@@ -120,7 +121,7 @@ impl EventView {
 impl DeliveryView {
     fn new(delivery: &Delivery, attempts: &[Attempt]) -> Self {
         Self {
-            id: delivery.id.clone(),
+            id: delivery.id.to_string(),
             url: delivery.url.clone(),
             status: delivery.status,
             created_at: rfc3339(&delivery.created_at),
@@ -213,7 +214,7 @@ async fn with_deliveries(state: &AppState, event: &Event) -> ApiResult<EventView
 async fn read(
     State(state): State<AppState>,
     caller: Caller,
-    Path(id): Path<String>,
+    Path(id): Path<EventId>,
 ) -> ApiResult<Json<EventView>> {
     let event = events::find(&state.db, caller.business_id(), caller.mode(), &id)
         .await?
@@ -247,7 +248,7 @@ async fn resend(
     State(state): State<AppState>,
     caller: Caller,
     ClientAddr(client_addr): ClientAddr,
-    Path(id): Path<String>,
+    Path(id): Path<EventId>,
 ) -> ApiResult<(StatusCode, Json<EventView>)> {
     let event = events::find(&state.db, caller.business_id(), caller.mode(), &id)
         .await?

@@ -9,6 +9,7 @@ use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use domain::ids::PayoutId;
 use domain::payout::{NewPayout, PayoutStatus};
 use store::audit::Actor;
 use store::idempotency::{Key, Scope};
@@ -185,7 +186,7 @@ async fn list(
 async fn read(
     State(state): State<AppState>,
     caller: Caller,
-    Path(id): Path<String>,
+    Path(id): Path<PayoutId>,
 ) -> ApiResult<Json<PayoutView>> {
     let payout = payouts::find(&state.db, caller.business_id(), caller.mode(), &id)
         .await?

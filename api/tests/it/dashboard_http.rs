@@ -906,15 +906,27 @@ async fn the_migration_gives_existing_events_their_account(backend: Backend) {
     .await
     .unwrap();
     assert_eq!(event.account_id.as_deref(), Some("va_9"));
-    let listed = ::store::events::for_account(&db, "biz_1", domain::Mode::Test, "va_9", 10)
-        .await
-        .unwrap();
+    let listed = ::store::events::for_account(
+        &db,
+        "biz_1",
+        domain::Mode::Test,
+        &domain::ids::AccountId::unchecked("va_9"),
+        10,
+    )
+    .await
+    .unwrap();
     assert_eq!(listed.len(), 1);
     assert!(
-        ::store::events::for_account(&db, "biz_2", domain::Mode::Test, "va_9", 10)
-            .await
-            .unwrap()
-            .is_empty(),
+        ::store::events::for_account(
+            &db,
+            "biz_2",
+            domain::Mode::Test,
+            &domain::ids::AccountId::unchecked("va_9"),
+            10
+        )
+        .await
+        .unwrap()
+        .is_empty(),
         "another business's events are not listed"
     );
 }
@@ -1137,7 +1149,7 @@ async fn insert_accounts_one_by_one(app: &test_support::TestApp, n: u64) {
     while g <= n {
         let batch: Vec<virtual_account::ActiveModel> = (g..(g + 1000).min(n + 1))
             .map(|i| virtual_account::ActiveModel {
-                id: Set(format!("va_{i:026}")),
+                id: Set(domain::ids::AccountId::unchecked(format!("va_{i:026}"))),
                 business_id: Set(business.clone()),
                 mode: Set(domain::Mode::Test),
                 status: Set(domain::AccountStatus::Active),

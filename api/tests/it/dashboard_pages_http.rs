@@ -69,7 +69,7 @@ async fn record(app: &TestApp, tx: Tx<'_>) -> String {
     .await
     .unwrap()
     {
-        Recorded::New(d) => d.id,
+        Recorded::New(d) => d.id.into(),
         other => panic!("not recorded: {other:?}"),
     }
 }

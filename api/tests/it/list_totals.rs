@@ -235,10 +235,14 @@ async fn totals_equal_the_rows_after_concurrent_writes_moves_and_deletes(backend
                     session_id: None,
                     failure_reason: None,
                 };
-                payouts::apply(&app.db, &id, &reported)
-                    .await
-                    .unwrap()
-                    .unwrap();
+                payouts::apply(
+                    &app.db,
+                    &domain::ids::PayoutId::unchecked(id.as_str()),
+                    &reported,
+                )
+                .await
+                .unwrap()
+                .unwrap();
             }
         }
     }));

@@ -258,7 +258,7 @@ async fn a_job_this_version_cannot_read_is_dead_lettered_once(backend: Backend) 
     let app = spawn_app(backend).await;
     let now = domain::time::now();
     let job = jobs::ProvisioningJob::Close {
-        account_id: "va_unknown".into(),
+        account_id: domain::ids::AccountId::unchecked("va_unknown"),
     };
     let job_id = ::store::outbox::enqueue(&app.db, &job, now, now)
         .await

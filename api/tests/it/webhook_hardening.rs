@@ -49,7 +49,7 @@ async fn record_event(app: &TestApp, n: u32) -> String {
     .unwrap();
     txn.commit().await.unwrap();
     app.relay.kick();
-    event.id
+    event.id.into()
 }
 
 /// Verified by the `standardwebhooks` crate, not by our code.

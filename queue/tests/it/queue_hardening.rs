@@ -276,7 +276,7 @@ fn start<H: JobHandler>(env: &Env, relay: &Relay, handler: Arc<H>) -> Cancellati
 
 fn provision(n: usize) -> ProvisioningJob {
     ProvisioningJob::Provision {
-        account_id: format!("va_{n}"),
+        account_id: domain::ids::AccountId::unchecked(format!("va_{n}")),
     }
 }
 
@@ -604,7 +604,7 @@ async fn relays_claiming_at_once_share_the_due_jobs_oldest_first(env: Arc<Env>) 
 /// and a copy of a job still dead stays.
 async fn a_replayed_dead_job_leaves_no_copy_in_the_dead_letter_queue(env: Arc<Env>) {
     let deliver = |id: &str| WebhookJob::Deliver {
-        delivery_id: id.to_owned(),
+        delivery_id: domain::ids::DeliveryId::unchecked(id),
     };
     let relay = env.relay(fast());
     tokio::spawn(relay.clone().run(env.shutdown.child_token()));

@@ -119,7 +119,7 @@ pub async fn list<C: ConnectionTrait>(
             estimate: false,
         }
     };
-    let key_of = |a: &Account| (a.created_at, a.id.clone());
+    let key_of = |a: &Account| (a.created_at, a.id.to_string());
     let fetched = if by_state {
         use account_state::Column as S;
         paging::fetch(

@@ -27,7 +27,7 @@ use super::{
 };
 use crypto::Cipher;
 use domain::AccountStatus;
-use domain::ids::new_id;
+use domain::ids::AccountId;
 use domain::provider::ProvisioningOutcome;
 use entities::{outbox as outbox_row, virtual_account};
 use jobs::ProvisioningJob;
@@ -49,7 +49,7 @@ pub(super) async fn create<C: ConnectionTrait>(
     req: &CreateRequest<'_>,
     now: DateTime<Utc>,
 ) -> Result<Option<(CreateOutcome, LimitState)>, DbErr> {
-    let account_id = new_id("va");
+    let account_id = AccountId::new();
     let key = idempotency_of(req);
     let account = account_row(cipher, req, account_id.clone());
     // The job is stamped by the account's stamp, as the transaction path stamps it.
@@ -182,7 +182,7 @@ pub(super) async fn create<C: ConnectionTrait>(
 pub(super) async fn settle_active<C: ConnectionTrait>(
     db: &C,
     req: &CreateRequest<'_>,
-    account_id: &str,
+    account_id: &AccountId,
     job_id: &str,
     outcome: &ProvisioningOutcome,
     now: DateTime<Utc>,

@@ -2,6 +2,7 @@
 //! account activated or failed, a number that came too late closed again.
 
 use super::*;
+use domain::ids::AccountId;
 
 /// What [`settle`] made of a provider's answer.
 #[derive(Debug)]
@@ -22,7 +23,7 @@ pub enum Settled {
 pub async fn settle_creation(
     db: &DatabaseConnection,
     req: &CreateRequest<'_>,
-    account_id: &str,
+    account_id: &AccountId,
     job_id: &str,
     outcome: ProvisioningOutcome,
     now: DateTime<Utc>,
@@ -53,7 +54,7 @@ pub async fn settle_creation(
 pub(super) async fn settle_creation_once(
     db: &DatabaseConnection,
     req: &CreateRequest<'_>,
-    account_id: &str,
+    account_id: &AccountId,
     job_id: &str,
     outcome: &ProvisioningOutcome,
     now: DateTime<Utc>,
@@ -77,10 +78,10 @@ pub(super) async fn settle_creation_once(
     };
     let account = match changed {
         Some(account) => account,
-        None => virtual_account::Entity::find_by_id(account_id.to_owned())
+        None => virtual_account::Entity::find_by_id(account_id.clone())
             .one(&txn)
             .await?
-            .ok_or_else(|| DbErr::RecordNotFound(account_id.to_owned()))?,
+            .ok_or_else(|| DbErr::RecordNotFound(account_id.to_string()))?,
     };
     let status = status_for(&account);
     idempotency_of(req)
@@ -109,7 +110,7 @@ pub(super) fn status_of(status: AccountStatus, activated: bool) -> u16 {
 /// never revived) and records its event.
 pub async fn settle<C: ConnectionTrait + TransactionTrait>(
     db: &C,
-    account_id: &str,
+    account_id: &AccountId,
     outcome: &ProvisioningOutcome,
     announce_active: bool,
     now: DateTime<Utc>,
@@ -127,7 +128,7 @@ pub async fn settle<C: ConnectionTrait + TransactionTrait>(
     };
     let Some(account) = update.exec_with_returning(db).await?.pop() else {
         if let ProvisioningOutcome::Active { account_number } = outcome {
-            let pending = virtual_account::Entity::find_by_id(account_id.to_owned())
+            let pending = virtual_account::Entity::find_by_id(account_id.clone())
                 .filter(Col::Status.eq(AccountStatus::Pending))
                 .one(db)
                 .await?;
@@ -148,7 +149,7 @@ pub async fn settle<C: ConnectionTrait + TransactionTrait>(
 
 /// [`settle`]'s update of the account, None for an answer that changes nothing (`Pending`).
 pub(super) fn settle_update(
-    account_id: &str,
+    account_id: &AccountId,
     outcome: &ProvisioningOutcome,
     now: DateTime<Utc>,
 ) -> Option<sea_orm::UpdateMany<virtual_account::Entity>> {
@@ -182,7 +183,7 @@ pub(super) fn settle_update(
 /// and the status it must have, then [`number_free`]'s.
 pub(super) fn push_settle_active_values(
     into: &mut Vec<sea_orm::Value>,
-    account_id: &str,
+    account_id: &AccountId,
     account_number: &str,
     now: DateTime<Utc>,
 ) {
@@ -247,10 +248,10 @@ pub(super) async fn write_number<C: ConnectionTrait + TransactionTrait>(
 /// `provider_duplicate_numbers_total{bank}`. Neither says the number or any identity.
 pub(super) async fn number_held<C: ConnectionTrait>(
     db: &C,
-    account_id: &str,
+    account_id: &AccountId,
     account_number: &str,
 ) -> Result<(), DbErr> {
-    let Some(account) = virtual_account::Entity::find_by_id(account_id.to_owned())
+    let Some(account) = virtual_account::Entity::find_by_id(account_id.clone())
         .one(db)
         .await?
     else {
@@ -262,7 +263,7 @@ pub(super) async fn number_held<C: ConnectionTrait>(
             .await?
             .map(|held| held.account_id);
     tracing::error!(
-        account_id,
+        account_id = %account_id,
         bank = %account.bank,
         mode = %account.mode,
         holder = ?holder,
@@ -279,7 +280,7 @@ pub(super) async fn number_held<C: ConnectionTrait>(
 /// nothing to an account that is not such a one.
 pub(super) async fn close_late_number<C: ConnectionTrait + TransactionTrait>(
     db: &C,
-    account_id: &str,
+    account_id: &AccountId,
     account_number: &str,
     now: DateTime<Utc>,
 ) -> Result<(), DbErr> {
@@ -301,7 +302,7 @@ pub(super) async fn close_late_number<C: ConnectionTrait + TransactionTrait>(
     if kept == 1 {
         enqueue_close(db, account_id, now).await?;
         tracing::info!(
-            account_id,
+            account_id = %account_id,
             "a number came for a deactivated account; closing it at the bank"
         );
     }

@@ -181,7 +181,7 @@ pub(super) async fn accept_deposit(
     let business = (account.business_id.clone(), report.mode);
     let pending = Pending {
         db: db.clone(),
-        account: account.id.clone(),
+        account: account.id.to_string(),
         statement,
     };
     let stored = ROUNDS.submit(business, pending).await.unwrap_or_else(|| {

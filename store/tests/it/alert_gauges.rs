@@ -7,7 +7,10 @@ use test_support::{Backend, TestDb, on_both_databases, setup};
 
 /// Records one attempt of the only delivery of `event`, answered `status`.
 async fn attempt(db: &sea_orm::DatabaseConnection, event: &str, status: i32, next: Next) {
-    let (delivery, _) = deliveries::for_event(db, event).await.unwrap().remove(0);
+    let (delivery, _) = deliveries::for_event(db, &domain::ids::EventId::unchecked(event))
+        .await
+        .unwrap()
+        .remove(0);
     let now = domain::time::now();
     let record = AttemptRecord {
         attempted_at: now,
@@ -47,10 +50,11 @@ async fn the_businesses_failing_longest_come_first(backend: Backend) {
     let shown = deliveries::failing_longest(&s.db, 5).await.unwrap();
     let names: Vec<&str> = shown.iter().map(|(b, _)| b.as_str()).collect();
     assert_eq!(names, [failing.as_str(), later.as_str()]);
-    let (created, _) = deliveries::for_event(&s.db, &first)
-        .await
-        .unwrap()
-        .remove(0);
+    let (created, _) =
+        deliveries::for_event(&s.db, &domain::ids::EventId::unchecked(first.as_str()))
+            .await
+            .unwrap()
+            .remove(0);
     assert_eq!(
         shown[0].1, created.created_at,
         "since its oldest failing delivery"

@@ -38,10 +38,13 @@ fn host_account() -> String {
 async fn dead_delivery(setup: &Setup, business_id: &str, n: usize) -> (String, String) {
     setup.set_url(business_id, "http://127.0.0.1:9/hook").await;
     let event_id = setup.record(business_id, n).await;
-    let (delivery, _) = deliveries::for_event(&setup.db, &event_id)
-        .await
-        .unwrap()
-        .remove(0);
+    let (delivery, _) = deliveries::for_event(
+        &setup.db,
+        &domain::ids::EventId::unchecked(event_id.as_str()),
+    )
+    .await
+    .unwrap()
+    .remove(0);
     let attempt = AttemptRecord {
         attempted_at: domain::time::now(),
         url: Some(delivery.url.clone()),
@@ -63,7 +66,7 @@ async fn dead_delivery(setup: &Setup, business_id: &str, n: usize) -> (String, S
         .await
         .unwrap()
     );
-    (delivery.id, event_id)
+    (delivery.id.into(), event_id)
 }
 
 /// Everything the commands should do, on whichever database `cmd` reaches.
@@ -100,10 +103,13 @@ async fn exercise(setup: &Setup, cmd: impl Fn() -> Command) {
         "2999-01-01",
     ]));
     assert!(none.is_empty());
-    let old = deliveries::find(&setup.db, &acme_dead)
-        .await
-        .unwrap()
-        .unwrap();
+    let old = deliveries::find(
+        &setup.db,
+        &domain::ids::DeliveryId::unchecked(acme_dead.as_str()),
+    )
+    .await
+    .unwrap()
+    .unwrap();
     let replayed = ok_lines(&mut with(&[
         "replay",
         "--all-dead",
@@ -115,10 +121,13 @@ async fn exercise(setup: &Setup, cmd: impl Fn() -> Command) {
     assert_eq!(replayed.len(), 1);
     assert_eq!(replayed[0]["id"], acme_dead.as_str());
     assert_eq!(replayed[0]["eventId"], acme_event.as_str());
-    let now = deliveries::find(&setup.db, &acme_dead)
-        .await
-        .unwrap()
-        .unwrap();
+    let now = deliveries::find(
+        &setup.db,
+        &domain::ids::DeliveryId::unchecked(acme_dead.as_str()),
+    )
+    .await
+    .unwrap()
+    .unwrap();
     assert_eq!(now.status, domain::DeliveryStatus::Pending);
     assert_eq!(now.attempts, 0, "a fresh schedule");
     assert_eq!(

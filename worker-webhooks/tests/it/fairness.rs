@@ -88,7 +88,7 @@ impl Rig {
         let committed = Instant::now();
         // As the API does after a commit that wrote a job.
         self.relay.kick();
-        (event.id, committed)
+        (event.id.into(), committed)
     }
 
     async fn finish(self) {

@@ -37,7 +37,7 @@ async fn a_round_starts_only_due_unfinished_jobs_of_its_queue(backend: Backend) 
     let setup = setup(&db.url, None).await;
     let now = domain::time::now();
     let job = |n: usize| WebhookJob::Deliver {
-        delivery_id: format!("whd_{n}"),
+        delivery_id: domain::ids::DeliveryId::unchecked(format!("whd_{n}")),
     };
     let due = outbox::enqueue(&setup.db, &job(1), now, now).await.unwrap();
     let later = now + chrono::Duration::hours(1);
@@ -49,7 +49,7 @@ async fn a_round_starts_only_due_unfinished_jobs_of_its_queue(backend: Backend) 
         .await
         .unwrap();
     let other = ProvisioningJob::Provision {
-        account_id: "va_1".into(),
+        account_id: domain::ids::AccountId::unchecked("va_1"),
     };
     let other_queue = outbox::enqueue(&setup.db, &other, now, now).await.unwrap();
 
@@ -81,14 +81,14 @@ async fn attempts_recorded_together_move_each_delivery_on_once(backend: Backend)
     let first = setup.record(&setup.business.id, 1).await;
     let second = setup.record(&setup.business.id, 2).await;
     let delivery_of = async |event: &str| {
-        deliveries::for_event(&setup.db, event)
+        deliveries::for_event(&setup.db, &domain::ids::EventId::unchecked(event))
             .await
             .unwrap()
             .remove(0)
             .0
     };
     let (a, b) = (delivery_of(&first).await, delivery_of(&second).await);
-    let found = deliveries::for_attempts(&setup.db, &[a.id.clone(), b.id.clone()])
+    let found = deliveries::for_attempts(&setup.db, &[a.id.to_string(), b.id.to_string()])
         .await
         .unwrap();
     assert_eq!(found.len(), 2);
@@ -145,7 +145,7 @@ async fn a_round_of_distinct_deliveries_moves_each_on_as_alone(backend: Backend)
     for n in 1..=5 {
         let event = setup.record(&setup.business.id, n).await;
         read.push(
-            deliveries::for_event(&setup.db, &event)
+            deliveries::for_event(&setup.db, &domain::ids::EventId::unchecked(event.as_str()))
                 .await
                 .unwrap()
                 .remove(0)
@@ -258,7 +258,7 @@ async fn runs_finished_together_end_as_each_would_alone(backend: Backend) {
     let mut rows = Vec::new();
     for n in 0..3 {
         let job = WebhookJob::Deliver {
-            delivery_id: format!("whd_{n}"),
+            delivery_id: domain::ids::DeliveryId::unchecked(format!("whd_{n}")),
         };
         let id = outbox::enqueue(&setup.db, &job, now, now).await.unwrap();
         rows.push(outbox::find(&setup.db, &id).await.unwrap().unwrap());

@@ -5,6 +5,7 @@
 use askama::Template;
 use axum::extract::State;
 use axum::http::{HeaderMap, header};
+use domain::ids::{AccountId, EventId};
 use domain::{AccountStatus, Bank, IdentityType, Mode};
 use store::accounts::{self, Account, ListQuery};
 use store::paging::{MAX_PAGE, MAX_PAGE_SIZE};
@@ -225,7 +226,7 @@ struct AccountView {
 impl AccountView {
     fn new(a: &Account, short_name: &str) -> Self {
         AccountView {
-            id: a.id.clone(),
+            id: a.id.to_string(),
             name: a.account_name.clone(),
             short_name: short_name.to_owned(),
             number: a.account_number.clone(),
@@ -302,7 +303,13 @@ pub async fn show(
         return Ok(not_found());
     };
     // Another business's or mode's account is not found, exactly like an unknown id.
-    let Some(account) = accounts::find(&state.db, scope.business_id(), scope.mode, &id).await?
+    let Some(account) = accounts::find(
+        &state.db,
+        scope.business_id(),
+        scope.mode,
+        &AccountId::unchecked(id),
+    )
+    .await?
     else {
         return Ok(not_found());
     };
@@ -369,12 +376,12 @@ pub async fn show(
         EVENTS_SHOWN,
     )
     .await?;
-    let ids: Vec<String> = event_rows.iter().map(|e| e.id.clone()).collect();
+    let ids: Vec<EventId> = event_rows.iter().map(|e| e.id.clone()).collect();
     let sent = deliveries::for_events(&state.db, &ids).await?;
     let events = event_rows
         .iter()
         .map(|e| EventRow {
-            id: e.id.clone(),
+            id: e.id.to_string(),
             event_type: e.event_type.as_str().to_owned(),
             created: When::of(&e.created_at),
             // The latest delivery tells where the event stands.

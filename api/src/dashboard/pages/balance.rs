@@ -208,7 +208,7 @@ async fn render<R: MinRole>(
         .rows
         .iter()
         .map(|p| PayoutRow {
-            id: p.id.clone(),
+            id: p.id.to_string(),
             created: When::of(&p.created_at),
             amount: naira(p.amount),
             status: Badge::of(p.status),

@@ -9,6 +9,7 @@ use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
+use domain::ids::AccountId;
 use domain::{DepositSource, DepositStatus, Mode};
 use futures::StreamExt;
 use sea_orm::DatabaseConnection;
@@ -81,8 +82,8 @@ async fn accounts_of(
     business_id: &str,
     mode: Mode,
     rows: &[Deposit],
-) -> Result<HashMap<String, accounts::Account>, sea_orm::DbErr> {
-    let mut ids: Vec<String> = rows.iter().map(|d| d.account_id.clone()).collect();
+) -> Result<HashMap<AccountId, accounts::Account>, sea_orm::DbErr> {
+    let mut ids: Vec<AccountId> = rows.iter().map(|d| d.account_id.clone()).collect();
     ids.sort();
     ids.dedup();
     Ok(accounts::find_many(db, business_id, mode, &ids)
@@ -272,7 +273,7 @@ fn export_failed(e: sea_orm::DbErr) -> std::io::Error {
 fn csv_row(d: &Deposit, account: Option<&accounts::Account>) -> Vec<String> {
     let wat = chrono::FixedOffset::east_opt(3600).expect("one hour");
     vec![
-        d.id.clone(),
+        d.id.to_string(),
         d.received_at
             .with_timezone(&wat)
             .format("%Y-%m-%d %H:%M:%S")
@@ -286,7 +287,7 @@ fn csv_row(d: &Deposit, account: Option<&accounts::Account>) -> Vec<String> {
             .and_then(|a| a.account_number.clone())
             .unwrap_or_default(),
         account.map(|a| a.account_name.clone()).unwrap_or_default(),
-        d.account_id.clone(),
+        d.account_id.to_string(),
         d.provider_reference.clone(),
         d.sender_name.clone().unwrap_or_default(),
         d.sender_account_number.clone().unwrap_or_default(),

@@ -208,7 +208,7 @@ async fn render(
         let sent_to = deliveries::for_event(&state.db, &event.id).await?;
         let latest = sent_to.last();
         test_events.push(TestEventRow {
-            id: event.id.clone(),
+            id: event.id.to_string(),
             created: When::of(&event.created_at),
             delivery: latest.map(|(d, _)| Badge::of(d.status)),
             attempts: latest

@@ -7,6 +7,7 @@ use axum::extract::State;
 use axum::http::header::RETRY_AFTER;
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Redirect};
+use domain::ids::EventId;
 use domain::{EventType, Role};
 use store::deliveries;
 use store::events::{self, Event};
@@ -70,7 +71,7 @@ pub async fn list(
         &list.request,
     )
     .await?;
-    let ids: Vec<String> = fetched.rows.iter().map(|e| e.id.clone()).collect();
+    let ids: Vec<EventId> = fetched.rows.iter().map(|e| e.id.clone()).collect();
     let sent = deliveries::for_events(&state.db, &ids).await?;
     let mode = scope.mode.as_str();
     let action = Section::Events.href(scope.mode);
@@ -81,7 +82,7 @@ pub async fn list(
         .iter()
         .map(|e| EventRow {
             href: format!("/dashboard/{mode}/events/{}", e.id),
-            id: e.id.clone(),
+            id: e.id.to_string(),
             event_type: e.event_type.as_str(),
             created: When::of(&e.created_at),
             summary: view::EventSummary::of(&e.data),
@@ -142,7 +143,13 @@ async fn find_event<R: MinRole>(
     let Some(id) = id else {
         return Ok(None);
     };
-    events::find(&state.db, scope.business_id(), scope.mode, &id).await
+    events::find(
+        &state.db,
+        scope.business_id(),
+        scope.mode,
+        &EventId::unchecked(id),
+    )
+    .await
 }
 
 async fn render_event<R: MinRole>(
@@ -177,7 +184,7 @@ async fn render_event<R: MinRole>(
     let page = EventPage {
         frame: scope.frame(Section::Events, event.event_type.as_str()),
         back_href: format!("/dashboard/{mode}/events"),
-        id: event.id.clone(),
+        id: event.id.to_string(),
         event_type: event.event_type.as_str(),
         created: When::of(&event.created_at),
         account_href: event
