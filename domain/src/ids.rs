@@ -37,7 +37,6 @@ impl std::error::Error for NotAnId {}
 ///
 /// Reading from the database and deserialising take the text as it is (rows written by earlier
 /// versions, and tests' ids, stay readable); what a caller sends is checked with `parse`.
-#[macro_export]
 macro_rules! typed_ids {
     ($($(#[$meta:meta])* $name:ident = $prefix:literal, $kind:literal;)*) => {$(
         $(#[$meta])*
