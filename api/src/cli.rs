@@ -1,5 +1,6 @@
 //! The `api` command: `serve`, `migrate`, `dev`, `admin …`.
 
+use domain::ids::BusinessId;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -118,8 +119,8 @@ pub enum CryptoCommand {
 pub enum UserCommand {
     /// Add a dashboard user to a business; prints its generated password (shown this once).
     Create {
-        #[arg(long)]
-        business: String,
+        #[arg(long, value_parser = business_id)]
+        business: BusinessId,
         #[arg(long)]
         email: String,
         #[arg(long, value_enum, default_value = "viewer")]
@@ -154,14 +155,18 @@ pub enum BusinessCommand {
         kyb: KybArg,
     },
     /// Approve a business's KYB, so its live key works.
-    ApproveKyb { id: String },
+    ApproveKyb {
+        #[arg(value_parser = business_id)]
+        id: BusinessId,
+    },
 }
 
 #[derive(Debug, Subcommand)]
 pub enum WebhookCommand {
     /// Set the URL that receives a mode's events.
     Set {
-        id: String,
+        #[arg(value_parser = business_id)]
+        id: BusinessId,
         #[arg(long, value_enum)]
         mode: ModeArg,
         #[arg(long)]
@@ -169,7 +174,8 @@ pub enum WebhookCommand {
     },
     /// Issue a new webhook secret; the old one keeps signing beside it for 24 hours.
     RotateSecret {
-        id: String,
+        #[arg(value_parser = business_id)]
+        id: BusinessId,
         #[arg(long, value_enum)]
         mode: ModeArg,
     },
@@ -180,7 +186,8 @@ pub enum KeyCommand {
     /// Issue a new secret key (printed this once, as JSON); the current one stops at once, or
     /// after the grace. A key still expiring from an earlier roll stops at once.
     Roll {
-        id: String,
+        #[arg(value_parser = business_id)]
+        id: BusinessId,
         #[arg(long, value_enum)]
         mode: ModeArg,
         /// Seconds the current key keeps working beside the new one (at most 604800, 7 days).
@@ -189,7 +196,8 @@ pub enum KeyCommand {
     },
     /// Stop every working key of the mode at once; `key roll` then issues a fresh one.
     Revoke {
-        id: String,
+        #[arg(value_parser = business_id)]
+        id: BusinessId,
         #[arg(long, value_enum)]
         mode: ModeArg,
     },
@@ -392,4 +400,10 @@ async fn admin(command: AdminCommand, mut config: Config) -> anyhow::Result<()> 
         }
     }
     Ok(())
+}
+
+/// A business id as an operator typed it: looked up as it is, so a mistyped one is reported as
+/// no such business.
+fn business_id(text: &str) -> Result<BusinessId, std::convert::Infallible> {
+    Ok(BusinessId::unchecked(text))
 }

@@ -1,6 +1,7 @@
 //! Extractors: the authenticated caller, path parameters, the JSON body, the idempotency key,
 //! query strings.
 
+use domain::ids::BusinessId;
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 
@@ -49,7 +50,7 @@ impl<S: Send + Sync, T: serde::de::DeserializeOwned + Send> FromRequestParts<S> 
 pub struct Caller(pub KeyOwner);
 
 impl Caller {
-    pub fn business_id(&self) -> &str {
+    pub fn business_id(&self) -> &BusinessId {
         &self.0.business_id
     }
 

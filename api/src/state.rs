@@ -1,3 +1,4 @@
+use domain::ids::BusinessId;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, Ordering};
@@ -103,7 +104,7 @@ pub struct CreationGate {
     open: Arc<std::sync::Mutex<std::collections::HashMap<BusinessMode, Arc<Semaphore>>>>,
 }
 
-type BusinessMode = (String, domain::Mode);
+type BusinessMode = (BusinessId, domain::Mode);
 
 /// A creation's turn in PostgreSQL; dropping it lets the business's next one in.
 pub struct CreationTurn {
@@ -120,7 +121,7 @@ impl CreationGate {
     /// answer then, not one pool timeout after another.
     pub async fn enter(
         &self,
-        business_id: &str,
+        business_id: &BusinessId,
         mode: domain::Mode,
     ) -> Result<CreationTurn, sea_orm::DbErr> {
         self.enter_within(business_id, mode, store::ACQUIRE_TIMEOUT)
@@ -129,7 +130,7 @@ impl CreationGate {
 
     async fn enter_within(
         &self,
-        business_id: &str,
+        business_id: &BusinessId,
         mode: domain::Mode,
         limit: Duration,
     ) -> Result<CreationTurn, sea_orm::DbErr> {
@@ -521,7 +522,11 @@ mod tests {
     async fn every_place_of_biz_1(gate: &CreationGate) -> Vec<CreationTurn> {
         let mut turns = Vec::new();
         for _ in 0..CREATIONS_IN_DATABASE_PER_BUSINESS {
-            turns.push(gate.enter("biz_1", domain::Mode::Test).await.unwrap());
+            turns.push(
+                gate.enter(&BusinessId::unchecked("biz_1"), domain::Mode::Test)
+                    .await
+                    .unwrap(),
+            );
         }
         turns
     }
@@ -531,15 +536,19 @@ mod tests {
         let gate = CreationGate::default();
         let mut turns = every_place_of_biz_1(&gate).await;
         // Full: the next creation of that business waits; another business's or mode's does not.
-        let next = gate.enter("biz_1", domain::Mode::Test);
+        let (biz_1, biz_2) = (
+            BusinessId::unchecked("biz_1"),
+            BusinessId::unchecked("biz_2"),
+        );
+        let next = gate.enter(&biz_1, domain::Mode::Test);
         tokio::pin!(next);
         assert!(
             tokio::time::timeout(Duration::from_millis(50), next.as_mut())
                 .await
                 .is_err()
         );
-        drop(gate.enter("biz_2", domain::Mode::Test).await.unwrap());
-        drop(gate.enter("biz_1", domain::Mode::Live).await.unwrap());
+        drop(gate.enter(&biz_2, domain::Mode::Test).await.unwrap());
+        drop(gate.enter(&biz_1, domain::Mode::Live).await.unwrap());
         turns.pop();
         let last = tokio::time::timeout(Duration::from_secs(1), next)
             .await
@@ -557,7 +566,8 @@ mod tests {
     async fn a_wait_for_a_place_is_bounded_and_answered_unavailable() {
         let gate = CreationGate::default();
         let turns = every_place_of_biz_1(&gate).await;
-        let waited = gate.enter_within("biz_1", domain::Mode::Test, Duration::from_millis(50));
+        let biz_1 = BusinessId::unchecked("biz_1");
+        let waited = gate.enter_within(&biz_1, domain::Mode::Test, Duration::from_millis(50));
         let err = tokio::time::timeout(Duration::from_secs(5), waited)
             .await
             .expect("the wait ends at its limit")
@@ -571,8 +581,8 @@ mod tests {
     /// A working test key of one business, last used at `last_used_at`.
     fn key_owner(last_used_at: Option<DateTime<Utc>>) -> KeyOwner {
         KeyOwner {
-            key_id: "key_1".into(),
-            business_id: "biz_1".into(),
+            key_id: domain::ids::KeyId::unchecked("key_1"),
+            business_id: BusinessId::unchecked("biz_1"),
             business_name: "Acme".into(),
             mode: domain::Mode::Test,
             kyb_status: domain::KybStatus::Approved,
@@ -624,7 +634,7 @@ mod tests {
     /// A key of `business`, as a lookup found it.
     fn owner_of(business: &str) -> KeyOwner {
         KeyOwner {
-            business_id: business.into(),
+            business_id: BusinessId::unchecked(business),
             ..key_owner(None)
         }
     }

@@ -4,6 +4,7 @@
 //! webhook delivery per loaded event. Beside it, for scale, what the old reading cost: the last
 //! 30 days' deposits and the business's deliveries counted from their rows.
 
+use domain::ids::BusinessId;
 use std::time::Instant;
 
 use anyhow::Context;
@@ -54,7 +55,7 @@ async fn deliveries(db: &DatabaseConnection, values: &[Db]) -> anyhow::Result<u6
 pub async fn run(
     db: &DatabaseConnection,
     settings: &ListsSettings,
-    business: &str,
+    business: &BusinessId,
     mode: &str,
     cases: &mut Vec<Case>,
     plans: &mut Vec<Plan>,

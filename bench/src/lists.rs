@@ -3,6 +3,7 @@
 //! a search that matches none, cursor hops from deep in the list, a deep page number) and shows
 //! PostgreSQL's plans of the statements the service runs for them.
 
+use domain::ids::BusinessId;
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
@@ -175,9 +176,9 @@ pub(crate) async fn business_of(
     db: &DatabaseConnection,
     key: &str,
     given: Option<&str>,
-) -> anyhow::Result<String> {
+) -> anyhow::Result<BusinessId> {
     if let Some(id) = given {
-        return Ok(id.to_owned());
+        return BusinessId::parse(id).context("--business");
     }
     let row = db
         .query_one_raw(statement(
@@ -186,7 +187,9 @@ pub(crate) async fn business_of(
         ))
         .await?
         .context("no business has this key in this database (pass --business)")?;
-    Ok(row.try_get("", "business_id")?)
+    Ok(BusinessId::unchecked(
+        row.try_get::<String>("", "business_id")?,
+    ))
 }
 
 async fn count(db: &DatabaseConnection, business: &str, mode: &str) -> anyhow::Result<u64> {

@@ -2,6 +2,7 @@
 //! `pending` is what the created total leaves), kept with every status change: the sum of the
 //! status's rows (shards, so that concurrent changes rarely wait on one row).
 
+use domain::ids::BusinessId;
 use domain::{AccountStatus, Mode};
 use sea_orm::entity::prelude::*;
 
@@ -9,7 +10,7 @@ use sea_orm::entity::prelude::*;
 #[sea_orm(table_name = "account_counts")]
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
-    pub business_id: String,
+    pub business_id: BusinessId,
     #[sea_orm(primary_key, auto_increment = false)]
     pub mode: Mode,
     #[sea_orm(primary_key, auto_increment = false)]

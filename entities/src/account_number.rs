@@ -1,8 +1,8 @@
 //! Which account holds a number, per mode and bank (m0022, kept by a trigger on
 //! `virtual_accounts`): what deposits are matched on, and what keeps a number to one account (its
 //! primary key). Read-only to the service.
-use domain::ids::AccountId;
 
+use domain::ids::{AccountId, BusinessId};
 use domain::{Bank, Mode};
 use sea_orm::entity::prelude::*;
 
@@ -16,7 +16,7 @@ pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
     pub account_number: String,
     pub account_id: AccountId,
-    pub business_id: String,
+    pub business_id: BusinessId,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -1,8 +1,8 @@
 //! Each account's status beside the account (m0022, kept by a trigger on `virtual_accounts`):
 //! what lists filtered by status walk, so that an account's activation changes no indexed column
 //! of `virtual_accounts`. Read-only to the service.
-use domain::ids::AccountId;
 
+use domain::ids::{AccountId, BusinessId};
 use domain::{AccountStatus, Mode};
 use sea_orm::entity::prelude::*;
 
@@ -11,7 +11,7 @@ use sea_orm::entity::prelude::*;
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
     pub account_id: AccountId,
-    pub business_id: String,
+    pub business_id: BusinessId,
     pub mode: Mode,
     pub status: AccountStatus,
     pub created_at: DateTimeUtc,

@@ -2,14 +2,15 @@
 //! current one (`expires_at` unset) and one rolled away that works until `expires_at`.
 
 use domain::Mode;
+use domain::ids::{BusinessId, KeyId};
 use sea_orm::entity::prelude::*;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
 #[sea_orm(table_name = "api_keys")]
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
-    pub id: String,
-    pub business_id: String,
+    pub id: KeyId,
+    pub business_id: BusinessId,
     pub mode: Mode,
     /// SHA-256 of the secret key; the key itself is never stored.
     #[sea_orm(unique)]

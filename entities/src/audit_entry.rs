@@ -1,5 +1,6 @@
 //! One row of the audit log: who did what to a business, when, from where. Never a secret.
 
+use domain::ids::{AuditId, BusinessId, KeyId, UserId};
 use domain::{AuditAction, Mode};
 use sea_orm::entity::prelude::*;
 
@@ -7,15 +8,15 @@ use sea_orm::entity::prelude::*;
 #[sea_orm(table_name = "audit_log")]
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
-    pub id: String,
+    pub id: AuditId,
     /// None for a failed sign-in of an e-mail that belongs to no one.
-    pub business_id: Option<String>,
+    pub business_id: Option<BusinessId>,
     /// None for an operator (`api admin`).
-    pub actor_user_id: Option<String>,
+    pub actor_user_id: Option<UserId>,
     /// The actor's e-mail at the time.
     pub actor_email: Option<String>,
     /// A change made through the API: the id of the secret key that made it.
-    pub actor_key_id: Option<String>,
+    pub actor_key_id: Option<KeyId>,
     /// An operator's command: the host account that ran it.
     pub actor_operator: Option<String>,
     /// An operator's command: which (`api admin`, `worker-webhooks replay`).

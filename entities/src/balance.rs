@@ -1,4 +1,5 @@
 use domain::Mode;
+use domain::ids::BusinessId;
 use sea_orm::entity::prelude::*;
 
 /// One per business and mode: the sum of its ledger, kept with every entry.
@@ -6,7 +7,7 @@ use sea_orm::entity::prelude::*;
 #[sea_orm(table_name = "balances")]
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
-    pub business_id: String,
+    pub business_id: BusinessId,
     #[sea_orm(primary_key, auto_increment = false)]
     pub mode: Mode,
     /// Kobo; never negative (a CHECK, and the debit's own condition).

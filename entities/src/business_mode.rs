@@ -3,13 +3,14 @@
 //! it) and that serialises rolling and revoking the mode's keys.
 
 use domain::Mode;
+use domain::ids::BusinessId;
 use sea_orm::entity::prelude::*;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
 #[sea_orm(table_name = "business_modes")]
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
-    pub business_id: String,
+    pub business_id: BusinessId,
     #[sea_orm(primary_key, auto_increment = false)]
     pub mode: Mode,
     pub webhook_url: Option<String>,

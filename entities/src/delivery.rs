@@ -1,6 +1,6 @@
 //! One event on its way to one endpoint: the schedule of attempts and how it ended.
-use domain::ids::{DeliveryId, EventId};
 
+use domain::ids::{BusinessId, DeliveryId, EventId, JobId};
 use domain::{DeliveryStatus, Mode};
 use sea_orm::entity::prelude::*;
 
@@ -11,7 +11,7 @@ pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
     pub id: DeliveryId,
     pub event_id: EventId,
-    pub business_id: String,
+    pub business_id: BusinessId,
     pub mode: Mode,
     /// The endpoint of its latest attempt (or, before any, the one it was made for). Every
     /// attempt goes to the mode's webhook URL of its moment; each attempt records its own.
@@ -24,7 +24,7 @@ pub struct Model {
     pub last_error: Option<String>,
     /// The outbox job that drives the current schedule. Any other job for this delivery was
     /// superseded (by a replay or a resend) and does nothing.
-    pub job_id: Option<String>,
+    pub job_id: Option<JobId>,
     pub created_at: DateTimeUtc,
     pub updated_at: DateTimeUtc,
     /// When it succeeded or was dead-lettered.

@@ -1,6 +1,6 @@
 //! One HTTP attempt of a delivery, as the receiver answered it.
-use domain::ids::{AttemptId, DeliveryId};
 
+use domain::ids::{AttemptId, DeliveryId};
 use sea_orm::entity::prelude::*;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]

@@ -1,4 +1,4 @@
-use domain::ids::{AccountId, DepositId, RecheckId};
+use domain::ids::{AccountId, BusinessId, DepositId, RecheckId};
 use domain::{Bank, DepositSource, DepositStatus, Mode};
 use sea_orm::entity::prelude::*;
 
@@ -8,7 +8,7 @@ pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
     pub id: DepositId,
     pub account_id: AccountId,
-    pub business_id: String,
+    pub business_id: BusinessId,
     pub mode: Mode,
     pub bank: Bank,
     pub status: DepositStatus,

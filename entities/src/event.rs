@@ -1,4 +1,4 @@
-use domain::ids::{AccountId, EventId};
+use domain::ids::{AccountId, BusinessId, EventId};
 use domain::{EventType, Mode};
 use sea_orm::entity::prelude::*;
 
@@ -7,7 +7,7 @@ use sea_orm::entity::prelude::*;
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
     pub id: EventId,
-    pub business_id: String,
+    pub business_id: BusinessId,
     pub mode: Mode,
     /// e.g. `virtualaccount.active`: see `EventType`.
     #[sea_orm(column_name = "type")]

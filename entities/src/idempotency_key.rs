@@ -1,12 +1,13 @@
 use domain::Mode;
 use domain::idempotency::KeyState;
+use domain::ids::BusinessId;
 use sea_orm::entity::prelude::*;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
 #[sea_orm(table_name = "idempotency_keys")]
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
-    pub business_id: String,
+    pub business_id: BusinessId,
     #[sea_orm(primary_key, auto_increment = false)]
     pub mode: Mode,
     #[sea_orm(primary_key, auto_increment = false)]

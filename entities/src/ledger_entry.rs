@@ -1,5 +1,5 @@
 use domain::Mode;
-use domain::ids::LedgerEntryId;
+use domain::ids::{BusinessId, LedgerEntryId};
 use domain::payout::EntryType;
 use sea_orm::entity::prelude::*;
 
@@ -9,7 +9,7 @@ use sea_orm::entity::prelude::*;
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
     pub id: LedgerEntryId,
-    pub business_id: String,
+    pub business_id: BusinessId,
     pub mode: Mode,
     #[sea_orm(column_name = "type")]
     pub entry_type: EntryType,

@@ -1,13 +1,14 @@
 //! The outbox, which is also the job table: written in the same transaction as the change that
 //! causes the work; a relay publishes due rows; a consumer completes or reschedules them.
 
+use domain::ids::JobId;
 use sea_orm::entity::prelude::*;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
 #[sea_orm(table_name = "outbox")]
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
-    pub id: String,
+    pub id: JobId,
     /// The queue the job goes to, e.g. `provisioning`.
     pub queue: String,
     /// JSON of the queue's job type (`jobs`): ids only, never personal data.

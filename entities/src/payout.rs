@@ -1,4 +1,4 @@
-use domain::ids::PayoutId;
+use domain::ids::{BusinessId, PayoutId};
 use domain::payout::PayoutStatus;
 use domain::{Bank, Mode};
 use sea_orm::entity::prelude::*;
@@ -8,7 +8,7 @@ use sea_orm::entity::prelude::*;
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
     pub id: PayoutId,
-    pub business_id: String,
+    pub business_id: BusinessId,
     pub mode: Mode,
     pub status: PayoutStatus,
     /// Kobo.

@@ -1,4 +1,4 @@
-use domain::ids::{AccountId, RecheckId};
+use domain::ids::{AccountId, BusinessId, RecheckId};
 use domain::{Mode, RecheckStatus};
 use sea_orm::entity::prelude::*;
 
@@ -8,7 +8,7 @@ pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
     pub id: RecheckId,
     pub account_id: AccountId,
-    pub business_id: String,
+    pub business_id: BusinessId,
     pub mode: Mode,
     pub status: RecheckStatus,
     pub window_from: DateTimeUtc,

@@ -1,4 +1,5 @@
 use domain::Mode;
+use domain::ids::BusinessId;
 use domain::payout::Schedule;
 use sea_orm::entity::prelude::*;
 
@@ -7,7 +8,7 @@ use sea_orm::entity::prelude::*;
 #[sea_orm(table_name = "settlement_accounts")]
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
-    pub business_id: String,
+    pub business_id: BusinessId,
     #[sea_orm(primary_key, auto_increment = false)]
     pub mode: Mode,
     /// The 3-digit CBN code.

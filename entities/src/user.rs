@@ -1,4 +1,5 @@
 use domain::Role;
+use domain::ids::{BusinessId, UserId};
 use sea_orm::entity::prelude::*;
 
 /// A dashboard user of one business (docs/dashboard.md).
@@ -6,8 +7,8 @@ use sea_orm::entity::prelude::*;
 #[sea_orm(table_name = "users")]
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
-    pub id: String,
-    pub business_id: String,
+    pub id: UserId,
+    pub business_id: BusinessId,
     /// Lower-cased.
     pub email: String,
     pub role: Role,

@@ -1,4 +1,4 @@
-use domain::ids::AccountId;
+use domain::ids::{AccountId, BusinessId, KeyId};
 use domain::{AccountStatus, Bank, IdentityType, Mode};
 use sea_orm::entity::prelude::*;
 
@@ -7,7 +7,7 @@ use sea_orm::entity::prelude::*;
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
     pub id: AccountId,
-    pub business_id: String,
+    pub business_id: BusinessId,
     pub mode: Mode,
     pub status: AccountStatus,
     pub bank: Bank,
@@ -28,7 +28,7 @@ pub struct Model {
     pub updated_at: DateTimeUtc,
     /// The id (`key_…`) of the secret key that created the account (m0025; None before it):
     /// creation is audited here rather than in the audit log. Not in the API's account object.
-    pub created_by_key_id: Option<String>,
+    pub created_by_key_id: Option<KeyId>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -16,6 +16,7 @@
 //! while no worker runs is left alone, so an outage leaves one message per job, not one per
 //! sweep.
 
+use domain::ids::JobId;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -119,7 +120,7 @@ impl Relay {
     }
 
     /// Publishes claimed rows; returns the ids confirmed and the ids that failed.
-    async fn publish(&self, rows: Vec<JobRow>) -> (Vec<String>, Vec<String>) {
+    async fn publish(&self, rows: Vec<JobRow>) -> (Vec<JobId>, Vec<JobId>) {
         let bodies: Vec<Vec<u8>> = rows
             .iter()
             .map(|row| {

@@ -12,6 +12,7 @@
 //! moment ([`store::batch`]): their jobs are started in one statement, and the runs that end
 //! together are recorded in one, so a busy queue costs few round trips and commits per job.
 
+use domain::ids::JobId;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -55,14 +56,14 @@ const ROUND: usize = 64;
 /// The consumer's shared rounds of database work (see [`store::batch`]): starting the jobs of
 /// the messages that came, and recording how runs ended.
 struct Rounds {
-    start: Coalescer<String, Result<Option<JobRow>, String>>,
+    start: Coalescer<JobId, Result<Option<JobRow>, String>>,
     finish: Coalescer<(JobRow, JobOutcome), Result<(), String>>,
 }
 
 impl Rounds {
     fn new(db: &DatabaseConnection, queue: &'static str) -> Self {
         let starting = db.clone();
-        let start = Coalescer::new(ROUND, move |ids: Vec<String>| {
+        let start = Coalescer::new(ROUND, move |ids: Vec<JobId>| {
             let db = starting.clone();
             async move {
                 match outbox::start_due(&db, queue, &ids, domain::time::now()).await {
@@ -272,7 +273,7 @@ impl<H: JobHandler> Consumer<H> {
         let started = match rounds.start.submit(job_id.clone()).await {
             Some(Ok(started)) => started,
             Some(Err(e)) => {
-                tracing::warn!(job_id, error = %e, "cannot start job; requeueing");
+                tracing::warn!(%job_id, error = %e, "cannot start job; requeueing");
                 return requeue_later(delivery).await;
             }
             None => return requeue_later(delivery).await,
@@ -284,7 +285,7 @@ impl<H: JobHandler> Consumer<H> {
             None => match outbox::load_runnable::<H::Job, _>(&self.db, &job_id, now).await {
                 Ok(r) => r,
                 Err(e) => {
-                    tracing::warn!(job_id, error = %e, "cannot read job; requeueing");
+                    tracing::warn!(%job_id, error = %e, "cannot read job; requeueing");
                     return requeue_later(delivery).await;
                 }
             },
@@ -294,7 +295,7 @@ impl<H: JobHandler> Consumer<H> {
             Runnable::Run(row, job) => {
                 // Due only by the time of the look (or not seen by the round): started here.
                 if let Err(e) = outbox::start(&self.db, &row, now).await {
-                    tracing::warn!(job_id, error = %e, "cannot start job; requeueing");
+                    tracing::warn!(%job_id, error = %e, "cannot start job; requeueing");
                     return requeue_later(delivery).await;
                 }
                 (row, job)
@@ -311,11 +312,11 @@ impl<H: JobHandler> Consumer<H> {
                 // rescheduled job. The job goes back to being due: a relay publishes it at its
                 // time, rather than it waiting for a lost-message check.
                 if let Err(e) = outbox::not_yet_due(&self.db, &row, now).await {
-                    tracing::warn!(job_id, error = %e, "cannot put an early job back; requeueing");
+                    tracing::warn!(%job_id, error = %e, "cannot put an early job back; requeueing");
                     return requeue_later(delivery).await;
                 }
                 tracing::info!(
-                    job_id,
+                    %job_id,
                     queue,
                     run_at = %row.run_at,
                     "message came before its job's time; the job is published again when due"

@@ -15,7 +15,7 @@ use super::outbox::{Mark, enqueue};
 use super::paging;
 use super::tallies;
 use crypto::Cipher;
-use domain::ids::AccountId;
+use domain::ids::{AccountId, BusinessId, JobId, KeyId};
 use domain::provider::OpenAccount;
 use domain::{AccountStatus, AuditAction, EventType, IdentityNumber, Mode, NewAccount};
 use entities::{account_number, account_state, business_mode, idempotency_key, virtual_account};
@@ -38,11 +38,11 @@ pub use settle::*;
 
 /// Who is creating, and under which key.
 pub struct CreateRequest<'a> {
-    pub business_id: &'a str,
+    pub business_id: &'a BusinessId,
     pub business_name: &'a str,
     pub mode: Mode,
     /// The id (`key_…`) of the secret key making the request: the new account records it.
-    pub key_id: &'a str,
+    pub key_id: &'a KeyId,
     pub idempotency_key: &'a str,
     /// The canonical body's keyed digest: the same key with another body is refused.
     pub request: &'a crypto::RequestDigest,
@@ -67,7 +67,7 @@ pub enum CreateOutcome {
     /// `settle_creation`. If the caller dies first, the job (due shortly) finishes the work.
     Started {
         account: Account,
-        job_id: String,
+        job_id: JobId,
     },
     /// The key was seen before with this body: the first answer's status, the account as it is now.
     Replayed {
@@ -195,7 +195,7 @@ fn idempotency_of<'a>(req: &CreateRequest<'a>) -> idempotency::Key<'a> {
 
 pub(crate) async fn lock_business_mode(
     txn: &DatabaseTransaction,
-    business_id: &str,
+    business_id: &BusinessId,
     mode: Mode,
 ) -> Result<(), DbErr> {
     // FOR UPDATE on PostgreSQL; SQLite has one writer at a time already.
@@ -435,7 +435,7 @@ pub fn reveal_identity(cipher: &Cipher, account: &Account) -> Result<String, cry
 /// One business's account in one mode, or None (another business's or mode's is None too).
 pub async fn find<C: ConnectionTrait>(
     db: &C,
-    business_id: &str,
+    business_id: &BusinessId,
     mode: Mode,
     id: &AccountId,
 ) -> Result<Option<Account>, DbErr> {
@@ -449,7 +449,7 @@ pub async fn find<C: ConnectionTrait>(
 /// query; ids of another business or mode are left out.
 pub async fn find_many<C: ConnectionTrait>(
     db: &C,
-    business_id: &str,
+    business_id: &BusinessId,
     mode: Mode,
     ids: &[AccountId],
 ) -> Result<Vec<Account>, DbErr> {
@@ -476,7 +476,7 @@ pub enum DeactivateOutcome {
 pub async fn deactivate(
     db: &DatabaseConnection,
     actor: &Actor,
-    business_id: &str,
+    business_id: &BusinessId,
     mode: Mode,
     id: &AccountId,
     reason: Option<String>,

@@ -9,7 +9,7 @@ use sea_orm::{ActiveValue::Set, ConnectionTrait, DbErr, EntityTrait, QueryFilter
 
 use super::paging;
 use crate::tenant::Business;
-use domain::ids::AuditId;
+use domain::ids::{AuditId, BusinessId, KeyId, UserId};
 use domain::{AuditAction, Mode};
 use entities::audit_entry;
 
@@ -19,9 +19,9 @@ pub use audit_entry::Model as AuditEntry;
 /// secret key through the API (its id and the address), or an operator at the command line.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Actor {
-    pub user_id: Option<String>,
+    pub user_id: Option<UserId>,
     pub email: Option<String>,
-    pub key_id: Option<String>,
+    pub key_id: Option<KeyId>,
     pub client_addr: Option<String>,
     pub operator: Option<Operator>,
 }
@@ -66,7 +66,7 @@ impl Actor {
         }
     }
 
-    pub fn user(user_id: &str, email: &str, client_addr: Option<String>) -> Actor {
+    pub fn user(user_id: &UserId, email: &str, client_addr: Option<String>) -> Actor {
         Actor {
             user_id: Some(user_id.to_owned()),
             email: Some(email.to_owned()),
@@ -77,7 +77,7 @@ impl Actor {
     }
 
     /// A request of the API, made with the secret key `key_id`.
-    pub fn api_key(key_id: &str, client_addr: Option<String>) -> Actor {
+    pub fn api_key(key_id: &KeyId, client_addr: Option<String>) -> Actor {
         Actor {
             user_id: None,
             email: None,
@@ -118,7 +118,7 @@ pub fn actor_label(entry: &AuditEntry) -> String {
 #[derive(Debug, Clone)]
 pub struct Entry<'a> {
     /// None only for what concerns no business (a failed sign-in for an unknown e-mail).
-    pub business_id: Option<&'a str>,
+    pub business_id: Option<&'a BusinessId>,
     pub action: AuditAction,
     pub mode: Option<Mode>,
     pub target: Option<String>,
@@ -126,7 +126,7 @@ pub struct Entry<'a> {
 }
 
 impl<'a> Entry<'a> {
-    pub fn new(business_id: &'a str, action: AuditAction) -> Self {
+    pub fn new(business_id: &'a BusinessId, action: AuditAction) -> Self {
         Entry {
             business_id: Some(business_id),
             action,
@@ -217,8 +217,8 @@ fn row(
     at: DateTime<Utc>,
 ) -> audit_entry::ActiveModel {
     audit_entry::ActiveModel {
-        id: Set(String::from(AuditId::new())),
-        business_id: Set(entry.business_id.map(str::to_owned)),
+        id: Set(AuditId::new()),
+        business_id: Set(entry.business_id.cloned()),
         actor_user_id: Set(actor.user_id.clone()),
         actor_email: Set(actor.email.clone()),
         actor_key_id: Set(actor.key_id.clone()),
@@ -238,7 +238,7 @@ fn row(
 /// A page of a business's entries, newest first, and the total.
 pub async fn list<C: ConnectionTrait>(
     db: &C,
-    business_id: &str,
+    business_id: &BusinessId,
     request: &paging::PageRequest,
 ) -> Result<(paging::Fetched<AuditEntry>, paging::Total), DbErr> {
     let select =
@@ -250,7 +250,7 @@ pub async fn list<C: ConnectionTrait>(
         audit_entry::Column::CreatedAt,
         audit_entry::Column::Id,
         request,
-        |e| (e.created_at, e.id.clone()),
+        |e| (e.created_at, e.id.to_string()),
     )
     .await?;
     Ok((fetched, total))

@@ -18,7 +18,7 @@ use entities::{business, business_mode};
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct IssuedBusiness {
-    pub id: String,
+    pub id: BusinessId,
     pub name: String,
     pub kyb_status: KybStatus,
     pub test: IssuedKeys,
@@ -39,7 +39,7 @@ impl std::fmt::Debug for IssuedKeys {
 }
 
 /// The context a webhook secret is encrypted under: its business and mode.
-pub fn webhook_secret_context(business_id: &str, mode: Mode) -> String {
+pub fn webhook_secret_context(business_id: &BusinessId, mode: Mode) -> String {
     format!("{business_id}:{mode}:webhook_secret")
 }
 
@@ -83,7 +83,7 @@ async fn insert(
     kyb: KybStatus,
     at: DateTime<Utc>,
 ) -> Result<IssuedBusiness, DbErr> {
-    let id = String::from(BusinessId::new());
+    let id = BusinessId::new();
     business::ActiveModel {
         id: Set(id.clone()),
         name: Set(name.to_owned()),
@@ -131,15 +131,18 @@ async fn insert(
     })
 }
 
-pub async fn find<C: ConnectionTrait>(db: &C, id: &str) -> Result<Option<business::Model>, DbErr> {
-    business::Entity::find_by_id(id.to_owned()).one(db).await
+pub async fn find<C: ConnectionTrait>(
+    db: &C,
+    id: &BusinessId,
+) -> Result<Option<business::Model>, DbErr> {
+    business::Entity::find_by_id(id.clone()).one(db).await
 }
 
 /// Sets the KYB status, and announces it to every api process on commit (`changes`); false when
 /// there is no such business. Within a caller's transaction, it is part of that transaction.
 pub async fn set_kyb<C: ConnectionTrait + TransactionTrait>(
     db: &C,
-    id: &str,
+    id: &BusinessId,
     kyb: KybStatus,
 ) -> Result<bool, DbErr> {
     let txn = db.begin().await?;
@@ -162,7 +165,7 @@ pub async fn set_kyb<C: ConnectionTrait + TransactionTrait>(
 pub async fn approve_kyb_by(
     db: &DatabaseConnection,
     actor: &Actor,
-    id: &str,
+    id: &BusinessId,
 ) -> Result<bool, DbErr> {
     let txn = db.begin().await?;
     if !set_kyb(&txn, id, KybStatus::Approved).await? {
@@ -176,7 +179,7 @@ pub async fn approve_kyb_by(
 /// Sets the webhook URL of one mode; false when there is no such business.
 pub async fn set_webhook_url<C: ConnectionTrait>(
     db: &C,
-    id: &str,
+    id: &BusinessId,
     mode: Mode,
     url: &str,
 ) -> Result<bool, DbErr> {
@@ -194,7 +197,7 @@ pub async fn set_webhook_url<C: ConnectionTrait>(
 pub async fn set_webhook_url_by(
     db: &DatabaseConnection,
     actor: &Actor,
-    id: &str,
+    id: &BusinessId,
     mode: Mode,
     url: &str,
 ) -> Result<bool, DbErr> {
@@ -219,10 +222,10 @@ pub fn secret_version(row: &business_mode::Model) -> String {
 /// A mode's settings (webhook URL, sealed secrets), if the business exists.
 pub async fn mode_settings<C: ConnectionTrait>(
     db: &C,
-    id: &str,
+    id: &BusinessId,
     mode: Mode,
 ) -> Result<Option<business_mode::Model>, DbErr> {
-    business_mode::Entity::find_by_id((id.to_owned(), mode))
+    business_mode::Entity::find_by_id((id.clone(), mode))
         .one(db)
         .await
 }
@@ -241,7 +244,7 @@ pub enum Rotation {
 pub async fn rotate_webhook_secret(
     db: &DatabaseConnection,
     cipher: &Cipher,
-    id: &str,
+    id: &BusinessId,
     mode: Mode,
     overlap: Duration,
 ) -> Result<Option<String>, DbErr> {
@@ -262,14 +265,14 @@ pub async fn rotate_webhook_secret_by(
     db: &DatabaseConnection,
     cipher: &Cipher,
     actor: &Actor,
-    id: &str,
+    id: &BusinessId,
     mode: Mode,
     overlap: Duration,
     expected_version: Option<&str>,
 ) -> Result<Option<Rotation>, DbErr> {
     let txn = db.begin().await?;
     // Locked: two rotations at once would each print a secret, and only one would take effect.
-    let Some(row) = business_mode::Entity::find_by_id((id.to_owned(), mode))
+    let Some(row) = business_mode::Entity::find_by_id((id.clone(), mode))
         .lock_exclusive()
         .one(&txn)
         .await?
@@ -301,7 +304,7 @@ pub async fn rotate_webhook_secret_by(
 /// The webhook URL configured for a business's mode, if any.
 pub async fn webhook_url<C: ConnectionTrait>(
     db: &C,
-    business_id: &str,
+    business_id: &BusinessId,
     mode: Mode,
 ) -> Result<Option<String>, DbErr> {
     Ok(business_mode::Entity::find()

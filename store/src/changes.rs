@@ -12,6 +12,7 @@
 //! [`follow`] reads the pool's one connection's `PRAGMA data_version` every [`SQLITE_EVERY`],
 //! which moves whenever another connection committed anything (a local read, nearly free).
 
+use domain::ids::BusinessId;
 use std::time::Duration;
 
 use sea_orm::sqlx::postgres::{PgListener, PgPool, PgPoolOptions};
@@ -49,7 +50,10 @@ pub enum Heard {
 
 /// Announces, within `db`'s transaction, that `business_id`'s keys or KYB changed; PostgreSQL
 /// delivers it on commit. Nothing on SQLite (see the module's note).
-pub(crate) async fn announce<C: ConnectionTrait>(db: &C, business_id: &str) -> Result<(), DbErr> {
+pub(crate) async fn announce<C: ConnectionTrait>(
+    db: &C,
+    business_id: &BusinessId,
+) -> Result<(), DbErr> {
     if db.get_database_backend() != DbBackend::Postgres {
         return Ok(());
     }

@@ -4,6 +4,7 @@
 //! with every write, in the writer's transaction, so they are exact whoever writes.
 
 use domain::Mode;
+use domain::ids::BusinessId;
 use sea_orm::sea_query::{Alias, Expr, ExprTrait, Query};
 use sea_orm::{ConnectionTrait, DbErr};
 
@@ -42,7 +43,7 @@ pub enum Days {
 /// bucket: (day, bucket, count, amount in kobo). One range of the primary key.
 pub async fn read<C: ConnectionTrait>(
     db: &C,
-    business_id: &str,
+    business_id: &BusinessId,
     mode: Mode,
     kind: Kind,
     days: &Days,

@@ -12,7 +12,7 @@ use super::audit::{self, Actor, Entry};
 use super::businesses::webhook_url;
 use super::outbox;
 use crate::tenant::{Business, Tenant};
-use domain::ids::{AttemptId, DeliveryId, EventId};
+use domain::ids::{AttemptId, BusinessId, DeliveryId, EventId, JobId};
 use domain::{AuditAction, DeliveryStatus};
 use entities::event::Model as Event;
 use entities::{business_mode, delivery, delivery_attempt, event};
@@ -48,7 +48,7 @@ pub(crate) fn new_delivery(
     now: DateTime<Utc>,
 ) -> (Delivery, entities::outbox::ActiveModel) {
     let id = DeliveryId::new();
-    let job_id = outbox::new_job_id();
+    let job_id = JobId::new();
     let row = Delivery {
         id: id.clone(),
         event_id: event.id.clone(),
@@ -106,9 +106,7 @@ pub(crate) fn event_with_delivery(
     let mut url = Query::select();
     url.column(business_mode::Column::WebhookUrl)
         .from(business_mode::Entity)
-        .cond_where(
-            Tenant::new(event.business_id.as_str(), event.mode).filter::<business_mode::Column>(),
-        )
+        .cond_where(Tenant::new(&event.business_id, event.mode).filter::<business_mode::Column>())
         .and_where(business_mode::Column::WebhookUrl.is_not_null())
         .and_where(business_mode::Column::WebhookUrl.ne(""));
     if let Some(table) = only_with {
@@ -175,7 +173,7 @@ pub struct ForAttempt {
 /// there are (the worker reads many at once under load).
 pub async fn for_attempts<C: ConnectionTrait>(
     db: &C,
-    ids: &[String],
+    ids: &[DeliveryId],
 ) -> Result<Vec<ForAttempt>, DbErr> {
     if ids.is_empty() {
         return Ok(Vec::new());
@@ -197,9 +195,9 @@ pub async fn for_attempts<C: ConnectionTrait>(
         .filter(event::Column::Id.is_in(event_ids))
         .all(db)
         .await?;
-    let mut modes: Vec<(&str, domain::Mode)> = deliveries
+    let mut modes: Vec<(&BusinessId, domain::Mode)> = deliveries
         .iter()
-        .map(|d| (d.business_id.as_str(), d.mode))
+        .map(|d| (&d.business_id, d.mode))
         .collect();
     modes.sort_unstable_by_key(|(b, m)| (*b, m.as_str()));
     modes.dedup();
@@ -246,7 +244,7 @@ static FOR_ATTEMPTS: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
 
 async fn for_attempts_joined<C: ConnectionTrait>(
     db: &C,
-    ids: &[String],
+    ids: &[DeliveryId],
 ) -> Result<Vec<ForAttempt>, DbErr> {
     use sea_orm::FromQueryResult;
     let rows = db
@@ -454,7 +452,7 @@ pub async fn resend(
 /// them leaves the minute.
 async fn resends_exhausted<C: ConnectionTrait>(
     txn: &C,
-    business_id: &str,
+    business_id: &BusinessId,
     per_minute: u32,
     now: DateTime<Utc>,
 ) -> Result<Option<u64>, DbErr> {
@@ -514,7 +512,7 @@ pub enum Next {
 #[derive(Debug, Clone)]
 pub struct AttemptWrite {
     pub delivery: Delivery,
-    pub job_id: String,
+    pub job_id: JobId,
     pub attempt: AttemptRecord,
     pub next: Next,
     pub now: DateTime<Utc>,
@@ -528,7 +526,7 @@ pub struct AttemptWrite {
 pub async fn record_attempt(
     db: &DatabaseConnection,
     delivery: &Delivery,
-    job_id: &str,
+    job_id: &JobId,
     attempt: &AttemptRecord,
     next: &Next,
     now: DateTime<Utc>,
@@ -764,7 +762,7 @@ async fn record_attempts_in_order(
 /// Dead deliveries, oldest death first; optionally of one business, and dead at or after `since`.
 pub async fn list_dead<C: ConnectionTrait>(
     db: &C,
-    business_id: Option<&str>,
+    business_id: Option<&BusinessId>,
     since: Option<DateTime<Utc>>,
 ) -> Result<Vec<Delivery>, DbErr> {
     let mut select =
@@ -838,7 +836,7 @@ pub async fn replay(
 pub async fn replay_all_dead(
     db: &DatabaseConnection,
     actor: &Actor,
-    business_id: Option<&str>,
+    business_id: Option<&BusinessId>,
     since: Option<DateTime<Utc>>,
     now: DateTime<Utc>,
 ) -> Result<Vec<Delivery>, DbErr> {

@@ -10,7 +10,7 @@ use sea_orm::{
 use super::list_counts::{self, List};
 use super::paging;
 use crate::tenant::Tenant;
-use domain::ids::{ConflictId, DepositId, NotificationId, PayoutId, RecheckId};
+use domain::ids::{BusinessId, ConflictId, DepositId, NotificationId, PayoutId, RecheckId};
 use domain::provider::{NotificationOutcome, RemoteTransaction};
 use domain::{Bank, DepositSource, DepositStatus, EventType, Mode};
 use entities::{account_number, deposit, deposit_conflict, provider_notification, virtual_account};
@@ -87,7 +87,7 @@ pub async fn record(
 /// from the credit to the commit, every deposit of the business waits for its balance row.
 #[must_use = "a credited deposit's money must be entered in its transaction"]
 struct Credit {
-    business_id: String,
+    business_id: BusinessId,
     mode: Mode,
     amount: i64,
     deposit_id: String,
@@ -639,7 +639,7 @@ async fn newest_first<C: ConnectionTrait>(
 /// What the dashboard's list of a mode's deposits is filtered by.
 #[derive(Debug, Clone, Copy)]
 pub struct ModeQuery<'a> {
-    pub business_id: &'a str,
+    pub business_id: &'a BusinessId,
     pub mode: Mode,
     /// A provider reference or an account number, matched exactly (trimmed by the caller).
     pub search: Option<&'a str>,

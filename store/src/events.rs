@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use super::paging;
 use crate::tenant::Tenant;
-use domain::ids::{AccountId, EventId};
+use domain::ids::{AccountId, BusinessId, EventId};
 use domain::{EventType, Mode};
 use entities::event;
 
@@ -22,7 +22,7 @@ pub use event::Model as Event;
 /// nothing is delivered.
 pub async fn record<C: ConnectionTrait>(
     db: &C,
-    business_id: &str,
+    business_id: &BusinessId,
     mode: Mode,
     event_type: EventType,
     data: &impl Serialize,
@@ -44,7 +44,7 @@ pub async fn record<C: ConnectionTrait>(
 
 /// An event's row, as [`record`] writes it.
 pub(crate) fn new_event(
-    business_id: &str,
+    business_id: &BusinessId,
     mode: Mode,
     event_type: EventType,
     data: &impl Serialize,
@@ -97,7 +97,7 @@ pub fn envelope(event: &Event) -> String {
 /// An event of a business and mode (None for another business's or mode's: no existence leak).
 pub async fn find<C: ConnectionTrait>(
     db: &C,
-    business_id: &str,
+    business_id: &BusinessId,
     mode: Mode,
     id: &EventId,
 ) -> Result<Option<Event>, DbErr> {
@@ -110,7 +110,7 @@ pub async fn find<C: ConnectionTrait>(
 /// A page of a business's events in one mode, newest first, and the (exact, maintained) total.
 pub async fn list<C: ConnectionTrait>(
     db: &C,
-    business_id: &str,
+    business_id: &BusinessId,
     mode: Mode,
     event_type: Option<EventType>,
     request: &paging::PageRequest,
@@ -144,7 +144,7 @@ pub async fn list<C: ConnectionTrait>(
 /// the business's (by `accounts::find`); the business and mode are matched again all the same.
 pub async fn for_account<C: ConnectionTrait>(
     db: &C,
-    business_id: &str,
+    business_id: &BusinessId,
     mode: Mode,
     account_id: &AccountId,
     limit: u64,
@@ -167,7 +167,7 @@ mod tests {
     fn the_envelope_is_the_stored_event_in_spec_order() {
         let event = Event {
             id: EventId::unchecked("evt_1"),
-            business_id: "biz_1".into(),
+            business_id: BusinessId::unchecked("biz_1"),
             mode: Mode::Test,
             event_type: EventType::VirtualAccountActive,
             data: r#"{"id":"va_1","status":"active"}"#.into(),

@@ -10,6 +10,7 @@
 //! probe each.
 
 use chrono::{DateTime, Duration, FixedOffset, NaiveTime, Utc};
+use domain::ids::BusinessId;
 use domain::{DeliveryStatus, Mode};
 use sea_orm::{
     ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QueryOrder, QuerySelect,
@@ -68,7 +69,7 @@ pub struct DayDeposits {
 /// Deposits per day over the last [`DAYS`] days, oldest first.
 pub async fn deposits_per_day<C: ConnectionTrait>(
     db: &C,
-    business_id: &str,
+    business_id: &BusinessId,
     mode: Mode,
     cuts: &[DateTime<Utc>],
 ) -> Result<Vec<DayDeposits>, DbErr> {
@@ -88,7 +89,7 @@ pub async fn deposits_per_day<C: ConnectionTrait>(
 /// first: the "balance after" of the day's last ledger entry, or of the last one before it.
 pub async fn balance_per_day<C: ConnectionTrait>(
     db: &C,
-    business_id: &str,
+    business_id: &BusinessId,
     mode: Mode,
     cuts: &[DateTime<Utc>],
 ) -> Result<Vec<i64>, DbErr> {
@@ -134,7 +135,7 @@ pub struct DayDeliveries {
 /// Webhook deliveries per day (by when each was created) over the last [`DAYS`] days.
 pub async fn deliveries_per_day<C: ConnectionTrait>(
     db: &C,
-    business_id: &str,
+    business_id: &BusinessId,
     mode: Mode,
     cuts: &[DateTime<Utc>],
 ) -> Result<Vec<DayDeliveries>, DbErr> {
@@ -177,7 +178,7 @@ pub struct LastFailure {
 
 pub async fn deliveries<C: ConnectionTrait>(
     db: &C,
-    business_id: &str,
+    business_id: &BusinessId,
     mode: Mode,
 ) -> Result<Deliveries, DbErr> {
     use delivery::Column as Col;
@@ -241,7 +242,7 @@ pub struct Home {
 
 pub async fn read<C: ConnectionTrait>(
     db: &C,
-    business_id: &str,
+    business_id: &BusinessId,
     mode: Mode,
     now: DateTime<Utc>,
 ) -> Result<Home, DbErr> {

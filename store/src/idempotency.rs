@@ -5,6 +5,7 @@
 //! never meet: each operation (`Scope`) has its own namespace.
 
 use chrono::{DateTime, Utc};
+use domain::ids::BusinessId;
 use sea_orm::{
     ActiveValue::Set, ConnectionTrait, DatabaseTransaction, DbBackend, DbErr, EntityTrait,
     Statement,
@@ -42,7 +43,7 @@ impl Scope {
 /// A caller's key for one request.
 #[derive(Clone, Copy)]
 pub struct Key<'a> {
-    pub business_id: &'a str,
+    pub business_id: &'a BusinessId,
     pub mode: Mode,
     pub scope: Scope,
     pub key: &'a str,
@@ -60,9 +61,9 @@ pub enum Claim {
 }
 
 impl Key<'_> {
-    fn id(&self) -> (String, Mode, String) {
+    fn id(&self) -> (BusinessId, Mode, String) {
         (
-            self.business_id.to_owned(),
+            self.business_id.clone(),
             self.mode,
             self.scope.stored(self.key),
         )

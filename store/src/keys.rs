@@ -12,7 +12,7 @@ use serde::Serialize;
 
 use super::audit::{self, Actor, Entry};
 use crate::tenant::{Tenant, Tenants};
-use domain::ids::KeyId;
+use domain::ids::{BusinessId, KeyId};
 use domain::keys::{
     KeyGrace, generate_secret_key, hash_secret_key, key_last_four, last_used_minute,
 };
@@ -23,14 +23,14 @@ use entities::{api_key, business, business_mode};
 /// Issues a new current key for a business and mode; returns the key, which is not stored.
 pub(crate) async fn issue<C: ConnectionTrait>(
     db: &C,
-    business_id: &str,
+    business_id: &BusinessId,
     mode: Mode,
     at: DateTime<Utc>,
 ) -> Result<String, DbErr> {
     let secret_key = generate_secret_key(mode);
     api_key::ActiveModel {
-        id: Set(String::from(KeyId::new())),
-        business_id: Set(business_id.to_owned()),
+        id: Set(KeyId::new()),
+        business_id: Set(business_id.clone()),
         mode: Set(mode),
         key_hash: Set(hash_secret_key(&secret_key)),
         last_four: Set(Some(key_last_four(&secret_key))),
@@ -72,14 +72,14 @@ pub fn kyb_allows(mode: Mode, kyb: KybStatus) -> bool {
 /// set-based reads.
 pub async fn live_mode_usable<C: ConnectionTrait>(
     db: &C,
-    ids: &[String],
+    ids: &[BusinessId],
     at: DateTime<Utc>,
-) -> Result<std::collections::HashSet<String>, DbErr> {
+) -> Result<std::collections::HashSet<BusinessId>, DbErr> {
     use sea_orm::QuerySelect;
     if ids.is_empty() {
         return Ok(Default::default());
     }
-    let approved: Vec<String> = business::Entity::find()
+    let approved: Vec<BusinessId> = business::Entity::find()
         .select_only()
         .column(business::Column::Id)
         .filter(business::Column::Id.is_in(ids.iter().cloned()))
@@ -90,7 +90,7 @@ pub async fn live_mode_usable<C: ConnectionTrait>(
     if approved.is_empty() {
         return Ok(Default::default());
     }
-    let keyed: Vec<String> = api_key::Entity::find()
+    let keyed: Vec<BusinessId> = api_key::Entity::find()
         .select_only()
         .column(api_key::Column::BusinessId)
         .distinct()
@@ -118,7 +118,7 @@ pub enum KeyAction {
     Revoke,
     /// Stop one working key (by id) at once; any other keeps working (the dashboard's Revoke
     /// beside a key).
-    RevokeKey(String),
+    RevokeKey(KeyId),
 }
 
 /// What a roll prints: the new key, shown this once.
@@ -167,7 +167,7 @@ pub struct Changed {
 /// there is no such business.
 pub async fn change(
     db: &DatabaseConnection,
-    business_id: &str,
+    business_id: &BusinessId,
     mode: Mode,
     action: KeyAction,
     at: DateTime<Utc>,
@@ -191,7 +191,7 @@ pub async fn change(
 pub async fn change_by(
     db: &DatabaseConnection,
     actor: &Actor,
-    business_id: &str,
+    business_id: &BusinessId,
     mode: Mode,
     action: KeyAction,
     expect: Expect<'_>,
@@ -278,7 +278,7 @@ pub async fn change_by(
             }
             let target = chosen.iter().map(shown).collect::<Vec<_>>().join(", ");
             key_hashes.extend(chosen.iter().map(|k| k.key_hash.clone()));
-            let ids: Vec<String> = chosen.into_iter().map(|k| k.id).collect();
+            let ids: Vec<KeyId> = chosen.into_iter().map(|k| k.id).collect();
             let revoked = api_key::Entity::update_many()
                 .col_expr(api_key::Column::RevokedAt, Expr::value(at))
                 .filter(api_key::Column::Id.is_in(ids))
@@ -308,7 +308,7 @@ pub async fn change_by(
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct KeySummary {
-    pub id: String,
+    pub id: KeyId,
     pub prefix: String,
     pub last_four: Option<String>,
     pub created_at: DateTime<Utc>,
@@ -320,7 +320,7 @@ pub struct KeySummary {
 /// `Expect::Newest` judges by).
 pub async fn list_working<C: ConnectionTrait>(
     db: &C,
-    business_id: &str,
+    business_id: &BusinessId,
     mode: Mode,
     at: DateTime<Utc>,
 ) -> Result<Vec<KeySummary>, DbErr> {
@@ -347,8 +347,8 @@ pub async fn list_working<C: ConnectionTrait>(
 /// Who a presented key belongs to, for authentication.
 #[derive(Debug, Clone)]
 pub struct KeyOwner {
-    pub key_id: String,
-    pub business_id: String,
+    pub key_id: KeyId,
+    pub business_id: BusinessId,
     pub business_name: String,
     pub mode: Mode,
     pub kyb_status: KybStatus,
@@ -400,7 +400,7 @@ pub async fn find_owner<C: ConnectionTrait>(
 /// differs; the condition keeps a lagging clock from moving the stamp back.
 pub async fn record_use<C: ConnectionTrait>(
     db: &C,
-    key_id: &str,
+    key_id: &KeyId,
     at: DateTime<Utc>,
 ) -> Result<(), DbErr> {
     let minute = last_used_minute(at);

@@ -14,7 +14,7 @@ use serde::Serialize;
 
 use super::list_counts::List;
 use crate::tenant::Tenant;
-use domain::ids::LedgerEntryId;
+use domain::ids::{BusinessId, LedgerEntryId};
 use domain::payout::{EntryType, PayoutStatus};
 use domain::{DepositStatus, Mode};
 use entities::{balance, ledger_entry};
@@ -53,7 +53,7 @@ pub async fn credit<C: ConnectionTrait>(db: &C, movement: Movement<'_>) -> Resul
     match move_and_enter(db, upsert, movement).await? {
         Some(entry) => Ok(entry),
         None => {
-            tracing::error!(business_id, %mode, amount, source_id, "a credit would overflow the balance; nothing was credited");
+            tracing::error!(%business_id, %mode, amount, source_id, "a credit would overflow the balance; nothing was credited");
             Err(DbErr::Custom(OVERFLOW.into()))
         }
     }
@@ -207,7 +207,7 @@ pub async fn debit<C: ConnectionTrait>(
 /// [`credit`] and [`debit`] take (`amount` > 0) and what their entry records (`amount` signed).
 #[derive(Clone, Copy, Debug)]
 pub struct Movement<'a> {
-    pub business_id: &'a str,
+    pub business_id: &'a BusinessId,
     pub mode: Mode,
     pub entry_type: EntryType,
     /// Kobo.
@@ -289,7 +289,7 @@ fn entry_from_moved(entry: &Entry) -> Result<sea_orm::sea_query::InsertStatement
 /// The balance row, if money ever moved in this mode.
 pub async fn find<C: ConnectionTrait>(
     db: &C,
-    business_id: &str,
+    business_id: &BusinessId,
     mode: Mode,
 ) -> Result<Option<Balance>, DbErr> {
     balance::Entity::find_by_id((business_id.to_owned(), mode))
@@ -300,7 +300,7 @@ pub async fn find<C: ConnectionTrait>(
 /// A page of entries, newest first, and the (exact, maintained) total.
 pub async fn list(
     db: &sea_orm::DatabaseConnection,
-    business_id: &str,
+    business_id: &BusinessId,
     mode: Mode,
     request: &super::paging::PageRequest,
 ) -> Result<(super::paging::Fetched<Entry>, super::paging::Total), DbErr> {
@@ -342,7 +342,7 @@ pub enum Problem {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Mismatch {
-    pub business_id: String,
+    pub business_id: BusinessId,
     pub mode: Mode,
     pub problem: Problem,
     /// The entry at fault, when one is.
@@ -362,7 +362,7 @@ pub struct Mismatch {
 }
 
 impl Mismatch {
-    fn of_balance(business_id: String, mode: Mode, problem: Problem) -> Self {
+    fn of_balance(business_id: BusinessId, mode: Mode, problem: Problem) -> Self {
         Self {
             business_id,
             mode,

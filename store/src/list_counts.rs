@@ -7,6 +7,7 @@
 //! on PostgreSQL), so they are exact whoever writes and however many write at once. Accounts
 //! keep theirs in code instead (`tallies`), because their count is also the creation limit's.
 
+use domain::ids::BusinessId;
 use sea_orm::sea_query::{Alias, Expr, ExprTrait, Query};
 use sea_orm::{ConnectionTrait, DbErr};
 
@@ -45,7 +46,7 @@ impl List {
 /// None): the sum of at most a few hundred count rows, one range of the primary key.
 pub async fn total<C: ConnectionTrait>(
     db: &C,
-    business_id: &str,
+    business_id: &BusinessId,
     mode: Mode,
     list: List,
     bucket: Option<&str>,

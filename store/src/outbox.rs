@@ -31,7 +31,7 @@ pub use outbox::Model as JobRow;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct JobMessage {
-    pub job_id: String,
+    pub job_id: JobId,
 }
 
 /// Writes a job in the caller's transaction, due at `run_at`, in its type's queue; returns its id.
@@ -40,21 +40,17 @@ pub async fn enqueue<C: ConnectionTrait, J: QueueJob>(
     job: &J,
     run_at: DateTime<Utc>,
     now: DateTime<Utc>,
-) -> Result<String, DbErr> {
-    let id = new_job_id();
+) -> Result<JobId, DbErr> {
+    let id = JobId::new();
     enqueue_as(db, id.clone(), job, run_at, now).await?;
     Ok(id)
 }
 
-/// A fresh job id, for a caller that names the job before writing it ([`enqueue_as`]).
-pub fn new_job_id() -> String {
-    String::from(JobId::new())
-}
-
-/// [`enqueue`] under an id the caller chose (from [`new_job_id`]).
+/// [`enqueue`] under an id the caller chose (`JobId::new()`), for a caller that names the job
+/// before writing it.
 pub async fn enqueue_as<C: ConnectionTrait, J: QueueJob>(
     db: &C,
-    id: String,
+    id: JobId,
     job: &J,
     run_at: DateTime<Utc>,
     now: DateTime<Utc>,
@@ -67,7 +63,7 @@ pub async fn enqueue_as<C: ConnectionTrait, J: QueueJob>(
 
 /// The row of a new job (unpublished, never run), as [`enqueue_as`] writes it.
 pub(crate) fn job_row<J: QueueJob>(
-    id: String,
+    id: JobId,
     job: &J,
     run_at: DateTime<Utc>,
     now: DateTime<Utc>,
@@ -91,7 +87,7 @@ pub(crate) fn job_row<J: QueueJob>(
 }
 
 /// The job row with this id.
-pub async fn find<C: ConnectionTrait>(db: &C, job_id: &str) -> Result<Option<JobRow>, DbErr> {
+pub async fn find<C: ConnectionTrait>(db: &C, job_id: &JobId) -> Result<Option<JobRow>, DbErr> {
     outbox::Entity::find_by_id(job_id.to_owned()).one(db).await
 }
 
@@ -216,7 +212,7 @@ pub async fn claim_due(
 /// newer state.
 pub async fn confirm_published<C: ConnectionTrait>(
     db: &C,
-    ids: &[String],
+    ids: &[JobId],
     until: DateTime<Utc>,
 ) -> Result<u64, DbErr> {
     let published = outbox::Entity::update_many().col_expr(
@@ -229,7 +225,7 @@ pub async fn confirm_published<C: ConnectionTrait>(
 /// Gives back claims whose publish failed: unpublished, so the next sweep tries them again.
 pub async fn release_claims<C: ConnectionTrait>(
     db: &C,
-    ids: &[String],
+    ids: &[JobId],
     until: DateTime<Utc>,
 ) -> Result<u64, DbErr> {
     still_claimed(db, unpublish(outbox::Entity::update_many()), ids, until).await
@@ -239,7 +235,7 @@ pub async fn release_claims<C: ConnectionTrait>(
 async fn still_claimed<C: ConnectionTrait>(
     db: &C,
     update: UpdateMany<outbox::Entity>,
-    ids: &[String],
+    ids: &[JobId],
     until: DateTime<Utc>,
 ) -> Result<u64, DbErr> {
     if ids.is_empty() {
@@ -362,7 +358,7 @@ pub enum Runnable<J> {
 /// The job behind a message, read as queue `J`'s job type.
 pub async fn load_runnable<J: QueueJob, C: ConnectionTrait>(
     db: &C,
-    job_id: &str,
+    job_id: &JobId,
     now: DateTime<Utc>,
 ) -> Result<Runnable<J>, DbErr> {
     let Some(row) = find(db, job_id).await? else {
@@ -411,7 +407,7 @@ pub async fn start<C: ConnectionTrait>(
 pub async fn start_due<C: ConnectionTrait>(
     db: &C,
     queue: &str,
-    job_ids: &[String],
+    job_ids: &[JobId],
     now: DateTime<Utc>,
 ) -> Result<Vec<JobRow>, DbErr> {
     if job_ids.is_empty() {
@@ -529,7 +525,7 @@ pub fn ids_param<S: AsRef<str>>(ids: &[S]) -> String {
 /// Runs that ended `Done`, completed in one statement.
 async fn complete_runs<C: ConnectionTrait>(
     db: &C,
-    job_ids: &[String],
+    job_ids: &[JobId],
     now: DateTime<Utc>,
 ) -> Result<(), DbErr> {
     if job_ids.is_empty() {
@@ -563,7 +559,7 @@ pub async fn finish_many(
     runs: &[(JobRow, JobOutcome)],
     now: DateTime<Utc>,
 ) -> Result<(), DbErr> {
-    let done: Vec<String> = runs
+    let done: Vec<JobId> = runs
         .iter()
         .filter(|(_, outcome)| matches!(outcome, JobOutcome::Done))
         .map(|(job, _)| job.id.clone())
@@ -609,7 +605,7 @@ pub enum Mark {
 /// Applies `mark` to the job `job_id` if it is still open.
 pub async fn mark<C: ConnectionTrait>(
     db: &C,
-    job_id: &str,
+    job_id: &JobId,
     mark: Mark,
     now: DateTime<Utc>,
 ) -> Result<(), DbErr> {
@@ -619,7 +615,7 @@ pub async fn mark<C: ConnectionTrait>(
 
 /// [`mark`]'s statement (a caller may add conditions: part of a `WITH`).
 pub(crate) fn mark_update(
-    job_id: &str,
+    job_id: &JobId,
     mark: Mark,
     now: DateTime<Utc>,
 ) -> sea_orm::sea_query::UpdateStatement {
@@ -634,7 +630,7 @@ pub(crate) fn mark_update(
 
 /// The values [`mark_update`] binds, in its order (a [`super::Rendered`] statement): the stamp,
 /// the marked column's value, the job.
-pub(crate) fn push_mark_values(into: &mut Vec<sea_orm::Value>, job_id: &str, now: DateTime<Utc>) {
+pub(crate) fn push_mark_values(into: &mut Vec<sea_orm::Value>, job_id: &JobId, now: DateTime<Utc>) {
     into.extend([now.into(), now.into(), job_id.into()]);
 }
 

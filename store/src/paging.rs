@@ -9,6 +9,7 @@
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
 use chrono::{DateTime, SecondsFormat, Utc};
+use domain::ids::BusinessId;
 use sea_orm::sea_query::{Alias, Expr, Query, SelectStatement, SimpleExpr};
 use sea_orm::{
     ColumnTrait, ConnectionTrait, DbBackend, DbErr, EntityTrait, PaginatorTrait, QueryFilter,
@@ -78,7 +79,7 @@ impl Filter {
     /// parameters by name, absent ones as None.
     pub fn new(
         list: &str,
-        business_id: &str,
+        business_id: &BusinessId,
         mode: domain::Mode,
         parts: &[(&str, Option<&str>)],
     ) -> Self {
@@ -300,16 +301,46 @@ mod tests {
     #[test]
     fn a_cursor_round_trips_for_its_own_filter_only() {
         let cipher = cipher();
-        let filter = Filter::new("accounts", "biz_1", Mode::Test, &[("q", Some("ada"))]);
+        let filter = Filter::new(
+            "accounts",
+            &BusinessId::unchecked("biz_1"),
+            Mode::Test,
+            &[("q", Some("ada"))],
+        );
         let token = encode_cursor(&cipher, &filter, &key());
         assert!(!token.contains(['+', '/', '=']), "url-safe: {token}");
         assert_eq!(decode_cursor(&cipher, &filter, &token), Some(key()));
         for other in [
-            Filter::new("accounts", "biz_1", Mode::Test, &[("q", Some("adb"))]),
-            Filter::new("accounts", "biz_1", Mode::Test, &[("q", None)]),
-            Filter::new("accounts", "biz_2", Mode::Test, &[("q", Some("ada"))]),
-            Filter::new("accounts", "biz_1", Mode::Live, &[("q", Some("ada"))]),
-            Filter::new("events", "biz_1", Mode::Test, &[("q", Some("ada"))]),
+            Filter::new(
+                "accounts",
+                &BusinessId::unchecked("biz_1"),
+                Mode::Test,
+                &[("q", Some("adb"))],
+            ),
+            Filter::new(
+                "accounts",
+                &BusinessId::unchecked("biz_1"),
+                Mode::Test,
+                &[("q", None)],
+            ),
+            Filter::new(
+                "accounts",
+                &BusinessId::unchecked("biz_2"),
+                Mode::Test,
+                &[("q", Some("ada"))],
+            ),
+            Filter::new(
+                "accounts",
+                &BusinessId::unchecked("biz_1"),
+                Mode::Live,
+                &[("q", Some("ada"))],
+            ),
+            Filter::new(
+                "events",
+                &BusinessId::unchecked("biz_1"),
+                Mode::Test,
+                &[("q", Some("ada"))],
+            ),
         ] {
             assert_eq!(decode_cursor(&cipher, &other, &token), None, "{other:?}");
         }
@@ -320,7 +351,7 @@ mod tests {
     #[test]
     fn a_forged_or_altered_cursor_is_refused() {
         let cipher = cipher();
-        let filter = Filter::new("events", "biz_1", Mode::Test, &[]);
+        let filter = Filter::new("events", &BusinessId::unchecked("biz_1"), Mode::Test, &[]);
         let token = encode_cursor(&cipher, &filter, &key());
         let text = String::from_utf8(B64.decode(&token).unwrap()).unwrap();
         let altered = B64.encode(text.replacen("\n40\n", "\n0\n", 1));
@@ -339,7 +370,7 @@ mod tests {
         let old = Cipher::generate_key();
         let before = Cipher::new(&old, &[]).unwrap();
         let after = Cipher::new(&Cipher::generate_key(), &[old]).unwrap();
-        let filter = Filter::new("events", "biz_1", Mode::Test, &[]);
+        let filter = Filter::new("events", &BusinessId::unchecked("biz_1"), Mode::Test, &[]);
         let token = encode_cursor(&before, &filter, &key());
         assert_eq!(decode_cursor(&after, &filter, &token), Some(key()));
     }

@@ -14,7 +14,7 @@ use super::idempotency::{self, Claim};
 use super::ledger;
 use super::outbox::enqueue;
 use crate::tenant::Tenant;
-use domain::ids::PayoutId;
+use domain::ids::{BusinessId, PayoutId};
 use domain::payout::{EntryType, LIVE_HOLD, NewPayout, PayoutStatus, Schedule, TransferState};
 use domain::settlement_banks::SettlementBank;
 use domain::{AuditAction, EventType, Mode};
@@ -42,7 +42,7 @@ pub struct VerifiedAccount<'a> {
 pub async fn set_settlement_account(
     db: &DatabaseConnection,
     actor: &Actor,
-    business_id: &str,
+    business_id: &BusinessId,
     mode: Mode,
     account: &VerifiedAccount<'_>,
     now: DateTime<Utc>,
@@ -132,7 +132,7 @@ fn settlement_audit_entry(stored: &SettlementAccount, now: DateTime<Utc>) -> aud
 
 pub async fn find_settlement_account<C: ConnectionTrait>(
     db: &C,
-    business_id: &str,
+    business_id: &BusinessId,
     mode: Mode,
 ) -> Result<Option<SettlementAccount>, DbErr> {
     settlement_account::Entity::find_by_id((business_id.to_owned(), mode))
@@ -145,7 +145,7 @@ pub async fn find_settlement_account<C: ConnectionTrait>(
 /// A payout to create: by a caller (with its Idempotency-Key) or by the daily schedule (with
 /// its `auto-YYYY-MM-DD` reference and no key).
 pub struct CreateRequest<'a> {
-    pub business_id: &'a str,
+    pub business_id: &'a BusinessId,
     pub mode: Mode,
     pub idempotency: Option<idempotency::Key<'a>>,
     pub payout: &'a NewPayout,
@@ -342,7 +342,7 @@ async fn replay<C: ConnectionTrait>(
 
 async fn find_by_reference<C: ConnectionTrait>(
     db: &C,
-    business_id: &str,
+    business_id: &BusinessId,
     mode: Mode,
     reference: &str,
 ) -> Result<Option<Payout>, DbErr> {
@@ -358,7 +358,7 @@ async fn find_by_reference<C: ConnectionTrait>(
 /// One business's payout in one mode, or None (another business's or mode's is None too).
 pub async fn find<C: ConnectionTrait>(
     db: &C,
-    business_id: &str,
+    business_id: &BusinessId,
     mode: Mode,
     id: &PayoutId,
 ) -> Result<Option<Payout>, DbErr> {
@@ -371,7 +371,7 @@ pub async fn find<C: ConnectionTrait>(
 /// A page of payouts, newest first, and the (exact, maintained) total.
 pub async fn list(
     db: &sea_orm::DatabaseConnection,
-    business_id: &str,
+    business_id: &BusinessId,
     mode: Mode,
     status: Option<PayoutStatus>,
     request: &super::paging::PageRequest,
@@ -399,7 +399,7 @@ pub async fn list(
 /// Kobo in payouts still `pending` or `processing`.
 pub async fn in_flight<C: ConnectionTrait>(
     db: &C,
-    business_id: &str,
+    business_id: &BusinessId,
     mode: Mode,
 ) -> Result<i64, DbErr> {
     // The amounts by status the database keeps (m0028): a few rows however many payouts.

@@ -178,8 +178,7 @@ async fn webhook_secrets<C: ConnectionTrait>(db: &C, pass: &mut Pass<'_>) -> Res
         for (column, sealed) in columns {
             let Some(sealed) = sealed else { continue };
             let stored = Stored::<business_mode::Entity> {
-                row: Condition::all()
-                    .add(Tenant::new(row.business_id.as_str(), row.mode).filter::<Col>()),
+                row: Condition::all().add(Tenant::new(&row.business_id, row.mode).filter::<Col>()),
                 column,
                 sealed,
                 context: &context,

@@ -15,7 +15,7 @@
 //! cannot hand the creation its rolling hour under that lock.
 
 use chrono::{DateTime, Duration, Utc};
-use domain::ids::AccountId;
+use domain::ids::{AccountId, BusinessId};
 use sea_orm::sea_query::{Alias, Expr, ExprTrait, Func, OnConflict, Query, SelectStatement};
 use sea_orm::{
     ActiveValue::Set, ColumnTrait, ConnectionTrait, DbBackend, DbErr, EntityTrait, QueryFilter,
@@ -53,7 +53,7 @@ pub(crate) struct Window {
 /// and reads its tally: creations of one business and mode serialise here, in every process.
 pub(crate) async fn lock<C: ConnectionTrait>(
     txn: &C,
-    business_id: &str,
+    business_id: &BusinessId,
     mode: Mode,
 ) -> Result<Tally, DbErr> {
     read(txn, business_id, mode, true).await
@@ -62,7 +62,7 @@ pub(crate) async fn lock<C: ConnectionTrait>(
 /// The tally without taking the lock (for the limit headers of answers that create nothing).
 pub(crate) async fn peek<C: ConnectionTrait>(
     db: &C,
-    business_id: &str,
+    business_id: &BusinessId,
     mode: Mode,
 ) -> Result<Tally, DbErr> {
     read(db, business_id, mode, false).await
@@ -70,7 +70,7 @@ pub(crate) async fn peek<C: ConnectionTrait>(
 
 async fn read<C: ConnectionTrait>(
     db: &C,
-    business_id: &str,
+    business_id: &BusinessId,
     mode: Mode,
     lock: bool,
 ) -> Result<Tally, DbErr> {
@@ -115,7 +115,7 @@ async fn read<C: ConnectionTrait>(
 /// `virtual_accounts_business_mode_created_id`).
 pub(crate) async fn window<C: ConnectionTrait>(
     db: &C,
-    business_id: &str,
+    business_id: &BusinessId,
     mode: Mode,
     tally: &Tally,
 ) -> Result<Window, DbErr> {
@@ -181,7 +181,7 @@ pub(crate) struct Counted {
 /// error and writes nothing.
 pub(crate) async fn count_creation<C: ConnectionTrait>(
     txn: &C,
-    business_id: &str,
+    business_id: &BusinessId,
     mode: Mode,
     at: DateTime<Utc>,
 ) -> Result<Option<Counted>, DbErr> {
@@ -207,7 +207,7 @@ pub(crate) async fn count_creation<C: ConnectionTrait>(
 /// the same statement ([`stamp_of`]). It returns the hour's count and its oldest stamp, `at` when
 /// the statement cannot see the new account yet (a `WITH`'s parts share one snapshot).
 pub(crate) fn count_creation_update(
-    business_id: &str,
+    business_id: &BusinessId,
     mode: Mode,
     at: Expr,
     cutoff: Expr,
@@ -273,7 +273,7 @@ const LONG_AGO: DateTime<Utc> = DateTime::<Utc>::UNIX_EPOCH;
 /// default, the row's business and mode, and the oldest account's business and mode.
 pub(crate) fn push_count_creation_values(
     into: &mut Vec<sea_orm::Value>,
-    business_id: &str,
+    business_id: &BusinessId,
     mode: Mode,
 ) {
     into.extend([
@@ -324,7 +324,7 @@ pub(crate) async fn status_changed<C: ConnectionTrait>(
     let shard = shard_of(&account.id);
     for (status, delta) in moves {
         if status != AccountStatus::Pending {
-            let row = (account.business_id.as_str(), account.mode, status, shard);
+            let row = (&account.business_id, account.mode, status, shard);
             add(txn, row, delta).await?;
         }
     }
@@ -333,7 +333,7 @@ pub(crate) async fn status_changed<C: ConnectionTrait>(
 
 async fn add<C: ConnectionTrait>(
     db: &C,
-    row: (&str, Mode, AccountStatus, i32),
+    row: (&BusinessId, Mode, AccountStatus, i32),
     delta: i64,
 ) -> Result<(), DbErr> {
     db.execute(&count_insert(row, delta, None)?).await?;
@@ -342,7 +342,7 @@ async fn add<C: ConnectionTrait>(
 
 /// The row of a count that [`count_insert`] adds `delta` to.
 fn count_row(
-    (business_id, mode, status, shard): (&str, Mode, AccountStatus, i32),
+    (business_id, mode, status, shard): (&BusinessId, Mode, AccountStatus, i32),
     delta: i64,
 ) -> account_count::ActiveModel {
     account_count::ActiveModel {
@@ -356,7 +356,7 @@ fn count_row(
 
 /// [`add`]'s upsert; with `only_with`, written only when that table of the same `WITH` has a row.
 fn count_insert(
-    counted: (&str, Mode, AccountStatus, i32),
+    counted: (&BusinessId, Mode, AccountStatus, i32),
     delta: i64,
     only_with: Option<&str>,
 ) -> Result<sea_orm::sea_query::InsertStatement, DbErr> {
@@ -378,7 +378,7 @@ fn count_insert(
 /// [`status_changed`] of a pending account `account_id` becoming `to`, as one statement of a
 /// `WITH` that runs only when the table `changed` of that `WITH` has a row (PostgreSQL).
 pub(crate) fn left_pending_insert(
-    business_id: &str,
+    business_id: &BusinessId,
     mode: Mode,
     account_id: &AccountId,
     to: AccountStatus,
@@ -395,7 +395,7 @@ pub(crate) fn left_pending_insert(
 /// count's row, then the delta of its update.
 pub(crate) fn push_left_pending_values(
     into: &mut Vec<sea_orm::Value>,
-    business_id: &str,
+    business_id: &BusinessId,
     mode: Mode,
     account_id: &AccountId,
     to: AccountStatus,
@@ -410,7 +410,7 @@ pub(crate) fn push_left_pending_values(
 /// however many accounts.
 pub async fn total<C: ConnectionTrait>(
     db: &C,
-    business_id: &str,
+    business_id: &BusinessId,
     mode: Mode,
     status: Option<AccountStatus>,
 ) -> Result<u64, DbErr> {
@@ -449,7 +449,7 @@ pub async fn total<C: ConnectionTrait>(
 /// service (a bulk load of a benchmark or a test). The service itself never needs it.
 pub async fn recount<C: ConnectionTrait + TransactionTrait>(
     db: &C,
-    business_id: &str,
+    business_id: &BusinessId,
     mode: Mode,
 ) -> Result<(), DbErr> {
     use virtual_account::Column as Col;

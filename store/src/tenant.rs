@@ -5,6 +5,7 @@
 //! one does outside this file.
 
 use domain::Mode;
+use domain::ids::BusinessId;
 use sea_orm::{ColumnTrait, Condition};
 
 use entities::{
@@ -60,12 +61,12 @@ impl BusinessColumns for user::Column {
 /// One business's data in one mode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Tenant<'a> {
-    pub business_id: &'a str,
+    pub business_id: &'a BusinessId,
     pub mode: Mode,
 }
 
 impl<'a> Tenant<'a> {
-    pub fn new(business_id: &'a str, mode: Mode) -> Self {
+    pub fn new(business_id: &'a BusinessId, mode: Mode) -> Self {
         Tenant { business_id, mode }
     }
 
@@ -79,7 +80,7 @@ impl<'a> Tenant<'a> {
 
 /// One business's data, every mode (its users, its audit log across modes, its modes' rows).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Business<'a>(pub &'a str);
+pub struct Business<'a>(pub &'a BusinessId);
 
 impl Business<'_> {
     /// The filter of the table whose columns are `C`: this business's rows.
@@ -92,7 +93,7 @@ impl Business<'_> {
 /// live key), still never another mode's rows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Tenants<'a> {
-    pub business_ids: &'a [String],
+    pub business_ids: &'a [BusinessId],
     pub mode: Mode,
 }
 
@@ -100,7 +101,7 @@ impl Tenants<'_> {
     /// The filter of the table whose columns are `C`: its rows of these businesses in this mode.
     pub fn filter<C: TenantColumns>(&self) -> Condition {
         Condition::all()
-            .add(C::BUSINESS_ID.is_in(self.business_ids.iter().map(String::as_str)))
+            .add(C::BUSINESS_ID.is_in(self.business_ids))
             .add(C::MODE.eq(self.mode))
     }
 }

@@ -11,7 +11,7 @@ use sea_orm::{
 
 use super::audit::{self, Actor, Entry};
 use crate::tenant::Business;
-use domain::ids::{SessionId, UserId};
+use domain::ids::{BusinessId, SessionId, UserId};
 use domain::user::Throttle;
 use domain::{AuditAction, KybStatus, Role};
 use entities::{business, dashboard_session, sign_in_throttle, user};
@@ -20,7 +20,7 @@ pub use dashboard_session::Model as Session;
 pub use user::Model as User;
 
 /// The context a user's TOTP secret is sealed under: its user, so it cannot be moved to another.
-pub fn totp_context(user_id: &str) -> String {
+pub fn totp_context(user_id: &UserId) -> String {
     format!("{user_id}:totp_secret")
 }
 
@@ -35,7 +35,7 @@ pub enum CreateOutcome {
 /// Adds a user to a business. `email` is already normalised, `password_hash` an Argon2id string.
 pub async fn create<C: ConnectionTrait + TransactionTrait>(
     db: &C,
-    business_id: &str,
+    business_id: &BusinessId,
     email: &str,
     role: Role,
     password_hash: &str,
@@ -45,8 +45,8 @@ pub async fn create<C: ConnectionTrait + TransactionTrait>(
         return Ok(CreateOutcome::NoSuchBusiness);
     }
     let row = User {
-        id: String::from(UserId::new()),
-        business_id: business_id.to_owned(),
+        id: UserId::new(),
+        business_id: business_id.clone(),
         email: email.to_owned(),
         role,
         password_hash: password_hash.to_owned(),
@@ -75,8 +75,8 @@ pub async fn create<C: ConnectionTrait + TransactionTrait>(
     }
 }
 
-pub async fn find<C: ConnectionTrait>(db: &C, id: &str) -> Result<Option<User>, DbErr> {
-    user::Entity::find_by_id(id.to_owned()).one(db).await
+pub async fn find<C: ConnectionTrait>(db: &C, id: &UserId) -> Result<Option<User>, DbErr> {
+    user::Entity::find_by_id(id.clone()).one(db).await
 }
 
 pub async fn find_by_email<C: ConnectionTrait>(db: &C, email: &str) -> Result<Option<User>, DbErr> {
@@ -89,7 +89,7 @@ pub async fn find_by_email<C: ConnectionTrait>(db: &C, email: &str) -> Result<Op
 /// A business's users, oldest first.
 pub async fn list_for_business<C: ConnectionTrait>(
     db: &C,
-    business_id: &str,
+    business_id: &BusinessId,
 ) -> Result<Vec<User>, DbErr> {
     user::Entity::find()
         .filter(Business(business_id).filter::<user::Column>())
@@ -158,8 +158,8 @@ pub enum MemberOutcome {
 pub async fn change_member(
     db: &DatabaseConnection,
     actor: &Actor,
-    business_id: &str,
-    user_id: &str,
+    business_id: &BusinessId,
+    user_id: &UserId,
     change: MemberChange,
     now: DateTime<Utc>,
 ) -> Result<MemberOutcome, DbErr> {
@@ -172,7 +172,7 @@ pub async fn change_member(
         .exec(&txn)
         .await?;
     let members = list_for_business(&txn, business_id).await?;
-    let Some(target) = members.iter().find(|u| u.id == user_id).cloned() else {
+    let Some(target) = members.iter().find(|u| &u.id == user_id).cloned() else {
         return Ok(MemberOutcome::NoSuchUser);
     };
     let roles_after = members.iter().filter_map(|u| {
@@ -225,7 +225,7 @@ pub async fn change_member(
 /// Starts (Some) or abandons (None) a TOTP enrolment: the sealed secret waits for a code.
 pub async fn set_totp_pending<C: ConnectionTrait>(
     db: &C,
-    user_id: &str,
+    user_id: &UserId,
     sealed: Option<String>,
     now: DateTime<Utc>,
 ) -> Result<(), DbErr> {
@@ -242,7 +242,7 @@ pub async fn set_totp_pending<C: ConnectionTrait>(
 /// user's, and that step is used up. False when nothing was pending (or it changed meanwhile).
 pub async fn confirm_totp<C: ConnectionTrait>(
     db: &C,
-    user_id: &str,
+    user_id: &UserId,
     sealed: &str,
     step: u64,
     now: DateTime<Utc>,
@@ -261,7 +261,7 @@ pub async fn confirm_totp<C: ConnectionTrait>(
 
 pub async fn remove_totp<C: ConnectionTrait>(
     db: &C,
-    user_id: &str,
+    user_id: &UserId,
     now: DateTime<Utc>,
 ) -> Result<(), DbErr> {
     user::Entity::update_many()
@@ -279,7 +279,7 @@ pub async fn remove_totp<C: ConnectionTrait>(
 /// accepted once however many requests present it at the same moment (RFC 6238 §5.2).
 pub async fn use_totp_step<C: ConnectionTrait>(
     db: &C,
-    user_id: &str,
+    user_id: &UserId,
     step: u64,
 ) -> Result<bool, DbErr> {
     let step = step as i64;
@@ -312,13 +312,13 @@ impl SessionOwner {
 
 pub async fn open_session<C: ConnectionTrait>(
     db: &C,
-    user_id: &str,
+    user_id: &UserId,
     token_hash: &str,
     awaiting_totp: bool,
     now: DateTime<Utc>,
 ) -> Result<Session, DbErr> {
     let row = Session {
-        id: String::from(SessionId::new()),
+        id: SessionId::new(),
         token_hash: token_hash.to_owned(),
         user_id: user_id.to_owned(),
         awaiting_totp,
@@ -371,8 +371,8 @@ pub async fn touch_session<C: ConnectionTrait>(
     Ok(())
 }
 
-pub async fn end_session<C: ConnectionTrait>(db: &C, id: &str) -> Result<(), DbErr> {
-    dashboard_session::Entity::delete_by_id(id.to_owned())
+pub async fn end_session<C: ConnectionTrait>(db: &C, id: &SessionId) -> Result<(), DbErr> {
+    dashboard_session::Entity::delete_by_id(id.clone())
         .exec(db)
         .await?;
     Ok(())

@@ -1,6 +1,7 @@
 //! The api in this process on 127.0.0.1:0, against a fresh database of its own, with its outbox
 //! relay and the provider sandbox; each worker on demand.
 
+use domain::ids::BusinessId;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -344,13 +345,13 @@ impl TestApp {
     }
 
     /// Sets a business's webhook URL for `mode` (past the CLI's checks, as if set by hand).
-    pub async fn set_webhook_url(&self, business_id: &str, mode: Mode, url: &str) {
+    pub async fn set_webhook_url(&self, business_id: &BusinessId, mode: Mode, url: &str) {
         crate::set_webhook_url(&self.db, business_id, mode, url).await;
     }
 
     /// Records a `virtualaccount.deactivated` event with `data` as a state change does, and wakes
     /// the relay as the API does after such a commit; returns the event's id.
-    pub async fn record_event(&self, business_id: &str, mode: Mode, data: &Value) -> String {
+    pub async fn record_event(&self, business_id: &BusinessId, mode: Mode, data: &Value) -> String {
         let id = crate::record_event(&self.db, business_id, mode, data).await;
         self.relay.kick();
         id

@@ -1,6 +1,7 @@
 //! The dashboard over plain HTTP: users of a test app's business, and a client that keeps
 //! cookies like a browser and shows each redirect (headless Chromium is [`crate::browser`]).
 
+use domain::ids::BusinessId;
 use std::collections::BTreeMap;
 
 use api::actions::users::create_user;
@@ -17,7 +18,7 @@ pub async fn add_user(app: &TestApp, role: Role) -> (String, String) {
 }
 
 /// A user of `business_id` with `role`: (e-mail, password).
-pub async fn add_user_to(app: &TestApp, business_id: &str, role: Role) -> (String, String) {
+pub async fn add_user_to(app: &TestApp, business_id: &BusinessId, role: Role) -> (String, String) {
     let email = format!(
         "{}-{}@example.com",
         role.as_str(),

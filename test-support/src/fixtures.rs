@@ -1,5 +1,6 @@
 //! A migrated database with a business, and the state changes tests set up directly.
 
+use domain::ids::BusinessId;
 use std::sync::Arc;
 
 use bootstrap::WorkerParts;
@@ -41,7 +42,7 @@ pub async fn setup(url: &str, crypto_key: Option<String>) -> Setup {
 
 impl Setup {
     /// Sets a business's test-mode webhook URL.
-    pub async fn set_url(&self, business_id: &str, url: &str) {
+    pub async fn set_url(&self, business_id: &BusinessId, url: &str) {
         set_webhook_url(&self.db, business_id, Mode::Test, url).await;
     }
 
@@ -63,7 +64,7 @@ impl Setup {
     }
 
     /// Records a test-mode `virtualaccount.deactivated` event for account `va_{n}`.
-    pub async fn record(&self, business_id: &str, n: usize) -> String {
+    pub async fn record(&self, business_id: &BusinessId, n: usize) -> String {
         let data = serde_json::json!({"id": format!("va_{n}"), "status": "deactivated"});
         record_event(&self.db, business_id, Mode::Test, &data).await
     }
@@ -88,7 +89,12 @@ pub fn worker_parts(
 }
 
 /// Sets a business's webhook URL for `mode` (past the CLI's checks, as if set by hand).
-pub async fn set_webhook_url(db: &DatabaseConnection, business_id: &str, mode: Mode, url: &str) {
+pub async fn set_webhook_url(
+    db: &DatabaseConnection,
+    business_id: &BusinessId,
+    mode: Mode,
+    url: &str,
+) {
     assert!(
         businesses::set_webhook_url(db, business_id, mode, url)
             .await
@@ -101,7 +107,7 @@ pub async fn set_webhook_url(db: &DatabaseConnection, business_id: &str, mode: M
 /// state change does; returns the event's id.
 pub async fn record_event(
     db: &DatabaseConnection,
-    business_id: &str,
+    business_id: &BusinessId,
     mode: Mode,
     data: &Value,
 ) -> String {

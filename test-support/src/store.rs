@@ -1,6 +1,7 @@
 //! What is stored, read and changed by name, so a test says what it checks rather than how the
 //! tables spell it. Counts are over the whole test database (each test has its own).
 
+use domain::ids::BusinessId;
 use entities::{
     business_mode, delivery, delivery_attempt, deposit, event, outbox, provider_notification,
     virtual_account,
@@ -117,7 +118,7 @@ pub struct JobState {
 
 /// The job `job_id` as its row stands.
 pub async fn job(db: &DatabaseConnection, job_id: &str) -> JobState {
-    let row = outbox::Entity::find_by_id(job_id)
+    let row = outbox::Entity::find_by_id(domain::ids::JobId::unchecked(job_id))
         .one(db)
         .await
         .expect("read job")
@@ -329,7 +330,11 @@ pub async fn set_account_status(db: &DatabaseConnection, account_id: &str, statu
 /// Moves a business's account history `minutes` into the past, as if that much time had passed:
 /// every account's creation stamp and the rolling-hour marks kept beside them (so the hourly
 /// limit sees exactly what it would an hour later).
-pub async fn let_time_pass_for_accounts(db: &DatabaseConnection, business_id: &str, minutes: i64) {
+pub async fn let_time_pass_for_accounts(
+    db: &DatabaseConnection,
+    business_id: &BusinessId,
+    minutes: i64,
+) {
     use sea_orm::{ActiveModelTrait, ActiveValue::Set, IntoActiveModel};
     let by = chrono::Duration::minutes(minutes);
     let accounts = virtual_account::Entity::find()
@@ -358,7 +363,7 @@ pub async fn let_time_pass_for_accounts(db: &DatabaseConnection, business_id: &s
 }
 
 /// Revokes a business's secret key for `mode` (`test` or `live`) now.
-pub async fn revoke_key(db: &DatabaseConnection, business_id: &str, mode: &str) {
+pub async fn revoke_key(db: &DatabaseConnection, business_id: &BusinessId, mode: &str) {
     // What `api admin key revoke` does: every working key of the mode stops at once.
     let mode = domain::Mode::parse(mode).expect("test or live");
     let changed = store::keys::change(
@@ -502,7 +507,10 @@ pub async fn account_status_and_number(
 }
 
 /// The id (`key_…`) of the secret key that created the account, as its row records it.
-pub async fn account_created_by_key(db: &DatabaseConnection, account_id: &str) -> Option<String> {
+pub async fn account_created_by_key(
+    db: &DatabaseConnection,
+    account_id: &str,
+) -> Option<domain::ids::KeyId> {
     virtual_account::Entity::find_by_id(domain::ids::AccountId::unchecked(account_id))
         .one(db)
         .await
@@ -512,7 +520,7 @@ pub async fn account_created_by_key(db: &DatabaseConnection, account_id: &str) -
 }
 
 /// The id (`key_…`) of a secret key, as the audit log and the accounts it created name it.
-pub async fn key_id_of(db: &DatabaseConnection, secret_key: &str) -> String {
+pub async fn key_id_of(db: &DatabaseConnection, secret_key: &str) -> domain::ids::KeyId {
     use entities::api_key;
     api_key::Entity::find()
         .filter(api_key::Column::KeyHash.eq(domain::keys::hash_secret_key(secret_key)))
@@ -562,7 +570,7 @@ pub async fn ledger_verifies(db: &DatabaseConnection) -> store::ledger::Verifica
 /// catch it.
 pub async fn tamper_with_balance(
     db: &DatabaseConnection,
-    business_id: &str,
+    business_id: &BusinessId,
     mode: &str,
     delta: i64,
 ) {
@@ -587,7 +595,12 @@ async fn execute(db: &DatabaseConnection, statement: &str) {
 }
 
 /// Sets a balance behind the ledger's back to exactly `available` kobo.
-pub async fn set_balance(db: &DatabaseConnection, business_id: &str, mode: &str, available: i64) {
+pub async fn set_balance(
+    db: &DatabaseConnection,
+    business_id: &BusinessId,
+    mode: &str,
+    available: i64,
+) {
     execute(
         db,
         &format!(
@@ -705,7 +718,7 @@ pub async fn count_dashboard_sessions(db: &DatabaseConnection) -> u64 {
 /// writes).
 pub async fn audit_log(
     db: &DatabaseConnection,
-    business_id: &str,
+    business_id: &BusinessId,
 ) -> Vec<store::audit::AuditEntry> {
     let page = store::paging::PageRequest {
         page_size: 1000,

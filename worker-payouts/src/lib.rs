@@ -7,7 +7,7 @@
 //! the same reference (which the provider dedupes), so a lost answer or a race between two
 //! workers still moves money once. A provider error or timeout is a retry of the same steps.
 
-use domain::ids::{LeaseId, PayoutId};
+use domain::ids::{BusinessId, LeaseId, PayoutId};
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
@@ -398,19 +398,19 @@ impl DailySchedule {
         if accounts.is_empty() {
             return Ok(0);
         }
-        let paid: HashSet<(String, Mode)> = payout::Entity::find()
+        let paid: HashSet<(BusinessId, Mode)> = payout::Entity::find()
             .select_only()
             .column(payout::Column::BusinessId)
             .column(payout::Column::Mode)
             .filter(payout::Column::Reference.eq(reference.as_str()))
-            .into_tuple::<(String, Mode)>()
+            .into_tuple::<(BusinessId, Mode)>()
             .all(&self.db)
             .await?
             .into_iter()
             .collect();
         // Live money moves only for a business whose live mode works: KYB approved, and a
         // working live key (all revoked: stopped until one works again).
-        let live: Vec<String> = accounts
+        let live: Vec<BusinessId> = accounts
             .iter()
             .filter(|a| a.mode == Mode::Live)
             .map(|a| a.business_id.clone())

@@ -50,7 +50,7 @@ pub struct Deliverer {
     /// Resolves only to addresses the policy allows, and connects only to those it checked.
     client: reqwest::Client,
     /// Reads what attempts need, many at once.
-    reads: Coalescer<String, Result<Option<ForAttempt>, String>>,
+    reads: Coalescer<DeliveryId, Result<Option<ForAttempt>, String>>,
     /// Records attempts, many in one transaction.
     records: Coalescer<AttemptWrite, Result<bool, String>>,
 }
@@ -69,7 +69,7 @@ impl Deliverer {
     pub fn new(db: DatabaseConnection, cipher: Arc<Cipher>, config: WebhooksConfig) -> Self {
         let timeout = Duration::from_secs(config.timeout_secs.max(1));
         let reading = db.clone();
-        let reads = Coalescer::new(ROUND, move |ids: Vec<String>| {
+        let reads = Coalescer::new(ROUND, move |ids: Vec<DeliveryId>| {
             let db = reading.clone();
             async move {
                 match deliveries::for_attempts(&db, &ids).await {
@@ -103,10 +103,10 @@ impl Deliverer {
         }
     }
 
-    async fn deliver(&self, row: &JobRow, delivery_id: &str) -> anyhow::Result<JobOutcome> {
+    async fn deliver(&self, row: &JobRow, delivery_id: &DeliveryId) -> anyhow::Result<JobOutcome> {
         let read = self
             .reads
-            .submit(delivery_id.to_owned())
+            .submit(delivery_id.clone())
             .await
             .ok_or_else(|| anyhow::anyhow!("the worker is shutting down"))?
             .map_err(anyhow::Error::msg)?;
@@ -139,7 +139,7 @@ impl Deliverer {
         let Some(settings) = settings else {
             let error = format!("business {} has no {mode} settings", delivery.business_id);
             tracing::error!(
-                delivery_id,
+                %delivery_id,
                 error,
                 "cannot read the webhook settings; the delivery waits"
             );
@@ -176,7 +176,7 @@ impl Deliverer {
                 metrics::counter!("webhook_deliveries_deferred_total", "reason" => reason.label())
                     .increment(1);
                 tracing::debug!(
-                    delivery_id,
+                    %delivery_id,
                     reason = reason.label(),
                     after_ms = after.as_millis() as u64,
                     "delivery deferred"
@@ -207,7 +207,7 @@ impl Deliverer {
         settings: &business_mode::Model,
         mode: Mode,
     ) -> Result<Vec<SigningKey>, String> {
-        let business_id = settings.business_id.as_str();
+        let business_id = &settings.business_id;
         let context = webhook_secret_context(business_id, mode);
         let key = |sealed: &str| -> Result<SigningKey, String> {
             let secret = self
@@ -232,7 +232,7 @@ impl Deliverer {
                     metrics::counter!("webhook_secret_unusable_total", "secret_kind" => which)
                         .increment(1);
                     tracing::error!(
-                        business_id,
+                        %business_id,
                         %mode,
                         secret_kind = which,
                         error,

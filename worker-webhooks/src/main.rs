@@ -1,3 +1,4 @@
+use domain::ids::BusinessId;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -37,7 +38,7 @@ enum Command {
         all_dead: bool,
         /// Only this business's.
         #[arg(long, requires = "all_dead")]
-        business: Option<String>,
+        business: Option<BusinessId>,
         /// Only those dead at or after T: RFC 3339, YYYY-MM-DD, or a span back such as 12h or 7d.
         #[arg(long, value_name = "T", requires = "all_dead")]
         since: Option<String>,
@@ -50,7 +51,7 @@ enum DeadCommand {
     List {
         /// Only this business's.
         #[arg(long)]
-        business: Option<String>,
+        business: Option<BusinessId>,
     },
 }
 
@@ -74,7 +75,7 @@ async fn operate(command: Command, config: &ops::config::Config) -> anyhow::Resu
         Command::Dead {
             command: DeadCommand::List { business },
         } => {
-            let n = operator::dead_list(&db, business.as_deref(), &mut out).await?;
+            let n = operator::dead_list(&db, business.as_ref(), &mut out).await?;
             eprintln!("{n} dead deliveries");
         }
         Command::Replay {

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::io::Write;
 
 use chrono::{DateTime, NaiveDate, Utc};
-use domain::ids::{DeliveryId, EventId};
+use domain::ids::{BusinessId, DeliveryId, EventId};
 use domain::time::rfc3339;
 use domain::{DeliveryStatus, EventType, Mode};
 use entities::event;
@@ -21,7 +21,7 @@ pub struct DeadLine {
     pub id: DeliveryId,
     pub event_id: EventId,
     pub event_type: Option<EventType>,
-    pub business_id: String,
+    pub business_id: BusinessId,
     pub mode: Mode,
     pub url: String,
     pub attempts: i32,
@@ -34,7 +34,7 @@ pub struct DeadLine {
 /// Prints every dead delivery (of one business, when given); returns how many.
 pub async fn dead_list(
     db: &DatabaseConnection,
-    business_id: Option<&str>,
+    business_id: Option<&BusinessId>,
     out: &mut impl Write,
 ) -> anyhow::Result<usize> {
     let dead = deliveries::list_dead(db, business_id, None).await?;
@@ -79,7 +79,7 @@ async fn event_types(
 pub enum ReplayTarget {
     Ids(Vec<String>),
     AllDead {
-        business_id: Option<String>,
+        business_id: Option<BusinessId>,
         since: Option<DateTime<Utc>>,
     },
 }
@@ -120,7 +120,7 @@ pub async fn replay(
             (replayed, missing)
         }
         ReplayTarget::AllDead { business_id, since } => (
-            deliveries::replay_all_dead(db, &actor, business_id.as_deref(), *since, now).await?,
+            deliveries::replay_all_dead(db, &actor, business_id.as_ref(), *since, now).await?,
             Vec::new(),
         ),
     };

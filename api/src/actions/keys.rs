@@ -1,6 +1,7 @@
 //! Rolling and revoking secret keys (`api admin key`, the Developers page).
 
 use domain::Mode;
+use domain::ids::BusinessId;
 use store::audit::Actor;
 use store::keys::{self, Expect, KeyAction, KeyChange};
 
@@ -9,7 +10,7 @@ use crate::state::AuthCache;
 #[derive(Debug, thiserror::Error)]
 pub enum KeyError {
     #[error("no business {0}")]
-    NoSuchBusiness(String),
+    NoSuchBusiness(BusinessId),
     #[error(transparent)]
     Db(#[from] sea_orm::DbErr),
 }
@@ -22,7 +23,7 @@ pub async fn change(
     db: &sea_orm::DatabaseConnection,
     cache: Option<&AuthCache>,
     actor: &Actor,
-    business_id: &str,
+    business_id: &BusinessId,
     mode: Mode,
     action: KeyAction,
     expect: Expect<'_>,
@@ -37,7 +38,7 @@ pub async fn change(
         domain::time::now(),
     )
     .await?
-    .ok_or_else(|| KeyError::NoSuchBusiness(business_id.to_owned()))?;
+    .ok_or_else(|| KeyError::NoSuchBusiness(business_id.clone()))?;
     if let Some(cache) = cache {
         for hash in &changed.key_hashes {
             cache.forget(hash);

@@ -1,6 +1,7 @@
 //! Changing a mode's settlement account (`PUT /settlement-account`, the Balance page).
 
 use domain::Mode;
+use domain::ids::BusinessId;
 use domain::payout::SettlementRequest;
 use outbound::providers::ProviderError;
 use store::audit::Actor;
@@ -30,7 +31,7 @@ pub enum SettlementError {
 pub async fn change(
     state: &AppState,
     actor: &Actor,
-    business_id: &str,
+    business_id: &BusinessId,
     mode: Mode,
     request: &SettlementRequest,
 ) -> Result<SettlementAccount, SettlementError> {

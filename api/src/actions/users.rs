@@ -2,6 +2,7 @@
 //! a generated password, shown once, stored as Argon2id, and the addition recorded in the audit
 //! log in the same transaction.
 
+use domain::ids::{BusinessId, UserId};
 use domain::user::{generate_password, normalise_email};
 use domain::{AuditAction, Role};
 use sea_orm::{DatabaseConnection, TransactionTrait};
@@ -15,8 +16,8 @@ use crate::passwords::Hashing;
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct IssuedUser {
-    pub id: String,
-    pub business_id: String,
+    pub id: UserId,
+    pub business_id: BusinessId,
     pub email: String,
     pub role: &'static str,
     pub password: String,
@@ -37,7 +38,7 @@ pub enum CreateUserError {
     #[error("the e-mail is not a valid address")]
     InvalidEmail,
     #[error("there is no business {0}")]
-    NoSuchBusiness(String),
+    NoSuchBusiness(BusinessId),
     #[error("a user with this e-mail already exists")]
     EmailTaken,
     #[error(transparent)]
@@ -47,7 +48,7 @@ pub enum CreateUserError {
 /// Adds a user as an operator (`api admin user create`, `api dev`'s demo user).
 pub async fn create_user(
     db: &DatabaseConnection,
-    business_id: &str,
+    business_id: &BusinessId,
     email: &str,
     role: Role,
 ) -> Result<IssuedUser, CreateUserError> {
@@ -59,7 +60,7 @@ pub async fn create_user_by(
     db: &DatabaseConnection,
     hashing: &Hashing,
     actor: &Actor,
-    business_id: &str,
+    business_id: &BusinessId,
     email: &str,
     role: Role,
 ) -> Result<IssuedUser, CreateUserError> {
@@ -89,8 +90,6 @@ pub async fn create_user_by(
             })
         }
         CreateOutcome::EmailTaken => Err(CreateUserError::EmailTaken),
-        CreateOutcome::NoSuchBusiness => {
-            Err(CreateUserError::NoSuchBusiness(business_id.to_owned()))
-        }
+        CreateOutcome::NoSuchBusiness => Err(CreateUserError::NoSuchBusiness(business_id.clone())),
     }
 }

@@ -3,6 +3,7 @@
 use chrono::Duration;
 use crypto::Cipher;
 use domain::Mode;
+use domain::ids::BusinessId;
 use outbound::ssrf::TargetPolicy;
 use outbound::webhook_url::{self, WebhookUrlError};
 use sea_orm::DatabaseConnection;
@@ -19,7 +20,7 @@ pub enum WebhookError {
     #[error(transparent)]
     Refused(#[from] WebhookUrlError),
     #[error("no business {0}")]
-    NoSuchBusiness(String),
+    NoSuchBusiness(BusinessId),
     #[error(transparent)]
     Db(#[from] sea_orm::DbErr),
 }
@@ -30,13 +31,13 @@ pub async fn set_url(
     db: &DatabaseConnection,
     policy: TargetPolicy,
     actor: &Actor,
-    business_id: &str,
+    business_id: &BusinessId,
     mode: Mode,
     typed: &str,
 ) -> Result<url::Url, WebhookError> {
     let url = webhook_url::check(mode, typed, policy).await?;
     if !businesses::set_webhook_url_by(db, actor, business_id, mode, url.as_str()).await? {
-        return Err(WebhookError::NoSuchBusiness(business_id.to_owned()));
+        return Err(WebhookError::NoSuchBusiness(business_id.clone()));
     }
     Ok(url)
 }
@@ -48,7 +49,7 @@ pub async fn rotate_secret(
     db: &DatabaseConnection,
     cipher: &Cipher,
     actor: &Actor,
-    business_id: &str,
+    business_id: &BusinessId,
     mode: Mode,
     expected_version: Option<&str>,
 ) -> Result<Rotation, WebhookError> {
@@ -62,5 +63,5 @@ pub async fn rotate_secret(
         expected_version,
     )
     .await?
-    .ok_or_else(|| WebhookError::NoSuchBusiness(business_id.to_owned()))
+    .ok_or_else(|| WebhookError::NoSuchBusiness(business_id.clone()))
 }

@@ -2,6 +2,7 @@
 //! ends it when idle or old, and requires role `R` at least; `Scoped<R>` adds the mode of the
 //! URL (`/dashboard/{mode}/…`), with live mode only once the business's KYB is approved.
 
+use domain::ids::BusinessId;
 use std::marker::PhantomData;
 
 use axum::extract::{FromRequestParts, Path, RawPathParams};
@@ -208,7 +209,7 @@ pub struct Scoped<R: MinRole = Viewer> {
 }
 
 impl<R: MinRole> Scoped<R> {
-    pub fn business_id(&self) -> &str {
+    pub fn business_id(&self) -> &BusinessId {
         &self.signed.owner.business.id
     }
 

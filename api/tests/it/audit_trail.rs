@@ -3,6 +3,7 @@
 //! refused while an e-mail is locked are recorded, a flood folded into one row with its count.
 //! Each as the business's owner reads it on the Team page.
 
+use domain::ids::KeyId;
 use std::net::IpAddr;
 use std::time::Duration;
 
@@ -42,7 +43,7 @@ async fn rows_of(app: &TestApp, action: AuditAction) -> Vec<AuditEntry> {
 }
 
 /// The id of the test key, as the audit log names it.
-async fn test_key_id(app: &TestApp) -> String {
+async fn test_key_id(app: &TestApp) -> KeyId {
     api_key::Entity::find()
         .filter(api_key::Column::KeyHash.eq(hash_secret_key(app.test_key())))
         .one(&app.db)

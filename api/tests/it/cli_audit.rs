@@ -2,6 +2,7 @@
 //! recorded in the audit log as the operator's, naming the host account that ran it, and the
 //! Team page says so.
 
+use domain::ids::BusinessId;
 use std::process::{Command, Output};
 
 use ::store::audit::{AuditEntry, actor_label};
@@ -37,7 +38,7 @@ async fn admin(app: &TestApp, args: &[&str]) -> Output {
 }
 
 /// The one entry of `business_id`'s log for `action`.
-async fn the_entry(app: &TestApp, business_id: &str, action: AuditAction) -> AuditEntry {
+async fn the_entry(app: &TestApp, business_id: &BusinessId, action: AuditAction) -> AuditEntry {
     let mut rows: Vec<_> = store::audit_log(&app.db, business_id)
         .await
         .into_iter()
@@ -92,7 +93,7 @@ async fn every_changing_admin_command_is_recorded_as_the_host_account(backend: B
     ];
     for (args, action) in commands {
         admin(&app, args).await;
-        let entry = the_entry(&app, id, action).await;
+        let entry = the_entry(&app, &app.business.id, action).await;
         assert_eq!(actor_label(&entry), operator, "{args:?}");
         assert_eq!(entry.client_addr, None, "{args:?}");
     }
@@ -100,7 +101,12 @@ async fn every_changing_admin_command_is_recorded_as_the_host_account(backend: B
     let out = admin(&app, &["business", "create", "--name", "Beta Ltd"]).await;
     let created: Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
     let beta = created["id"].as_str().unwrap();
-    let entry = the_entry(&app, beta, AuditAction::BusinessCreated).await;
+    let entry = the_entry(
+        &app,
+        &BusinessId::unchecked(beta),
+        AuditAction::BusinessCreated,
+    )
+    .await;
     assert_eq!(actor_label(&entry), operator);
     assert_eq!(entry.detail.as_deref(), Some("KYB pending"));
 

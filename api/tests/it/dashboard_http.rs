@@ -2,6 +2,7 @@
 //! sessions), tenancy, roles, and that no secret reaches a page. The browser tests
 //! (dashboard_browser.rs) drive the same pages in Chromium.
 
+use domain::ids::BusinessId;
 use std::time::Duration;
 
 use ::store::businesses;
@@ -897,7 +898,7 @@ async fn the_migration_gives_existing_events_their_account(backend: Backend) {
     // New events get theirs when recorded.
     let event = ::store::events::record(
         &db,
-        "biz_1",
+        &BusinessId::unchecked("biz_1"),
         domain::Mode::Test,
         domain::EventType::DepositFlagged,
         &serde_json::json!({"id": "dep_9", "accountId": "va_9"}),
@@ -908,7 +909,7 @@ async fn the_migration_gives_existing_events_their_account(backend: Backend) {
     assert_eq!(event.account_id.as_deref(), Some("va_9"));
     let listed = ::store::events::for_account(
         &db,
-        "biz_1",
+        &BusinessId::unchecked("biz_1"),
         domain::Mode::Test,
         &domain::ids::AccountId::unchecked("va_9"),
         10,
@@ -919,7 +920,7 @@ async fn the_migration_gives_existing_events_their_account(backend: Backend) {
     assert!(
         ::store::events::for_account(
             &db,
-            "biz_2",
+            &BusinessId::unchecked("biz_2"),
             domain::Mode::Test,
             &domain::ids::AccountId::unchecked("va_9"),
             10
@@ -1390,7 +1391,7 @@ async fn the_sign_in_migration_keeps_audit_rows_and_counts(backend: Backend) {
 
     let (rows, _) = ::store::audit::list(
         &db,
-        "biz_1",
+        &BusinessId::unchecked("biz_1"),
         &::store::paging::PageRequest {
             page_size: 10,
             position: ::store::paging::Position::Page(1),

@@ -5,6 +5,7 @@
 //! signed, the last owner stays, and every change is in the audit log (never a secret). The
 //! browser tests (dashboard_team_browser.rs) drive the same pages in Chromium.
 
+use domain::ids::UserId;
 use std::time::Duration;
 
 use domain::{AuditAction, Mode, Role};
@@ -1015,7 +1016,7 @@ async fn team_changes_need_the_password_and_wrong_ones_count_toward_the_lock(bac
     let app = spawn_app(backend).await;
     let (target, _) = add_user(&app, Role::Viewer).await;
     let target_id = stored_user(&app, &target).await.id;
-    let role_of = |id: String| {
+    let role_of = |id: UserId| {
         let db = app.db.clone();
         async move { store::users::find(&db, &id).await.unwrap().map(|u| u.role) }
     };

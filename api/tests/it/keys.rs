@@ -1,6 +1,7 @@
 //! Secret keys as callers and operators see them: rolling with and without a grace, revoking,
 //! the last-used minute, the auth cache and the limit on failed authentications per address.
 
+use domain::ids::BusinessId;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -247,7 +248,7 @@ async fn revoking_stops_every_working_key_and_a_roll_issues_a_fresh_one(backend:
     // Unknown businesses are None, not an error.
     let none = keys::change(
         &app.db,
-        "biz_nope",
+        &BusinessId::unchecked("biz_nope"),
         Mode::Test,
         KeyAction::Revoke,
         domain::time::now(),
@@ -643,7 +644,7 @@ async fn the_migration_moves_every_key_hash(backend: Backend) {
     // A migrated key can be rolled like any other.
     let rolled = keys::change(
         &db,
-        "biz_01AAA",
+        &BusinessId::unchecked("biz_01AAA"),
         Mode::Test,
         KeyAction::Roll(KeyGrace::from_secs(0).unwrap()),
         now,

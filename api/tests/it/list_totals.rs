@@ -8,6 +8,7 @@
 //! concurrent rounds of attempts, replays and deletes.
 
 use chrono::Utc;
+use domain::ids::BusinessId;
 use domain::payout::{PayoutStatus, TransferState};
 use domain::provider::RemoteTransaction;
 use domain::{Bank, DepositStatus, EventType, Mode};
@@ -48,7 +49,7 @@ async fn answered(app: &TestApp, path: &str) -> (u64, bool) {
 /// Every list and filter value: the answered total is the stored rows' count, exact.
 async fn every_total_is_the_rows(app: &TestApp, accounts: &[String]) {
     let db = &app.db;
-    let business = app.business.id.as_str();
+    let business = &app.business.id;
     for account in accounts {
         let rows = deposit::Entity::find()
             .filter(deposit::Column::AccountId.eq(account.as_str()))
@@ -390,22 +391,31 @@ async fn the_migration_counts_the_rows_already_there(backend: Backend) {
     migrations::Migrator::up(&db, None).await.unwrap();
     // The home page's daily figures (m0028) start from the same rows: four deposits that day.
     let day = store::home::day_cuts("2026-01-02T12:00:00Z".parse().unwrap());
-    let per_day = store::home::deposits_per_day(&db, "biz_1", Mode::Test, &day)
-        .await
-        .unwrap();
+    let per_day =
+        store::home::deposits_per_day(&db, &BusinessId::unchecked("biz_1"), Mode::Test, &day)
+            .await
+            .unwrap();
     assert_eq!(per_day[store::home::DAYS - 1].count, 4);
     assert_eq!(per_day[store::home::DAYS - 1].amount, 40_000);
     // And the payouts' amounts by status: one pending payout is on its way out.
-    let in_flight = payouts::in_flight(&db, "biz_1", Mode::Test).await.unwrap();
+    let in_flight = payouts::in_flight(&db, &BusinessId::unchecked("biz_1"), Mode::Test)
+        .await
+        .unwrap();
     assert_eq!(in_flight, 10_000);
 
     let total = |list, bucket: Option<&'static str>| {
         let db = db.clone();
         async move {
-            list_counts::total(&db, "biz_1", Mode::Test, list, bucket)
-                .await
-                .unwrap()
-                .value
+            list_counts::total(
+                &db,
+                &BusinessId::unchecked("biz_1"),
+                Mode::Test,
+                list,
+                bucket,
+            )
+            .await
+            .unwrap()
+            .value
         }
     };
     assert_eq!(total(List::Deposits, Some("va_1")).await, 3);
@@ -418,13 +428,20 @@ async fn the_migration_counts_the_rows_already_there(backend: Backend) {
     assert_eq!(total(List::Payouts, None).await, 3);
     assert_eq!(total(List::Payouts, Some("succeeded")).await, 2);
     assert_eq!(total(List::Ledger, None).await, 3);
-    let live = list_counts::total(&db, "biz_1", Mode::Live, List::Events, None).await;
+    let live = list_counts::total(
+        &db,
+        &BusinessId::unchecked("biz_1"),
+        Mode::Live,
+        List::Events,
+        None,
+    )
+    .await;
     assert_eq!(live.unwrap().value, 1);
 
     // What the lists answer, and new rows counted on top of the initial counts.
     store::events::record(
         &db,
-        "biz_1",
+        &BusinessId::unchecked("biz_1"),
         Mode::Test,
         EventType::WebhookTest,
         &json!({"message": "hello"}),
@@ -432,9 +449,15 @@ async fn the_migration_counts_the_rows_already_there(backend: Backend) {
     )
     .await
     .unwrap();
-    let (_, listed) = store::events::list(&db, "biz_1", Mode::Test, None, &page1())
-        .await
-        .unwrap();
+    let (_, listed) = store::events::list(
+        &db,
+        &BusinessId::unchecked("biz_1"),
+        Mode::Test,
+        None,
+        &page1(),
+    )
+    .await
+    .unwrap();
     assert_eq!(
         listed,
         Total {
@@ -442,9 +465,10 @@ async fn the_migration_counts_the_rows_already_there(backend: Backend) {
             estimate: false
         }
     );
-    let (_, ledger) = store::ledger::list(&db, "biz_1", Mode::Test, &page1())
-        .await
-        .unwrap();
+    let (_, ledger) =
+        store::ledger::list(&db, &BusinessId::unchecked("biz_1"), Mode::Test, &page1())
+            .await
+            .unwrap();
     assert_eq!(ledger.value, 3);
 }
 

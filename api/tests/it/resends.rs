@@ -4,6 +4,7 @@
 //! and resends into it without pause does not delay that business's webhooks: only its own
 //! deliveries are refused there (wrong signature), and only its own circuit opens.
 
+use domain::ids::KeyId;
 use std::net::IpAddr;
 use std::num::NonZeroU32;
 use std::sync::Arc;
@@ -49,7 +50,7 @@ async fn resend_from(
 }
 
 /// The id of the key `secret`, as the audit log names it.
-async fn key_id(app: &TestApp, secret: &str) -> String {
+async fn key_id(app: &TestApp, secret: &str) -> KeyId {
     api_key::Entity::find()
         .filter(api_key::Column::KeyHash.eq(hash_secret_key(secret)))
         .one(&app.db)

@@ -1,6 +1,7 @@
 //! Stored enumerations are read as the domain's types: a status, mode, bank or identity type that
 //! is none of them is an error when its row is read, never a silently chosen default.
 
+use domain::ids::KeyId;
 use std::time::{Duration, Instant};
 
 use reqwest::StatusCode;
@@ -64,7 +65,7 @@ async fn an_unknown_identity_type_is_never_opened_as_a_bvn(backend: Backend) {
             business_id: &app.business.id,
             business_name: &app.business.name,
             mode: Mode::Test,
-            key_id: "key_test",
+            key_id: &KeyId::unchecked("key_test"),
             idempotency_key: "k",
             request: &crypto::RequestDigest::new(&cipher, "{}"),
             account: &account,

@@ -3,6 +3,7 @@
 //! dead letters and replays, resends, secret rotation, SSRF refusals in both modes, slow endpoints
 //! that delay nobody else, a worker killed mid-delivery, and the `/events` API.
 
+use domain::ids::BusinessId;
 use std::time::Duration;
 
 use ::store::businesses::IssuedBusiness;
@@ -38,7 +39,7 @@ test_support::on_both_databases!(
 
 const WITHIN: Duration = Duration::from_secs(20);
 
-async fn set_url(app: &TestApp, business_id: &str, mode: Mode, url: &str) {
+async fn set_url(app: &TestApp, business_id: &BusinessId, mode: Mode, url: &str) {
     app.set_webhook_url(business_id, mode, url).await;
 }
 
@@ -69,7 +70,7 @@ async fn rejected_account(app: &TestApp, key: &str, n: u32) {
 }
 
 /// Records an event directly (as any state change does), in its own transaction.
-async fn record_event(app: &TestApp, business_id: &str, mode: Mode, data: Value) -> String {
+async fn record_event(app: &TestApp, business_id: &BusinessId, mode: Mode, data: Value) -> String {
     app.record_event(business_id, mode, &data).await
 }
 
@@ -459,9 +460,13 @@ async fn an_exhausted_delivery_is_dead_lettered_and_one_replay_delivers_it(backe
     assert!(line["deadAt"].is_string());
     let mut other = Vec::new();
     assert_eq!(
-        operator::dead_list(&app.db, Some("biz_other"), &mut other)
-            .await
-            .unwrap(),
+        operator::dead_list(
+            &app.db,
+            Some(&BusinessId::unchecked("biz_other")),
+            &mut other
+        )
+        .await
+        .unwrap(),
         0
     );
 

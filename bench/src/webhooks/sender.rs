@@ -1,6 +1,7 @@
 //! Sending events: how each target (this service, svix-server) is given its events.
 
 use super::*;
+use domain::ids::BusinessId;
 
 /// How events are made, per target.
 pub(super) struct Sender {
@@ -9,7 +10,7 @@ pub(super) struct Sender {
     /// Ours: the accounts that receive simulated deposits, in turn; svix: the application id.
     pub(super) into: Vec<Receiving>,
     /// Ours: the business, and the database for drain events.
-    pub(super) business: Option<(String, DatabaseConnection)>,
+    pub(super) business: Option<(BusinessId, DatabaseConnection)>,
 }
 
 impl Sender {

@@ -3,6 +3,7 @@
 //! forever, a replay. Each runs on SQLite with the in-process broker, and on RabbitMQ (with
 //! PostgreSQL when TEST_DATABASE_URL is set) when TEST_AMQP_URL is set.
 
+use domain::ids::JobId;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex};
@@ -117,17 +118,13 @@ impl Env {
         Relay::with_timings(self.db.clone(), self.broker.clone(), timings)
     }
 
-    async fn enqueue(
-        &self,
-        job: &ProvisioningJob,
-        run_at: chrono::DateTime<chrono::Utc>,
-    ) -> String {
+    async fn enqueue(&self, job: &ProvisioningJob, run_at: chrono::DateTime<chrono::Utc>) -> JobId {
         outbox::enqueue(&self.db, job, run_at, domain::time::now())
             .await
             .unwrap()
     }
 
-    async fn job(&self, id: &str) -> JobRow {
+    async fn job(&self, id: &JobId) -> JobRow {
         outbox::find(&self.db, id).await.unwrap().expect("the job")
     }
 
@@ -536,7 +533,7 @@ async fn relays_claiming_at_once_share_the_due_jobs_oldest_first(env: Arc<Env>) 
     let claims =
         futures::future::join_all((0..4).map(|k| outbox::claim_due(&env.db, now, until(k), 10)))
             .await;
-    let mut claimed: Vec<String> = Vec::new();
+    let mut claimed: Vec<JobId> = Vec::new();
     for (k, batch) in claims.into_iter().enumerate() {
         let batch = batch.unwrap();
         assert!(batch.len() <= 10, "a batch is at most its size");
@@ -570,7 +567,7 @@ async fn relays_claiming_at_once_share_the_due_jobs_oldest_first(env: Arc<Env>) 
 
     // A claim is settled under its own lease only.
     let first = env.job(&claimed[0]).await;
-    let mine: Vec<String> = {
+    let mine: Vec<JobId> = {
         let mut ids = Vec::new();
         for id in &claimed {
             if env.job(id).await.publishing_until == first.publishing_until {

@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::tenant::Tenant;
+use domain::ids::BusinessId;
 
 pub struct ListQuery<'a> {
     pub request: &'a paging::PageRequest,
@@ -22,7 +23,7 @@ pub const SEARCH_TEXT: &str = "lower(customer_name || chr(31) || customer_email 
 /// A page of one business's accounts in one mode, newest first, and the total.
 pub async fn list<C: ConnectionTrait>(
     db: &C,
-    business_id: &str,
+    business_id: &BusinessId,
     mode: Mode,
     query: &ListQuery<'_>,
 ) -> Result<(paging::Fetched<Account>, paging::Total), DbErr> {

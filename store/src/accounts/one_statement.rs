@@ -27,7 +27,7 @@ use super::{
 };
 use crypto::Cipher;
 use domain::AccountStatus;
-use domain::ids::AccountId;
+use domain::ids::{AccountId, JobId};
 use domain::provider::ProvisioningOutcome;
 use entities::{outbox as outbox_row, virtual_account};
 use jobs::ProvisioningJob;
@@ -53,7 +53,7 @@ pub(super) async fn create<C: ConnectionTrait>(
     let key = idempotency_of(req);
     let account = account_row(cipher, req, account_id.clone());
     // The job is stamped by the account's stamp, as the transaction path stamps it.
-    let job_id = outbox::new_job_id();
+    let job_id = JobId::new();
     let job = outbox::job_row(
         job_id.clone(),
         &ProvisioningJob::Provision {
@@ -183,7 +183,7 @@ pub(super) async fn settle_active<C: ConnectionTrait>(
     db: &C,
     req: &CreateRequest<'_>,
     account_id: &AccountId,
-    job_id: &str,
+    job_id: &JobId,
     outcome: &ProvisioningOutcome,
     now: DateTime<Utc>,
 ) -> Result<Option<Account>, DbErr> {
@@ -246,6 +246,11 @@ mod tests {
     use sea_orm::DatabaseConnection;
 
     use super::*;
+    use domain::ids::{BusinessId, KeyId};
+
+    /// The secret key the tests' creations name.
+    static KEY_TEST: std::sync::LazyLock<KeyId> =
+        std::sync::LazyLock::new(|| KeyId::unchecked("key_test"));
     use crate::testing::{count, fresh_database};
     use crypto::RequestDigest;
     use domain::{KybStatus, Mode, NewAccount};
@@ -266,7 +271,7 @@ mod tests {
 
     /// An ordinary test-mode creation request: a limit of 100 an hour, the bank's grace 35 s.
     fn request<'a>(
-        business: (&'a str, &'a str),
+        business: (&'a BusinessId, &'a str),
         key: &'a str,
         digest: &'a RequestDigest,
         account: &'a NewAccount,
@@ -275,7 +280,7 @@ mod tests {
             business_id: business.0,
             business_name: business.1,
             mode: Mode::Test,
-            key_id: "key_test",
+            key_id: &KEY_TEST,
             idempotency_key: key,
             request: digest,
             account,

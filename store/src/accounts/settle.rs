@@ -2,7 +2,7 @@
 //! account activated or failed, a number that came too late closed again.
 
 use super::*;
-use domain::ids::AccountId;
+use domain::ids::{AccountId, JobId};
 
 /// What [`settle`] made of a provider's answer.
 #[derive(Debug)]
@@ -24,7 +24,7 @@ pub async fn settle_creation(
     db: &DatabaseConnection,
     req: &CreateRequest<'_>,
     account_id: &AccountId,
-    job_id: &str,
+    job_id: &JobId,
     outcome: ProvisioningOutcome,
     now: DateTime<Utc>,
 ) -> Result<(Account, u16), DbErr> {
@@ -55,7 +55,7 @@ pub(super) async fn settle_creation_once(
     db: &DatabaseConnection,
     req: &CreateRequest<'_>,
     account_id: &AccountId,
-    job_id: &str,
+    job_id: &JobId,
     outcome: &ProvisioningOutcome,
     now: DateTime<Utc>,
 ) -> Result<(Account, u16), DbErr> {

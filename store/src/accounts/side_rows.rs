@@ -3,6 +3,7 @@
 //! databases: filled for accounts written before the migration, and kept by the database's triggers
 //! afterwards, whoever writes the account.
 
+use domain::ids::BusinessId;
 use sea_orm::{
     ConnectOptions, ConnectionTrait, Database, DatabaseConnection, DbErr, Statement, Value,
 };
@@ -35,7 +36,7 @@ async fn databases(steps: Option<u32>) -> Vec<(DatabaseConnection, Option<Fresh>
     out
 }
 
-async fn business(db: &DatabaseConnection) -> String {
+async fn business(db: &DatabaseConnection) -> BusinessId {
     let cipher = Cipher::new(&Cipher::generate_key(), &[]).unwrap();
     crate::businesses::create(db, &cipher, "One Ltd", KybStatus::Approved)
         .await
@@ -108,7 +109,7 @@ fn row(
 
 /// A business with one pending account, `va_1` with reference `r1`, checked beside it; the
 /// business's id.
-async fn first_account(db: &DatabaseConnection) -> String {
+async fn first_account(db: &DatabaseConnection) -> BusinessId {
     let business = business(db).await;
     insert(db, &business, "va_1", "pending", None, Some("r1"))
         .await

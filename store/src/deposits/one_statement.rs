@@ -26,6 +26,7 @@
 //! own, as a lone deposit's is: a deposit the round did commit then finds its notification stored
 //! and is answered as the repeat it is.
 
+use domain::ids::BusinessId;
 use std::sync::LazyLock;
 
 use futures::future::BoxFuture;
@@ -197,7 +198,7 @@ pub(super) async fn accept_deposit(
 }
 
 /// A business and mode: whose balance row a deposit credits.
-type Business = (String, Mode);
+type Business = (BusinessId, Mode);
 
 /// What became of a deposit's statement: true when it stored the deposit, false when it wrote
 /// nothing and the transaction path must answer.
@@ -354,6 +355,11 @@ mod tests {
     use sea_orm::DatabaseConnection;
 
     use super::*;
+    use domain::ids::KeyId;
+
+    /// The secret key the tests' creations name.
+    static KEY_TEST: std::sync::LazyLock<KeyId> =
+        std::sync::LazyLock::new(|| KeyId::unchecked("key_test"));
     use crate::accounts::{self, CreateOutcome, CreateRequest};
     use crate::testing::{count, fresh_database};
     use crypto::{Cipher, RequestDigest};
@@ -394,7 +400,7 @@ mod tests {
     async fn active_accounts(
         db: &DatabaseConnection,
         more: u32,
-    ) -> (String, Vec<accounts::Account>) {
+    ) -> (BusinessId, Vec<accounts::Account>) {
         let cipher = Cipher::new(&Cipher::generate_key(), &[]).unwrap();
         let business = crate::businesses::create(db, &cipher, "Paid Ltd", KybStatus::Approved)
             .await
@@ -415,7 +421,7 @@ mod tests {
                 business_id: &business.id,
                 business_name: "Paid Ltd",
                 mode: Mode::Test,
-                key_id: "key_test",
+                key_id: &KEY_TEST,
                 idempotency_key: &key,
                 request: &digest,
                 account: &account,

@@ -1,6 +1,7 @@
 //! The `worker-webhooks` operator commands as an operator runs them: `dead list` and `replay`,
 //! against the dev data folder (no database configured) and against PostgreSQL.
 
+use domain::ids::BusinessId;
 use std::process::{Command, Output};
 
 use crate::support::binary;
@@ -35,7 +36,7 @@ fn host_account() -> String {
 }
 
 /// A delivery of a fresh event to `business_id` that exhausted its schedule.
-async fn dead_delivery(setup: &Setup, business_id: &str, n: usize) -> (String, String) {
+async fn dead_delivery(setup: &Setup, business_id: &BusinessId, n: usize) -> (String, String) {
     setup.set_url(business_id, "http://127.0.0.1:9/hook").await;
     let event_id = setup.record(business_id, n).await;
     let (delivery, _) = deliveries::for_event(

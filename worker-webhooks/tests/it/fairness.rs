@@ -14,6 +14,7 @@
 //! Runs on SQLite with the in-process queue, and on PostgreSQL with RabbitMQ when
 //! TEST_DATABASE_URL and TEST_AMQP_URL are set.
 
+use domain::ids::BusinessId;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -72,7 +73,7 @@ impl Rig {
 
     /// A `deposit.received` event committed as a deposit commits it; returns its id and when
     /// the commit returned.
-    async fn deposit(&self, business_id: &str, n: usize) -> (String, Instant) {
+    async fn deposit(&self, business_id: &BusinessId, n: usize) -> (String, Instant) {
         let txn = self.setup.db.begin().await.unwrap();
         let event = events::record(
             &txn,

@@ -5,6 +5,7 @@
 //! leaves the delivery alone); and runs finished together end as each would alone. On SQLite
 //! (no RETURNING here) and on PostgreSQL when TEST_DATABASE_URL is set.
 
+use domain::ids::JobId;
 use std::time::Duration;
 
 use domain::DeliveryStatus;
@@ -58,9 +59,9 @@ async fn a_round_starts_only_due_unfinished_jobs_of_its_queue(backend: Backend) 
         &early,
         &finished,
         &other_queue,
-        &"job_missing".to_owned(),
+        &JobId::unchecked("job_missing"),
     ]
-    .map(|s| s.to_string());
+    .map(JobId::clone);
     let started = outbox::start_due(&setup.db, "webhooks", &ids, domain::time::now())
         .await
         .unwrap();
@@ -88,7 +89,7 @@ async fn attempts_recorded_together_move_each_delivery_on_once(backend: Backend)
             .0
     };
     let (a, b) = (delivery_of(&first).await, delivery_of(&second).await);
-    let found = deliveries::for_attempts(&setup.db, &[a.id.to_string(), b.id.to_string()])
+    let found = deliveries::for_attempts(&setup.db, &[a.id.clone(), b.id.clone()])
         .await
         .unwrap();
     assert_eq!(found.len(), 2);
@@ -279,7 +280,7 @@ async fn runs_finished_together_end_as_each_would_alone(backend: Backend) {
         (rows[2].clone(), JobOutcome::Done),
     ];
     outbox::finish_many(&setup.db, &runs, now).await.unwrap();
-    let read = async |id: &str| outbox::find(&setup.db, id).await.unwrap().unwrap();
+    let read = async |id: &JobId| outbox::find(&setup.db, id).await.unwrap().unwrap();
     assert_eq!(read(&rows[0].id).await.completed_at, Some(now));
     let retried = read(&rows[1].id).await;
     assert_eq!(retried.completed_at, None);

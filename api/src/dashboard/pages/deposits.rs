@@ -9,7 +9,7 @@ use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
-use domain::ids::AccountId;
+use domain::ids::{AccountId, BusinessId};
 use domain::{DepositSource, DepositStatus, Mode};
 use futures::StreamExt;
 use sea_orm::DatabaseConnection;
@@ -79,7 +79,7 @@ fn mode_query<'a>(
 /// The accounts of a page of deposits, by id, in one query.
 async fn accounts_of(
     db: &DatabaseConnection,
-    business_id: &str,
+    business_id: &BusinessId,
     mode: Mode,
     rows: &[Deposit],
 ) -> Result<HashMap<AccountId, accounts::Account>, sea_orm::DbErr> {

@@ -13,6 +13,7 @@ use askama::Template;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
+use domain::ids::KeyId;
 use domain::keys::KeyGrace;
 use domain::{AuditAction, EventType, Mode, Role};
 use sea_orm::TransactionTrait;
@@ -173,11 +174,14 @@ async fn render(
     let (business_id, mode) = (scope.business_id(), scope.mode);
     let now = domain::time::now();
     let working = keys::list_working(&state.db, business_id, mode, now).await?;
-    let newest_key = working.first().map(|k| k.id.clone()).unwrap_or_default();
+    let newest_key = working
+        .first()
+        .map(|k| k.id.to_string())
+        .unwrap_or_default();
     let keys = working
         .iter()
         .map(|k| KeyRow {
-            id: k.id.clone(),
+            id: k.id.to_string(),
             shown: format!("{}…{}", k.prefix, k.last_four.as_deref().unwrap_or("????")),
             created: When::of(&k.created_at),
             last_used: When::maybe(k.last_used_at.as_ref()),
@@ -356,7 +360,7 @@ pub async fn revoke(Posted(scope, state, fields): Posted<Scoped<Developer>>) -> 
     if let Some(refused) = refused(&state, &scope, &fields, None).await? {
         return Ok(refused);
     }
-    let action = KeyAction::RevokeKey(fields.get("key_id").to_owned());
+    let action = KeyAction::RevokeKey(KeyId::unchecked(fields.get("key_id")));
     let change = change_keys(&state, &scope, action, Expect::Anything).await?;
     match change {
         KeyChange::Revoked(_) => Ok(done(scope.mode, "revoked")),

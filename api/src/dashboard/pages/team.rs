@@ -9,6 +9,7 @@ use askama::Template;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect};
+use domain::ids::UserId;
 use domain::{Mode, Role};
 use store::audit;
 use store::paging::{PageRequest, Position};
@@ -113,7 +114,7 @@ async fn render(
             totp: u.has_totp(),
             added: When::of(&u.created_at),
             roles: role_options(u.role),
-            id: u.id,
+            id: u.id.to_string(),
             email: u.email,
         })
         .collect();
@@ -282,7 +283,8 @@ async fn change(
         };
         return render(&state, &scope, extra, StatusCode::UNPROCESSABLE_ENTITY).await;
     }
-    let user_id = fields.get("user_id");
+    // A form's id is only looked up: text that is no member's is no such user.
+    let user_id = &UserId::unchecked(fields.get("user_id"));
     let outcome = users::change_member(
         &state.db,
         &scope.signed.actor(),
@@ -292,7 +294,7 @@ async fn change(
         domain::time::now(),
     )
     .await?;
-    let myself = user_id == scope.signed.owner.user.id;
+    let myself = *user_id == scope.signed.owner.user.id;
     match outcome {
         MemberOutcome::Done(_) if myself && change == MemberChange::Remove => {
             Ok(Redirect::to("/dashboard/sign-in?ended=1").into_response())

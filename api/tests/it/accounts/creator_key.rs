@@ -37,7 +37,7 @@ async fn an_account_records_the_key_that_created_it(backend: Backend) {
         Some(first_id.clone())
     );
     assert!(
-        !account.to_string().contains(&first_id),
+        !account.to_string().contains(first_id.as_str()),
         "the key's id is not in the account object: {account}"
     );
 
