@@ -301,46 +301,20 @@ mod tests {
     #[test]
     fn a_cursor_round_trips_for_its_own_filter_only() {
         let cipher = cipher();
-        let filter = Filter::new(
-            "accounts",
-            &BusinessId::unchecked("biz_1"),
-            Mode::Test,
-            &[("q", Some("ada"))],
+        let (one, two) = (
+            BusinessId::unchecked("biz_1"),
+            BusinessId::unchecked("biz_2"),
         );
+        let filter = Filter::new("accounts", &one, Mode::Test, &[("q", Some("ada"))]);
         let token = encode_cursor(&cipher, &filter, &key());
         assert!(!token.contains(['+', '/', '=']), "url-safe: {token}");
         assert_eq!(decode_cursor(&cipher, &filter, &token), Some(key()));
         for other in [
-            Filter::new(
-                "accounts",
-                &BusinessId::unchecked("biz_1"),
-                Mode::Test,
-                &[("q", Some("adb"))],
-            ),
-            Filter::new(
-                "accounts",
-                &BusinessId::unchecked("biz_1"),
-                Mode::Test,
-                &[("q", None)],
-            ),
-            Filter::new(
-                "accounts",
-                &BusinessId::unchecked("biz_2"),
-                Mode::Test,
-                &[("q", Some("ada"))],
-            ),
-            Filter::new(
-                "accounts",
-                &BusinessId::unchecked("biz_1"),
-                Mode::Live,
-                &[("q", Some("ada"))],
-            ),
-            Filter::new(
-                "events",
-                &BusinessId::unchecked("biz_1"),
-                Mode::Test,
-                &[("q", Some("ada"))],
-            ),
+            Filter::new("accounts", &one, Mode::Test, &[("q", Some("adb"))]),
+            Filter::new("accounts", &one, Mode::Test, &[("q", None)]),
+            Filter::new("accounts", &two, Mode::Test, &[("q", Some("ada"))]),
+            Filter::new("accounts", &one, Mode::Live, &[("q", Some("ada"))]),
+            Filter::new("events", &one, Mode::Test, &[("q", Some("ada"))]),
         ] {
             assert_eq!(decode_cursor(&cipher, &other, &token), None, "{other:?}");
         }
