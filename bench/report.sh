@@ -417,6 +417,40 @@ section_guarantees() { # what a deposit's guarantees cost in CPU (docs/benchmark
     "$(for ((i = 0; i < ${#by[@]}; i += 4)); do printf '%s / %s / %s / %s' "${by[@]:i:4}"; [ $((i + 4)) -lt ${#by[@]} ] && printf '; '; done)"
 }
 
+section_drain_counts() { # what the home page's delivery counts cost a drain (docs/benchmarks.md):
+  # `bench webhooks` drains of 5,000 events with m0028's statement-level trigger that counts a
+  # delivery's moves (`deliveries_day_counted_move`, fired by each round statement of the worker)
+  # and with it disabled, alternating, DRAIN_ROUNDS times (3), after a warm-up drain not counted.
+  # Disabling it leaves the day counts of this run's database wrong, so, like section_guarantees,
+  # it is never among the default sections and refuses --keep and --reuse.
+  if $keep; then echo "section_drain_counts changes its database: not with --keep or --reuse" >&2; return 0; fi
+  local n variant key with=() without=()
+  key=$(business "Drain Ltd" | jq -r .test.secretKey)
+  for n in 0 $(seq 1 "${DRAIN_ROUNDS:-3}"); do
+    for variant in with without; do
+      [ "$n" = 0 ] && [ "$variant" = without ] && continue
+      [ "$variant" = without ] &&
+        psql -q "$db_url" -v ON_ERROR_STOP=1 -c "ALTER TABLE deliveries DISABLE TRIGGER deliveries_day_counted_move"
+      psql -q "$db_url" -c "ANALYZE" >/dev/null
+      "$bench" webhooks --events 5000 -c "$callers" --proc beam.smp --scenarios drain \
+        --database-url "$db_url" --api "$api" --key "$key" --worker "$bin/worker-webhooks" \
+        --pid api="$pid_api" --pg-database "$db" --worker-log "$work/drain-worker.log" \
+        >"$work/drain-$n-$variant.txt" 2>>"$work/drain.log" || true
+      [ "$variant" = without ] &&
+        psql -q "$db_url" -v ON_ERROR_STOP=1 -c "ALTER TABLE deliveries ENABLE TRIGGER deliveries_day_counted_move"
+      [ "$n" = 0 ] && continue
+      # "deliveries/s, CPU ms per delivery (PostgreSQL's)" from the drain line.
+      local figure
+      figure=$(awk '$1 == "drain" { for (i = 8; i < NF; i++) if ($i == "postgres") pg = $(i + 1)
+              sub(/,$/, "", pg); printf "%s/s, %s (%.3f)", $4, $7, pg / $2 }' "$work/drain-$n-$variant.txt")
+      if [ "$variant" = with ]; then with+=("$figure"); else without+=("$figure"); fi
+    done
+  done
+  row "bench webhooks: drain of 5,000 events with the delivery counts' statement trigger (m0028): deliveries/s, CPU ms per delivery (PostgreSQL's), by run" \
+    "$(printf '%s; ' "${with[@]}" | sed 's/; $//')"
+  row "  the same with that trigger disabled" "$(printf '%s; ' "${without[@]}" | sed 's/; $//')"
+}
+
 # One line per section.
 SECTIONS=(
   section_memory_idle
