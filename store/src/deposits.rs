@@ -24,7 +24,7 @@ mod one_statement;
 pub enum Source {
     Notification,
     /// Found by this recheck.
-    Recheck(String),
+    Recheck(RecheckId),
 }
 
 impl Source {
@@ -35,7 +35,7 @@ impl Source {
         }
     }
 
-    fn recheck_id(&self) -> Option<String> {
+    fn recheck_id(&self) -> Option<RecheckId> {
         match self {
             Source::Notification => None,
             Source::Recheck(id) => Some(id.clone()),
@@ -237,7 +237,7 @@ fn deposit_row(
         sender_bank_name: tx.sender_bank_name.clone(),
         narration: tx.narration.clone(),
         source: source.kind(),
-        recheck_id: source.recheck_id().map(RecheckId::unchecked),
+        recheck_id: source.recheck_id(),
         received_at: tx.paid_at,
         created_at: now,
     }
@@ -442,26 +442,22 @@ async fn apply_transfer(
         failure_reason: transfer.failure_reason.as_deref(),
     };
     let mode = incoming.mode;
+    // The bank names our payout by its id; text that is none is simply no payout.
+    let payout_id = PayoutId::unchecked(transfer.reference.clone());
     // Locked from here to the commit (`apply_in` reads it again in this transaction).
-    let sent_through =
-        entities::payout::Entity::find_by_id(PayoutId::unchecked(transfer.reference.clone()))
-            .filter(entities::payout::Column::Mode.eq(mode))
-            .lock_exclusive()
-            .one(txn)
-            .await?
-            .map(|p| p.provider_bank.or(payout_bank));
+    let sent_through = entities::payout::Entity::find_by_id(payout_id.clone())
+        .filter(entities::payout::Column::Mode.eq(mode))
+        .lock_exclusive()
+        .one(txn)
+        .await?
+        .map(|p| p.provider_bank.or(payout_bank));
     let applied = match sent_through {
         None => Err(Unmatched::NoPayout),
         Some(through) if through != Some(incoming.bank) => Err(Unmatched::OtherBank),
-        Some(_) => super::payouts::apply_in(
-            txn,
-            &PayoutId::unchecked(transfer.reference.clone()),
-            Some(mode),
-            &reported,
-        )
-        .await?
-        .map(|(_, changed)| changed)
-        .ok_or(Unmatched::NoPayout),
+        Some(_) => super::payouts::apply_in(txn, &payout_id, Some(mode), &reported)
+            .await?
+            .map(|(_, changed)| changed)
+            .ok_or(Unmatched::NoPayout),
     };
     let outcome = match applied {
         Ok(true) => NotificationOutcome::Recorded,

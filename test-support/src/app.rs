@@ -1,7 +1,7 @@
 //! The api in this process on 127.0.0.1:0, against a fresh database of its own, with its outbox
 //! relay and the provider sandbox; each worker on demand.
 
-use domain::ids::BusinessId;
+use domain::ids::{BusinessId, EventId};
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -351,7 +351,12 @@ impl TestApp {
 
     /// Records a `virtualaccount.deactivated` event with `data` as a state change does, and wakes
     /// the relay as the API does after such a commit; returns the event's id.
-    pub async fn record_event(&self, business_id: &BusinessId, mode: Mode, data: &Value) -> String {
+    pub async fn record_event(
+        &self,
+        business_id: &BusinessId,
+        mode: Mode,
+        data: &Value,
+    ) -> EventId {
         let id = crate::record_event(&self.db, business_id, mode, data).await;
         self.relay.kick();
         id

@@ -1,6 +1,6 @@
 //! A migrated database with a business, and the state changes tests set up directly.
 
-use domain::ids::BusinessId;
+use domain::ids::{BusinessId, EventId};
 use std::sync::Arc;
 
 use bootstrap::WorkerParts;
@@ -64,7 +64,7 @@ impl Setup {
     }
 
     /// Records a test-mode `virtualaccount.deactivated` event for account `va_{n}`.
-    pub async fn record(&self, business_id: &BusinessId, n: usize) -> String {
+    pub async fn record(&self, business_id: &BusinessId, n: usize) -> EventId {
         let data = serde_json::json!({"id": format!("va_{n}"), "status": "deactivated"});
         record_event(&self.db, business_id, Mode::Test, &data).await
     }
@@ -110,7 +110,7 @@ pub async fn record_event(
     business_id: &BusinessId,
     mode: Mode,
     data: &Value,
-) -> String {
+) -> EventId {
     let txn = db.begin().await.expect("begin");
     let event = events::record(
         &txn,
@@ -123,5 +123,5 @@ pub async fn record_event(
     .await
     .expect("record event");
     txn.commit().await.expect("commit");
-    event.id.into()
+    event.id
 }

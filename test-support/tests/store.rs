@@ -49,11 +49,10 @@ async fn named_counts_count_what_they_say(backend: Backend) {
     assert_eq!(open_jobs_of_kind(db, "provision").await, 0);
     assert_eq!(dead_jobs(db).await, 0);
 
-    let (delivery, _) =
-        store::deliveries::for_event(db, &domain::ids::EventId::unchecked(first.as_str()))
-            .await
-            .unwrap()
-            .remove(0);
+    let (delivery, _) = store::deliveries::for_event(db, &first)
+        .await
+        .unwrap()
+        .remove(0);
     let job_id = delivery.job_id.unwrap();
     let state = job(db, &job_id).await;
     assert!(

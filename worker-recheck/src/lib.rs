@@ -160,7 +160,7 @@ impl Rechecker {
                 mode,
                 bank,
                 tx,
-                Source::Recheck(recheck_id.to_string()),
+                Source::Recheck(recheck_id.clone()),
                 domain::time::now(),
             )
             .await?;

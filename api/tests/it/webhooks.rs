@@ -3,7 +3,7 @@
 //! dead letters and replays, resends, secret rotation, SSRF refusals in both modes, slow endpoints
 //! that delay nobody else, a worker killed mid-delivery, and the `/events` API.
 
-use domain::ids::BusinessId;
+use domain::ids::{BusinessId, EventId};
 use std::time::Duration;
 
 use ::store::businesses::IssuedBusiness;
@@ -70,7 +70,7 @@ async fn rejected_account(app: &TestApp, key: &str, n: u32) {
 }
 
 /// Records an event directly (as any state change does), in its own transaction.
-async fn record_event(app: &TestApp, business_id: &BusinessId, mode: Mode, data: Value) -> String {
+async fn record_event(app: &TestApp, business_id: &BusinessId, mode: Mode, data: Value) -> EventId {
     app.record_event(business_id, mode, &data).await
 }
 

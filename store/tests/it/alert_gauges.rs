@@ -50,11 +50,10 @@ async fn the_businesses_failing_longest_come_first(backend: Backend) {
     let shown = deliveries::failing_longest(&s.db, 5).await.unwrap();
     let names: Vec<&str> = shown.iter().map(|(b, _)| b.as_str()).collect();
     assert_eq!(names, [failing.as_str(), later.as_str()]);
-    let (created, _) =
-        deliveries::for_event(&s.db, &domain::ids::EventId::unchecked(first.as_str()))
-            .await
-            .unwrap()
-            .remove(0);
+    let (created, _) = deliveries::for_event(&s.db, &first)
+        .await
+        .unwrap()
+        .remove(0);
     assert_eq!(
         shown[0].1, created.created_at,
         "since its oldest failing delivery"

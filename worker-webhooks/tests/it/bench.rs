@@ -7,6 +7,7 @@
 //! cargo test -p worker-webhooks --test it bench:: -- --ignored --nocapture
 //! ```
 
+use domain::ids::EventId;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -79,7 +80,7 @@ impl Rig {
         tokio::spawn(self.relay.clone().run(self.stop.clone()));
     }
 
-    async fn record(&self, n: usize) -> String {
+    async fn record(&self, n: usize) -> EventId {
         let data = serde_json::json!({"id": format!("va_{n}"), "object": "virtual_account", "status": "deactivated"});
         record_event(&self.setup.db, &self.setup.business.id, Mode::Test, &data).await
     }
@@ -156,7 +157,7 @@ async fn latency(backend: &Backend, kick: bool) -> (Duration, Duration, Duration
         .await;
     let mut latencies: Vec<Duration> = received
         .iter()
-        .map(|r| r.at - committed[&r.webhook_id()])
+        .map(|r| r.at - committed[r.webhook_id().as_str()])
         .collect();
     latencies.sort();
     let pick = |q: f64| latencies[((latencies.len() as f64 * q).ceil() as usize).max(1) - 1];

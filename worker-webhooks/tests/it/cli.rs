@@ -1,7 +1,7 @@
 //! The `worker-webhooks` operator commands as an operator runs them: `dead list` and `replay`,
 //! against the dev data folder (no database configured) and against PostgreSQL.
 
-use domain::ids::BusinessId;
+use domain::ids::{BusinessId, DeliveryId, EventId};
 use std::process::{Command, Output};
 
 use crate::support::binary;
@@ -36,16 +36,13 @@ fn host_account() -> String {
 }
 
 /// A delivery of a fresh event to `business_id` that exhausted its schedule.
-async fn dead_delivery(setup: &Setup, business_id: &BusinessId, n: usize) -> (String, String) {
+async fn dead_delivery(setup: &Setup, business_id: &BusinessId, n: usize) -> (DeliveryId, EventId) {
     setup.set_url(business_id, "http://127.0.0.1:9/hook").await;
     let event_id = setup.record(business_id, n).await;
-    let (delivery, _) = deliveries::for_event(
-        &setup.db,
-        &domain::ids::EventId::unchecked(event_id.as_str()),
-    )
-    .await
-    .unwrap()
-    .remove(0);
+    let (delivery, _) = deliveries::for_event(&setup.db, &event_id)
+        .await
+        .unwrap()
+        .remove(0);
     let attempt = AttemptRecord {
         attempted_at: domain::time::now(),
         url: Some(delivery.url.clone()),
@@ -67,7 +64,7 @@ async fn dead_delivery(setup: &Setup, business_id: &BusinessId, n: usize) -> (St
         .await
         .unwrap()
     );
-    (delivery.id.into(), event_id)
+    (delivery.id, event_id)
 }
 
 /// Everything the commands should do, on whichever database `cmd` reaches.
@@ -104,13 +101,10 @@ async fn exercise(setup: &Setup, cmd: impl Fn() -> Command) {
         "2999-01-01",
     ]));
     assert!(none.is_empty());
-    let old = deliveries::find(
-        &setup.db,
-        &domain::ids::DeliveryId::unchecked(acme_dead.as_str()),
-    )
-    .await
-    .unwrap()
-    .unwrap();
+    let old = deliveries::find(&setup.db, &acme_dead)
+        .await
+        .unwrap()
+        .unwrap();
     let replayed = ok_lines(&mut with(&[
         "replay",
         "--all-dead",
@@ -122,13 +116,10 @@ async fn exercise(setup: &Setup, cmd: impl Fn() -> Command) {
     assert_eq!(replayed.len(), 1);
     assert_eq!(replayed[0]["id"], acme_dead.as_str());
     assert_eq!(replayed[0]["eventId"], acme_event.as_str());
-    let now = deliveries::find(
-        &setup.db,
-        &domain::ids::DeliveryId::unchecked(acme_dead.as_str()),
-    )
-    .await
-    .unwrap()
-    .unwrap();
+    let now = deliveries::find(&setup.db, &acme_dead)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(now.status, domain::DeliveryStatus::Pending);
     assert_eq!(now.attempts, 0, "a fresh schedule");
     assert_eq!(

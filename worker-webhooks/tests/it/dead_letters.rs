@@ -69,11 +69,10 @@ async fn a_replay_leaves_no_stale_copy(url: &str, broker: Arc<dyn Broker>) {
 
     // The receiver is back; the operator replays the first.
     receiver.set_default(Reply::ok());
-    let (dead, _) =
-        deliveries::for_event(&setup.db, &domain::ids::EventId::unchecked(first.as_str()))
-            .await
-            .unwrap()
-            .remove(0);
+    let (dead, _) = deliveries::for_event(&setup.db, &first)
+        .await
+        .unwrap()
+        .remove(0);
     let mut out = Vec::new();
     let replayed = replay(
         &setup.db,
@@ -104,11 +103,10 @@ async fn a_replay_leaves_no_stale_copy(url: &str, broker: Arc<dyn Broker>) {
     )
     .await;
     assert_eq!(deliveries::count_dead(&setup.db).await.unwrap(), 1);
-    let (still_dead, _) =
-        deliveries::for_event(&setup.db, &domain::ids::EventId::unchecked(second.as_str()))
-            .await
-            .unwrap()
-            .remove(0);
+    let (still_dead, _) = deliveries::for_event(&setup.db, &second)
+        .await
+        .unwrap()
+        .remove(0);
     assert_eq!(still_dead.status, domain::DeliveryStatus::Dead);
     tokio::time::sleep(Duration::from_millis(600)).await;
     assert_eq!(broker.depth("webhooks", true).await.unwrap(), 1);

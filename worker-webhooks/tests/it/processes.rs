@@ -3,6 +3,7 @@
 //! duplicate with the same webhook-id is allowed); a receiver that is down for the whole schedule
 //! ends dead-lettered, and one `worker-webhooks replay` delivers it.
 
+use domain::ids::EventId;
 use std::collections::HashSet;
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -76,7 +77,10 @@ async fn two_workers_share_the_work_survive_a_kill_and_replay_a_dead_letter() {
     )
     .await;
     let received = receiver.requests();
-    let seen: HashSet<String> = received.iter().map(|r| r.webhook_id()).collect();
+    let seen: HashSet<EventId> = received
+        .iter()
+        .map(|r| EventId::unchecked(r.webhook_id()))
+        .collect();
     assert_eq!(seen, ids, "every event arrived, under its own id");
     assert!(
         received.len() > 40,

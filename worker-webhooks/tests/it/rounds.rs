@@ -146,7 +146,7 @@ async fn a_round_of_distinct_deliveries_moves_each_on_as_alone(backend: Backend)
     for n in 1..=5 {
         let event = setup.record(&setup.business.id, n).await;
         read.push(
-            deliveries::for_event(&setup.db, &domain::ids::EventId::unchecked(event.as_str()))
+            deliveries::for_event(&setup.db, &event)
                 .await
                 .unwrap()
                 .remove(0)
