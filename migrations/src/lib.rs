@@ -30,6 +30,7 @@ mod m0024_audit_operator;
 mod m0025_account_creator_key;
 mod m0027_home_indexes;
 mod m0028_day_counts;
+mod m0029_delivery_moves_apart;
 
 pub struct Migrator;
 
@@ -63,6 +64,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0025_account_creator_key::Migration),
             Box::new(m0027_home_indexes::Migration),
             Box::new(m0028_day_counts::Migration),
+            Box::new(m0029_delivery_moves_apart::Migration),
         ]
     }
 }

@@ -109,6 +109,12 @@ const COUNTED: [Counted; 3] = [
     },
 ];
 
+/// The deliveries' moves function, created or replaced as `create` says, counting in the shards
+/// from `shard_base` on (`m0029_delivery_moves_apart`).
+pub(crate) fn delivery_moves_function(create: &str, shard_base: u32) -> String {
+    COUNTED[1].moves_function(create, shard_base)
+}
+
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Backend {
     Postgres,
@@ -128,9 +134,11 @@ impl Counted {
         }
     }
 
-    fn shard(&self, r: &str, backend: Backend) -> String {
+    /// The row's shard: one of [`SHARDS`] from `base` on (0, or a later migration's own range).
+    fn shard(&self, r: &str, backend: Backend, base: u32) -> String {
         match backend {
-            Backend::Postgres => format!("hashtext({r}.id) & {}", SHARDS - 1),
+            Backend::Postgres if base == 0 => format!("hashtext({r}.id) & {}", SHARDS - 1),
+            Backend::Postgres => format!("{base} + (hashtext({r}.id) & {})", SHARDS - 1),
             Backend::Sqlite => "0".into(),
         }
     }
@@ -138,6 +146,11 @@ impl Counted {
     /// The figures' values of row `r` with `sign` (1 or -1), in [`COLUMNS`]' order: its day's,
     /// then, for an all-time kind, its all-time figure's (day `''`).
     fn rows(&self, r: &str, sign: i32, backend: Backend) -> Vec<[String; 8]> {
+        self.rows_in(r, sign, backend, 0)
+    }
+
+    /// [`Self::rows`] in the shards from `base` on.
+    fn rows_in(&self, r: &str, sign: i32, backend: Backend, base: u32) -> Vec<[String; 8]> {
         let mut days = Vec::new();
         if self.by_day {
             days.push(self.day(r, backend));
@@ -153,7 +166,7 @@ impl Counted {
                     format!("'{}'", self.kind),
                     day,
                     self.bucket.replace("{r}", r),
-                    self.shard(r, backend),
+                    self.shard(r, backend, base),
                     sign.to_string(),
                     format!("{sign} * ({})", self.amount.replace("{r}", r)),
                 ]
@@ -163,8 +176,8 @@ impl Counted {
 
     /// [`Self::rows`] as one `SELECT … FROM {table} AS r` per figure, each value named by its
     /// column, joined by UNION ALL.
-    fn select(&self, table: &str, r: &str, sign: i32, backend: Backend) -> String {
-        self.rows(r, sign, backend)
+    fn select(&self, table: &str, r: &str, sign: i32, backend: Backend, base: u32) -> String {
+        self.rows_in(r, sign, backend, base)
             .iter()
             .map(|row| {
                 let named = row
@@ -213,6 +226,30 @@ impl Counted {
         moved.join(" OR ")
     }
 
+    /// The function a statement's UPDATE moves are counted by (`{table}_day_counts_moved`), in
+    /// the shards from `shard_base` on. Transition tables take no column list: the statement's
+    /// moves are summed and the unmoved rows cancel out (HAVING).
+    fn moves_function(&self, create: &str, shard_base: u32) -> String {
+        let pg = Backend::Postgres;
+        format!(
+            "{create} {}_day_counts_moved() RETURNS trigger LANGUAGE plpgsql AS $$ \
+             BEGIN \
+               INSERT INTO day_counts (business_id, mode, kind, day, bucket, shard, n, amount) \
+               SELECT business_id, mode, kind, day, bucket, shard, sum(n), sum(amount) \
+               FROM ({} UNION ALL {}) AS m GROUP BY business_id, mode, kind, day, bucket, shard \
+               HAVING sum(n) <> 0 OR sum(amount) <> 0 \
+               ORDER BY business_id, mode, kind, day, bucket, shard \
+               ON CONFLICT (business_id, mode, kind, day, bucket, shard) \
+               DO UPDATE SET n = day_counts.n + excluded.n, \
+               amount = day_counts.amount + excluded.amount; \
+               RETURN NULL; \
+             END $$",
+            self.table,
+            self.select("moved_from", "o", -1, pg, shard_base),
+            self.select("moved_to", "n", 1, pg, shard_base),
+        )
+    }
+
     fn postgres(&self) -> Vec<String> {
         let pg = Backend::Postgres;
         let table = self.table;
@@ -235,24 +272,7 @@ impl Counted {
             ),
         ];
         if self.moves_per_statement {
-            // Transition tables take no column list: the statement's moves are summed and the
-            // unmoved rows cancel out (HAVING).
-            statements.push(format!(
-                "CREATE FUNCTION {function}_moved() RETURNS trigger LANGUAGE plpgsql AS $$ \
-                 BEGIN \
-                   INSERT INTO day_counts (business_id, mode, kind, day, bucket, shard, n, amount) \
-                   SELECT business_id, mode, kind, day, bucket, shard, sum(n), sum(amount) \
-                   FROM ({} UNION ALL {}) AS m GROUP BY business_id, mode, kind, day, bucket, shard \
-                   HAVING sum(n) <> 0 OR sum(amount) <> 0 \
-                   ORDER BY business_id, mode, kind, day, bucket, shard \
-                   ON CONFLICT (business_id, mode, kind, day, bucket, shard) \
-                   DO UPDATE SET n = day_counts.n + excluded.n, \
-                   amount = day_counts.amount + excluded.amount; \
-                   RETURN NULL; \
-                 END $$",
-                self.select("moved_from", "o", -1, pg),
-                self.select("moved_to", "n", 1, pg),
-            ));
+            statements.push(self.moves_function("CREATE FUNCTION", 0));
             statements.push(format!(
                 "CREATE TRIGGER {table}_day_counted_move AFTER UPDATE ON {table} \
                  REFERENCING OLD TABLE AS moved_from NEW TABLE AS moved_to \
@@ -310,7 +330,7 @@ impl Counted {
             "INSERT INTO day_counts (business_id, mode, kind, day, bucket, shard, n, amount) \
              SELECT business_id, mode, kind, day, bucket, 0, count(*), sum(amount) \
              FROM ({}) AS m GROUP BY business_id, mode, kind, day, bucket",
-            self.select(self.table, "t", 1, backend),
+            self.select(self.table, "t", 1, backend, 0),
         )
     }
 }

@@ -670,3 +670,113 @@ async fn day_figures_equal_the_rows_after_rounds_replays_and_deletes(backend: Ba
         "the deposit 40 days back is outside"
     );
 }
+
+/// A webhook round counts its moves in count rows no deposit round takes (m0029): while a
+/// transaction holds the counts of a new delivery (a round of deposits commits its deliveries'
+/// counts last, row by row), a round moving another delivery of the same business, day and shard
+/// goes through at once instead of waiting for it, so the two can never deadlock. The figures are
+/// still the rows once both have committed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_webhook_round_never_waits_on_a_deposit_rounds_counts() {
+    use sea_orm::{DatabaseTransaction, TransactionTrait};
+    use store::deliveries::{AttemptRecord, AttemptWrite, Next};
+    use store::home;
+
+    let Some(backend) = Backend::postgres() else {
+        return;
+    };
+    let app = spawn_app(backend).await;
+    let business = app.business.id.clone();
+    app.set_webhook_url(&business, Mode::Test, "https://hooks.example.com/vas")
+        .await;
+    let event = async |db: &DatabaseTransaction| {
+        store::events::record(
+            db,
+            &business,
+            Mode::Test,
+            EventType::WebhookTest,
+            &json!({"message": "hello"}),
+            Utc::now(),
+        )
+        .await
+        .unwrap()
+    };
+    let delivery_of = async |db: &DatabaseTransaction, event_id: &str| {
+        let d = store::deliveries::for_event(db, &domain::ids::EventId::unchecked(event_id))
+            .await
+            .unwrap()
+            .remove(0)
+            .0;
+        let row = db
+            .query_one_raw(sea_orm::Statement::from_sql_and_values(
+                sea_orm::DbBackend::Postgres,
+                "SELECT hashtext($1) & 15 AS shard",
+                [d.id.as_str().into()],
+            ))
+            .await
+            .unwrap()
+            .unwrap();
+        (d, row.try_get::<i32>("", "shard").unwrap())
+    };
+    let setup = app.db.begin().await.unwrap();
+    let moved = event(&setup).await;
+    let (moved, shard) = delivery_of(&setup, &moved.id).await;
+    setup.commit().await.unwrap();
+
+    // A deposit round's transaction: new deliveries until one falls in the same shard, their
+    // counts taken now rather than at its commit.
+    let round = app.db.begin().await.unwrap();
+    let mut held = 0;
+    loop {
+        let e = event(&round).await;
+        held += 1;
+        if delivery_of(&round, &e.id).await.1 == shard {
+            break;
+        }
+        assert!(held < 500, "no delivery in shard {shard}");
+    }
+    round
+        .execute_unprepared("SET CONSTRAINTS ALL IMMEDIATE")
+        .await
+        .unwrap();
+
+    let now = Utc::now();
+    let write = AttemptWrite {
+        job_id: moved.job_id.clone().unwrap(),
+        attempt: AttemptRecord {
+            attempted_at: now,
+            url: Some(moved.url.clone()),
+            status_code: 200,
+            duration_ms: 4,
+            response_excerpt: None,
+            error: None,
+        },
+        delivery: moved,
+        next: Next::Succeeded,
+        now,
+    };
+    let recorded = tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        store::deliveries::record_attempts(&app.db, std::slice::from_ref(&write)),
+    )
+    .await;
+    round.commit().await.unwrap();
+    assert_eq!(
+        recorded
+            .expect("the round waited on the deposit round's counts")
+            .unwrap(),
+        vec![true]
+    );
+    let mut counted = home::deliveries(&app.db, &business, Mode::Test)
+        .await
+        .unwrap();
+    counted.last_failure = None;
+    assert_eq!(
+        counted,
+        home::Deliveries {
+            succeeded: 1,
+            waiting: held,
+            ..Default::default()
+        }
+    );
+}
