@@ -37,7 +37,7 @@ pub trait JobHandler: Send + Sync + 'static {
     /// Does the job's work. Must be idempotent: a job can run twice (a crash before `finish`).
     /// An error means this run could not finish (the database or a provider failed): the job
     /// runs again after [`retry_after`](Self::retry_after).
-    async fn handle(&self, row: &JobRow, job: Self::Job) -> anyhow::Result<JobOutcome>;
+    async fn handle(&self, row: &JobRow, job: Self::Job) -> anyhow::Result<Ran>;
 
     /// How long a job whose run failed with an error waits before it runs again.
     fn retry_after(&self, row: &JobRow) -> Duration;
@@ -47,6 +47,35 @@ pub trait JobHandler: Send + Sync + 'static {
     /// handler whose runs write no jobs says no: each kick is a sweep's round trips.
     fn done_writes_jobs(&self) -> bool {
         true
+    }
+}
+
+/// How a run ended, and whether the handler has recorded that end itself, in the same commit as
+/// the run's own writes (a webhook attempt does: `deliveries::record_attempts`), so the consumer
+/// only acknowledges the message.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Ran {
+    pub outcome: JobOutcome,
+    pub recorded: bool,
+}
+
+impl Ran {
+    /// An end the handler has recorded already.
+    pub fn recorded(outcome: JobOutcome) -> Self {
+        Self {
+            outcome,
+            recorded: true,
+        }
+    }
+}
+
+/// An end for the consumer to record.
+impl From<JobOutcome> for Ran {
+    fn from(outcome: JobOutcome) -> Self {
+        Self {
+            outcome,
+            recorded: false,
+        }
     }
 }
 
@@ -358,8 +387,8 @@ impl<H: JobHandler> Consumer<H> {
         metrics::histogram!("job_duration_seconds", "queue" => queue)
             .record(started.elapsed().as_secs_f64());
         let _enter = span.enter();
-        let outcome = match result {
-            Ok(outcome) => outcome,
+        let Ran { outcome, recorded } = match result {
+            Ok(ran) => ran,
             Err(error) => {
                 let after = self.handler.retry_after(&row);
                 tracing::warn!(
@@ -371,6 +400,7 @@ impl<H: JobHandler> Consumer<H> {
                     after,
                     error: format!("{error:#}"),
                 }
+                .into()
             }
         };
         let label = match &outcome {
@@ -389,12 +419,14 @@ impl<H: JobHandler> Consumer<H> {
             JobOutcome::Dead { error } => tracing::warn!(error, "job dead-lettered"),
         }
         drop(_enter);
-        match rounds.finish.submit((row.clone(), outcome.clone())).await {
-            Some(Ok(())) => {}
-            failed => {
-                let error = failed.and_then(Result::err).unwrap_or_default();
-                tracing::warn!(job_id = %row.id, error, "cannot record job outcome; requeueing");
-                return requeue_later(delivery).await;
+        if !recorded {
+            match rounds.finish.submit((row.clone(), outcome.clone())).await {
+                Some(Ok(())) => {}
+                failed => {
+                    let error = failed.and_then(Result::err).unwrap_or_default();
+                    tracing::warn!(job_id = %row.id, error, "cannot record job outcome; requeueing");
+                    return requeue_later(delivery).await;
+                }
             }
         }
         // A finished job may have written events whose deliveries are due now; a short retry is

@@ -10,7 +10,7 @@ use sea_orm::{
 
 use super::audit::{self, Actor, Entry};
 use super::businesses::webhook_url;
-use super::outbox;
+use super::outbox::{self, JobOutcome};
 use crate::tenant::{Business, Tenant};
 use domain::ids::{AttemptId, BusinessId, DeliveryId, EventId, JobId};
 use domain::{AuditAction, DeliveryStatus};
@@ -518,10 +518,32 @@ pub struct AttemptWrite {
     pub now: DateTime<Utc>,
 }
 
+impl AttemptWrite {
+    /// How the run that made this attempt ends when the attempt moves its delivery on: done when
+    /// it succeeded, due again when the delivery is, dead when the delivery is.
+    pub fn job_outcome(&self) -> JobOutcome {
+        let error = self.attempt.error.clone().unwrap_or_default();
+        match self.next {
+            Next::Succeeded => JobOutcome::Done,
+            Next::RetryAt(at) => JobOutcome::Retry {
+                after: (at - self.now).to_std().unwrap_or_default(),
+                error,
+            },
+            Next::Dead => JobOutcome::Dead {
+                error: format!(
+                    "gave up after {} attempts: {error}",
+                    self.delivery.attempts + 1
+                ),
+            },
+        }
+    }
+}
+
 /// Records an attempt and moves the delivery on, if the attempt belongs to its current schedule
-/// (`job_id`, status and attempt count as they were read). Returns false when the delivery had
+/// (`job_id`, status and attempt count as they were read), and then ends that job's run as
+/// [`AttemptWrite::job_outcome`] says, in the same commit. Returns false when the delivery had
 /// moved on meanwhile (a replay, a resend, or a duplicate run of the same job): the attempt is
-/// still recorded, the delivery is left alone. A delivery moved on takes its attempt's URL, unless
+/// still recorded, the delivery and the job are left alone. A delivery moved on takes its attempt's URL, unless
 /// another delivery of the event already has it (one delivery per event and URL).
 pub async fn record_attempt(
     db: &DatabaseConnection,
@@ -547,8 +569,9 @@ pub async fn record_attempt(
 
 /// [`record_attempt`] for several attempts at once: whether each moved its delivery on.
 ///
-/// On PostgreSQL a round is one statement (every attempt inserted and every delivery's
-/// conditional update, joined to the round's rows passed as one JSON parameter), so its text
+/// On PostgreSQL a round is one statement (every attempt inserted, every delivery's conditional
+/// update and the end of each moved delivery's job, joined to the round's rows passed as one JSON
+/// parameter), so its text
 /// never changes with the round's size: one prepared statement, one round trip, one commit. A
 /// round with a duplicate (two runs of one delivery) or an attempt that went to another URL than
 /// the delivery's (the business moved its endpoint) takes [`record_attempts_in_order`] instead,
@@ -596,6 +619,8 @@ struct RoundRow<'a> {
     next_attempt_at: Option<String>,
     completed_at: Option<String>,
     now: String,
+    /// The job's `last_error` when its run ends other than done.
+    job_error: Option<String>,
 }
 
 /// A timestamp as PostgreSQL reads it back exactly (microseconds, as `domain::time::now` keeps).
@@ -608,27 +633,45 @@ fn pg_time(t: DateTime<Utc>) -> String {
 /// meets two of the round's rows. They are found by primary key (`d.id = ANY(…)`); the status
 /// is compared as an expression so that the planner cannot take `deliveries_status_business`
 /// instead, whose statistics may say "few pending" while thousands are (a backlog), and which it
-/// would then read whole for every round.
+/// would then read whole for every round. The jobs of the deliveries moved on end as
+/// `outbox::finish` ends a run: done, due again and unpublished, or dead.
 const RECORD_ROUND: &str = "\
 WITH round AS MATERIALIZED ( \
   SELECT * FROM json_to_recordset($1::json) AS r( \
     attempt_id text, delivery_id text, attempted_at timestamptz, url text, status_code int, \
     duration_ms bigint, response_excerpt text, error text, attempts int, job_id text, \
-    status text, next_attempt_at timestamptz, completed_at timestamptz, now timestamptz)), \
+    status text, next_attempt_at timestamptz, completed_at timestamptz, now timestamptz, \
+    job_error text)), \
 recorded AS ( \
   INSERT INTO delivery_attempts \
     (id, delivery_id, attempted_at, url, status_code, duration_ms, response_excerpt, error) \
   SELECT attempt_id, delivery_id, attempted_at, url, status_code, duration_ms, \
-    response_excerpt, error FROM round) \
-UPDATE deliveries AS d SET \
-  attempts = round.attempts + 1, last_status_code = round.status_code, \
-  last_error = round.error, updated_at = round.now, status = round.status, \
-  next_attempt_at = round.next_attempt_at, completed_at = round.completed_at \
-FROM round \
-WHERE d.id = ANY(ARRAY(SELECT delivery_id FROM round)) AND d.id = round.delivery_id \
-  AND d.status || '' = 'pending' AND d.attempts = round.attempts \
-  AND (d.job_id = round.job_id OR d.job_id IS NULL) \
-RETURNING d.id";
+    response_excerpt, error FROM round), \
+moved AS ( \
+  UPDATE deliveries AS d SET \
+    attempts = round.attempts + 1, last_status_code = round.status_code, \
+    last_error = round.error, updated_at = round.now, status = round.status, \
+    next_attempt_at = round.next_attempt_at, completed_at = round.completed_at \
+  FROM round \
+  WHERE d.id = ANY(ARRAY(SELECT delivery_id FROM round)) AND d.id = round.delivery_id \
+    AND d.status || '' = 'pending' AND d.attempts = round.attempts \
+    AND (d.job_id = round.job_id OR d.job_id IS NULL) \
+  RETURNING d.id, round.job_id, round.status, round.next_attempt_at, round.now, \
+    round.job_error), \
+ended AS ( \
+  UPDATE outbox AS o SET updated_at = m.now, \
+    completed_at = CASE WHEN m.status = 'succeeded' THEN m.now ELSE o.completed_at END, \
+    dead_at = CASE WHEN m.status = 'dead' THEN m.now ELSE o.dead_at END, \
+    run_at = CASE WHEN m.status = 'pending' THEN m.next_attempt_at ELSE o.run_at END, \
+    attempts = CASE WHEN m.status = 'pending' THEN o.attempts + 1 ELSE o.attempts END, \
+    last_error = CASE WHEN m.status = 'succeeded' THEN o.last_error ELSE m.job_error END, \
+    published_at = CASE WHEN m.status = 'pending' THEN NULL ELSE o.published_at END, \
+    publishing_until = CASE WHEN m.status = 'pending' THEN NULL ELSE o.publishing_until END, \
+    started_at = CASE WHEN m.status = 'pending' THEN NULL ELSE o.started_at END \
+  FROM moved AS m \
+  WHERE o.id = ANY(ARRAY(SELECT job_id FROM moved)) AND o.id = m.job_id \
+    AND o.completed_at IS NULL) \
+SELECT id FROM moved";
 
 async fn record_attempts_in_one(
     db: &DatabaseConnection,
@@ -657,6 +700,10 @@ async fn record_attempts_in_one(
                 next_attempt_at: next_attempt_at.map(pg_time),
                 completed_at: completed_at.map(pg_time),
                 now: pg_time(w.now),
+                job_error: match w.job_outcome() {
+                    JobOutcome::Done => None,
+                    JobOutcome::Retry { error, .. } | JobOutcome::Dead { error } => Some(error),
+                },
             }
         })
         .collect();
@@ -678,7 +725,8 @@ async fn record_attempts_in_one(
 }
 
 /// [`record_attempt`] for several attempts in one transaction (one insert for all the attempts,
-/// then each delivery's conditional update, in order): whether each moved its delivery on.
+/// then each delivery's conditional update and its job's end, in order): whether each moved its
+/// delivery on.
 async fn record_attempts_in_order(
     db: &DatabaseConnection,
     writes: &[AttemptWrite],
@@ -702,14 +750,14 @@ async fn record_attempts_in_order(
     .await?;
     let none = Option::<DateTime<Utc>>::None;
     let mut moved_on = Vec::with_capacity(writes.len());
-    for AttemptWrite {
-        delivery,
-        job_id,
-        attempt,
-        next,
-        now,
-    } in writes
-    {
+    for write in writes {
+        let AttemptWrite {
+            delivery,
+            job_id,
+            attempt,
+            next,
+            now,
+        } = write;
         let now = *now;
         let mut update = delivery::Entity::update_many()
             .col_expr(Col::Attempts, (delivery.attempts + 1).into())
@@ -752,6 +800,9 @@ async fn record_attempts_in_order(
                 Err(e) if super::is_unique_violation(&e) => savepoint.rollback().await?,
                 Err(e) => return Err(e),
             }
+        }
+        if moved {
+            outbox::finish_by_id(&txn, job_id, &write.job_outcome(), now).await?;
         }
         moved_on.push(moved);
     }

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, DurationRound, Utc};
 use sea_orm::UpdateMany;
-use sea_orm::sea_query::{LockBehavior, LockType};
+use sea_orm::sea_query::{Expr, ExprTrait, LockBehavior, LockType, SimpleExpr};
 use sea_orm::{
     ActiveValue::Set, ColumnTrait, Condition, ConnectionTrait, DatabaseConnection, DbBackend,
     DbErr, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder, QuerySelect, QueryTrait,
@@ -494,16 +494,40 @@ pub async fn finish<C: ConnectionTrait>(
     outcome: &JobOutcome,
     now: DateTime<Utc>,
 ) -> Result<(), DbErr> {
-    let update = update_open(&job.id, now);
+    finish_counting(db, &job.id, (job.attempts + 1).into(), outcome, now).await
+}
+
+/// [`finish`] for a job known by its id only, in the caller's transaction: a retry counts one
+/// more run than the row holds then. For a handler that records its run's end with its own
+/// writes (a webhook attempt, `deliveries::record_attempts`).
+pub(crate) async fn finish_by_id<C: ConnectionTrait>(
+    db: &C,
+    job_id: &JobId,
+    outcome: &JobOutcome,
+    now: DateTime<Utc>,
+) -> Result<(), DbErr> {
+    let attempts = Expr::col(outbox::Column::Attempts).add(1);
+    finish_counting(db, job_id, attempts, outcome, now).await
+}
+
+/// [`finish`], a retry setting the run count to `attempts`.
+async fn finish_counting<C: ConnectionTrait>(
+    db: &C,
+    job_id: &JobId,
+    attempts: SimpleExpr,
+    outcome: &JobOutcome,
+    now: DateTime<Utc>,
+) -> Result<(), DbErr> {
+    let update = update_open(job_id, now);
     let update = match outcome {
         // The same statement as a batch of runs done (`finish_many`).
-        JobOutcome::Done => return complete_runs(db, std::slice::from_ref(&job.id), now).await,
+        JobOutcome::Done => return complete_runs(db, std::slice::from_ref(job_id), now).await,
         JobOutcome::Retry { after, error } => republish(update)
             .col_expr(
                 outbox::Column::RunAt,
                 (now + chrono::Duration::from_std(*after).unwrap_or_default()).into(),
             )
-            .col_expr(outbox::Column::Attempts, (job.attempts + 1).into())
+            .col_expr(outbox::Column::Attempts, attempts)
             .col_expr(outbox::Column::LastError, Some(error.clone()).into()),
         JobOutcome::Dead { error } => update
             .col_expr(outbox::Column::DeadAt, now.into())

@@ -25,7 +25,7 @@ use jobs::{PayoutJob, QueueJob};
 use ops::config::{Config, KillPoint, PayoutsConfig};
 use outbound::providers::{ProviderError, Providers};
 use queue::relay::Relay;
-use queue::worker::{Consumer, JobHandler};
+use queue::worker::{Consumer, JobHandler, Ran};
 use sea_orm::{ColumnTrait, DatabaseConnection, DbErr, EntityTrait, QueryFilter, QuerySelect};
 use store::ledger;
 use store::outbox::{JobOutcome, JobRow};
@@ -54,9 +54,9 @@ pub struct Payer {
 impl JobHandler for Payer {
     type Job = PayoutJob;
 
-    async fn handle(&self, row: &JobRow, job: PayoutJob) -> anyhow::Result<JobOutcome> {
+    async fn handle(&self, row: &JobRow, job: PayoutJob) -> anyhow::Result<Ran> {
         match job {
-            PayoutJob::SendPayout { payout_id } => self.send(row, &payout_id).await,
+            PayoutJob::SendPayout { payout_id } => self.send(row, &payout_id).await.map(Ran::from),
         }
     }
 

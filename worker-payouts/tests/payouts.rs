@@ -429,7 +429,7 @@ async fn two_runs_of_one_payout_never_send_it_and_refund_it(backend: Backend) {
         payer.handle(&rows[0], job.clone()),
         payer.handle(&rows[0], job.clone()),
     );
-    let (first, second) = (first.unwrap(), second.unwrap());
+    let (first, second) = (first.unwrap().outcome, second.unwrap().outcome);
 
     let p = payout(&app, &id).await;
     let counts = bank.counts();

@@ -16,7 +16,7 @@ use entities::virtual_account;
 use jobs::{ProvisioningJob, QueueJob};
 use ops::config::{Config, ProvisioningConfig};
 use outbound::providers::{self, ProviderError, Providers, RemoteAccount};
-use queue::worker::{Consumer, JobHandler};
+use queue::worker::{Consumer, JobHandler, Ran};
 use sea_orm::{DatabaseConnection, EntityTrait, TransactionTrait};
 use store::accounts::{self, Account, Settled};
 use store::outbox::{JobOutcome, JobRow};
@@ -44,11 +44,12 @@ pub fn poll_delay(config: &ProvisioningConfig, attempt: i32) -> Duration {
 impl JobHandler for Provisioner {
     type Job = ProvisioningJob;
 
-    async fn handle(&self, row: &JobRow, job: ProvisioningJob) -> anyhow::Result<JobOutcome> {
+    async fn handle(&self, row: &JobRow, job: ProvisioningJob) -> anyhow::Result<Ran> {
         match job {
             ProvisioningJob::Provision { account_id } => self.provision(row, &account_id).await,
             ProvisioningJob::Close { account_id } => self.close(row, &account_id).await,
         }
+        .map(Ran::from)
     }
 
     fn retry_after(&self, row: &JobRow) -> Duration {

@@ -15,7 +15,7 @@ use jobs::{QueueJob, RecheckJob};
 use ops::config::{Config, RecheckConfig};
 use outbound::providers::{InvalidListed, Listed, Providers};
 use queue::relay::Relay;
-use queue::worker::{Consumer, JobHandler};
+use queue::worker::{Consumer, JobHandler, Ran};
 use sea_orm::DatabaseConnection;
 use store::deposits::{self, Incoming, Recorded, Source};
 use store::outbox::{JobOutcome, JobRow};
@@ -43,9 +43,9 @@ pub fn retry_delay(config: &RecheckConfig, attempt: i32) -> Duration {
 impl JobHandler for Rechecker {
     type Job = RecheckJob;
 
-    async fn handle(&self, row: &JobRow, job: RecheckJob) -> anyhow::Result<JobOutcome> {
+    async fn handle(&self, row: &JobRow, job: RecheckJob) -> anyhow::Result<Ran> {
         let RecheckJob::Recheck { recheck_id } = job;
-        self.run(row, &recheck_id).await
+        self.run(row, &recheck_id).await.map(Ran::from)
     }
 
     fn retry_after(&self, row: &JobRow) -> Duration {

@@ -21,7 +21,7 @@ use jobs::WebhookJob;
 use ops::config::WebhooksConfig;
 use outbound::signing::{self, SigningKey};
 use outbound::ssrf::{GuardedResolver, TargetPolicy};
-use queue::worker::JobHandler;
+use queue::worker::{JobHandler, Ran};
 use reqwest::header::{CONTENT_TYPE, HeaderValue, RETRY_AFTER};
 use sea_orm::DatabaseConnection;
 use store::batch::Coalescer;
@@ -103,7 +103,7 @@ impl Deliverer {
         }
     }
 
-    async fn deliver(&self, row: &JobRow, delivery_id: &DeliveryId) -> anyhow::Result<JobOutcome> {
+    async fn deliver(&self, row: &JobRow, delivery_id: &DeliveryId) -> anyhow::Result<Ran> {
         let read = self
             .reads
             .submit(delivery_id.clone())
@@ -116,24 +116,26 @@ impl Deliverer {
             settings,
         }) = read
         else {
-            return Ok(JobOutcome::Done);
+            return Ok(JobOutcome::Done.into());
         };
         if delivery.status != DeliveryStatus::Pending
             || delivery.job_id.as_deref().is_some_and(|j| j != row.id)
         {
             // Finished, or superseded by a replay or resend whose own job carries it on.
-            return Ok(JobOutcome::Done);
+            return Ok(JobOutcome::Done.into());
         }
         let now = domain::time::now();
         if let Some(due) = delivery.next_attempt_at
             && due > now + chrono::Duration::seconds(1)
         {
-            // The last attempt was recorded but its job was not rescheduled (a process killed in
-            // between, or the database failing then): wait for the time that attempt set.
+            // The last attempt's schedule stands (its record rescheduled the job in the same
+            // commit; this run came early, from a stale copy of the message or a written-by-hand
+            // job): wait for the time that attempt set.
             return Ok(JobOutcome::Retry {
                 after: (due - now).to_std().unwrap_or(Duration::ZERO),
                 error: "not due yet: the previous attempt's schedule stands".into(),
-            });
+            }
+            .into());
         }
         let mode = delivery.mode;
         let Some(settings) = settings else {
@@ -146,7 +148,8 @@ impl Deliverer {
             return Ok(JobOutcome::Retry {
                 after: NOT_ATTEMPTED_RETRY,
                 error,
-            });
+            }
+            .into());
         };
         // Every attempt goes where the business says now, never to an endpoint it has left.
         let Some(url) = settings.webhook_url.clone().filter(|u| !u.is_empty()) else {
@@ -156,7 +159,8 @@ impl Deliverer {
         let Some(event) = event else {
             return Ok(JobOutcome::Dead {
                 error: format!("event {} is missing", delivery.event_id),
-            });
+            }
+            .into());
         };
         let keys = match self.signing_keys(&settings, mode) {
             Ok(keys) => keys,
@@ -165,7 +169,8 @@ impl Deliverer {
                 return Ok(JobOutcome::Retry {
                     after: NOT_ATTEMPTED_RETRY,
                     error,
-                });
+                }
+                .into());
             }
         };
         let sender = Sender::new(&delivery.business_id, mode);
@@ -184,7 +189,8 @@ impl Deliverer {
                 return Ok(JobOutcome::Retry {
                     after,
                     error: format!("deferred: {}", reason.label()),
-                });
+                }
+                .into());
             }
         };
         let body = events::envelope(&event);
@@ -319,7 +325,7 @@ impl Deliverer {
         delivery: &Delivery,
         event: Option<&events::Event>,
         sent: Sent,
-    ) -> anyhow::Result<JobOutcome> {
+    ) -> anyhow::Result<Ran> {
         let now = domain::time::now();
         let made = delivery.attempts + 1;
         let record = &sent.record;
@@ -349,13 +355,13 @@ impl Deliverer {
             next: next.clone(),
             now,
         };
+        let outcome = write.job_outcome();
         let moved = self
             .records
             .submit(write)
             .await
             .ok_or_else(|| anyhow::anyhow!("the worker is shutting down"))?
             .map_err(anyhow::Error::msg)?;
-        let error = record.error.clone().unwrap_or_default();
         // Every attempt is on record in the database (`delivery_attempts`); the log tells
         // operators about the ones that did not succeed at once, and about every one at debug
         // level: a line per first-time success, thousands a second under load, is noise.
@@ -379,20 +385,15 @@ impl Deliverer {
             attempt_line!(info);
         }
         if !moved {
-            return self.moved_on(row, &delivery.id).await;
+            return self.moved_on(row, &delivery.id).await.map(Ran::from);
         }
         // Only attempts that count: a superseded or duplicate run's is not on record either.
         observe(record, &next);
         if let Some(event) = event {
             observe_deposit_latency(delivery, event, &next, now);
         }
-        Ok(match (next, delay) {
-            (Next::Succeeded, _) => JobOutcome::Done,
-            (Next::RetryAt(_), Some(after)) => JobOutcome::Retry { after, error },
-            _ => JobOutcome::Dead {
-                error: format!("gave up after {made} attempts: {error}"),
-            },
-        })
+        // The record ended this run's job too, in the same commit.
+        Ok(Ran::recorded(outcome))
     }
 
     /// The delivery changed while this attempt ran. Superseded (replay, resend) or finished:
@@ -422,7 +423,7 @@ impl Deliverer {
 impl JobHandler for Deliverer {
     type Job = WebhookJob;
 
-    async fn handle(&self, row: &JobRow, job: WebhookJob) -> anyhow::Result<JobOutcome> {
+    async fn handle(&self, row: &JobRow, job: WebhookJob) -> anyhow::Result<Ran> {
         let WebhookJob::Deliver { delivery_id } = job;
         self.deliver(row, &delivery_id).await
     }

@@ -19,7 +19,7 @@ use queue::broker::{
     RabbitBroker,
 };
 use queue::relay::{Relay, RelayTimings};
-use queue::worker::{Consumer, JobHandler};
+use queue::worker::{Consumer, JobHandler, Ran};
 use sea_orm::{ConnectionTrait, DatabaseConnection};
 use store::outbox::{self, JobMessage, JobOutcome, JobRow};
 use tokio::time::{Instant, sleep, timeout};
@@ -241,7 +241,7 @@ where
 {
     type Job = J;
 
-    async fn handle(&self, _row: &JobRow, job: J) -> anyhow::Result<JobOutcome> {
+    async fn handle(&self, _row: &JobRow, job: J) -> anyhow::Result<Ran> {
         self.runs
             .lock()
             .unwrap()
@@ -252,7 +252,8 @@ where
             }
         } else {
             JobOutcome::Done
-        })
+        }
+        .into())
     }
 
     fn retry_after(&self, _row: &JobRow) -> Duration {

@@ -250,6 +250,51 @@ async fn a_round_of_distinct_deliveries_moves_each_on_as_alone(backend: Backend)
         (dead_attempt.status_code, dead_attempt.url.as_deref()),
         (500, Some(url))
     );
+    // Each delivery moved on ended its job in the same commit, as the consumer would have.
+    let job = async |i: usize| {
+        outbox::find(&setup.db, read[i].job_id.as_ref().unwrap())
+            .await
+            .unwrap()
+            .unwrap()
+    };
+    let done = job(0).await;
+    assert_eq!(
+        (done.completed_at, done.dead_at, done.attempts),
+        (Some(now), None, 0)
+    );
+    let again = job(1).await;
+    assert_eq!(
+        (
+            again.completed_at,
+            again.dead_at,
+            again.run_at,
+            again.attempts,
+            again.published_at,
+            again.last_error.as_deref()
+        ),
+        (
+            None,
+            None,
+            retry_at,
+            1,
+            None,
+            Some("HTTP 500 Internal Server Error")
+        ),
+        "due again when its delivery is, for the relay to publish then"
+    );
+    let given_up = job(2).await;
+    assert_eq!(
+        (
+            given_up.completed_at,
+            given_up.dead_at,
+            given_up.last_error.as_deref()
+        ),
+        (
+            None,
+            Some(now),
+            Some("gave up after 1 attempts: HTTP 500 Internal Server Error")
+        )
+    );
 }
 
 async fn runs_finished_together_end_as_each_would_alone(backend: Backend) {
