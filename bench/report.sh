@@ -334,8 +334,9 @@ section_webhooks() { # bench webhooks: drain and saturate with this project's wo
   # the account and sandbox. svix-server's counterpart is its one `POST …/msg/`.
   "$bench" webhooks "${args[@]}" "${ours[@]}" --key "$key" --scenarios saturate \
     --bank-secret "$VAS_SANDBOX__SECRET" >"$work/webhooks-bank.txt" 2>>"$work/webhooks.log" || true
-  # The same over 16 businesses (2 accounts each, 32 in all as above): one business's deposits
-  # take its balance row's lock in turn, so over one business they wait on each other.
+  # The same over 16 businesses (2 accounts each, 32 in all as above; each business its own
+  # endpoint): one business's deposits take its balance row's lock in turn, so over one business
+  # they wait on each other.
   local keys
   keys=$(test_keys Hooks 16)
   "$bench" webhooks "${args[@]}" "${ours[@]}" --key "$keys" --accounts 2 --scenarios saturate \

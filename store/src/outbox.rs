@@ -576,8 +576,12 @@ async fn complete_runs<C: ConnectionTrait>(
     Ok(())
 }
 
-/// Records how several runs ended, as [`finish`] does each, in one transaction: the ones done
-/// in a single statement (the usual case), the others one by one.
+/// Records how several runs ended, as [`finish`] does each: the ones done in a single statement
+/// (the usual case), the others each in a statement of its own. Not in one transaction: it would
+/// hold the rows it took while it takes the next, in the runs' order, and the relay's statements
+/// take many rows at once in another order, so the two could deadlock. Each job's end stands
+/// alone, so nothing needs them together: when one fails, the caller runs them all again, and
+/// the runs already ended are then repeats.
 pub async fn finish_many(
     db: &DatabaseConnection,
     runs: &[(JobRow, JobOutcome)],
@@ -588,17 +592,13 @@ pub async fn finish_many(
         .filter(|(_, outcome)| matches!(outcome, JobOutcome::Done))
         .map(|(job, _)| job.id.clone())
         .collect();
-    if done.len() == runs.len() {
-        return complete_runs(db, &done, now).await;
-    }
-    let txn = db.begin().await?;
-    complete_runs(&txn, &done, now).await?;
+    complete_runs(db, &done, now).await?;
     for (job, outcome) in runs {
         if !matches!(outcome, JobOutcome::Done) {
-            finish(&txn, job, outcome, now).await?;
+            finish(db, job, outcome, now).await?;
         }
     }
-    txn.commit().await
+    Ok(())
 }
 
 /// Dead jobs of `queue` completed since `since`: replayed (a new job carries their work on), so

@@ -37,13 +37,16 @@ impl Sender {
                 ensure!(!keys.is_empty(), "no --key");
                 let mut businesses = Vec::new();
                 let mut by_business = Vec::new();
-                for key in keys {
+                for (n, key) in keys.iter().enumerate() {
                     let business = crate::lists::business_of(&db, key, None).await?;
+                    // Each business its own endpoint, as businesses have: one URL shared by
+                    // several would share its in-flight slots between them (the worker's
+                    // fairness), which is not what a spread over businesses measures.
                     let set = store::businesses::set_webhook_url(
                         &db,
                         &business,
                         domain::Mode::Test,
-                        &url,
+                        &format!("{url}/{n}"),
                     )
                     .await?;
                     ensure!(set, "business {business} has no test settings");
@@ -60,7 +63,7 @@ impl Sender {
                     accounts.extend(by_business.iter().map(|a| a[i].clone()));
                 }
                 eprintln!(
-                    "bench webhooks: businesses {}, {} accounts, endpoint {url}",
+                    "bench webhooks: businesses {}, {} accounts, endpoints {url}/0…",
                     businesses.join(", "),
                     accounts.len()
                 );
