@@ -543,8 +543,9 @@ impl AttemptWrite {
 /// (`job_id`, status and attempt count as they were read), and then ends that job's run as
 /// [`AttemptWrite::job_outcome`] says, in the same commit. Returns false when the delivery had
 /// moved on meanwhile (a replay, a resend, or a duplicate run of the same job): the attempt is
-/// still recorded, the delivery and the job are left alone. A delivery moved on takes its attempt's URL, unless
-/// another delivery of the event already has it (one delivery per event and URL).
+/// still recorded, the delivery and the job are left alone. A delivery moved on takes its
+/// attempt's URL, unless another delivery of the event already has it (one delivery per event and
+/// URL).
 pub async fn record_attempt(
     db: &DatabaseConnection,
     delivery: &Delivery,
@@ -571,11 +572,10 @@ pub async fn record_attempt(
 ///
 /// On PostgreSQL a round is one statement (every attempt inserted, every delivery's conditional
 /// update and the end of each moved delivery's job, joined to the round's rows passed as one JSON
-/// parameter), so its text
-/// never changes with the round's size: one prepared statement, one round trip, one commit. A
-/// round with a duplicate (two runs of one delivery) or an attempt that went to another URL than
-/// the delivery's (the business moved its endpoint) takes [`record_attempts_in_order`] instead,
-/// whose order and savepoints those need.
+/// parameter), so its text never changes with the round's size: one prepared statement, one round
+/// trip, one commit. A round with a duplicate (two runs of one delivery) or an attempt that went to
+/// another URL than the delivery's (the business moved its endpoint) takes
+/// [`record_attempts_in_order`] instead, whose order and savepoints those need.
 pub async fn record_attempts(
     db: &DatabaseConnection,
     writes: &[AttemptWrite],
