@@ -112,7 +112,11 @@ const COUNTED: [Counted; 3] = [
 /// The deliveries' moves function, created or replaced as `create` says, counting in the shards
 /// from `shard_base` on (`m0029_delivery_moves_apart`).
 pub(crate) fn delivery_moves_function(create: &str, shard_base: u32) -> String {
-    COUNTED[1].moves_function(create, shard_base)
+    let deliveries = COUNTED
+        .iter()
+        .find(|c| c.table == "deliveries")
+        .expect("deliveries are counted");
+    deliveries.moves_function(create, shard_base)
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]

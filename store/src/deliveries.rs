@@ -619,7 +619,8 @@ struct RoundRow<'a> {
     next_attempt_at: Option<String>,
     completed_at: Option<String>,
     now: String,
-    /// The job's `last_error` when its run ends other than done.
+    /// How the job's run ends (`outbox::JobOutcome::end`), and its `last_error` but when done.
+    job_end: &'static str,
     job_error: Option<String>,
 }
 
@@ -634,44 +635,37 @@ fn pg_time(t: DateTime<Utc>) -> String {
 /// is compared as an expression so that the planner cannot take `deliveries_status_business`
 /// instead, whose statistics may say "few pending" while thousands are (a backlog), and which it
 /// would then read whole for every round. The jobs of the deliveries moved on end as
-/// `outbox::finish` ends a run: done, due again and unpublished, or dead.
-const RECORD_ROUND: &str = "\
-WITH round AS MATERIALIZED ( \
-  SELECT * FROM json_to_recordset($1::json) AS r( \
-    attempt_id text, delivery_id text, attempted_at timestamptz, url text, status_code int, \
-    duration_ms bigint, response_excerpt text, error text, attempts int, job_id text, \
-    status text, next_attempt_at timestamptz, completed_at timestamptz, now timestamptz, \
-    job_error text)), \
-recorded AS ( \
-  INSERT INTO delivery_attempts \
-    (id, delivery_id, attempted_at, url, status_code, duration_ms, response_excerpt, error) \
-  SELECT attempt_id, delivery_id, attempted_at, url, status_code, duration_ms, \
-    response_excerpt, error FROM round), \
-moved AS ( \
-  UPDATE deliveries AS d SET \
-    attempts = round.attempts + 1, last_status_code = round.status_code, \
-    last_error = round.error, updated_at = round.now, status = round.status, \
-    next_attempt_at = round.next_attempt_at, completed_at = round.completed_at \
-  FROM round \
-  WHERE d.id = ANY(ARRAY(SELECT delivery_id FROM round)) AND d.id = round.delivery_id \
-    AND d.status || '' = 'pending' AND d.attempts = round.attempts \
-    AND (d.job_id = round.job_id OR d.job_id IS NULL) \
-  RETURNING d.id, round.job_id, round.status, round.next_attempt_at, round.now, \
-    round.job_error), \
-ended AS ( \
-  UPDATE outbox AS o SET updated_at = m.now, \
-    completed_at = CASE WHEN m.status = 'succeeded' THEN m.now ELSE o.completed_at END, \
-    dead_at = CASE WHEN m.status = 'dead' THEN m.now ELSE o.dead_at END, \
-    run_at = CASE WHEN m.status = 'pending' THEN m.next_attempt_at ELSE o.run_at END, \
-    attempts = CASE WHEN m.status = 'pending' THEN o.attempts + 1 ELSE o.attempts END, \
-    last_error = CASE WHEN m.status = 'succeeded' THEN o.last_error ELSE m.job_error END, \
-    published_at = CASE WHEN m.status = 'pending' THEN NULL ELSE o.published_at END, \
-    publishing_until = CASE WHEN m.status = 'pending' THEN NULL ELSE o.publishing_until END, \
-    started_at = CASE WHEN m.status = 'pending' THEN NULL ELSE o.started_at END \
-  FROM moved AS m \
-  WHERE o.id = ANY(ARRAY(SELECT job_id FROM moved)) AND o.id = m.job_id \
-    AND o.completed_at IS NULL) \
-SELECT id FROM moved";
+/// `outbox::finish` ends a run (`outbox::finish_from`).
+static RECORD_ROUND: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!(
+        "WITH round AS MATERIALIZED ( \
+           SELECT * FROM json_to_recordset($1::json) AS r( \
+             attempt_id text, delivery_id text, attempted_at timestamptz, url text, \
+             status_code int, duration_ms bigint, response_excerpt text, error text, \
+             attempts int, job_id text, status text, next_attempt_at timestamptz, \
+             completed_at timestamptz, now timestamptz, job_end text, job_error text)), \
+         recorded AS ( \
+           INSERT INTO delivery_attempts \
+             (id, delivery_id, attempted_at, url, status_code, duration_ms, response_excerpt, \
+             error) \
+           SELECT attempt_id, delivery_id, attempted_at, url, status_code, duration_ms, \
+             response_excerpt, error FROM round), \
+         moved AS ( \
+           UPDATE deliveries AS d SET \
+             attempts = round.attempts + 1, last_status_code = round.status_code, \
+             last_error = round.error, updated_at = round.now, status = round.status, \
+             next_attempt_at = round.next_attempt_at, completed_at = round.completed_at \
+           FROM round \
+           WHERE d.id = ANY(ARRAY(SELECT delivery_id FROM round)) AND d.id = round.delivery_id \
+             AND d.status || '' = 'pending' AND d.attempts = round.attempts \
+             AND (d.job_id = round.job_id OR d.job_id IS NULL) \
+           RETURNING d.id, round.job_id, round.job_end, round.next_attempt_at AS run_at, \
+             round.job_error, round.now), \
+         ended AS ({}) \
+         SELECT id FROM moved",
+        outbox::finish_from("moved")
+    )
+});
 
 async fn record_attempts_in_one(
     db: &DatabaseConnection,
@@ -685,6 +679,7 @@ async fn record_attempts_in_one(
                 Next::RetryAt(at) => (DeliveryStatus::Pending, Some(at), None),
                 Next::Dead => (DeliveryStatus::Dead, None, Some(w.now)),
             };
+            let ended = w.job_outcome();
             RoundRow {
                 attempt_id: AttemptId::new(),
                 delivery_id: &w.delivery.id,
@@ -700,10 +695,8 @@ async fn record_attempts_in_one(
                 next_attempt_at: next_attempt_at.map(pg_time),
                 completed_at: completed_at.map(pg_time),
                 now: pg_time(w.now),
-                job_error: match w.job_outcome() {
-                    JobOutcome::Done => None,
-                    JobOutcome::Retry { error, .. } | JobOutcome::Dead { error } => Some(error),
-                },
+                job_end: ended.end(),
+                job_error: ended.error().map(str::to_owned),
             }
         })
         .collect();
@@ -711,7 +704,7 @@ async fn record_attempts_in_one(
     let moved = db
         .query_all_raw(Statement::from_sql_and_values(
             DbBackend::Postgres,
-            RECORD_ROUND,
+            RECORD_ROUND.as_str(),
             [round.into()],
         ))
         .await?

@@ -537,6 +537,48 @@ async fn finish_counting<C: ConnectionTrait>(
     Ok(())
 }
 
+impl JobOutcome {
+    /// The outcome's name in [`finish_from`]'s rows.
+    pub(crate) fn end(&self) -> &'static str {
+        match self {
+            JobOutcome::Done => "done",
+            JobOutcome::Retry { .. } => "retry",
+            JobOutcome::Dead { .. } => "dead",
+        }
+    }
+
+    /// A retry's or a death's `last_error`.
+    pub(crate) fn error(&self) -> Option<&str> {
+        match self {
+            JobOutcome::Done => None,
+            JobOutcome::Retry { error, .. } | JobOutcome::Dead { error } => Some(error),
+        }
+    }
+}
+
+/// [`finish_by_id`] on PostgreSQL as part of a caller's statement, for many runs at once: an
+/// `UPDATE` ending the job of each row of the named `WITH` part, whose rows carry `job_id`,
+/// `job_end` ([`JobOutcome::end`]), `run_at` (a retry's), `job_error` and `now`. The same columns
+/// as [`finish_counting`], [`republish`] and [`complete_runs`] set; a completed job is left as
+/// it is.
+pub(crate) fn finish_from(ends: &str) -> String {
+    let retry = "e.job_end = 'retry'";
+    format!(
+        "UPDATE outbox AS o SET updated_at = e.now, \
+         completed_at = CASE WHEN e.job_end = 'done' THEN e.now ELSE o.completed_at END, \
+         dead_at = CASE WHEN e.job_end = 'dead' THEN e.now ELSE o.dead_at END, \
+         last_error = CASE WHEN e.job_end = 'done' THEN o.last_error ELSE e.job_error END, \
+         run_at = CASE WHEN {retry} THEN e.run_at ELSE o.run_at END, \
+         attempts = CASE WHEN {retry} THEN o.attempts + 1 ELSE o.attempts END, \
+         published_at = CASE WHEN {retry} THEN NULL ELSE o.published_at END, \
+         publishing_until = CASE WHEN {retry} THEN NULL ELSE o.publishing_until END, \
+         started_at = CASE WHEN {retry} THEN NULL ELSE o.started_at END \
+         FROM {ends} AS e \
+         WHERE o.id = ANY(ARRAY(SELECT job_id FROM {ends})) AND o.id = e.job_id \
+         AND o.completed_at IS NULL"
+    )
+}
+
 /// Ids as one JSON array parameter, for `id = ANY(ARRAY(SELECT json_array_elements_text($n::json)))`
 /// on PostgreSQL: a statement whose text is the same however many ids a round has is prepared
 /// once per connection, where an `IN ($1, …, $n)` list is a new statement for every n (and

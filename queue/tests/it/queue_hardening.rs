@@ -261,6 +261,29 @@ where
     }
 }
 
+/// A handler that says it recorded its run's end itself (as a webhook attempt's record does)
+/// without writing anything, so that whatever the row shows afterwards is the consumer's doing.
+struct SaysRecorded {
+    runs: Mutex<usize>,
+}
+
+#[async_trait]
+impl JobHandler for SaysRecorded {
+    type Job = WebhookJob;
+
+    async fn handle(&self, _row: &JobRow, _job: WebhookJob) -> anyhow::Result<Ran> {
+        *self.runs.lock().unwrap() += 1;
+        Ok(Ran::recorded(JobOutcome::Retry {
+            after: Duration::from_secs(3600),
+            error: "recorded by the handler".into(),
+        }))
+    }
+
+    fn retry_after(&self, _row: &JobRow) -> Duration {
+        Duration::from_secs(1)
+    }
+}
+
 fn start<H: JobHandler>(env: &Env, relay: &Relay, handler: Arc<H>) -> CancellationToken {
     let stop = env.shutdown.child_token();
     let consumer = Consumer::new(env.db.clone(), env.broker.clone(), relay.clone(), handler)
@@ -296,6 +319,7 @@ on_both_brokers!(
     a_relay_that_dies_mid_publish_leaves_nothing_behind,
     a_replayed_dead_job_leaves_no_copy_in_the_dead_letter_queue,
     relays_claiming_at_once_share_the_due_jobs_oldest_first,
+    a_run_whose_handler_recorded_its_end_is_not_recorded_again,
 );
 
 /// Item 9: a relay whose clock runs 5 s ahead publishes a job 3 s early. The consumer does not
@@ -946,4 +970,43 @@ async fn relay_figures() {
         N as f64 / one_by_one.as_secs_f64(),
     );
     env.cleanup().await;
+}
+
+/// A run whose handler recorded its end in its own commit is left as the handler wrote it: the
+/// consumer does not record it a second time (a retry would count twice and move the job's time
+/// again).
+async fn a_run_whose_handler_recorded_its_end_is_not_recorded_again(env: Arc<Env>) {
+    let relay = env.relay(fast());
+    tokio::spawn(relay.clone().run(env.shutdown.child_token()));
+    let handler = Arc::new(SaysRecorded {
+        runs: Mutex::new(0),
+    });
+    start(&env, &relay, handler.clone());
+    let now = domain::time::now();
+    let job = WebhookJob::Deliver {
+        delivery_id: domain::ids::DeliveryId::unchecked("whd_recorded"),
+    };
+    let id = outbox::enqueue(&env.db, &job, now, now).await.unwrap();
+    relay.kick();
+    eventually("the job ran", Duration::from_secs(10), async || {
+        *handler.runs.lock().unwrap() >= 1
+    })
+    .await;
+    // Time for the consumer's round that would have recorded it. (Left started and due, as
+    // this handler wrote nothing, the job is published and run again after its lease, and
+    // that run is recorded by the handler too.)
+    sleep(Duration::from_millis(500)).await;
+    let row = env.job(&id).await;
+    assert_eq!(
+        (
+            row.attempts,
+            row.run_at,
+            row.last_error.as_deref(),
+            row.completed_at,
+            row.dead_at
+        ),
+        (0, now, None, None, None),
+        "as the handler left it: {row:?}"
+    );
+    assert!(row.started_at.is_some(), "{row:?}");
 }
