@@ -256,6 +256,9 @@ pub struct SandboxConfig {
     pub activation_delay_secs: u64,
     /// How long a transfer (payout) stays `processing` before its outcome.
     pub transfer_delay_secs: u64,
+    /// How long a notification handed over to the api waits for the api's confirmation that it
+    /// stored it before the sandbox sends it as a bank would.
+    pub handover_grace_secs: u64,
     pub latency_ms: u64,
     /// Share of calls (0.0–1.0) that fail with a 503, to exercise retries.
     pub failure_rate: f64,

@@ -6,6 +6,7 @@
 //! Runs as its own binary (`provider-sandbox`) or in-process (`api dev`, tests) through [`spawn`].
 
 mod error;
+mod handover;
 mod notify;
 mod routes;
 mod state;
@@ -37,6 +38,7 @@ struct Inner {
     ledger: Mutex<Books>,
     store: Option<Store>,
     http: reqwest::Client,
+    handovers: handover::Handovers,
 }
 
 /// The ledger plus the number of its last change, which orders snapshots for the store.
@@ -64,6 +66,7 @@ impl Sandbox {
                 ledger: Mutex::new(Books { ledger, seq: 0 }),
                 store,
                 http: notify::client()?,
+                handovers: handover::Handovers::default(),
                 config,
             }),
         })
@@ -82,9 +85,15 @@ impl Sandbox {
         }
     }
 
-    /// Starts the timers of transfers whose outcome is not announced yet: after a restart, a
-    /// transfer that was processing still settles and notifies.
-    pub fn resume_transfers(&self) {
+    /// Starts what runs beside the requests: the timers of transfers whose outcome is not
+    /// announced yet (after a restart, a transfer that was processing still settles and
+    /// notifies), and the watch on handed-over notifications.
+    pub fn start(&self) {
+        self.resume_transfers();
+        handover::watch(Arc::downgrade(&self.inner));
+    }
+
+    fn resume_transfers(&self) {
         let pending = {
             let books = self
                 .inner
@@ -100,6 +109,10 @@ impl Sandbox {
 
     fn http(&self) -> &reqwest::Client {
         &self.inner.http
+    }
+
+    fn handovers(&self) -> &handover::Handovers {
+        &self.inner.handovers
     }
 
     /// Runs `f` on the ledger, then, if it changed anything and there is a state file, writes the
@@ -138,7 +151,7 @@ pub async fn serve(
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
     let sandbox = Sandbox::new(config)?;
-    sandbox.resume_transfers();
+    sandbox.start();
     ops::http::serve(listener, router(sandbox), timeouts, shutdown).await;
     Ok(())
 }
@@ -151,7 +164,7 @@ pub async fn spawn(
     timeouts: ops::http::Timeouts,
 ) -> anyhow::Result<SocketAddr> {
     let sandbox = Sandbox::new(config)?;
-    sandbox.resume_transfers();
+    sandbox.start();
     let app = router(sandbox);
     let address = listener.local_addr()?;
     tokio::spawn(ops::http::serve(

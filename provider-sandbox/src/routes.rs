@@ -20,9 +20,9 @@ use subtle::ConstantTimeEq;
 
 use crate::Sandbox;
 use crate::error::ApiError;
-use crate::notify;
 use crate::state::{Account, NewAccount, Status, Transaction};
 use crate::transfers::{self, TransferView};
+use crate::{handover, notify};
 
 pub fn router(sandbox: Sandbox) -> Router {
     // Latency and failures apply to the bank protocol only: the control call is the test
@@ -44,6 +44,8 @@ pub fn router(sandbox: Sandbox) -> Router {
         .route_layer(middleware::from_fn_with_state(sandbox.clone(), chaos));
     let authenticated = banks
         .route("/control/deposits", post(control_deposit))
+        .route("/control/deposits/notify", post(control_notify))
+        .route("/control/deposits/confirm", post(control_confirm))
         .route("/control/transfers", get(control_transfers))
         .fallback(|| async { ApiError::not_found("no such path") })
         .layer(middleware::from_fn_with_state(
@@ -282,6 +284,13 @@ struct DepositBody {
     narration: Option<String>,
     #[serde(default = "notify_by_default")]
     notify: bool,
+    /// With `notify`: the notification is handed over in the answer (`notification`), signed as
+    /// it would have been sent, instead of being sent. The service's own `simulate-deposit`
+    /// stores it at once, so a simulated deposit costs no request back to the service, and
+    /// confirms it ([`control_confirm`]); should it fail to store it, it asks for it to be sent
+    /// after all ([`control_notify`]); unconfirmed, it is sent after `handover_grace_secs`.
+    #[serde(default)]
+    handover: bool,
 }
 
 fn notify_by_default() -> bool {
@@ -325,8 +334,25 @@ async fn control_deposit(
                 bank.slug()
             ))
         })?;
+    let config = sandbox.config();
+    if body.notify && body.handover {
+        let notify::Signed {
+            body: text,
+            signature,
+            ..
+        } = notify::signed_deposit(&config.secret, bank, &transaction)
+            .map_err(|e| ApiError::internal(&e.into()))?;
+        // Built by serde_json from strings, so always UTF-8.
+        let text = String::from_utf8(text).map_err(|e| ApiError::internal(&e.into()))?;
+        let grace = std::time::Duration::from_secs(config.handover_grace_secs);
+        sandbox.handovers().hand_over(bank, &transaction, grace);
+        let answer = json!({
+            "providerReference": transaction.reference,
+            "notification": {"body": text, "signature": signature},
+        });
+        return Ok((StatusCode::ACCEPTED, Json(answer)).into_response());
+    }
     if body.notify {
-        let config = sandbox.config();
         // Answered once the notification's first attempt has ended, as a bank that notifies as
         // part of the transfer: the money shows in the service when the 202 arrives, and a
         // caller simulating deposits as fast as it can goes no faster than the service stores
@@ -341,6 +367,73 @@ async fn control_deposit(
         .wait(notify::FIRST_ATTEMPT_WAIT)
         .await;
     }
+    let answer = json!({ "providerReference": transaction.reference });
+    Ok((StatusCode::ACCEPTED, Json(answer)).into_response())
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ConfirmBody {
+    provider_references: Vec<String>,
+}
+
+/// The service stored these handed-over notifications: they are not to be sent. Answers how
+/// many were still waiting.
+async fn control_confirm(
+    State(sandbox): State<Sandbox>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let body: ConfirmBody = parse_body(&body)?;
+    if body.provider_references.len() > handover::MOST_CONFIRMED {
+        return Err(ApiError::bad_request(format!(
+            "at most {} providerReferences at a time",
+            handover::MOST_CONFIRMED
+        )));
+    }
+    let confirmed = sandbox
+        .handovers()
+        .confirm(body.provider_references.iter().map(String::as_str));
+    Ok(Json(json!({ "confirmed": confirmed })).into_response())
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct NotifyBody {
+    bank: String,
+    account_number: String,
+    provider_reference: String,
+}
+
+/// Sends a recorded deposit's notification as a bank does (retrying), answering once its first
+/// attempt has ended: for a handed-over notification the service could not store.
+async fn control_notify(State(sandbox): State<Sandbox>, body: Bytes) -> Result<Response, ApiError> {
+    let body: NotifyBody = parse_body(&body)?;
+    let bank = parse_bank(&body.bank)?;
+    let transaction = sandbox
+        .update(|ledger| ledger.transaction(bank, &body.account_number, &body.provider_reference))
+        .await?
+        .ok_or_else(|| {
+            ApiError::not_found(format!(
+                "{} has no transaction '{}' into '{}'",
+                bank.slug(),
+                body.provider_reference,
+                body.account_number
+            ))
+        })?;
+    // Sent now, so not by the watch as well.
+    sandbox
+        .handovers()
+        .confirm([transaction.reference.as_str()]);
+    let config = sandbox.config();
+    notify::spawn_delivery(
+        sandbox.http().clone(),
+        config.notify_url.as_deref(),
+        &config.secret,
+        bank,
+        &transaction,
+    )
+    .wait(notify::FIRST_ATTEMPT_WAIT)
+    .await;
     let answer = json!({ "providerReference": transaction.reference });
     Ok((StatusCode::ACCEPTED, Json(answer)).into_response())
 }

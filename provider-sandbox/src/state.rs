@@ -225,6 +225,22 @@ impl Ledger {
         Some(transaction)
     }
 
+    /// The transaction `reference` into `account_number` of this bank, if there is one.
+    pub fn transaction(
+        &self,
+        bank: Bank,
+        account_number: &str,
+        reference: &str,
+    ) -> Option<Transaction> {
+        let book = self.banks.get(bank.slug())?;
+        let account = book.accounts.get(book.by_number.get(account_number)?)?;
+        account
+            .transactions
+            .iter()
+            .find(|t| t.reference == reference)
+            .cloned()
+    }
+
     /// The account's transactions with `paid_at` in `[from, to]`, oldest first; None for an
     /// unknown account.
     pub fn transactions(

@@ -350,15 +350,19 @@ pub enum Notified<'a> {
 
 /// Stores a verified notification and acts on it, in one transaction: once this returns, the
 /// provider may be told 200. A body stored before (same mode, bank and digest) is not stored or
-/// acted on again.
+/// acted on again. `known` is the account the caller read already, if any (`simulate-deposit`
+/// read it to find its number): a deposit into it is not looked up again. It is used only when
+/// its mode, bank and number are the transaction's, and its row is locked as it was read, so a
+/// stale one costs the look-up, not the answer.
 pub async fn accept(
     db: &DatabaseConnection,
     incoming: Incoming<'_>,
     notified: Notified<'_>,
+    known: Option<&virtual_account::Model>,
 ) -> Result<Accepted, DbErr> {
     if db.get_database_backend() == DbBackend::Postgres
         && let Notified::Deposit(Some(tx)) = notified
-        && let Some(accepted) = one_statement::accept_deposit(db, incoming, tx).await?
+        && let Some(accepted) = one_statement::accept_deposit(db, incoming, tx, known).await?
     {
         return Ok(accepted);
     }

@@ -10,7 +10,7 @@ use domain::provider::RemoteTransaction;
 use domain::validation::{FieldError, optional_string, reject_unknown};
 use domain::{AccountStatus, Bank, Mode};
 use outbound::providers::notification::{self, Announced, Notification};
-use outbound::providers::{ProviderError, SimulatedDeposit};
+use outbound::providers::{HandedOver, ProviderError, SimulatedDeposit};
 use serde::Serialize;
 use serde_json::{Map, Value};
 use store::accounts::{self, Account};
@@ -204,10 +204,11 @@ pub struct SimulatedDepositAccepted {
 /// Simulate a deposit (test mode)
 ///
 /// Asks the test provider to send money to the account. With `notify: true` (default) the
-/// provider notifies the service as a real bank would, and answers once that notification's
-/// first attempt has ended (at most 5 s), so the deposit is usually listed by the time the 202
-/// arrives (after the provider's retries, when that attempt failed); with
-/// `notify: false` the notification is lost, so that a recheck can find it. Live keys get 403
+/// provider's notification is stored as a real bank's is before the 202 (the provider hands it
+/// over in its answer), so the deposit is listed by the time the 202 arrives; should storing it
+/// fail, the provider sends it as a bank does, with retries, and the 202 waits for the first
+/// attempt (at most 5 s). With `notify: false` the notification is lost, so that a recheck can
+/// find it. Live keys get 403
 /// `test_mode_only`; an account without a number (pending, failed) is 409 `invalid_state`; an
 /// amount above `VAS_LIMITS__MAX_DEPOSIT`, which the service would keep as `invalid` and never
 /// credit, is 422 `validation_failed`.
@@ -260,25 +261,75 @@ async fn simulate_deposit(
         sender_name,
         narration,
         notify,
+        handover: notify,
     };
-    let reference = state
+    let simulated = state
         .providers
         .simulate_deposit(&request)
         .await
-        .map_err(|e| match e {
-            // The sandbox does not know this account (restarted without its state file): the
-            // account cannot receive simulated money, which is not the caller's fault or ours.
-            ProviderError::Refused(reason) => ApiError::InvalidState(format!(
-                "the provider sandbox refused the deposit: {reason}"
-            )),
-            other => ApiError::Internal(anyhow::anyhow!("the provider sandbox failed: {other}")),
-        })?;
+        .map_err(sandbox_failed)?;
+    if let Some(handed) = &simulated.notification {
+        store_handed_over(&state, &account, &simulated.provider_reference, handed).await?;
+    }
     Ok((
         StatusCode::ACCEPTED,
         Json(SimulatedDepositAccepted {
-            provider_reference: reference,
+            provider_reference: simulated.provider_reference,
         }),
     ))
+}
+
+/// What a failed call to the sandbox's control surface tells the caller.
+fn sandbox_failed(e: ProviderError) -> ApiError {
+    match e {
+        // The sandbox does not know this account (restarted without its state file): the
+        // account cannot receive simulated money, which is not the caller's fault or ours.
+        ProviderError::Refused(reason) => ApiError::InvalidState(format!(
+            "the provider sandbox refused the deposit: {reason}"
+        )),
+        other => ApiError::Internal(anyhow::anyhow!("the provider sandbox failed: {other}")),
+    }
+}
+
+/// Stores the notification the sandbox handed over, as the notification endpoint stores one it
+/// sends (verified the same way), with the account already read: no request back to this
+/// service and no second look-up (docs/api/deposits-and-rechecks.md). Stored, it is confirmed
+/// to the sandbox with others, later; unconfirmed (this process stopped first), the sandbox sends
+/// it after its grace. When storing fails, the sandbox sends it at once, as a bank does, and the
+/// answer waits for its first attempt, as every simulated deposit once did.
+async fn store_handed_over(
+    state: &AppState,
+    account: &Account,
+    reference: &str,
+    handed: &HandedOver,
+) -> ApiResult<()> {
+    let body = handed.body.as_bytes();
+    let stored = match notification::mode_of(&state.config, account.bank, body, &handed.signature) {
+        Some(Mode::Test) => {
+            store_notification(state, Mode::Test, account.bank, body, Some(account))
+                .await
+                .map(drop)
+        }
+        // Signed with another secret than this service's for the sandbox: sent, it is refused
+        // as any such notification is.
+        _ => Err(ApiError::Unauthorized),
+    };
+    let Err(error) = stored else {
+        state.providers.confirm_handed_over(reference.to_owned());
+        return Ok(());
+    };
+    tracing::warn!(
+        provider_reference = %reference,
+        error = %error,
+        "a handed-over notification was not stored; the sandbox sends it instead"
+    );
+    let number = account.account_number.as_deref().unwrap_or_default();
+    state
+        .providers
+        .notify_simulated(account.bank, number, reference)
+        .await
+        .map_err(sandbox_failed)?;
+    Ok(())
 }
 
 /// A whole number of kobo that a deposit can be (`domain::deposit::check_deposit_amount`).
@@ -542,8 +593,23 @@ async fn notification(
         );
         ApiError::Unauthorized
     })?;
+    store_notification(&state, mode, bank, &body, None)
+        .await
+        .map(Json)
+}
+
+/// Stores a notification whose signature made it `mode`'s, and acts on it. `known` is the
+/// account the caller read already (a simulated deposit's), so that a deposit into it is not
+/// looked up again.
+async fn store_notification(
+    state: &AppState,
+    mode: Mode,
+    bank: Bank,
+    body: &[u8],
+    known: Option<&Account>,
+) -> ApiResult<NotificationReceipt> {
     let Notification { text, content } = match notification::read(
-        &body,
+        body,
         state.config.limits.max_deposit,
     ) {
         Ok(read) => read,
@@ -552,7 +618,7 @@ async fn notification(
             // drifted leaves a trace) and acknowledged, since it is stored
             // (docs/operations/provider-banks.md): answering 4xx would only make the bank send it
             // again.
-            let kept = String::from_utf8_lossy(&body).replace('\0', "");
+            let kept = String::from_utf8_lossy(body).replace('\0', "");
             let incoming = Incoming {
                 mode,
                 bank,
@@ -561,11 +627,11 @@ async fn notification(
             };
             let id = deposits::keep_invalid(&state.db, incoming, None).await?;
             tracing::warn!(notification_id = %id, bank = bank.slug(), error = %problem, "signed notification could not be read; kept as invalid");
-            return Ok(Json(NotificationReceipt {
+            return Ok(NotificationReceipt {
                 received: true,
                 id,
                 outcome: NotificationOutcome::Invalid,
-            }));
+            });
         }
     };
     let incoming = Incoming {
@@ -583,22 +649,24 @@ async fn notification(
         Announced::Other => Notified::Deposit(None),
     };
     let accepted = match notified {
-        Notified::Transfer { .. } => deposits::accept(&state.db, incoming, notified).await?,
-        Notified::Deposit(_) => match deposits::accept(&state.db, incoming, notified).await {
-            Ok(accepted) => accepted,
-            // Nothing of it was written (the whole transaction rolled back): kept as invalid
-            // for operators, like an amount above the maximum, rather than asked for again.
-            Err(e) if store::ledger::is_overflow(&e) => {
-                let id = deposits::keep_invalid(&state.db, incoming, None).await?;
-                tracing::error!(notification_id = %id, bank = bank.slug(), "a deposit would overflow its balance; kept as invalid, not credited");
-                return Ok(Json(NotificationReceipt {
-                    received: true,
-                    id,
-                    outcome: NotificationOutcome::Invalid,
-                }));
+        Notified::Transfer { .. } => deposits::accept(&state.db, incoming, notified, None).await?,
+        Notified::Deposit(_) => {
+            match deposits::accept(&state.db, incoming, notified, known).await {
+                Ok(accepted) => accepted,
+                // Nothing of it was written (the whole transaction rolled back): kept as invalid
+                // for operators, like an amount above the maximum, rather than asked for again.
+                Err(e) if store::ledger::is_overflow(&e) => {
+                    let id = deposits::keep_invalid(&state.db, incoming, None).await?;
+                    tracing::error!(notification_id = %id, bank = bank.slug(), "a deposit would overflow its balance; kept as invalid, not credited");
+                    return Ok(NotificationReceipt {
+                        received: true,
+                        id,
+                        outcome: NotificationOutcome::Invalid,
+                    });
+                }
+                Err(e) => return Err(e.into()),
             }
-            Err(e) => return Err(e.into()),
-        },
+        }
     };
     let (id, outcome) = match accepted {
         Accepted::Repeated { id, outcome } => {
@@ -639,11 +707,11 @@ async fn notification(
             (id, outcome)
         }
     };
-    Ok(Json(NotificationReceipt {
+    Ok(NotificationReceipt {
         received: true,
         id,
         outcome,
-    }))
+    })
 }
 
 #[cfg(test)]

@@ -1,17 +1,23 @@
 //! Deposits as a caller sees them: simulated deposits through the sandbox, signed provider
 //! notifications recorded exactly once, flagged deposits, rechecks and worker-recheck.
 
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use outbound::providers::{Providers, SimulatedDeposit};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use test_support::store;
 use test_support::{
-    Backend, TestApp, account_body, eventually, id_of, json, spawn_app, start_recheck_worker,
+    Backend, TestApp, account_body, eventually, id_of, json, spawn_app, spawn_app_with,
+    start_recheck_worker,
 };
 
 test_support::on_both_databases!(
     a_simulated_deposit_is_credited_and_announced,
+    a_simulated_deposit_is_stored_from_the_sandbox_answer,
+    a_handed_over_notification_that_is_not_stored_is_sent_instead,
+    a_handed_over_notification_nobody_stored_arrives_after_the_grace,
     money_to_a_deactivated_account_is_flagged,
     notifications_need_a_valid_signature,
     twelve_copies_of_a_notification_make_one_deposit,
@@ -123,6 +129,107 @@ async fn a_simulated_deposit_is_credited_and_announced(backend: Backend) {
     assert_eq!(
         events, 1,
         "deposit.received carries the deposit and its account"
+    );
+}
+
+/// A sandbox of the test's own, signing with `secret`, whose notifications go to an inbox of the
+/// test's rather than to the service: what it hands over and what it sends are told apart.
+async fn sandbox_with_inbox(secret: &str) -> (String, Arc<Mutex<Vec<String>>>) {
+    let inbox = Arc::new(Mutex::new(Vec::new()));
+    let kept = inbox.clone();
+    let receiver = axum::Router::new().route(
+        "/providers/{bank}/notifications",
+        axum::routing::post(async move |body: String| {
+            kept.lock().unwrap().push(body);
+            StatusCode::OK
+        }),
+    );
+    let inbox_addr = test_support::http::serve(receiver).await;
+    let config = ops::config::SandboxConfig {
+        notify_url: Some(format!("http://{inbox_addr}")),
+        secret: secret.to_owned(),
+        // What the service does not confirm in a second is sent.
+        handover_grace_secs: 1,
+        ..ops::config::Config::default().sandbox
+    };
+    let (listener, _) = test_support::http::listener().await;
+    let timeouts = ops::config::Config::default().http.server_timeouts();
+    let addr = provider_sandbox::spawn(config, listener, timeouts)
+        .await
+        .unwrap();
+    (format!("http://{addr}"), inbox)
+}
+
+/// `simulate-deposit` stores the notification the sandbox hands over in its answer: the
+/// deposit is listed when the 202 arrives, though the sandbox sends the service nothing, then or
+/// after its grace (the service confirmed it).
+async fn a_simulated_deposit_is_stored_from_the_sandbox_answer(backend: Backend) {
+    let secret = ops::config::Config::default().sandbox.secret;
+    let (url, inbox) = sandbox_with_inbox(&secret).await;
+    let app = spawn_app_with(backend, |c| c.sandbox.url = Some(url)).await;
+    let id = id_of(&app.active_account(app.test_key(), 1).await);
+    let resp = simulate(&app, &id, json!({"amount": 4200})).await;
+    assert_eq!(resp.status(), StatusCode::ACCEPTED);
+    let reference = json(resp).await["providerReference"].clone();
+    let listed = deposits(&app, &id).await;
+    assert_eq!(listed["total"], 1, "listed by the 202: {listed}");
+    assert_eq!(listed["data"][0]["providerReference"], reference);
+    assert_eq!(listed["data"][0]["source"], "notification");
+    assert_eq!(
+        store::count_notifications_for_reference(&app.db, "recorded", reference.as_str().unwrap())
+            .await,
+        1,
+        "stored as the notification it is"
+    );
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert!(
+        inbox.lock().unwrap().is_empty(),
+        "nothing was sent: the store was confirmed"
+    );
+}
+
+/// A handed-over notification the service cannot store (here: signed with a secret it does not
+/// hold) is sent by the sandbox instead, as a bank sends one, before the 202.
+async fn a_handed_over_notification_that_is_not_stored_is_sent_instead(backend: Backend) {
+    let (url, inbox) = sandbox_with_inbox("another secret").await;
+    let app = spawn_app_with(backend, |c| c.sandbox.url = Some(url)).await;
+    let id = id_of(&app.active_account(app.test_key(), 1).await);
+    let resp = simulate(&app, &id, json!({"amount": 4300})).await;
+    assert_eq!(resp.status(), StatusCode::ACCEPTED);
+    let reference = json(resp).await["providerReference"].clone();
+    let sent = inbox.lock().unwrap().clone();
+    assert_eq!(sent.len(), 1, "sent before the answer");
+    let sent: Value = serde_json::from_str(&sent[0]).unwrap();
+    assert_eq!(sent["data"]["reference"], reference);
+    assert_eq!(deposits(&app, &id).await["total"], 0, "nothing stored");
+}
+
+/// The service stopped between the sandbox's answer and storing what it handed over (here: a
+/// control call made by the test, whose answer nobody stores or confirms): the sandbox sends the
+/// notification after its grace, and the deposit is recorded all the same.
+async fn a_handed_over_notification_nobody_stored_arrives_after_the_grace(backend: Backend) {
+    let app = spawn_app_with(backend, |c| c.sandbox.handover_grace_secs = 1).await;
+    let account = app.active_account(app.test_key(), 1).await;
+    let deposit = SimulatedDeposit {
+        bank: account["preferredBank"].as_str().unwrap().to_owned(),
+        account_number: account["accountNumber"].as_str().unwrap().to_owned(),
+        amount: 4400,
+        sender_name: None,
+        narration: None,
+        notify: true,
+        handover: true,
+    };
+    let simulated = Providers::from_config(&app.config)
+        .simulate_deposit(&deposit)
+        .await
+        .expect("the sandbox takes the transfer");
+    assert!(simulated.notification.is_some(), "handed over");
+    let id = id_of(&account);
+    assert_eq!(deposits(&app, &id).await["total"], 0);
+    let list = wait_for_deposits(&app, &id, 1).await;
+    assert_eq!(
+        list["data"][0]["providerReference"],
+        simulated.provider_reference.as_str()
     );
 }
 

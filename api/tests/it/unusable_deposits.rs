@@ -25,11 +25,13 @@ async fn paid_without_notice(app: &TestApp, account: &Value, amount: i64) -> Str
         sender_name: Some("Bola Ade".into()),
         narration: None,
         notify: false,
+        handover: false,
     };
     Providers::from_config(&app.config)
         .simulate_deposit(&deposit)
         .await
         .expect("the sandbox takes the transfer")
+        .provider_reference
 }
 
 async fn recheck_to_the_end(app: &TestApp, id: &str) -> Value {

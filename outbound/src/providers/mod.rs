@@ -4,12 +4,14 @@
 //! identity number to wherever it points) and no body is read past [`PROVIDER_BODY_LIMIT`].
 
 use std::collections::HashMap;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use backoff::ExponentialBackoffBuilder;
 use chrono::{DateTime, Utc};
 use reqwest::StatusCode;
 use serde::{Deserialize, Serialize};
+use tokio::sync::mpsc;
 
 use domain::provider::{
     NewTransfer, NotADeposit, OpenAccount, ProviderAccountStatus, ProviderAnswer,
@@ -177,6 +179,27 @@ pub struct SimulatedDeposit {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub narration: Option<String>,
     pub notify: bool,
+    /// With `notify`: the sandbox hands the notification over in its answer rather than sending
+    /// it (docs/operations/provider-banks.md#the-sandbox).
+    pub handover: bool,
+}
+
+/// What the sandbox answered a simulated deposit.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Simulated {
+    /// The transaction's reference at the bank.
+    pub provider_reference: String,
+    /// The notification, when it was handed over rather than sent.
+    pub notification: Option<HandedOver>,
+}
+
+/// A notification the sandbox handed over instead of sending: its body and
+/// `X-Provider-Signature`, as it would have sent them.
+#[derive(Debug, Deserialize)]
+pub struct HandedOver {
+    pub body: String,
+    pub signature: String,
 }
 
 #[derive(Debug, Deserialize)]
@@ -217,7 +240,14 @@ pub struct Providers {
     payout_bank: Option<Bank>,
     /// `VAS_LIMITS__MAX_DEPOSIT`: a listed transaction above it is no deposit (see [`Listed`]).
     max_deposit: i64,
+    /// The references of handed-over notifications stored, on their way to the sandbox (see
+    /// [`Providers::confirm_handed_over`]); the task that sends them starts on first use.
+    confirmations: Arc<OnceLock<mpsc::Sender<String>>>,
 }
+
+/// Stored references waiting to be confirmed at most: a flood beyond it is not confirmed, and the
+/// sandbox sends those after its grace, which costs a notification the service already has.
+const CONFIRMATIONS_WAITING: usize = 10_000;
 
 /// The one lookup of which live configuration belongs to which bank (`VAS_PROVIDERS__<BANK>__…`);
 /// `test-bank` has none (test mode is the sandbox's, for every bank).
@@ -266,6 +296,7 @@ impl Providers {
             retry_for: Duration::from_secs(2),
             payout_bank: Bank::parse(&config.payouts.bank),
             max_deposit: config.limits.max_deposit,
+            confirmations: Arc::default(),
         }
     }
 
@@ -494,29 +525,66 @@ impl Providers {
     pub async fn simulate_deposit(
         &self,
         request: &SimulatedDeposit,
-    ) -> Result<String, ProviderError> {
+    ) -> Result<Simulated, ProviderError> {
+        self.control("/control/deposits", request).await
+    }
+
+    /// Test mode only: asks the sandbox to send, as a bank does (retrying), the notification of
+    /// a deposit it handed over, answering once the first attempt has ended.
+    pub async fn notify_simulated(
+        &self,
+        bank: Bank,
+        account_number: &str,
+        provider_reference: &str,
+    ) -> Result<Simulated, ProviderError> {
+        let body = serde_json::json!({
+            "bank": bank.slug(),
+            "accountNumber": account_number,
+            "providerReference": provider_reference,
+        });
+        self.control("/control/deposits/notify", &body).await
+    }
+
+    /// Tells the sandbox, soon and together with others, that the notification it handed over
+    /// for `provider_reference` is stored, so that it does not send it after its grace
+    /// (docs/operations/provider-banks.md#the-sandbox). Never waits: the references stored while
+    /// one confirmation is under way go in the next.
+    pub fn confirm_handed_over(&self, provider_reference: String) {
+        let Some(sandbox) = &self.sandbox else {
+            return;
+        };
+        let waiting = self.confirmations.get_or_init(|| {
+            let (waiting, references) = mpsc::channel(CONFIRMATIONS_WAITING);
+            tokio::spawn(confirm(self.http.clone(), sandbox.clone(), references));
+            waiting
+        });
+        if waiting.try_send(provider_reference).is_err() {
+            tracing::warn!("too many handed-over notifications to confirm; the sandbox sends one");
+        }
+    }
+
+    /// A call to the sandbox's control surface.
+    async fn control<B: Serialize, T: serde::de::DeserializeOwned>(
+        &self,
+        path: &str,
+        body: &B,
+    ) -> Result<T, ProviderError> {
         let sandbox = self
             .sandbox
             .as_ref()
             .ok_or(ProviderError::NotConfigured("sandbox", Mode::Test))?;
         let response = self
             .http
-            .post(format!("{}/control/deposits", sandbox.base))
+            .post(format!("{}{path}", sandbox.base))
             .bearer_auth(&sandbox.key)
-            .json(request)
+            .json(body)
             .send()
             .await
             .map_err(transport)?;
         if !response.status().is_success() {
             return Err(classify(response).await);
         }
-        #[derive(Deserialize)]
-        #[serde(rename_all = "camelCase")]
-        struct Accepted {
-            provider_reference: String,
-        }
-        let accepted: Accepted = read_json(response, "sandbox answer", PROVIDER_BODY_LIMIT).await?;
-        Ok(accepted.provider_reference)
+        read_json(response, "sandbox answer", PROVIDER_BODY_LIMIT).await
     }
 
     /// Retries transient failures with exponential backoff for a short while; others at once.
@@ -615,6 +683,34 @@ async fn read_if_found<T: serde::de::DeserializeOwned>(
 
 /// A provider's body, read up to `limit` bytes, as `T`. A longer body is a bad answer (never
 /// read to its end); an unreadable one is transient, as the provider may be mid-deploy.
+/// Sends the stored references to the sandbox as they come, as many at a time as are waiting
+/// (at most the sandbox's 1,000), until every sender is gone.
+async fn confirm(http: reqwest::Client, sandbox: Endpoint, mut references: mpsc::Receiver<String>) {
+    let mut batch = Vec::new();
+    while references.recv_many(&mut batch, 1000).await > 0 {
+        let sent = http
+            .post(format!("{}/control/deposits/confirm", sandbox.base))
+            .bearer_auth(&sandbox.key)
+            .json(&serde_json::json!({ "providerReferences": batch }))
+            .send()
+            .await;
+        match sent {
+            Ok(answer) if answer.status().is_success() => {}
+            Ok(answer) => tracing::warn!(
+                count = batch.len(),
+                status = answer.status().as_u16(),
+                "the sandbox refused a confirmation; it sends those notifications after its grace"
+            ),
+            Err(e) => tracing::warn!(
+                count = batch.len(),
+                error = %transport(e),
+                "could not confirm handed-over notifications; the sandbox sends them after its grace"
+            ),
+        }
+        batch.clear();
+    }
+}
+
 async fn read_json<T: serde::de::DeserializeOwned>(
     mut response: reqwest::Response,
     what: &str,

@@ -453,6 +453,95 @@ async fn deposits_are_listed_and_notified_only_when_asked() {
     assert_eq!(status, StatusCode::BAD_REQUEST);
 }
 
+/// `handover`: the notification comes back in the answer, signed, and is not sent. The service
+/// confirms what it stored; what it does not confirm within the grace is sent as a bank sends it,
+/// and what it asks for is sent at once: each the very body handed over, once.
+#[tokio::test]
+async fn a_handed_over_notification_is_sent_only_when_asked_or_left_unconfirmed() {
+    let (notify_url, inbox) = Inbox::start(0).await;
+    let bank = Bank::start(SandboxConfig {
+        notify_url: Some(notify_url),
+        handover_grace_secs: 1,
+        ..config()
+    })
+    .await;
+    let (_, opened) = bank.open("wema-bank", "va_hand").await;
+    let number = opened["accountNumber"].as_str().expect("a number");
+    let hand_over = async |amount: i64| {
+        let body = json!({"bank": "wema-bank", "accountNumber": number, "amount": amount,
+            "notify": true, "handover": true});
+        let (status, answer) = bank.post("/control/deposits", body).await;
+        assert_eq!(status, StatusCode::ACCEPTED, "{answer}");
+        let reference = answer["providerReference"].as_str().expect("reference");
+        let text = answer["notification"]["body"].as_str().expect("body");
+        let signature = answer["notification"]["signature"]
+            .as_str()
+            .expect("signature");
+        assert_eq!(signature, sign(SECRET, text.as_bytes()));
+        (reference.to_owned(), text.to_owned())
+    };
+
+    let (first, text) = hand_over(9100).await;
+    let notification: Value = serde_json::from_str(&text).expect("json");
+    assert_eq!(notification["event"], "transfer.received");
+    assert_eq!(notification["data"]["reference"], first.as_str());
+    assert_eq!(notification["data"]["amount"], 9100);
+    let (_, listed) = bank.get("/wema-bank/accounts/va_hand/transactions").await;
+    assert_eq!(listed["data"][0], notification["data"], "the money moved");
+    assert_eq!(inbox.attempts(), 0, "handed over, not sent");
+
+    // Asked for: sent before the answer, signed the same.
+    let ask = json!({"bank": "wema-bank", "accountNumber": number, "providerReference": first});
+    let (status, sent) = bank.post("/control/deposits/notify", ask).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{sent}");
+    assert_eq!(sent["providerReference"], first.as_str());
+    let received = inbox.received();
+    assert_eq!(received.len(), 1, "sent before the answer");
+    let (path_bank, headers, sent_body) = &received[0];
+    assert_eq!(path_bank, "wema-bank");
+    assert_eq!(&sent_body[..], text.as_bytes());
+    assert_eq!(
+        headers["x-provider-signature"],
+        sign(SECRET, text.as_bytes()).as_str()
+    );
+
+    // Confirmed: never sent. Left unconfirmed: sent after the grace.
+    let (second, _) = hand_over(9200).await;
+    let confirm = json!({"providerReferences": [second, "txn_none"]});
+    let (status, confirmed) = bank.post("/control/deposits/confirm", confirm).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(confirmed["confirmed"], 1, "only the one waiting");
+    let (third, third_text) = hand_over(9300).await;
+    let received = eventually(Duration::from_secs(5), async || match inbox.received() {
+        got if got.len() >= 2 => Ok(got),
+        got => Err(got.len()),
+    })
+    .await;
+    assert_eq!(&received[1].2[..], third_text.as_bytes(), "{third}");
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert_eq!(
+        inbox.attempts(),
+        2,
+        "the one asked for and the one left unconfirmed, each once; never the confirmed one"
+    );
+
+    // Only a transaction the bank holds, into that number; at most 1,000 confirmed at once.
+    for (number, reference) in [(number, "txn_none"), ("0000000000", first.as_str())] {
+        let ask = json!({"bank": "wema-bank", "accountNumber": number,
+            "providerReference": reference});
+        let (status, _) = bank.post("/control/deposits/notify", ask).await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{number} {reference}");
+    }
+    let many: Vec<String> = (0..1001).map(|n| format!("txn_{n}")).collect();
+    let (status, _) = bank
+        .post(
+            "/control/deposits/confirm",
+            json!({"providerReferences": many}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+}
+
 #[tokio::test]
 async fn a_refused_notification_is_retried_with_the_same_body() {
     let (notify_url, inbox) = Inbox::start(1).await;

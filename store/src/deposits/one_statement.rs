@@ -57,6 +57,7 @@ pub(super) async fn accept_deposit(
     db: &DatabaseConnection,
     incoming: Incoming<'_>,
     tx: &RemoteTransaction,
+    known: Option<&virtual_account::Model>,
 ) -> Result<Option<Accepted>, DbErr> {
     let report = Report {
         mode: incoming.mode,
@@ -64,8 +65,17 @@ pub(super) async fn accept_deposit(
         tx,
         source: &Source::Notification,
     };
-    let Some(account) = account_for(report).one(db).await? else {
-        return Ok(None);
+    let holder = |a: &&virtual_account::Model| {
+        a.mode == report.mode
+            && a.bank == report.bank
+            && a.account_number.as_deref() == Some(tx.account_number.as_str())
+    };
+    let account = match known.filter(holder) {
+        Some(account) => account.clone(),
+        None => match account_for(report).one(db).await? {
+            Some(account) => account,
+            None => return Ok(None),
+        },
     };
     let now = incoming.now;
     let row = deposit_row(&account, report, now);
@@ -352,7 +362,7 @@ mod tests {
     //! The statement itself, on PostgreSQL (`TEST_DATABASE_URL`; skipped without it): a new
     //! deposit is done by it, every other case leaves nothing for the transaction path. The api's
     //! tests check what banks, callers and webhooks see on both databases.
-    use sea_orm::DatabaseConnection;
+    use sea_orm::{DatabaseConnection, EntityTrait};
 
     use super::*;
     use domain::ids::KeyId;
@@ -464,7 +474,7 @@ mod tests {
         let account = &active[0];
 
         let first = paid("ref-1", 5_000);
-        let accepted = accept_deposit(db, incoming("body 1"), &first)
+        let accepted = accept_deposit(db, incoming("body 1"), &first, None)
             .await
             .unwrap()
             .expect("a new deposit is the statement's");
@@ -493,14 +503,14 @@ mod tests {
 
         // The same body again; the same reference in another body; a number no account has.
         assert!(
-            accept_deposit(db, incoming("body 1"), &first)
+            accept_deposit(db, incoming("body 1"), &first, None)
                 .await
                 .unwrap()
                 .is_none()
         );
         let again = paid("ref-1", 7_000);
         assert!(
-            accept_deposit(db, incoming("body 2"), &again)
+            accept_deposit(db, incoming("body 2"), &again, None)
                 .await
                 .unwrap()
                 .is_none()
@@ -508,12 +518,56 @@ mod tests {
         let mut stranger = paid("ref-3", 7_000);
         stranger.account_number = "9900000999".into();
         assert!(
-            accept_deposit(db, incoming("body 3"), &stranger)
+            accept_deposit(db, incoming("body 3"), &stranger, None)
                 .await
                 .unwrap()
                 .is_none()
         );
         assert_eq!(written(db).await, [1, 1, 1, 1, 5_000]);
+
+        // The account as a caller read it (`simulate-deposit`) stands in for the look-up, but
+        // only as it still is: one read before its last change writes nothing.
+        let read = virtual_account::Entity::find_by_id(account.id.clone())
+            .one(db)
+            .await
+            .unwrap()
+            .expect("the account");
+        let mut stale = read.clone();
+        stale.updated_at -= chrono::Duration::seconds(1);
+        let second = paid("ref-2", 2_000);
+        assert!(
+            accept_deposit(db, incoming("body 5"), &second, Some(&stale))
+                .await
+                .unwrap()
+                .is_none(),
+            "an account read before it changed"
+        );
+        assert_eq!(written(db).await, [1, 1, 1, 1, 5_000]);
+        let accepted = accept_deposit(db, incoming("body 5"), &second, Some(&read))
+            .await
+            .unwrap();
+        assert!(
+            matches!(
+                &accepted,
+                Some(Accepted::Stored {
+                    recorded: Recorded::New(deposit),
+                    ..
+                }) if deposit.account_id == account.id
+            ),
+            "{accepted:?}"
+        );
+        assert_eq!(written(db).await, [2, 2, 2, 2, 7_000]);
+        // Another account's row is no stand-in: the number decides, as always.
+        let third = paid("ref-5", 1_000);
+        let mut other = read.clone();
+        other.account_number = Some("9900000999".into());
+        assert!(
+            accept_deposit(db, incoming("body 6"), &third, Some(&other))
+                .await
+                .unwrap()
+                .is_some()
+        );
+        assert_eq!(written(db).await, [3, 3, 3, 3, 8_000]);
 
         // A balance one more credit would overflow: refused, nothing stays.
         sea_orm::ConnectionTrait::execute_unprepared(
@@ -524,16 +578,16 @@ mod tests {
         .unwrap();
         let big = paid("ref-4", 5_000);
         assert!(
-            accept_deposit(db, incoming("body 4"), &big)
+            accept_deposit(db, incoming("body 4"), &big, None)
                 .await
                 .unwrap()
                 .is_none()
         );
         assert_eq!(
             count(db, "SELECT count(*) FROM provider_notifications").await,
-            1
+            3
         );
-        assert_eq!(count(db, "SELECT count(*) FROM deposits").await, 1);
+        assert_eq!(count(db, "SELECT count(*) FROM deposits").await, 3);
         fresh.drop().await;
     }
 
@@ -606,6 +660,7 @@ mod tests {
                     &db,
                     incoming(&body),
                     super::super::Notified::Deposit(Some(&tx)),
+                    None,
                 )
                 .await
             })
@@ -699,6 +754,11 @@ mod tests {
         let counted = rounds.since();
         assert_eq!(counted.get("refused"), Some(&(1, 4)), "{counted:?}");
         assert_eq!(counted.get("together"), None, "{counted:?}");
+        assert_eq!(
+            counted.get("held"),
+            None,
+            "a round rolled back is not timed"
+        );
 
         // Fewer than FEWEST_TOGETHER waiting: each in autocommit.
         let holder = hold_balance().await;
