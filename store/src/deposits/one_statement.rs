@@ -318,8 +318,9 @@ async fn alone(db: &DatabaseConnection, statement: Statement) -> Stored {
 async fn together(round: &[Pending]) -> Result<Vec<bool>, DbErr> {
     let txn = round[0].db.begin().await?;
     match in_transaction(&txn, round).await {
-        Ok(stored) => {
+        Ok((stored, held_from)) => {
             txn.commit().await?;
+            count_held(held_from.elapsed());
             Ok(stored)
         }
         Err(e) => {
@@ -330,10 +331,21 @@ async fn together(round: &[Pending]) -> Result<Vec<bool>, DbErr> {
     }
 }
 
+/// `deposit_round_balance_held_seconds`: how long each round written together held its
+/// business's balance row, from its first deposit's statement (which credits it) through its
+/// commit. Its sum over `deposit_round_deposits_total{outcome="together"}` is the time the row is
+/// held per deposit, which bounds one business's deposits per second
+/// (docs/decisions/grouped-deposit-rounds.md).
+fn count_held(held: std::time::Duration) {
+    metrics::histogram!("deposit_round_balance_held_seconds").record(held.as_secs_f64());
+}
+
+/// The round's statements after its accounts' locks; what each stored, and when the first of
+/// them began (the balance is taken from there to the commit).
 async fn in_transaction(
     txn: &sea_orm::DatabaseTransaction,
     round: &[Pending],
-) -> Result<Vec<bool>, DbErr> {
+) -> Result<(Vec<bool>, std::time::Instant), DbErr> {
     let mut accounts: Vec<&str> = round.iter().map(|p| p.account.as_str()).collect();
     accounts.sort_unstable();
     accounts.dedup();
@@ -346,6 +358,7 @@ async fn in_transaction(
         [super::super::outbox::ids_param(&accounts).into()],
     ))
     .await?;
+    let held_from = std::time::Instant::now();
     let mut stored = Vec::with_capacity(round.len());
     for pending in round {
         stored.push(
@@ -354,7 +367,7 @@ async fn in_transaction(
                 .is_some(),
         );
     }
-    Ok(stored)
+    Ok((stored, held_from))
 }
 
 #[cfg(test)]
@@ -620,12 +633,19 @@ mod tests {
     }
 
     impl RoundCounts {
-        /// Per outcome, (rounds, deposits) counted since the last call (reading resets them).
+        /// Per outcome, (rounds, deposits) counted since the last call (reading resets them);
+        /// under `held`, the rounds whose hold of the balance was timed.
         fn since(&self) -> std::collections::HashMap<String, (u64, u64)> {
             use metrics_util::debugging::DebugValue;
             let mut counts = std::collections::HashMap::<String, (u64, u64)>::new();
             for (key, _, _, value) in self.0.snapshot().into_vec() {
                 let key = key.key();
+                if let DebugValue::Histogram(held) = &value
+                    && key.name() == "deposit_round_balance_held_seconds"
+                {
+                    counts.entry("held".into()).or_default().0 += held.len() as u64;
+                    continue;
+                }
                 let (DebugValue::Counter(n), Some(outcome)) =
                     (value, key.labels().find(|l| l.key() == "outcome"))
                 else {
@@ -720,6 +740,7 @@ mod tests {
         assert_eq!(entries_and_transactions(db).await, [12, 3]);
         let counted = rounds.since();
         assert_eq!(counted.get("together"), Some(&(1, 10)), "{counted:?}");
+        assert_eq!(counted.get("held"), Some(&(1, 0)), "its hold timed");
         assert_eq!(
             count(db, "SELECT available FROM balances").await,
             1_200,
