@@ -85,15 +85,8 @@ pub fn watch(sandbox: Weak<crate::Inner>) {
                     provider_reference = %transaction.reference,
                     "a handed-over notification was not confirmed in time; sent as a bank sends one"
                 );
-                let config = &inner.config;
                 // Not waited for: its attempts go on in the background.
-                drop(crate::notify::spawn_delivery(
-                    inner.http.clone(),
-                    config.notify_url.as_deref(),
-                    &config.secret,
-                    bank,
-                    &transaction,
-                ));
+                drop(inner.notify(bank, &transaction));
             }
         }
     });

@@ -41,6 +41,18 @@ struct Inner {
     handovers: handover::Handovers,
 }
 
+impl Inner {
+    fn notify(&self, bank: domain::Bank, transaction: &Transaction) -> notify::FirstAttempt {
+        notify::spawn_delivery(
+            self.http.clone(),
+            self.config.notify_url.as_deref(),
+            &self.config.secret,
+            bank,
+            transaction,
+        )
+    }
+}
+
 /// The ledger plus the number of its last change, which orders snapshots for the store.
 struct Books {
     ledger: Ledger,
@@ -113,6 +125,11 @@ impl Sandbox {
 
     fn handovers(&self) -> &handover::Handovers {
         &self.inner.handovers
+    }
+
+    /// Sends `transaction`'s notification to the service in the background, as a bank does.
+    fn notify(&self, bank: domain::Bank, transaction: &Transaction) -> notify::FirstAttempt {
+        self.inner.notify(bank, transaction)
     }
 
     /// Runs `f` on the ledger, then, if it changed anything and there is a state file, writes the

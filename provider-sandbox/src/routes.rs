@@ -353,22 +353,23 @@ async fn control_deposit(
         return Ok((StatusCode::ACCEPTED, Json(answer)).into_response());
     }
     if body.notify {
-        // Answered once the notification's first attempt has ended, as a bank that notifies as
-        // part of the transfer: the money shows in the service when the 202 arrives, and a
-        // caller simulating deposits as fast as it can goes no faster than the service stores
-        // them (answered at once, it would queue their webhooks by the thousand).
-        notify::spawn_delivery(
-            sandbox.http().clone(),
-            config.notify_url.as_deref(),
-            &config.secret,
-            bank,
-            &transaction,
-        )
-        .wait(notify::FIRST_ATTEMPT_WAIT)
-        .await;
+        return Ok(notified(&sandbox, bank, &transaction).await);
     }
     let answer = json!({ "providerReference": transaction.reference });
     Ok((StatusCode::ACCEPTED, Json(answer)).into_response())
+}
+
+/// Sends the transaction's notification and answers 202 once its first attempt has ended, as a
+/// bank that notifies as part of the transfer: the money shows in the service when the 202
+/// arrives, and a caller simulating deposits as fast as it can goes no faster than the service
+/// stores them (answered at once, it would queue their webhooks by the thousand).
+async fn notified(sandbox: &Sandbox, bank: Bank, transaction: &Transaction) -> Response {
+    sandbox
+        .notify(bank, transaction)
+        .wait(notify::FIRST_ATTEMPT_WAIT)
+        .await;
+    let answer = json!({ "providerReference": transaction.reference });
+    (StatusCode::ACCEPTED, Json(answer)).into_response()
 }
 
 #[derive(Deserialize)]
@@ -424,18 +425,7 @@ async fn control_notify(State(sandbox): State<Sandbox>, body: Bytes) -> Result<R
     sandbox
         .handovers()
         .confirm([transaction.reference.as_str()]);
-    let config = sandbox.config();
-    notify::spawn_delivery(
-        sandbox.http().clone(),
-        config.notify_url.as_deref(),
-        &config.secret,
-        bank,
-        &transaction,
-    )
-    .wait(notify::FIRST_ATTEMPT_WAIT)
-    .await;
-    let answer = json!({ "providerReference": transaction.reference });
-    Ok((StatusCode::ACCEPTED, Json(answer)).into_response())
+    Ok(notified(&sandbox, bank, &transaction).await)
 }
 
 /// Name enquiry: the account's holder at a bank (any bank code with a valid NUBAN), or 404.
