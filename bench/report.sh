@@ -332,8 +332,11 @@ section_webhooks() { # bench webhooks: drain and saturate with this project's wo
   # The deposits sent as their bank sends them (its signed notification, answered once stored):
   # what a deposit costs in production, without simulate-deposit's request to the api, read of
   # the account and sandbox. svix-server's counterpart is its one `POST …/msg/`.
+  local held_before held_after
+  held_before=$(balance_held)
   "$bench" webhooks "${args[@]}" "${ours[@]}" --key "$key" --scenarios saturate \
     --bank-secret "$VAS_SANDBOX__SECRET" >"$work/webhooks-bank.txt" 2>>"$work/webhooks.log" || true
+  held_after=$(balance_held)
   # The same over 16 businesses (2 accounts each, 32 in all as above; each business its own
   # endpoint): one business's deposits take its balance row's lock in turn, so over one business
   # they wait on each other.
@@ -346,7 +349,19 @@ section_webhooks() { # bench webhooks: drain and saturate with this project's wo
     "$work/webhooks.txt"
   saturate_rows "sent by simulate-deposit" "-" "$work/webhooks.txt"
   saturate_rows "sent as their bank sends them" "≤ svix's; 1.9 (docs/benchmarks.md)" "$work/webhooks-bank.txt"
+  # The balance row's hold per deposit over that run: what bounds one business's deposits/s.
+  echo "$held_before $held_after" | awk '{ d = $5 - $2; r = $6 - $3
+    if (d > 0) printf "  its balance row held per deposit (ms; deposits per round written together)\t%.3f; %.1f\t-\t-\n", ($4 - $1) * 1000 / d, d / r }'
   saturate_rows "sent as their bank sends them, over 16 businesses" "1.9 (docs/benchmarks.md)" "$work/webhooks-bank-16.txt"
+}
+
+balance_held() { # the api's seconds of balance rows held by rounds written together, their
+  # deposits and their rounds so far (deposit_round_balance_held_seconds, docs/operations/health-and-metrics.md)
+  curl -sf "$api/metrics" | awk '
+    $1 == "deposit_round_balance_held_seconds_sum" { h = $2 }
+    $1 == "deposit_round_deposits_total{outcome=\"together\"}" { d = $2 }
+    $1 == "deposit_rounds_total{outcome=\"together\"}" { r = $2 }
+    END { print h + 0, d + 0, r + 0 }'
 }
 
 saturate_rows() { # label, CPU goal, file: a saturate scenario's rows beside svix-server's
