@@ -681,8 +681,6 @@ async fn read_if_found<T: serde::de::DeserializeOwned>(
         .map(Some)
 }
 
-/// A provider's body, read up to `limit` bytes, as `T`. A longer body is a bad answer (never
-/// read to its end); an unreadable one is transient, as the provider may be mid-deploy.
 /// Sends the stored references to the sandbox as they come, as many at a time as are waiting
 /// (at most the sandbox's 1,000), until every sender is gone.
 async fn confirm(http: reqwest::Client, sandbox: Endpoint, mut references: mpsc::Receiver<String>) {
@@ -711,6 +709,8 @@ async fn confirm(http: reqwest::Client, sandbox: Endpoint, mut references: mpsc:
     }
 }
 
+/// A provider's body, read up to `limit` bytes, as `T`. A longer body is a bad answer (never
+/// read to its end); an unreadable one is transient, as the provider may be mid-deploy.
 async fn read_json<T: serde::de::DeserializeOwned>(
     mut response: reqwest::Response,
     what: &str,
