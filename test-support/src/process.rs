@@ -86,9 +86,29 @@ pub struct Process(pub Child);
 impl Process {
     /// Starts `cmd` with its output discarded.
     pub fn quiet(cmd: &mut Command) -> Process {
+        // With `VAS_TEST_PROCESS_LOGS=DIR`, each process's output is kept in DIR instead, one file
+        // a process: what a failed run with real binaries (the cluster tests) needs to be read.
+        let (out, err) = match std::env::var_os("VAS_TEST_PROCESS_LOGS") {
+            Some(dir) => {
+                let name = std::path::Path::new(cmd.get_program())
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                let path = std::path::Path::new(&dir).join(format!(
+                    "{name}-{}.log",
+                    std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .unwrap()
+                        .as_nanos()
+                ));
+                let file = std::fs::File::create(path).unwrap();
+                (Stdio::from(file.try_clone().unwrap()), Stdio::from(file))
+            }
+            None => (Stdio::null(), Stdio::null()),
+        };
         let child = cmd
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stdout(out)
+            .stderr(err)
             .spawn()
             .unwrap_or_else(|e| panic!("starting {:?}: {e}", cmd.get_program()));
         Process(child)

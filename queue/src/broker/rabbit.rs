@@ -60,6 +60,11 @@ use connection::{Inner, Session, parse_nodes};
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long one broker round trip (a publish and its confirm, a declare, …) may take.
 const OPERATION_TIMEOUT: Duration = Duration::from_secs(15);
+/// The AMQP heartbeat asked for, in seconds, unless the URL sets `heartbeat`: a node that stops
+/// answering without closing the connection (frozen, cut off) is given up after two of them
+/// and the next node is tried, where RabbitMQ's own 60 s would leave a process waiting on it
+/// for two minutes (docs/operations/high-availability.md).
+const HEARTBEAT: u16 = 10;
 /// AMQP names are short strings.
 const MAX_NAME: usize = 255;
 /// Persistent, in AMQP's `delivery_mode`.

@@ -21,6 +21,8 @@ pub(super) struct Inner {
 /// One node of the cluster.
 pub(super) struct Node {
     pub(super) url: String,
+    /// `url` parsed, with [`HEARTBEAT`] unless the URL sets its own.
+    pub(super) uri: lapin::uri::AMQPUri,
     /// `host:port`, for logs and the `rabbitmq_node` gauge (the URL carries the password).
     pub(super) label: String,
 }
@@ -258,7 +260,7 @@ impl Session {
         for step in 0..count {
             let index = (self.node + step) % count;
             let node = &inner.nodes[index];
-            match timeout(CONNECT_TIMEOUT, Live::open(inner, &node.url)).await {
+            match timeout(CONNECT_TIMEOUT, Live::open(inner, node)).await {
                 Ok(Ok(live)) => {
                     if self.failures > 0 || step > 0 {
                         tracing::info!(connection = %inner.name, node = %node.label, failures = self.failures, "reconnected to RabbitMQ");
@@ -296,18 +298,19 @@ impl Session {
 }
 
 impl Live {
-    pub(super) async fn open(inner: &Inner, url: &str) -> lapin::Result<Live> {
+    pub(super) async fn open(inner: &Inner, node: &Node) -> lapin::Result<Live> {
         let properties =
             ConnectionProperties::default().with_connection_name(inner.name.clone().into());
+        let uri = node.uri.clone();
         let connection = match &inner.ca_pem {
-            None => Connection::connect(url, properties).await?,
+            None => Connection::connect_uri(uri, properties).await?,
             Some(pem) => {
                 let tls = lapin::tcp::OwnedTLSConfig {
                     identity: None,
                     cert_chain: Some(pem.clone()),
                 };
                 let runtime = lapin::runtime::default_runtime()?;
-                Connection::connect_with_config(url, properties, tls, runtime).await?
+                Connection::connect_uri_with_config(uri, properties, tls, runtime).await?
             }
         };
         let publisher = open_publisher(&connection).await?;
@@ -333,14 +336,17 @@ pub(super) fn parse_nodes(urls: &str) -> Result<Vec<Node>, QueueError> {
         .map(str::trim)
         .filter(|url| !url.is_empty())
         .map(|url| {
-            let parsed: lapin::uri::AMQPUri = url.parse().map_err(|error: String| {
+            let mut parsed: lapin::uri::AMQPUri = url.parse().map_err(|error: String| {
                 // The parser's message may quote the URL, password and all.
                 let error = error.replace(url, "…");
                 QueueError::Other(format!("an invalid RabbitMQ URL in the list: {error}"))
             })?;
+            let label = format!("{}:{}", parsed.authority.host, parsed.authority.port);
+            parsed.query.heartbeat = parsed.query.heartbeat.or(Some(HEARTBEAT));
             Ok(Node {
                 url: url.to_owned(),
-                label: format!("{}:{}", parsed.authority.host, parsed.authority.port),
+                uri: parsed,
+                label,
             })
         })
         .collect::<Result<Vec<_>, QueueError>>()?;

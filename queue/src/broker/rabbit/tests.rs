@@ -13,6 +13,13 @@ fn a_list_of_nodes_is_comma_separated() {
 }
 
 #[test]
+fn a_node_asks_for_a_short_heartbeat_unless_its_url_sets_one() {
+    let nodes = parse_nodes("amqp://u:p@h1/%2f,amqp://u:p@h2/%2f?heartbeat=30").unwrap();
+    let heartbeats: Vec<_> = nodes.iter().map(|n| n.uri.query.heartbeat).collect();
+    assert_eq!(heartbeats, [Some(HEARTBEAT), Some(30)]);
+}
+
+#[test]
 fn an_empty_or_invalid_list_is_refused() {
     assert!(parse_nodes(" , ").is_err());
     assert!(parse_nodes("amqp://h:5672/%2f,http://h").is_err());
