@@ -14,9 +14,6 @@ use tokio::time::Instant;
 
 use crate::state::Transaction;
 
-/// The most references one confirmation may name.
-pub const MOST_CONFIRMED: usize = 1000;
-
 /// The notifications handed over and not confirmed yet, oldest first.
 #[derive(Default)]
 pub struct Handovers(Mutex<Book>);

@@ -11,7 +11,7 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use chrono::{DateTime, Utc};
 use domain::Bank;
-use domain::provider::{NewTransfer, RemoteTransferStatus};
+use domain::provider::{MOST_CONFIRMED_HANDOVERS, NewTransfer, RemoteTransferStatus};
 use rand::Rng;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -20,9 +20,9 @@ use subtle::ConstantTimeEq;
 
 use crate::Sandbox;
 use crate::error::ApiError;
+use crate::notify;
 use crate::state::{Account, NewAccount, Status, Transaction};
 use crate::transfers::{self, TransferView};
-use crate::{handover, notify};
 
 pub fn router(sandbox: Sandbox) -> Router {
     // Latency and failures apply to the bank protocol only: the control call is the test
@@ -385,10 +385,10 @@ async fn control_confirm(
     body: Bytes,
 ) -> Result<Response, ApiError> {
     let body: ConfirmBody = parse_body(&body)?;
-    if body.provider_references.len() > handover::MOST_CONFIRMED {
+    if body.provider_references.len() > MOST_CONFIRMED_HANDOVERS {
         return Err(ApiError::bad_request(format!(
             "at most {} providerReferences at a time",
-            handover::MOST_CONFIRMED
+            MOST_CONFIRMED_HANDOVERS
         )));
     }
     let confirmed = sandbox

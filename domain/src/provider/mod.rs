@@ -19,6 +19,11 @@ mod transfer;
 pub use transaction::{NotADeposit, RemoteTransaction};
 pub use transfer::{NewTransfer, RemoteTransfer, RemoteTransferStatus};
 
+/// The most provider references one confirmation of handed-over notifications names: the
+/// sandbox refuses more, and the api sends at most this many at a time
+/// (docs/operations/provider-banks.md#the-sandbox).
+pub const MOST_CONFIRMED_HANDOVERS: usize = 1000;
+
 text_enum! {
     /// What a provider bank's notification announces (docs/operations/provider-banks.md): the banks
     /// send it, the sandbox sends it as a bank would, and the api acts on it.

@@ -682,10 +682,14 @@ async fn read_if_found<T: serde::de::DeserializeOwned>(
 }
 
 /// Sends the stored references to the sandbox as they come, as many at a time as are waiting
-/// (at most the sandbox's 1,000), until every sender is gone.
+/// (at most [`domain::provider::MOST_CONFIRMED_HANDOVERS`]), until every sender is gone.
 async fn confirm(http: reqwest::Client, sandbox: Endpoint, mut references: mpsc::Receiver<String>) {
     let mut batch = Vec::new();
-    while references.recv_many(&mut batch, 1000).await > 0 {
+    while references
+        .recv_many(&mut batch, domain::provider::MOST_CONFIRMED_HANDOVERS)
+        .await
+        > 0
+    {
         let sent = http
             .post(format!("{}/control/deposits/confirm", sandbox.base))
             .bearer_auth(&sandbox.key)

@@ -532,7 +532,9 @@ async fn a_handed_over_notification_is_sent_only_when_asked_or_left_unconfirmed(
         let (status, _) = bank.post("/control/deposits/notify", ask).await;
         assert_eq!(status, StatusCode::NOT_FOUND, "{number} {reference}");
     }
-    let many: Vec<String> = (0..1001).map(|n| format!("txn_{n}")).collect();
+    let many: Vec<String> = (0..=domain::provider::MOST_CONFIRMED_HANDOVERS)
+        .map(|n| format!("txn_{n}"))
+        .collect();
     let (status, _) = bank
         .post(
             "/control/deposits/confirm",
