@@ -11,7 +11,19 @@ impl WithSocket for MaybeUpgradeTls<'_> {
     type Output = crate::Result<Box<dyn Socket>>;
 
     async fn with_socket<S: Socket>(self, socket: S) -> Self::Output {
+        no_delay(&socket);
         maybe_upgrade(socket, self.0).await
+    }
+}
+
+// Vendored patch: TCP_NODELAY, as 0.8 set it and 0.9.0 no longer does (transact-rs/sqlx#4335).
+// Without it a statement larger than one segment waits for the server's delayed ACK (40 ms on
+// Linux) before its last part is sent.
+fn no_delay<S: Socket>(socket: &S) {
+    if let Some(tcp) = (socket as &dyn std::any::Any).downcast_ref::<tokio::net::TcpStream>() {
+        if let Err(error) = tcp.set_nodelay(true) {
+            tracing::warn!(%error, "cannot set TCP_NODELAY on a PostgreSQL connection");
+        }
     }
 }
 
