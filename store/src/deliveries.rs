@@ -701,16 +701,16 @@ async fn record_attempts_in_one(
         })
         .collect();
     let round = serde_json::to_string(&rows).map_err(|e| DbErr::Custom(e.to_string()))?;
-    let moved = db
-        .query_all_raw(Statement::from_sql_and_values(
-            DbBackend::Postgres,
-            RECORD_ROUND.as_str(),
-            [round.into()],
-        ))
-        .await?
-        .iter()
-        .map(|row| row.try_get::<DeliveryId>("", "id"))
-        .collect::<Result<Vec<_>, _>>()?;
+    let statement =
+        Statement::from_sql_and_values(DbBackend::Postgres, RECORD_ROUND.as_str(), [round.into()]);
+    // Its jobs' ends take outbox rows a relay may be confirming in another order.
+    let moved = super::retrying_deadlocks("a webhook round's record", || {
+        db.query_all_raw(statement.clone())
+    })
+    .await?
+    .iter()
+    .map(|row| row.try_get::<DeliveryId>("", "id"))
+    .collect::<Result<Vec<_>, _>>()?;
     Ok(writes
         .iter()
         .map(|w| moved.contains(&w.delivery.id))

@@ -405,12 +405,52 @@ const REFUSED: &str = "VAS01";
 
 /// True when the error is `vas_refuse`'s (see [`REFUSED`]).
 pub(crate) fn is_refused(err: &DbErr) -> bool {
+    has_sqlstate(err, REFUSED)
+}
+
+/// PostgreSQL's SQLSTATE for a statement ended to break a deadlock.
+const DEADLOCK: &str = "40P01";
+
+/// True when PostgreSQL ended the statement to break a deadlock (see [`DEADLOCK`]).
+pub(crate) fn is_deadlock(err: &DbErr) -> bool {
+    has_sqlstate(err, DEADLOCK)
+}
+
+fn has_sqlstate(err: &DbErr, code: &str) -> bool {
     use sea_orm::{RuntimeErr, sqlx};
     match err {
         DbErr::Exec(RuntimeErr::SqlxError(e)) | DbErr::Query(RuntimeErr::SqlxError(e)) => {
-            matches!(&**e, sqlx::Error::Database(e) if e.code().as_deref() == Some(REFUSED))
+            matches!(&**e, sqlx::Error::Database(e) if e.code().as_deref() == Some(code))
         }
         _ => false,
+    }
+}
+
+/// How many times [`retrying_deadlocks`] sends a statement at most.
+const DEADLOCK_TRIES: usize = 3;
+
+/// Runs `send`, a statement in autocommit, again while PostgreSQL ends it to break a deadlock.
+/// Such a statement left nothing written, so sending it again is sending it for the first time;
+/// the other side of the cycle has gone on meanwhile. For statements that take many rows another
+/// statement may take in another order (docs/decisions/outbox-and-relay.md).
+pub(crate) async fn retrying_deadlocks<T, F, Fut>(what: &str, mut send: F) -> Result<T, DbErr>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, DbErr>>,
+{
+    let mut tries = 1;
+    loop {
+        match send().await {
+            Err(e) if is_deadlock(&e) && tries < DEADLOCK_TRIES => {
+                tracing::warn!(
+                    what,
+                    tries,
+                    "a statement ended to break a deadlock; sent again"
+                );
+                tries += 1;
+            }
+            done => return done,
+        }
     }
 }
 
@@ -671,6 +711,77 @@ mod tests {
             "{prepared} Syncs for ten prepared statements on two connections"
         );
         pool.close().await.unwrap();
+        fresh.drop().await;
+    }
+
+    /// A statement PostgreSQL ends to break a deadlock is sent again and then does its work; the
+    /// other side of the cycle goes on. The cycle is made on purpose: the statement (in a
+    /// function) locks `b`, sleeps, then wants `a`, while a transaction holding `a` wants `b`. The
+    /// statement's session waits 50 ms before it looks for a deadlock and the transaction's 10 s,
+    /// so the statement's is the one ended.
+    #[tokio::test]
+    async fn a_statement_ended_by_a_deadlock_is_sent_again() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let Some(fresh) = testing::fresh_database().await else {
+            return;
+        };
+        fresh
+            .db
+            .execute_unprepared(
+                "CREATE TABLE pair (id TEXT PRIMARY KEY, n INT NOT NULL); \
+                 INSERT INTO pair VALUES ('a', 0), ('b', 0); \
+                 CREATE FUNCTION b_then_a() RETURNS int LANGUAGE plpgsql AS $$ BEGIN \
+                   PERFORM set_config('deadlock_timeout', '50ms', true); \
+                   UPDATE pair SET n = n + 1 WHERE id = 'b'; \
+                   PERFORM pg_sleep(0.3); \
+                   UPDATE pair SET n = n + 1 WHERE id = 'a'; \
+                   RETURN 1; END $$",
+            )
+            .await
+            .unwrap();
+        let other = fresh.db.begin().await.unwrap();
+        other
+            .execute_unprepared(
+                "SET LOCAL deadlock_timeout = '10s'; UPDATE pair SET n = n + 10 WHERE id = 'a'",
+            )
+            .await
+            .unwrap();
+        let sent = std::sync::Arc::new(AtomicUsize::new(0));
+        let statement = {
+            let (db, sent) = (fresh.db.clone(), sent.clone());
+            tokio::spawn(async move {
+                retrying_deadlocks("the test's statement", || {
+                    sent.fetch_add(1, Ordering::SeqCst);
+                    db.execute_unprepared("SELECT b_then_a()")
+                })
+                .await
+            })
+        };
+        // Once the statement holds `b` (it sleeps with it), the transaction asks for `b`.
+        let asleep = "SELECT count(*) FROM pg_stat_activity \
+                      WHERE query = 'SELECT b_then_a()' AND wait_event = 'PgSleep'";
+        for _ in 0..200 {
+            if testing::count(&fresh.db, asleep).await == 1 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        other
+            .execute_unprepared("UPDATE pair SET n = n + 10 WHERE id = 'b'")
+            .await
+            .unwrap();
+        other.commit().await.unwrap();
+        statement.await.unwrap().unwrap();
+        assert_eq!(
+            sent.load(Ordering::SeqCst),
+            2,
+            "ended once to break the deadlock, then sent again"
+        );
+        // Both sides' work, once each: the first try left nothing.
+        assert_eq!(
+            testing::count(&fresh.db, "SELECT sum(n)::bigint FROM pair").await,
+            22
+        );
         fresh.drop().await;
     }
 

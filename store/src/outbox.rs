@@ -241,12 +241,13 @@ async fn still_claimed<C: ConnectionTrait>(
     if ids.is_empty() {
         return Ok(0);
     }
-    Ok(update
+    let update = update
         .filter(outbox::Column::Id.is_in(ids.iter().cloned()))
-        .filter(outbox::Column::PublishingUntil.eq(until))
-        .exec(db)
-        .await?
-        .rows_affected)
+        .filter(outbox::Column::PublishingUntil.eq(until));
+    // Its rows may be ended meanwhile by an attempts' record, which takes them in another order.
+    let updated =
+        super::retrying_deadlocks("the relay's claims", || update.clone().exec(db)).await?;
+    Ok(updated.rows_affected)
 }
 
 /// Published rows whose message should be waiting as a ready message in their queue: confirmed,
