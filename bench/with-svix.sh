@@ -40,10 +40,12 @@ RUST_LOG=warn SVIX_API_ENABLED=true SVIX_WORKER_ENABLED=false SVIX_LISTEN_ADDRES
   "$svix" --run-migrations >"$work/svix-api.log" 2>&1 &
 api_pid=$!
 trap 'kill "$api_pid" 2>/dev/null || true' EXIT
+up=false
 for _ in $(seq 1 150); do
-  curl -sf http://127.0.0.1:8071/api/v1/health/ >/dev/null && break
+  curl -sf http://127.0.0.1:8071/api/v1/health/ >/dev/null && { up=true; break; }
   sleep 0.2
 done
+$up || { echo "svix-server never answered on 127.0.0.1:8071 (see $work/svix-api.log)" >&2; exit 1; }
 token=$("$svix" jwt generate 2>/dev/null | awk '{print $NF}' | tail -1)
 [ -n "$token" ] || { echo "svix-server gave no token (see $work/svix-api.log)" >&2; exit 1; }
 

@@ -733,7 +733,7 @@ mod tests {
                  CREATE FUNCTION b_then_a() RETURNS int LANGUAGE plpgsql AS $$ BEGIN \
                    PERFORM set_config('deadlock_timeout', '50ms', true); \
                    UPDATE pair SET n = n + 1 WHERE id = 'b'; \
-                   PERFORM pg_sleep(0.3); \
+                   PERFORM pg_sleep(1); \
                    UPDATE pair SET n = n + 1 WHERE id = 'a'; \
                    RETURN 1; END $$",
             )
@@ -757,7 +757,9 @@ mod tests {
                 .await
             })
         };
-        // Once the statement holds `b` (it sleeps with it), the transaction asks for `b`.
+        // Once the statement holds `b` (it sleeps with it), the transaction asks for `b`: within
+        // the second the statement sleeps, so that the statement is the later to wait and its
+        // 50 ms find the cycle.
         let asleep = "SELECT count(*) FROM pg_stat_activity \
                       WHERE query = 'SELECT b_then_a()' AND wait_event = 'PgSleep'";
         for _ in 0..200 {
