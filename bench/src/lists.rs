@@ -523,17 +523,25 @@ async fn plans(
             .await?,
         );
     }
-    // Digits: the accounts whose text matches and those whose number does, as one set.
+    // Digits: the accounts whose text matches and those whose number does, as one set; a whole
+    // number is looked up by the banks' primary key, not by its trigrams.
+    let banks = domain::Bank::ALL
+        .iter()
+        .map(|b| format!("'{}'", b.as_str()))
+        .collect::<Vec<_>>()
+        .join(", ");
     let by_number = format!(
         "{base} AND id IN (SELECT id {search} UNION ALL SELECT account_id FROM account_numbers \
-         WHERE business_id = $1 AND mode = $2 AND account_number LIKE $3 ESCAPE '\\')"
+         WHERE business_id = $1 AND mode = $2 AND bank IN ({banks}) AND account_number = $4)"
     );
+    let mut whole = with(number);
+    whole.push(number.into());
     out.push(
         explain(
             db,
             "q one number: rows",
             &format!("SELECT {columns} {by_number} {order} LIMIT {limit}"),
-            with(number),
+            whole,
         )
         .await?,
     );

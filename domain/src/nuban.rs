@@ -22,11 +22,15 @@ pub fn account_number(bank_code: &str, serial: u32) -> Option<String> {
     Some(format!("{serial}{digit}"))
 }
 
+/// True when `number` has a NUBAN's shape, 10 digits, whatever its bank and check digit: all a
+/// number money is sent to can be, and all a whole account number is.
+pub fn has_shape(number: &str) -> bool {
+    number.len() == 10 && number.bytes().all(|b| b.is_ascii_digit())
+}
+
 /// True when `number` is a well-formed NUBAN of the bank with this code.
 pub fn is_valid(bank_code: &str, number: &str) -> bool {
-    number.len() == 10
-        && number.bytes().all(|b| b.is_ascii_digit())
-        && check_digit(bank_code, &number[..9]) == Some(number.as_bytes()[9] - b'0')
+    has_shape(number) && check_digit(bank_code, &number[..9]) == Some(number.as_bytes()[9] - b'0')
 }
 
 #[cfg(test)]

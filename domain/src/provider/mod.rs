@@ -125,7 +125,7 @@ pub fn provisioning_outcome(answer: ProviderAnswer) -> ProvisioningOutcome {
             status: ProviderAccountStatus::Active,
             account_number: Some(number),
             ..
-        } if is_account_number(&number) => ProvisioningOutcome::Active {
+        } if crate::nuban::has_shape(&number) => ProvisioningOutcome::Active {
             account_number: number,
         },
         ProviderAnswer::Account {
@@ -150,11 +150,6 @@ pub fn provisioning_outcome(answer: ProviderAnswer) -> ProvisioningOutcome {
         },
         ProviderAnswer::Account { .. } | ProviderAnswer::Unusable => ProvisioningOutcome::Pending,
     }
-}
-
-/// A NUBAN is 10 digits; anything else cannot be a number money is sent to.
-fn is_account_number(number: &str) -> bool {
-    number.len() == 10 && number.bytes().all(|b| b.is_ascii_digit())
 }
 
 /// What the service sends a provider to open an account (`POST /accounts`). The reference is the

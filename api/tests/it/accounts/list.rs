@@ -92,6 +92,18 @@ async fn listing_pages_searches_and_filters(backend: Backend) {
             .iter()
             .any(|a| a["accountNumber"] == number.as_str())
     );
+    // A whole number finds its one account (the banks' numbers are looked up, not scanned)...
+    let whole = app
+        .get_json(app.test_key(), &format!("/v1/virtual-accounts?q={number}"))
+        .await;
+    assert_eq!(whole["total"], 1, "{whole}");
+    assert_eq!(whole["data"][0]["accountNumber"], number.as_str());
+    // ...and ten digits are still searched in the other fields: every phone here is
+    // +2348031234567, which holds 8031234567.
+    let ten_of_a_phone = app
+        .get_json(app.test_key(), "/v1/virtual-accounts?q=8031234567")
+        .await;
+    assert_eq!(ten_of_a_phone["total"], 25, "{ten_of_a_phone}");
     let wildcard = app
         .get_json(app.test_key(), "/v1/virtual-accounts?q=%25")
         .await;
