@@ -144,11 +144,15 @@ pub struct WebhooksConfig {
     pub timeout_secs: u64,
     /// The longest `Retry-After` from a receiver that is honoured, in seconds.
     pub max_retry_after_secs: u64,
-    /// Deliveries one worker sends to one endpoint (webhook URL) at once; the others of that
-    /// endpoint are rescheduled a little later, without spending an attempt, so a slow endpoint
-    /// holds this many of the `concurrency` slots at most. The businesses using one endpoint
-    /// share its slots fairly.
+    /// Deliveries one worker sends to one endpoint (webhook URL) at once until its attempts are
+    /// known to be quick; the others of that endpoint are rescheduled a little later, without
+    /// spending an attempt, so a slow endpoint holds this many of the `concurrency` slots at
+    /// most. The businesses using one endpoint share its slots fairly.
     pub max_in_flight_per_endpoint: u16,
+    /// The same for an endpoint whose attempts average 250 ms or less
+    /// (docs/operations/configuration.md): it frees its slots quickly, so more of them cost the
+    /// worker little. Never below `max_in_flight_per_endpoint`.
+    pub max_in_flight_per_quick_endpoint: u16,
     /// Consecutive failed attempts of one business and mode at one endpoint that open its
     /// circuit there: its deliveries then wait (spending no attempts) until a single probe
     /// succeeds; other businesses' deliveries to the endpoint go on

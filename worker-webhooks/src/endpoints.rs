@@ -1,9 +1,10 @@
 //! Fairness between endpoints and between the businesses that share one, per worker process:
-//! each webhook URL may have at most `max_in_flight_per_endpoint` attempts in flight, shared out
-//! between the senders (a business in a mode) that currently use it, and a sender whose
-//! deliveries keep failing there is backed off by its own circuit breaker. A delivery that may
-//! not go now is handed back to the outbox with a time to come back (see [`Admission::Wait`]),
-//! so it holds no consumer slot while it waits and spends none of its attempts.
+//! each webhook URL may have at most `max_in_flight_per_endpoint` attempts in flight (a quick one,
+//! `max_in_flight_per_quick_endpoint`), shared out between the senders (a business in a mode)
+//! that currently use it, and a sender whose deliveries keep failing there is backed off by its
+//! own circuit breaker. A delivery that may not go now is handed back to the outbox with a time
+//! to come back (see [`Admission::Wait`]), so it holds no consumer slot while it waits and spends
+//! none of its attempts.
 //!
 //! One business's failures never delay another's (docs/api/events-and-webhooks.md): a business that
 //! points its URL at someone else's receiver gets refused there (wrong signature), and only its own
@@ -12,10 +13,16 @@
 //! slot.
 //!
 //! An endpoint that answers quickly frees its slots within moments: a delivery waits for one
-//! in-process, briefly ([`SHORT_WAIT`]), which costs less than a trip through the outbox. A slow
-//! endpoint's deliveries are handed back at once, and spread over the times the sender's share of
-//! slots is expected to free up (the endpoint's average attempt time divided among them), so its
-//! backlog is looked at about once per expected slot instead of every second.
+//! in-process, briefly ([`SHORT_WAIT`]), which costs less than a trip through the outbox. Once its
+//! attempts are known to average [`SHORT_WAIT`] or less it has extra slots too: they free up so
+//! soon that they hold up nobody, and one business's drain to its own receiver is not bound by a
+//! limit set for slow receivers (docs/operations/dead-letters-and-replay.md). The extra slots are
+//! a semaphore of their own, handed out only while the endpoint is quick, so one that turns slow
+//! is back to the smaller bound as soon as the extra attempts in flight finish.
+//!
+//! A slow endpoint's deliveries are handed back at once, and spread over the times the sender's
+//! share of slots is expected to free up (the endpoint's average attempt time divided among
+//! them), so its backlog is looked at about once per expected slot instead of every second.
 //!
 //! Operators see the breakers in metrics without any per-endpoint label (URLs are unbounded and
 //! may carry tokens): `webhook_endpoint_circuit_open` (breakers of an endpoint, business and
@@ -56,6 +63,8 @@ const PRUNE_EVERY: Duration = Duration::from_secs(60);
 #[derive(Debug, Clone)]
 pub struct Limits {
     pub max_in_flight: usize,
+    /// For a quick endpoint; never below `max_in_flight`.
+    pub quick_max_in_flight: usize,
     pub failure_threshold: u32,
     pub cooldown: Duration,
     pub max_cooldown: Duration,
@@ -64,8 +73,11 @@ pub struct Limits {
 impl Limits {
     pub fn from_config(config: &WebhooksConfig) -> Self {
         let cooldown = Duration::from_secs(config.circuit_cooldown_secs.max(1));
+        let max_in_flight = usize::from(config.max_in_flight_per_endpoint.max(1));
         Self {
-            max_in_flight: usize::from(config.max_in_flight_per_endpoint.max(1)),
+            max_in_flight,
+            quick_max_in_flight: usize::from(config.max_in_flight_per_quick_endpoint)
+                .max(max_in_flight),
             failure_threshold: config.circuit_failure_threshold.max(1),
             cooldown,
             max_cooldown: Duration::from_secs(config.circuit_max_cooldown_secs).max(cooldown),
@@ -154,6 +166,8 @@ struct Endpoint {
     id: String,
     /// One permit per attempt that may be in flight, whoever sends it.
     slots: Arc<Semaphore>,
+    /// The quick endpoint's further permits, taken only while it is [`Endpoint::proven_quick`].
+    extra: Arc<Semaphore>,
     /// Start times of the attempts in flight, by permit number.
     in_flight: Vec<(u64, Instant)>,
     /// Moving average of attempt times.
@@ -201,10 +215,15 @@ impl SenderState {
 }
 
 impl Endpoint {
-    fn new(url: &str, slots: usize, now: Instant) -> Self {
+    fn new(url: &str, limits: &Limits, now: Instant) -> Self {
         Self {
             id: endpoint_id(url),
-            slots: Arc::new(Semaphore::new(slots)),
+            slots: Arc::new(Semaphore::new(limits.max_in_flight)),
+            extra: Arc::new(Semaphore::new(
+                limits
+                    .quick_max_in_flight
+                    .saturating_sub(limits.max_in_flight),
+            )),
             in_flight: Vec::new(),
             average: None,
             senders: HashMap::new(),
@@ -221,6 +240,20 @@ impl Endpoint {
                 .in_flight
                 .iter()
                 .all(|(_, started)| now.duration_since(*started) <= SHORT_WAIT),
+        }
+    }
+
+    /// Whether its attempts are known to be quick: their average, once one has finished.
+    fn proven_quick(&self) -> bool {
+        self.average.is_some_and(|average| average <= SHORT_WAIT)
+    }
+
+    /// The most attempts it may have in flight now.
+    fn slots(&self, limits: &Limits) -> usize {
+        if self.proven_quick() {
+            limits.quick_max_in_flight
+        } else {
+            limits.max_in_flight
         }
     }
 
@@ -324,14 +357,14 @@ impl Endpoints {
     /// May an attempt of `sender` to `url` go now? Waits at most [`SHORT_WAIT`], and only for a
     /// quick endpoint.
     pub async fn admit(self: &Arc<Self>, url: &str, sender: &Sender, now: Instant) -> Admission {
-        let max = self.limits.max_in_flight;
-        let (slots, quick, probe) = {
+        let limits = &self.limits;
+        let (slots, extra, quick, probe) = {
             let mut inner = self.inner.lock().expect("endpoint state lock");
             inner.prune(now);
             let endpoint = inner
                 .endpoints
                 .entry(url.to_owned())
-                .or_insert_with(|| Endpoint::new(url, max, now));
+                .or_insert_with(|| Endpoint::new(url, limits, now));
             endpoint.last_seen = now;
             let state = endpoint
                 .senders
@@ -358,7 +391,7 @@ impl Endpoints {
                 };
             }
             state.active_until = state.active_until.max(now + ACTIVE_FOR);
-            let (active, share) = endpoint.share(max, now);
+            let (active, share) = endpoint.share(endpoint.slots(limits), now);
             let state = endpoint.senders.get_mut(sender).expect("inserted above");
             if active > 1 && state.held >= share {
                 // Its share is taken: the next free slot goes to a sender that wants one.
@@ -374,7 +407,8 @@ impl Endpoints {
                 probe = true;
             }
             state.held += 1;
-            (endpoint.slots.clone(), endpoint.quick(now), probe)
+            let extra = endpoint.proven_quick().then(|| endpoint.extra.clone());
+            (endpoint.slots.clone(), extra, endpoint.quick(now), probe)
         };
         let mut claim = Claim {
             endpoints: self,
@@ -382,13 +416,26 @@ impl Endpoints {
             sender,
             armed: true,
         };
-        let slot = match slots.clone().try_acquire_owned() {
-            Ok(slot) => Some(slot),
-            Err(_) if quick && !probe => tokio::time::timeout(SHORT_WAIT, slots.acquire_owned())
-                .await
-                .ok()
-                .and_then(Result::ok),
-            Err(_) => None,
+        let free = slots.clone().try_acquire_owned().ok().or_else(|| {
+            extra
+                .as_ref()
+                .and_then(|extra| extra.clone().try_acquire_owned().ok())
+        });
+        let slot = match (free, extra) {
+            (Some(slot), _) => Some(slot),
+            (None, extra) if quick && !probe => tokio::time::timeout(SHORT_WAIT, async {
+                match extra {
+                    Some(extra) => tokio::select! {
+                        slot = slots.acquire_owned() => slot,
+                        slot = extra.acquire_owned() => slot,
+                    },
+                    None => slots.acquire_owned().await,
+                }
+            })
+            .await
+            .ok()
+            .and_then(Result::ok),
+            (None, _) => None,
         };
         let mut inner = self.inner.lock().expect("endpoint state lock");
         // From here on the claim is settled below, under this lock.
@@ -414,7 +461,7 @@ impl Endpoints {
                 // Earlier attempts still hold the slots: the probe goes once one is free.
                 *probing = false;
             }
-            let (_, share) = endpoint.share(max, now);
+            let (_, share) = endpoint.share(endpoint.slots(limits), now);
             let after = defer(endpoint, sender, share, now);
             return Admission::Wait {
                 after,
@@ -637,6 +684,7 @@ mod tests {
     fn limits() -> Limits {
         Limits {
             max_in_flight: 2,
+            quick_max_in_flight: 2,
             failure_threshold: 3,
             cooldown: Duration::from_secs(10),
             max_cooldown: Duration::from_secs(30),
@@ -964,6 +1012,7 @@ mod tests {
     async fn businesses_sharing_an_endpoint_share_its_slots() {
         let endpoints = Endpoints::new(Limits {
             max_in_flight: 4,
+            quick_max_in_flight: 4,
             ..limits()
         });
         let t = Instant::now();
@@ -1032,6 +1081,65 @@ mod tests {
             Instant::now(),
         );
         let _mine = go(endpoints.admit(A, &second, Instant::now()).await);
+    }
+
+    #[tokio::test]
+    async fn a_quick_endpoint_earns_more_slots_and_gives_them_back_once_slow() {
+        let endpoints = Endpoints::new(Limits {
+            max_in_flight: 2,
+            quick_max_in_flight: 5,
+            ..limits()
+        });
+        let t = Instant::now();
+        let biz = sender("biz_a");
+        // Not yet timed: the smaller bound, whatever the larger one.
+        let first = [
+            go(endpoints.admit(A, &biz, t).await),
+            go(endpoints.admit(A, &biz, t).await),
+        ];
+        let waited = Instant::now();
+        assert_eq!(
+            wait(endpoints.admit(A, &biz, t).await).1,
+            WaitReason::EndpointBusy
+        );
+        assert!(waited.elapsed() >= SHORT_WAIT, "waited in-process first");
+        // Its attempts answer in 10 ms: it is quick, and may have five in flight.
+        for permit in first {
+            permit.finish(Outcome::Succeeded, Duration::from_millis(10), t);
+        }
+        let mut held: Vec<Permit> = Vec::new();
+        for _ in 0..5 {
+            held.push(go(endpoints.admit(A, &biz, t).await));
+        }
+        assert_eq!(
+            wait(endpoints.admit(A, &biz, t).await).1,
+            WaitReason::EndpointBusy
+        );
+        // One attempt takes 5 s: no longer quick. A delivery finds no slot and does not wait.
+        held.remove(0)
+            .finish(Outcome::Succeeded, Duration::from_secs(5), t);
+        held.push(go(endpoints.admit(A, &biz, t).await));
+        let waited = Instant::now();
+        assert_eq!(
+            wait(endpoints.admit(A, &biz, t).await).1,
+            WaitReason::EndpointBusy
+        );
+        assert!(
+            waited.elapsed() < SHORT_WAIT,
+            "a slow endpoint's delivery does not wait"
+        );
+        // The extra attempts in flight finish: it is held to two again, though three of its
+        // five are free.
+        let base = [held.pop().unwrap(), held.remove(0)];
+        for permit in held {
+            permit.finish(Outcome::Succeeded, Duration::from_secs(5), t);
+        }
+        assert_eq!(
+            wait(endpoints.admit(A, &biz, t).await).1,
+            WaitReason::EndpointBusy
+        );
+        drop(base);
+        drop(go(endpoints.admit(A, &biz, t).await));
     }
 
     #[test]
