@@ -14,11 +14,11 @@
 //!
 //! An endpoint that answers quickly frees its slots within moments: a delivery waits for one
 //! in-process, briefly ([`SHORT_WAIT`]), which costs less than a trip through the outbox. Once its
-//! attempts are known to average [`SHORT_WAIT`] or less it has extra slots too: they free up so
-//! soon that they hold up nobody, and one business's drain to its own receiver is not bound by a
-//! limit set for slow receivers (docs/operations/dead-letters-and-replay.md). The extra slots are
-//! a semaphore of their own, handed out only while the endpoint is quick, so one that turns slow
-//! is back to the smaller bound as soon as the extra attempts in flight finish.
+//! attempts are known to average [`SHORT_WAIT`] or less it has more slots: they free up so soon
+//! that they hold up nobody, and one business's drain to its own receiver is not bound by a limit
+//! set for slow receivers (docs/operations/dead-letters-and-replay.md). Its semaphore grows then,
+//! so deliveries already waiting get the new slots too; once its average is past [`SHORT_WAIT`]
+//! it shrinks again, the slots in use being forgotten as their attempts end.
 //!
 //! A slow endpoint's deliveries are handed back at once, and spread over the times the sender's
 //! share of slots is expected to free up (the endpoint's average attempt time divided among
@@ -164,10 +164,13 @@ impl Circuit {
 struct Endpoint {
     /// Hashed URL, for logs.
     id: String,
-    /// One permit per attempt that may be in flight, whoever sends it.
+    /// One permit per attempt that may be in flight, whoever sends it: `max_in_flight`, and
+    /// `quick_max_in_flight` while it is [`Endpoint::proven_quick`].
     slots: Arc<Semaphore>,
-    /// The quick endpoint's further permits, taken only while it is [`Endpoint::proven_quick`].
-    extra: Arc<Semaphore>,
+    /// Whether the quick endpoint's further permits are in `slots`.
+    raised: bool,
+    /// Permits in use to forget as their attempts end (the semaphore shrank meanwhile).
+    owed: usize,
     /// Start times of the attempts in flight, by permit number.
     in_flight: Vec<(u64, Instant)>,
     /// Moving average of attempt times.
@@ -219,11 +222,8 @@ impl Endpoint {
         Self {
             id: endpoint_id(url),
             slots: Arc::new(Semaphore::new(limits.max_in_flight)),
-            extra: Arc::new(Semaphore::new(
-                limits
-                    .quick_max_in_flight
-                    .saturating_sub(limits.max_in_flight),
-            )),
+            raised: false,
+            owed: 0,
             in_flight: Vec::new(),
             average: None,
             senders: HashMap::new(),
@@ -250,10 +250,40 @@ impl Endpoint {
 
     /// The most attempts it may have in flight now.
     fn slots(&self, limits: &Limits) -> usize {
-        if self.proven_quick() {
+        if self.raised {
             limits.quick_max_in_flight
         } else {
             limits.max_in_flight
+        }
+    }
+
+    /// Returns a permit to the semaphore, or forgets it while the semaphore is owed one.
+    fn give_back(&mut self, slot: OwnedSemaphorePermit) {
+        if self.owed > 0 {
+            self.owed -= 1;
+            slot.forget();
+        } else {
+            drop(slot);
+        }
+    }
+
+    /// Grows or shrinks the semaphore to the endpoint's speed, after its average changed.
+    fn resize(&mut self, limits: &Limits) {
+        let extra = limits
+            .quick_max_in_flight
+            .saturating_sub(limits.max_in_flight);
+        if extra == 0 || self.raised == self.proven_quick() {
+            return;
+        }
+        self.raised = !self.raised;
+        if self.raised {
+            // Permits still owed from the last shrink need not be forgotten now.
+            let kept = extra.min(self.owed);
+            self.owed -= kept;
+            self.slots.add_permits(extra - kept);
+        } else {
+            // Free permits go at once; those in use, as their attempts end.
+            self.owed += extra - self.slots.forget_permits(extra);
         }
     }
 
@@ -304,15 +334,16 @@ impl Permit {
     /// Frees the slot and tells the breaker how the attempt went (`took`: its duration).
     pub fn finish(mut self, outcome: Outcome, took: Duration, now: Instant) {
         self.finished = true;
-        self.endpoints.release(&self, Some((outcome, took)), now);
-        self.slot.take();
+        let endpoints = self.endpoints.clone();
+        endpoints.release(&mut self, Some((outcome, took)), now);
     }
 }
 
 impl Drop for Permit {
     fn drop(&mut self) {
         if !self.finished {
-            self.endpoints.release(self, None, Instant::now());
+            let endpoints = self.endpoints.clone();
+            endpoints.release(self, None, Instant::now());
         }
     }
 }
@@ -358,7 +389,7 @@ impl Endpoints {
     /// quick endpoint.
     pub async fn admit(self: &Arc<Self>, url: &str, sender: &Sender, now: Instant) -> Admission {
         let limits = &self.limits;
-        let (slots, extra, quick, probe) = {
+        let (slots, quick, probe) = {
             let mut inner = self.inner.lock().expect("endpoint state lock");
             inner.prune(now);
             let endpoint = inner
@@ -407,8 +438,7 @@ impl Endpoints {
                 probe = true;
             }
             state.held += 1;
-            let extra = endpoint.proven_quick().then(|| endpoint.extra.clone());
-            (endpoint.slots.clone(), extra, endpoint.quick(now), probe)
+            (endpoint.slots.clone(), endpoint.quick(now), probe)
         };
         let mut claim = Claim {
             endpoints: self,
@@ -416,26 +446,13 @@ impl Endpoints {
             sender,
             armed: true,
         };
-        let free = slots.clone().try_acquire_owned().ok().or_else(|| {
-            extra
-                .as_ref()
-                .and_then(|extra| extra.clone().try_acquire_owned().ok())
-        });
-        let slot = match (free, extra) {
-            (Some(slot), _) => Some(slot),
-            (None, extra) if quick && !probe => tokio::time::timeout(SHORT_WAIT, async {
-                match extra {
-                    Some(extra) => tokio::select! {
-                        slot = slots.acquire_owned() => slot,
-                        slot = extra.acquire_owned() => slot,
-                    },
-                    None => slots.acquire_owned().await,
-                }
-            })
-            .await
-            .ok()
-            .and_then(Result::ok),
-            (None, _) => None,
+        let slot = match slots.clone().try_acquire_owned() {
+            Ok(slot) => Some(slot),
+            Err(_) if quick && !probe => tokio::time::timeout(SHORT_WAIT, slots.acquire_owned())
+                .await
+                .ok()
+                .and_then(Result::ok),
+            Err(_) => None,
         };
         let mut inner = self.inner.lock().expect("endpoint state lock");
         // From here on the claim is settled below, under this lock.
@@ -473,7 +490,7 @@ impl Endpoints {
         // one.
         if !probe && let Some(after) = state.circuit.wait(now) {
             state.held -= 1;
-            drop(slot);
+            endpoint.give_back(slot);
             return Admission::Wait {
                 after,
                 reason: WaitReason::CircuitOpen,
@@ -492,7 +509,7 @@ impl Endpoints {
         })
     }
 
-    fn release(&self, permit: &Permit, result: Option<(Outcome, Duration)>, now: Instant) {
+    fn release(&self, permit: &mut Permit, result: Option<(Outcome, Duration)>, now: Instant) {
         let limits = &self.limits;
         let mut inner = self.inner.lock().expect("endpoint state lock");
         let Some(endpoint) = inner.endpoints.get_mut(&permit.url) else {
@@ -507,6 +524,10 @@ impl Endpoints {
                 Some(average) => average.mul_f64(0.8) + took.mul_f64(0.2),
                 None => took,
             });
+            endpoint.resize(limits);
+        }
+        if let Some(slot) = permit.slot.take() {
+            endpoint.give_back(slot);
         }
         let Some(state) = endpoint.senders.get_mut(&permit.sender) else {
             return;
@@ -1115,10 +1136,10 @@ mod tests {
             wait(endpoints.admit(A, &biz, t).await).1,
             WaitReason::EndpointBusy
         );
-        // One attempt takes 5 s: no longer quick. A delivery finds no slot and does not wait.
+        // One attempt takes 5 s: no longer quick. The semaphore is two again: a delivery finds
+        // no slot while four attempts are in flight, and does not wait for one.
         held.remove(0)
             .finish(Outcome::Succeeded, Duration::from_secs(5), t);
-        held.push(go(endpoints.admit(A, &biz, t).await));
         let waited = Instant::now();
         assert_eq!(
             wait(endpoints.admit(A, &biz, t).await).1,
@@ -1128,18 +1149,41 @@ mod tests {
             waited.elapsed() < SHORT_WAIT,
             "a slow endpoint's delivery does not wait"
         );
-        // The extra attempts in flight finish: it is held to two again, though three of its
-        // five are free.
-        let base = [held.pop().unwrap(), held.remove(0)];
-        for permit in held {
+        // Two more end: their slots are forgotten, and two are still in flight.
+        for permit in held.drain(..2) {
             permit.finish(Outcome::Succeeded, Duration::from_secs(5), t);
         }
         assert_eq!(
             wait(endpoints.admit(A, &biz, t).await).1,
             WaitReason::EndpointBusy
         );
-        drop(base);
-        drop(go(endpoints.admit(A, &biz, t).await));
+        // One more ends: its slot is free again, and the next delivery takes it.
+        held.remove(0)
+            .finish(Outcome::Succeeded, Duration::from_secs(5), t);
+        held.push(go(endpoints.admit(A, &biz, t).await));
+        assert_eq!(
+            wait(endpoints.admit(A, &biz, t).await).1,
+            WaitReason::EndpointBusy
+        );
+        // Quick again (its average falls under the short wait): five at once again.
+        for permit in held.drain(..) {
+            permit.finish(Outcome::Succeeded, Duration::from_millis(1), t);
+        }
+        for _ in 0..12 {
+            go(endpoints.admit(A, &biz, t).await).finish(
+                Outcome::Succeeded,
+                Duration::from_millis(1),
+                t,
+            );
+        }
+        let mut five = Vec::new();
+        for _ in 0..5 {
+            five.push(go(endpoints.admit(A, &biz, t).await));
+        }
+        assert_eq!(
+            wait(endpoints.admit(A, &biz, t).await).1,
+            WaitReason::EndpointBusy
+        );
     }
 
     #[test]

@@ -163,17 +163,7 @@ async fn a_slow_endpoint_does_not_hold_up_other_businesses(postgres: bool) {
         "the instant endpoint's webhooks waited up to {max:?} (goal: {GOAL:?})"
     );
     // Each endpoint is held to its bound: the slow one never has more in flight at once.
-    let requests = slow.requests();
-    let overlapping = requests
-        .iter()
-        .map(|r| {
-            requests
-                .iter()
-                .filter(|o| o.at <= r.at && r.at < o.at + SLOW)
-                .count()
-        })
-        .max()
-        .unwrap_or(0);
+    let overlapping = most_at_once(&slow, SLOW);
     assert!(
         overlapping <= usize::from(config.webhooks.max_in_flight_per_endpoint),
         "{overlapping} requests in flight at once at one endpoint"
@@ -181,6 +171,60 @@ async fn a_slow_endpoint_does_not_hold_up_other_businesses(postgres: bool) {
     // Deferred deliveries spent no attempts: every recorded attempt was a request received.
     let attempts = store::count_attempts(&rig.setup.db, None).await;
     assert!(attempts <= (slow.count() + fast.count()) as u64);
+    rig.finish().await;
+}
+
+/// The most requests a receiver that answers each after `lasting` had in hand at once.
+fn most_at_once(receiver: &Receiver, lasting: Duration) -> usize {
+    let requests = receiver.requests();
+    requests
+        .iter()
+        .map(|r| {
+            requests
+                .iter()
+                .filter(|o| o.at <= r.at && r.at < o.at + lasting)
+                .count()
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+/// A receiver answering in 100 ms is quick (docs/operations/configuration.md): once its first
+/// attempt is timed it gets `max_in_flight_per_quick_endpoint` attempts at once, not
+/// `max_in_flight_per_endpoint`, so a backlog to it drains four times as fast.
+async fn a_quick_endpoint_gets_more_attempts_at_once(postgres: bool) {
+    const ANSWERS_IN: Duration = Duration::from_millis(100);
+    const EVENTS: usize = 96;
+    let Some(rig) = Rig::new(postgres).await else {
+        return;
+    };
+    let receiver = Receiver::start().await;
+    receiver.set_default(Reply::ok().slow(ANSWERS_IN));
+    let a = rig.setup.business.id.clone();
+    rig.setup.set_url(&a, &receiver.url).await;
+    // A backlog first, as after an outage: the worker finds it all at once.
+    for n in 0..EVENTS {
+        rig.deposit(&a, n).await;
+    }
+    let config = config(&rig._db.url);
+    let started = Instant::now();
+    rig.start_worker(&config);
+    let received = receiver.wait_for(EVENTS, Duration::from_secs(60)).await;
+    assert_eq!(received.len(), EVENTS);
+    let took = started.elapsed();
+    let (slow_bound, quick_bound) = (
+        usize::from(config.webhooks.max_in_flight_per_endpoint),
+        usize::from(config.webhooks.max_in_flight_per_quick_endpoint),
+    );
+    let most = most_at_once(&receiver, ANSWERS_IN);
+    println!(
+        "\n{EVENTS} webhooks to a receiver answering in {ANSWERS_IN:?} arrived in {took:.2?}, at \
+         most {most} at once (bounds: {slow_bound}; quick, {quick_bound})"
+    );
+    assert!(
+        most > slow_bound && most <= quick_bound,
+        "{most} requests at once at a quick endpoint (bounds {slow_bound} and {quick_bound})"
+    );
     rig.finish().await;
 }
 
@@ -269,4 +313,14 @@ async fn a_slow_endpoint_does_not_hold_up_other_businesses_sqlite() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_endpoint_does_not_hold_up_other_businesses_postgres() {
     a_slow_endpoint_does_not_hold_up_other_businesses(true).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quick_endpoint_gets_more_attempts_at_once_sqlite() {
+    a_quick_endpoint_gets_more_attempts_at_once(false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quick_endpoint_gets_more_attempts_at_once_postgres() {
+    a_quick_endpoint_gets_more_attempts_at_once(true).await;
 }
