@@ -235,7 +235,7 @@ impl Endpoint {
     /// average, or before one is known, how long its attempts in flight have run so far.
     fn quick(&self, now: Instant) -> bool {
         match self.average {
-            Some(average) => average <= SHORT_WAIT,
+            Some(_) => self.proven_quick(),
             None => self
                 .in_flight
                 .iter()

@@ -8,10 +8,10 @@
 //! Each delivery is its own job, and each attempt goes to the mode's webhook URL of its moment.
 //! One endpoint holds at most `webhooks.max_in_flight_per_endpoint` of the consumer's
 //! `webhooks.concurrency` slots (the prefetch; a quick one, `max_in_flight_per_quick_endpoint`):
-//! its other deliveries are handed back to the outbox
-//! for a little later, without spending attempts; the businesses sharing an endpoint share its
-//! slots fairly, and a business whose deliveries keep failing there is backed off by a circuit
-//! breaker of its own, per mode, so it never delays another business ([`endpoints`]).
+//! its other deliveries are handed back to the outbox for a little later, without spending
+//! attempts; the businesses sharing an endpoint share its slots fairly, and a business whose
+//! deliveries keep failing there is backed off by a circuit breaker of its own, per mode, so it
+//! never delays another business ([`endpoints`]).
 
 pub mod deliver;
 pub mod endpoints;
