@@ -332,9 +332,10 @@ impl Worker {
     pub async fn run_process(self, config: Config) -> anyhow::Result<()> {
         config.require_production()?;
         let url = config.database.url.clone().expect("checked above");
-        let db = connect_database(&url, &config).await?;
         let cipher = Arc::new(configured_cipher(&config)?);
-        let broker = connect_broker(&config).await?;
+        // Neither waits for the other: a worker starts in the time of the slower.
+        let (db, broker) =
+            tokio::try_join!(connect_database(&url, &config), connect_broker(&config))?;
         let shutdown = CancellationToken::new();
         cancel_on_signal(shutdown.clone());
         // The ops port outlives the drain, so health and metrics stay readable while work

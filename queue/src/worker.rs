@@ -176,7 +176,8 @@ impl<H: JobHandler> Consumer<H> {
     }
 
     /// Consumes until `shutdown`. After the broker ends a subscription (a lost connection, a
-    /// deleted queue), the topology is declared again before subscribing again. A subscription
+    /// deleted queue), the topology is declared again before subscribing again (at start, only
+    /// if the queue is missing). A subscription
     /// can also stop working without the broker saying so: a queue deleted and at once declared
     /// again (by another process's relay) has been seen to leave the consumer attached to the
     /// new queue, its deliveries never reaching the stream. So a subscription that received
@@ -190,11 +191,14 @@ impl<H: JobHandler> Consumer<H> {
         let mut in_flight = JoinSet::new();
         let mut failures = 0;
         let mut idle_renewal = false;
+        // At start the process has just declared the topology (`bootstrap::connect_broker`),
+        // and an idle renewal finds it as it was: both consume at once, and declare only if the
+        // queue is missing. After a lost subscription the topology comes first: the broker may
+        // have come back without it (a fresh node, a deleted queue).
+        let mut topology_in_place = true;
         'connect: while !shutdown.is_cancelled() {
-            // The topology first after a lost subscription: the broker may have come back
-            // without it (a fresh node, a deleted queue), and consuming a missing queue fails.
             let renewal = std::mem::take(&mut idle_renewal);
-            let consumed = match renewal {
+            let consumed = match std::mem::take(&mut topology_in_place) {
                 true => match this.broker.consume(queue, this.prefetch).await {
                     Err(QueueError::Unroutable(_)) => this.subscribe(queue).await,
                     other => other,
@@ -228,6 +232,7 @@ impl<H: JobHandler> Consumer<H> {
                         if !std::mem::take(&mut received) && in_flight.is_empty() {
                             tracing::debug!(queue, "idle; renewing the subscription");
                             idle_renewal = true;
+                            topology_in_place = true;
                             continue 'connect;
                         }
                     }

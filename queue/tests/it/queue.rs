@@ -408,6 +408,50 @@ async fn rabbit_publish_before_declare_fails_then_recovers() {
     .await;
 }
 
+/// The topology's declares are sent together: one that the broker refuses (a queue already
+/// there with other arguments) fails `declare` with an error naming that queue, not one of the
+/// steps after it, and the broker declares once the conflict is gone.
+#[tokio::test]
+async fn rabbit_declare_names_the_queue_it_could_not_declare() {
+    with_rabbit(|broker, topology| async move {
+        let connection = admin(&topology.url).await;
+        let channel = connection.create_channel().await.unwrap();
+        // A classic queue where a quorum one is declared, in the middle of the topology.
+        let queue = format!("{}.recheck", topology.prefix);
+        channel
+            .queue_declare(
+                queue.as_str().into(),
+                lapin::options::QueueDeclareOptions::default(),
+                lapin::types::FieldTable::default(),
+            )
+            .await
+            .unwrap();
+
+        let declared = broker.declare().await;
+        let Err(QueueError::Other(error)) = &declared else {
+            panic!("expected a refusal, got {declared:?}");
+        };
+        assert!(
+            error.starts_with(&format!("declaring queue {queue}:")),
+            "{error}"
+        );
+        assert!(error.contains("PRECONDITION_FAILED"), "{error}");
+
+        channel
+            .queue_delete(queue.as_str().into(), QueueDeleteOptions::default())
+            .await
+            .unwrap();
+        broker
+            .declare()
+            .await
+            .expect("declared once the conflict is gone");
+        broker.publish("recheck", b"routed", false).await.unwrap();
+        assert_depth(&broker, "recheck", false, 1).await;
+        let _ = connection.close(200, "done".into()).await;
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn rabbit_rejects_a_bad_prefix() {
     // Checked before connecting; no broker needed.
