@@ -16,7 +16,9 @@ pub use crate::redact::redact_url;
 
 /// Every process of the service allocates through mimalloc: under load glibc's malloc, free and
 /// their consolidation took about a fifth of the api's CPU (a profile of a deposit,
-/// docs/benchmarks.md).
+/// docs/benchmarks.md). Built without its transparent huge pages (`no_thp`): each first touch
+/// of one zeroed 2 MiB, a worker's first second went a fifth to that, and an idle process held
+/// 15 MiB more (docs/benchmarks.md#an-allocator-without-huge-pages).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
