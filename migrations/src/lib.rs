@@ -31,6 +31,7 @@ mod m0025_account_creator_key;
 mod m0027_home_indexes;
 mod m0028_day_counts;
 mod m0029_delivery_moves_apart;
+mod m0030_processing_payouts;
 
 pub struct Migrator;
 
@@ -65,6 +66,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0027_home_indexes::Migration),
             Box::new(m0028_day_counts::Migration),
             Box::new(m0029_delivery_moves_apart::Migration),
+            Box::new(m0030_processing_payouts::Migration),
         ]
     }
 }

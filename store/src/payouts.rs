@@ -5,8 +5,8 @@
 use chrono::{DateTime, Utc};
 use sea_orm::sea_query::{Expr, Func, OnConflict};
 use sea_orm::{
-    ActiveModelTrait, ActiveValue::Set, ColumnTrait, ConnectionTrait, DatabaseConnection, DbErr,
-    EntityTrait, QueryFilter, QuerySelect, TransactionTrait,
+    ActiveModelTrait, ActiveValue::Set, ColumnTrait, ConnectionTrait, DatabaseConnection,
+    DbBackend, DbErr, EntityTrait, QueryFilter, QuerySelect, QueryTrait, TransactionTrait,
 };
 
 use super::audit::{self, Actor};
@@ -414,9 +414,19 @@ pub async fn in_flight<C: ConnectionTrait>(
 
 /// For each provider bank with payouts `processing`: when the oldest of them was sent (what
 /// `payouts_processing_oldest_seconds{bank}` shows; a bank takes minutes at most as a rule).
+/// It reads the `processing` rows alone, by `payouts_status_bank_sent` (m0030).
 pub async fn oldest_processing<C: ConnectionTrait>(
     db: &C,
 ) -> Result<Vec<(Option<domain::Bank>, Option<DateTime<Utc>>)>, DbErr> {
+    oldest_processing_select().into_tuple().all(db).await
+}
+
+/// [`oldest_processing`]'s statement, for its plan to be checked.
+pub fn oldest_processing_statement(backend: DbBackend) -> sea_orm::Statement {
+    oldest_processing_select().build(backend)
+}
+
+fn oldest_processing_select() -> sea_orm::Select<payout::Entity> {
     use payout::Column as Col;
     payout::Entity::find()
         .select_only()
@@ -424,9 +434,6 @@ pub async fn oldest_processing<C: ConnectionTrait>(
         .column_as(Expr::expr(Func::min(Expr::col(Col::SentAt))), "oldest")
         .filter(Col::Status.eq(PayoutStatus::Processing))
         .group_by(Col::ProviderBank)
-        .into_tuple()
-        .all(db)
-        .await
 }
 
 // ---- The worker's lease ------------------------------------------------------------------
