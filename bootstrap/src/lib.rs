@@ -333,9 +333,10 @@ impl Worker {
         config.require_production()?;
         let url = config.database.url.clone().expect("checked above");
         let cipher = Arc::new(configured_cipher(&config)?);
-        // Neither waits for the other: a worker starts in the time of the slower.
-        let (db, broker) =
-            tokio::try_join!(connect_database(&url, &config), connect_broker(&config))?;
+        // Neither waits for the other: a worker starts in the time of the slower. When both
+        // fail, the database's error is the one reported, as when they were tried in turn.
+        let (db, broker) = tokio::join!(connect_database(&url, &config), connect_broker(&config));
+        let (db, broker) = (db?, broker?);
         let shutdown = CancellationToken::new();
         cancel_on_signal(shutdown.clone());
         // The ops port outlives the drain, so health and metrics stay readable while work
