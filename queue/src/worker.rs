@@ -177,12 +177,12 @@ impl<H: JobHandler> Consumer<H> {
 
     /// Consumes until `shutdown`. After the broker ends a subscription (a lost connection, a
     /// deleted queue), the topology is declared again before subscribing again (at start, only
-    /// if the queue is missing). A subscription
-    /// can also stop working without the broker saying so: a queue deleted and at once declared
-    /// again (by another process's relay) has been seen to leave the consumer attached to the
-    /// new queue, its deliveries never reaching the stream. So a subscription that received
-    /// nothing for `subscription_check_every`, with nothing in flight, is made again (a cheap
-    /// new channel; messages a broken one held go back to the queue).
+    /// if the queue is missing). A subscription can also stop working without the broker saying
+    /// so: a queue deleted and at once declared again (by another process's relay) has been seen
+    /// to leave the consumer attached to the new queue, its deliveries never reaching the stream.
+    /// So a subscription that received nothing for `subscription_check_every`, with nothing in
+    /// flight, is made again (a cheap new channel; messages a broken one held go back to the
+    /// queue).
     pub async fn run(self, shutdown: CancellationToken) {
         let queue = Self::QUEUE;
         let this = Arc::new(self);
