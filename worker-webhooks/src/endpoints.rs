@@ -467,6 +467,10 @@ impl Endpoints {
             };
         };
         let Some(state) = endpoint.senders.get_mut(sender) else {
+            // Through `give_back`, so a permit owed to a shrink is forgotten, not returned.
+            if let Some(slot) = slot {
+                endpoint.give_back(slot);
+            }
             return Admission::Wait {
                 after: Duration::ZERO,
                 reason: WaitReason::EndpointBusy,
