@@ -49,6 +49,9 @@ RUN groupadd --system --gid 10001 vas \
 COPY --from=build /out/ /usr/local/bin/
 USER 10001:10001
 WORKDIR /var/lib/vas
+# No transparent huge pages for mimalloc even on a host whose setting is `always`
+# (docs/operations/scaling.md).
+ENV MIMALLOC_ALLOW_THP=0
 # api (VAS_HTTP__BIND), provider-sandbox (VAS_SANDBOX__BIND), a worker's ops port (VAS_OPS__BIND).
 EXPOSE 8080 8090 9100
 # Every process stops on SIGTERM after finishing in-flight work.
