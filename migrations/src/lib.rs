@@ -32,6 +32,7 @@ mod m0027_home_indexes;
 mod m0028_day_counts;
 mod m0029_delivery_moves_apart;
 mod m0030_processing_payouts;
+mod m0031_hot_path_foreign_keys;
 
 pub struct Migrator;
 
@@ -67,6 +68,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0028_day_counts::Migration),
             Box::new(m0029_delivery_moves_apart::Migration),
             Box::new(m0030_processing_payouts::Migration),
+            Box::new(m0031_hot_path_foreign_keys::Migration),
         ]
     }
 }

@@ -251,7 +251,7 @@ mod tests {
     /// The secret key the tests' creations name.
     static KEY_TEST: std::sync::LazyLock<KeyId> =
         std::sync::LazyLock::new(|| KeyId::unchecked("key_test"));
-    use crate::testing::{count, fresh_database};
+    use crate::testing::{count, fresh_database, orphans};
     use crypto::RequestDigest;
     use domain::{KybStatus, Mode, NewAccount};
 
@@ -375,6 +375,7 @@ mod tests {
             .await,
             4
         );
+        assert_eq!(orphans(&db).await, 0, "every row's parent is there");
         db.close().await.unwrap();
         fresh.drop().await;
     }
@@ -447,6 +448,7 @@ mod tests {
             );
             db.close().await.unwrap();
         }
+        assert_eq!(orphans(&fresh.db).await, 0, "every row's parent is there");
         fresh.drop().await;
     }
 
@@ -557,6 +559,7 @@ mod tests {
             .await,
             1
         );
+        assert_eq!(orphans(db).await, 0, "every row's parent is there");
         fresh.drop().await;
     }
 }

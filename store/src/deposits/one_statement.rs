@@ -384,7 +384,7 @@ mod tests {
     static KEY_TEST: std::sync::LazyLock<KeyId> =
         std::sync::LazyLock::new(|| KeyId::unchecked("key_test"));
     use crate::accounts::{self, CreateOutcome, CreateRequest};
-    use crate::testing::{count, fresh_database};
+    use crate::testing::{count, fresh_database, orphans};
     use crypto::{Cipher, RequestDigest};
     use domain::provider::ProvisioningOutcome;
     use domain::{Bank, KybStatus, Mode, NewAccount};
@@ -601,6 +601,7 @@ mod tests {
             3
         );
         assert_eq!(count(db, "SELECT count(*) FROM deposits").await, 3);
+        assert_eq!(orphans(db).await, 0, "every row's parent is there");
         fresh.drop().await;
     }
 
@@ -807,6 +808,7 @@ mod tests {
         let verified = crate::ledger::verify(db).await.unwrap();
         assert!(verified.ok, "the ledger's chain holds: {verified:?}");
         assert_eq!(ROUNDS.waiting(&key), None, "an idle business holds nothing");
+        assert_eq!(orphans(db).await, 0, "every row's parent is there");
         fresh.drop().await;
     }
 }
