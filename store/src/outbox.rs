@@ -241,8 +241,18 @@ async fn still_claimed<C: ConnectionTrait>(
     if ids.is_empty() {
         return Ok(0);
     }
+    // On PostgreSQL the ids go as one JSON array: one statement's shape for every batch size,
+    // prepared and planned once per connection, where an `IN` list of each length was another.
+    let by_id = if db.get_database_backend() == DbBackend::Postgres {
+        Expr::cust_with_values(
+            "id = ANY(ARRAY(SELECT json_array_elements_text($1::json)))",
+            [ids_param(ids)],
+        )
+    } else {
+        outbox::Column::Id.is_in(ids.iter().cloned())
+    };
     let update = update
-        .filter(outbox::Column::Id.is_in(ids.iter().cloned()))
+        .filter(by_id)
         .filter(outbox::Column::PublishingUntil.eq(until));
     // Its rows may be ended meanwhile by an attempts' record, which takes them in another order.
     let updated =
