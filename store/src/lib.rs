@@ -826,10 +826,10 @@ mod tests {
     /// it.
     #[tokio::test]
     async fn an_orphan_is_counted_on_postgres_and_refused_on_sqlite() {
+        use sea_orm_migration::MigratorTrait;
         let orphan = "INSERT INTO events (id, business_id, mode, type, data, created_at) \
                       VALUES ('evt_orphan', 'biz_nobody', 'test', 'deposit.received', '{}', \
                       CURRENT_TIMESTAMP)";
-        use sea_orm_migration::MigratorTrait;
         let sqlite = connect("sqlite::memory:", 1).await.unwrap();
         migrations::Migrator::up(&sqlite, None).await.unwrap();
         let refused = sqlite.execute_unprepared(orphan).await.unwrap_err();
