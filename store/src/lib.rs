@@ -527,27 +527,6 @@ pub(crate) mod testing {
         })
     }
 
-    /// Rows whose parent is missing, over the relations PostgreSQL no longer checks
-    /// (docs/decisions/hot-path-foreign-keys.md): each write path must still write none.
-    pub async fn orphans(db: &DatabaseConnection) -> i64 {
-        const RELATIONS: [(&str, &str, &str); 6] = [
-            ("virtual_accounts", "business_id", "businesses"),
-            ("deposits", "account_id", "virtual_accounts"),
-            ("events", "business_id", "businesses"),
-            ("deliveries", "event_id", "events"),
-            ("deliveries", "business_id", "businesses"),
-            ("delivery_attempts", "delivery_id", "deliveries"),
-        ];
-        let mut sum = Vec::new();
-        for (table, column, parent) in RELATIONS {
-            sum.push(format!(
-                "(SELECT count(*) FROM {table} c \
-                 WHERE NOT EXISTS (SELECT 1 FROM {parent} p WHERE p.id = c.{column}))"
-            ));
-        }
-        count(db, &format!("SELECT {}", sum.join(" + "))).await
-    }
-
     /// The one bigint a query returns.
     pub async fn count(db: &DatabaseConnection, sql: &str) -> i64 {
         let row = db
@@ -822,8 +801,8 @@ mod tests {
 
     /// PostgreSQL no longer checks the hot paths' foreign keys
     /// (docs/decisions/hot-path-foreign-keys.md): an orphan is written there and
-    /// [`testing::orphans`], which the write paths' tests end on, counts it; SQLite still refuses
-    /// it.
+    /// `test_support::store::orphans`, which the write paths' tests end on, counts it; SQLite
+    /// still refuses it.
     #[tokio::test]
     async fn an_orphan_is_counted_on_postgres_and_refused_on_sqlite() {
         use sea_orm_migration::MigratorTrait;
@@ -838,9 +817,9 @@ mod tests {
         let Some(fresh) = testing::fresh_database().await else {
             return;
         };
-        assert_eq!(testing::orphans(&fresh.db).await, 0);
+        assert_eq!(test_support::store::orphans(&fresh.db).await, 0);
         fresh.db.execute_unprepared(orphan).await.unwrap();
-        assert_eq!(testing::orphans(&fresh.db).await, 1);
+        assert_eq!(test_support::store::orphans(&fresh.db).await, 1);
         fresh.drop().await;
     }
 

@@ -9,10 +9,43 @@ use entities::{
 use sea_orm::entity::prelude::DateTimeUtc;
 use sea_orm::sea_query::{Expr, IntoCondition};
 use sea_orm::{
-    ColumnTrait, Condition, DatabaseConnection, EntityTrait, PaginatorTrait, QueryFilter,
-    QuerySelect,
+    ColumnTrait, Condition, ConnectionTrait, DatabaseConnection, EntityTrait, PaginatorTrait,
+    QueryFilter, QuerySelect, Statement,
 };
 use serde_json::Value;
+
+// ---------------------------------------------------------------------------------------------
+// Integrity
+
+/// Rows whose parent is missing, over the relations PostgreSQL no longer checks
+/// (docs/decisions/hot-path-foreign-keys.md; SQLite still refuses them): each write path must
+/// still write none.
+pub async fn orphans(db: &DatabaseConnection) -> i64 {
+    const RELATIONS: [(&str, &str, &str); 6] = [
+        ("virtual_accounts", "business_id", "businesses"),
+        ("deposits", "account_id", "virtual_accounts"),
+        ("events", "business_id", "businesses"),
+        ("deliveries", "event_id", "events"),
+        ("deliveries", "business_id", "businesses"),
+        ("delivery_attempts", "delivery_id", "deliveries"),
+    ];
+    let counts: Vec<String> = RELATIONS
+        .iter()
+        .map(|(table, column, parent)| {
+            format!(
+                "(SELECT count(*) FROM {table} c \
+                 WHERE NOT EXISTS (SELECT 1 FROM {parent} p WHERE p.id = c.{column}))"
+            )
+        })
+        .collect();
+    let sql = format!("SELECT CAST({} AS BIGINT) AS n", counts.join(" + "));
+    let row = db
+        .query_one_raw(Statement::from_string(db.get_database_backend(), sql))
+        .await
+        .expect("count orphans")
+        .expect("one row");
+    row.try_get("", "n").expect("a count")
+}
 
 // ---------------------------------------------------------------------------------------------
 // Accounts

@@ -251,9 +251,10 @@ mod tests {
     /// The secret key the tests' creations name.
     static KEY_TEST: std::sync::LazyLock<KeyId> =
         std::sync::LazyLock::new(|| KeyId::unchecked("key_test"));
-    use crate::testing::{count, fresh_database, orphans};
+    use crate::testing::{count, fresh_database};
     use crypto::RequestDigest;
     use domain::{KybStatus, Mode, NewAccount};
+    use test_support::store::orphans;
 
     /// Keys, accounts, open provisioning jobs, and the business's created tally.
     async fn written(db: &DatabaseConnection) -> [i64; 4] {

@@ -384,10 +384,11 @@ mod tests {
     static KEY_TEST: std::sync::LazyLock<KeyId> =
         std::sync::LazyLock::new(|| KeyId::unchecked("key_test"));
     use crate::accounts::{self, CreateOutcome, CreateRequest};
-    use crate::testing::{count, fresh_database, orphans};
+    use crate::testing::{count, fresh_database};
     use crypto::{Cipher, RequestDigest};
     use domain::provider::ProvisioningOutcome;
     use domain::{Bank, KybStatus, Mode, NewAccount};
+    use test_support::store::orphans;
 
     /// Notifications, deposits, events, ledger entries, and the balance.
     async fn written(db: &DatabaseConnection) -> [i64; 5] {

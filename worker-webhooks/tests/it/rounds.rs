@@ -295,6 +295,11 @@ async fn a_round_of_distinct_deliveries_moves_each_on_as_alone(backend: Backend)
             Some("gave up after 1 attempts: HTTP 500 Internal Server Error")
         )
     );
+    assert_eq!(
+        test_support::store::orphans(&setup.db).await,
+        0,
+        "every attempt's delivery, event and business is there"
+    );
 }
 
 async fn runs_finished_together_end_as_each_would_alone(backend: Backend) {
