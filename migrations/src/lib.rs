@@ -34,6 +34,8 @@ mod m0029_delivery_moves_apart;
 mod m0030_processing_payouts;
 mod m0031_hot_path_foreign_keys;
 
+pub use m0031_hot_path_foreign_keys::UNCHECKED_PARENTS;
+
 pub struct Migrator;
 
 #[async_trait::async_trait]

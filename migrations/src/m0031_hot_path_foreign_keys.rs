@@ -4,45 +4,26 @@ use sea_orm_migration::sea_orm::{ConnectionTrait, DbBackend};
 #[derive(DeriveMigrationName)]
 pub struct Migration;
 
-/// The foreign keys checked on every creation, deposit and webhook attempt, dropped on
-/// PostgreSQL (docs/decisions/hot-path-foreign-keys.md). Each of those inserts takes its parent
-/// from a row it has just read or written, and no parent is ever deleted, so the check could not
-/// fail; it cost a constraint trigger, a nested query and a `FOR KEY SHARE` lock on the parent
-/// for every row (and one business's rows all lock its one `businesses` row). SQLite keeps its
-/// constraints: it cannot drop one without rebuilding the table, and `api dev` is not where the
-/// rate matters.
-const DROPPED: [(&str, &str, &str); 6] = [
-    (
-        "virtual_accounts",
-        "virtual_accounts_business_id_fkey",
-        "FOREIGN KEY (business_id) REFERENCES businesses(id)",
-    ),
-    (
-        "deposits",
-        "deposits_account_id_fkey",
-        "FOREIGN KEY (account_id) REFERENCES virtual_accounts(id)",
-    ),
-    (
-        "events",
-        "events_business_id_fkey",
-        "FOREIGN KEY (business_id) REFERENCES businesses(id)",
-    ),
-    (
-        "deliveries",
-        "deliveries_event_id_fkey",
-        "FOREIGN KEY (event_id) REFERENCES events(id)",
-    ),
-    (
-        "deliveries",
-        "deliveries_business_id_fkey",
-        "FOREIGN KEY (business_id) REFERENCES businesses(id)",
-    ),
-    (
-        "delivery_attempts",
-        "delivery_attempts_delivery_id_fkey",
-        "FOREIGN KEY (delivery_id) REFERENCES deliveries(id)",
-    ),
+/// (table, column, parent table): the foreign keys checked on every creation, deposit and
+/// webhook attempt, dropped on PostgreSQL (docs/decisions/hot-path-foreign-keys.md). Each of
+/// those inserts takes its parent from a row it has just read or written, and no parent is ever
+/// deleted, so the check could not fail; it cost a constraint trigger, a nested query and a
+/// `FOR KEY SHARE` lock on the parent for every row (and one business's rows all lock its one
+/// `businesses` row). SQLite keeps its constraints: it cannot drop one without rebuilding the
+/// table, and `api dev` is not where the rate matters.
+pub const UNCHECKED_PARENTS: [(&str, &str, &str); 6] = [
+    ("virtual_accounts", "business_id", "businesses"),
+    ("deposits", "account_id", "virtual_accounts"),
+    ("events", "business_id", "businesses"),
+    ("deliveries", "event_id", "events"),
+    ("deliveries", "business_id", "businesses"),
+    ("delivery_attempts", "delivery_id", "deliveries"),
 ];
+
+/// A dropped constraint's name, as PostgreSQL named it when the table was made.
+fn constraint(table: &str, column: &str) -> String {
+    format!("{table}_{column}_fkey")
+}
 
 #[async_trait::async_trait]
 impl MigrationTrait for Migration {
@@ -51,7 +32,8 @@ impl MigrationTrait for Migration {
         if db.get_database_backend() != DbBackend::Postgres {
             return Ok(());
         }
-        for (table, name, _) in DROPPED {
+        for (table, column, _) in UNCHECKED_PARENTS {
+            let name = constraint(table, column);
             db.execute_unprepared(&format!(
                 "ALTER TABLE {table} DROP CONSTRAINT IF EXISTS {name}"
             ))
@@ -67,9 +49,11 @@ impl MigrationTrait for Migration {
         }
         // NOT VALID: no scan of every row under lock here; `ALTER TABLE … VALIDATE CONSTRAINT`
         // checks the rows written meanwhile when the operator chooses.
-        for (table, name, definition) in DROPPED {
+        for (table, column, parent) in UNCHECKED_PARENTS {
+            let name = constraint(table, column);
             db.execute_unprepared(&format!(
-                "ALTER TABLE {table} ADD CONSTRAINT {name} {definition} NOT VALID"
+                "ALTER TABLE {table} ADD CONSTRAINT {name} \
+                 FOREIGN KEY ({column}) REFERENCES {parent}(id) NOT VALID"
             ))
             .await?;
         }

@@ -800,9 +800,9 @@ mod tests {
     }
 
     /// PostgreSQL no longer checks the hot paths' foreign keys
-    /// (docs/decisions/hot-path-foreign-keys.md): an orphan is written there and
-    /// `test_support::store::orphans`, which the write paths' tests end on, counts it; SQLite
-    /// still refuses it.
+    /// (docs/decisions/hot-path-foreign-keys.md): every one of them is gone after m0031 (and
+    /// there before it), an orphan is written there and `test_support::store::orphans`, which
+    /// the write paths' tests end on, counts it; SQLite still refuses it.
     #[tokio::test]
     async fn an_orphan_is_counted_on_postgres_and_refused_on_sqlite() {
         use sea_orm_migration::MigratorTrait;
@@ -814,9 +814,35 @@ mod tests {
         let refused = sqlite.execute_unprepared(orphan).await.unwrap_err();
         assert!(refused.to_string().contains("FOREIGN KEY"), "{refused}");
 
-        let Some(fresh) = testing::fresh_database().await else {
+        // Foreign keys on each (table, column) of the list, by catalog rather than by name.
+        let foreign_keys = async |db: &DatabaseConnection| {
+            let mut found = 0;
+            for (table, column, _) in migrations::UNCHECKED_PARENTS {
+                found += testing::count(
+                    db,
+                    &format!(
+                        "SELECT count(*) FROM pg_constraint c JOIN pg_attribute a \
+                         ON a.attrelid = c.conrelid AND a.attnum = ANY(c.conkey) \
+                         WHERE c.contype = 'f' AND c.conrelid = '{table}'::regclass \
+                         AND a.attname = '{column}'"
+                    ),
+                )
+                .await;
+            }
+            found
+        };
+        let before_m0031 = migrations::Migrator::migrations()
+            .iter()
+            .position(|m| m.name() == "m0031_hot_path_foreign_keys")
+            .expect("m0031 is a migration") as u32;
+        let Some(before) = testing::fresh_database_at(Some(before_m0031)).await else {
             return;
         };
+        assert_eq!(foreign_keys(&before.db).await, 6, "checked before m0031");
+        before.drop().await;
+
+        let fresh = testing::fresh_database().await.expect("TEST_DATABASE_URL");
+        assert_eq!(foreign_keys(&fresh.db).await, 0, "none checked after it");
         assert_eq!(test_support::store::orphans(&fresh.db).await, 0);
         fresh.db.execute_unprepared(orphan).await.unwrap();
         assert_eq!(test_support::store::orphans(&fresh.db).await, 1);

@@ -21,15 +21,7 @@ use serde_json::Value;
 /// (docs/decisions/hot-path-foreign-keys.md; SQLite still refuses them): each write path must
 /// still write none.
 pub async fn orphans(db: &DatabaseConnection) -> i64 {
-    const RELATIONS: [(&str, &str, &str); 6] = [
-        ("virtual_accounts", "business_id", "businesses"),
-        ("deposits", "account_id", "virtual_accounts"),
-        ("events", "business_id", "businesses"),
-        ("deliveries", "event_id", "events"),
-        ("deliveries", "business_id", "businesses"),
-        ("delivery_attempts", "delivery_id", "deliveries"),
-    ];
-    let counts: Vec<String> = RELATIONS
+    let counts: Vec<String> = migrations::UNCHECKED_PARENTS
         .iter()
         .map(|(table, column, parent)| {
             format!(
