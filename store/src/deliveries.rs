@@ -82,7 +82,7 @@ pub(crate) async fn record_event_with_delivery<C: ConnectionTrait>(
     let mut with = WithClause::new();
     // The URL is written from `hook`; the placeholder is never stored.
     let delivery = new_delivery(event, "", now);
-    for cte in event_with_delivery(event, &delivery, None, "")? {
+    for cte in event_with_delivery(event, &delivery, None)? {
         with.cte(cte);
     }
     let mut answer = Query::select();
@@ -92,15 +92,13 @@ pub(crate) async fn record_event_with_delivery<C: ConnectionTrait>(
     Ok(())
 }
 
-/// [`record_event_with_delivery`]'s parts, named `ev`, `hook`, `d` and `job` (each followed by
-/// `suffix`, so that several events fit one `WITH`), with the `delivery` ([`new_delivery`] to
-/// the URL "": the URL is written from `hook`); with `only_with`, nothing is written unless that
-/// table of the same `WITH` has a row.
+/// [`record_event_with_delivery`]'s parts, named `ev`, `hook`, `d` and `job`, for a `WITH`, with
+/// the `delivery` ([`new_delivery`] to the URL "": the URL is written from `hook`); with
+/// `only_with`, nothing is written unless that table of the same `WITH` has a row.
 pub(crate) fn event_with_delivery(
     event: &Event,
     (row, job): &(Delivery, entities::outbox::ActiveModel),
     only_with: Option<&str>,
-    suffix: &str,
 ) -> Result<Vec<sea_orm::sea_query::CommonTableExpression>, DbErr> {
     use super::{cte, insert_select};
     use sea_orm::sea_query::{Alias, Expr, Query};
@@ -116,7 +114,7 @@ pub(crate) fn event_with_delivery(
         url.from(Alias::new(table));
     }
     let insert_event = insert_select::<event::Entity>(event_values, "the event")?;
-    let hook = Alias::new(format!("hook{suffix}"));
+    let hook = Alias::new("hook");
     let mut delivery_values =
         super::row_values(&delivery::ActiveModel::from(row.clone()), |col| match col {
             delivery::Column::Url => {
@@ -128,13 +126,13 @@ pub(crate) fn event_with_delivery(
     let mut insert_delivery = insert_select::<delivery::Entity>(delivery_values, "the delivery")?;
     insert_delivery.returning_col(delivery::Column::Id);
     let mut job_values = super::row_values(job, |_| None)?;
-    job_values.from(Alias::new(format!("d{suffix}")));
+    job_values.from(Alias::new("d"));
     let insert_job = insert_select::<entities::outbox::Entity>(job_values, "the delivery's job")?;
     Ok(vec![
-        cte(&format!("ev{suffix}"), insert_event),
-        cte(&format!("hook{suffix}"), url),
-        cte(&format!("d{suffix}"), insert_delivery),
-        cte(&format!("job{suffix}"), insert_job),
+        cte("ev", insert_event),
+        cte("hook", url),
+        cte("d", insert_delivery),
+        cte("job", insert_job),
     ])
 }
 

@@ -129,17 +129,6 @@ pub(crate) fn push_credit_values(
     movement: &Movement<'_>,
     entry: &Entry,
 ) -> Result<(), DbErr> {
-    push_upsert_values(into, movement);
-    super::push_row_values(
-        into,
-        &ledger_entry::ActiveModel::from(entry.clone()),
-        from_moved,
-    )
-}
-
-/// The values [`credit_upsert`] binds, in its order: the new balance row, the credit added to
-/// one there, the largest balance it may be added to.
-fn push_upsert_values(into: &mut Vec<sea_orm::Value>, movement: &Movement<'_>) {
     into.extend([
         movement.business_id.into(),
         movement.mode.as_str().into(),
@@ -147,77 +136,11 @@ fn push_upsert_values(into: &mut Vec<sea_orm::Value>, movement: &Movement<'_>) {
         movement.amount.into(),
         (i64::MAX - movement.amount).into(),
     ]);
-}
-
-/// On PostgreSQL, the credits of one balance that `entries` record, as parts of one `WITH`
-/// (one statement cannot upsert a row twice): `moved` adds their sum (`total`) once and returns
-/// the balance and its stamp, then `entry1`, `entry2`, … insert the entries in the order given.
-/// The chain of `balance_after` follows the entries' ids: each is the new balance less what the
-/// entries of larger ids added, and all carry the balance's stamp, so the ledger's order (stamp,
-/// then id) reads them as one credit after another (docs/api/settlement-and-payouts.md). No row
-/// in `moved`: the sum would overflow and nothing moved.
-pub(crate) fn credits_ctes(
-    total: &Movement<'_>,
-    entries: &[Entry],
-) -> Result<Vec<CommonTableExpression>, DbErr> {
-    use ledger_entry::Column as Col;
-    let mut upsert = credit_upsert(DbBackend::Postgres, total, None)?;
-    upsert.returning(
-        Query::returning().columns([balance::Column::Available, balance::Column::UpdatedAt]),
-    );
-    let mut parts = vec![super::cte("moved", upsert)];
-    let moved = Alias::new("moved");
-    for (n, (entry, less)) in entries.iter().zip(added_after(entries)).enumerate() {
-        let row = ledger_entry::ActiveModel::from(entry.clone());
-        let mut values = super::row_values(&row, |col| match col {
-            Col::BalanceAfter => {
-                Some(Expr::col((moved.clone(), balance::Column::Available)).sub(less))
-            }
-            Col::CreatedAt => Some(Expr::col((moved.clone(), balance::Column::UpdatedAt))),
-            _ => None,
-        })?;
-        values.from(moved.clone());
-        let insert = super::insert_select::<ledger_entry::Entity>(values, "a ledger entry")?;
-        parts.push(super::cte(&format!("entry{}", n + 1), insert));
-    }
-    Ok(parts)
-}
-
-/// The values [`credits_ctes`] binds, in its order.
-pub(crate) fn push_credits_values(
-    into: &mut Vec<sea_orm::Value>,
-    total: &Movement<'_>,
-    entries: &[Entry],
-) -> Result<(), DbErr> {
-    use ledger_entry::Column as Col;
-    use sea_orm::Iterable;
-    push_upsert_values(into, total);
-    for (entry, less) in entries.iter().zip(added_after(entries)) {
-        let row = ledger_entry::ActiveModel::from(entry.clone());
-        for col in Col::iter() {
-            match col {
-                Col::BalanceAfter => into.push(less.into()),
-                Col::CreatedAt => {}
-                col => into.push(super::column_value(&row, col)?),
-            }
-        }
-    }
-    Ok(())
-}
-
-/// For each of `entries`, in their order, what the entries of larger ids add: what its
-/// `balance_after` is short of the balance once all are credited.
-fn added_after(entries: &[Entry]) -> Vec<i64> {
-    entries
-        .iter()
-        .map(|entry| {
-            entries
-                .iter()
-                .filter(|later| later.id.as_str() > entry.id.as_str())
-                .map(|later| later.amount)
-                .sum()
-        })
-        .collect()
+    super::push_row_values(
+        into,
+        &ledger_entry::ActiveModel::from(entry.clone()),
+        from_moved,
+    )
 }
 
 /// The entry's columns [`entry_from_moved`] computes rather than binds: the balance `moved`

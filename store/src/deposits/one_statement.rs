@@ -12,31 +12,25 @@
 //! it was read, a reference recorded meanwhile, or a credit that would overflow the balance.
 //!
 //! Locks are taken in the transaction path's order: the notification's key, the account, the
-//! deposit's key, the balance. (In a round's statement of several deposits the accounts are
-//! locked before it, and the balance may come before a later deposit's keys.)
+//! deposit's key, the balance.
 //!
 //! One business's deposits (of one mode) credit one balance row, so they commit one after
-//! another, each holding that row through its commit's WAL flush. The deposits that arrive while
-//! one commits therefore share the next transaction ([`ROUNDS`]): one commit, and no waiting on
-//! the row, for all of them; fewer than [`FEWEST_TOGETHER`] are sent each in autocommit as
-//! before. In a round, the credited deposits go in as few statements as they fill of
-//! [`TOGETHER_SIZES`] (one statement cannot credit a row twice, so such a statement credits
-//! their sum once, with an entry each), the rest each in its own. Each caller is still answered
-//! only once its deposit is committed. A round takes its accounts' locks first, in id order, so
-//! that it never waits for an account while it holds the balance (no other path does either: a
-//! deposit takes its account before the balance, a payout no account). Should any statement of a
-//! round fail (one refused, a deadlock, a lost connection, even at the commit), the round's
-//! deposits are sent again each on its own, as a lone deposit's is: a deposit the round did
-//! commit then finds its notification stored and is answered as the repeat it is.
+//! another, each holding that row through its commit's WAL flush. The statements of the deposits
+//! that arrive while one commits therefore share the next transaction ([`ROUNDS`]): one commit,
+//! and no waiting on the row, for all of them; fewer than [`FEWEST_TOGETHER`] are sent each in
+//! autocommit as before. Each caller is still answered only once its deposit is committed. A
+//! round takes its accounts' locks first, in id order, so that it never waits for an account
+//! while it holds the balance (no other path does either: a deposit takes its account before the
+//! balance, a payout no account). Should any statement of a round fail (one refused, a deadlock,
+//! a lost connection, even at the commit), the round's statements are sent again each on its
+//! own, as a lone deposit's is: a deposit the round did commit then finds its notification stored
+//! and is answered as the repeat it is.
 
 use domain::ids::BusinessId;
-use domain::{Bank, Mode};
 use std::sync::LazyLock;
 
 use futures::future::BoxFuture;
-use sea_orm::sea_query::{
-    Alias, CommonTableExpression, Condition, Expr, ExprTrait, OnConflict, Query, WithClause,
-};
+use sea_orm::sea_query::{Alias, Condition, Expr, ExprTrait, OnConflict, Query, WithClause};
 use sea_orm::{ColumnTrait, ConnectionTrait, DatabaseConnection, DbBackend, DbErr, QueryFilter};
 use sea_orm::{QuerySelect, QueryTrait, Statement, TransactionTrait};
 
@@ -50,18 +44,12 @@ use super::{
     push_recorded_before_values, recorded_before,
 };
 use crate::batch::Keyed;
+use domain::Mode;
 use domain::provider::{NotificationOutcome, RemoteTransaction};
 use entities::{deposit, provider_notification, virtual_account};
 
 /// The statement's SQL per shape: crediting (a deposit into an active account) or not (flagged).
 static DEPOSIT: Rendered<bool> = Rendered::new();
-
-/// The SQL of a round's statement of several credited deposits, per number of them (one of
-/// [`TOGETHER_SIZES`]).
-static DEPOSITS: Rendered<usize> = Rendered::new();
-
-/// How every deposit written here reached us.
-static NOTIFICATION: Source = Source::Notification;
 
 /// [`super::accept`] of a deposit notification; None when it wrote nothing and the transaction
 /// path must answer.
@@ -75,7 +63,7 @@ pub(super) async fn accept_deposit(
         mode: incoming.mode,
         bank: incoming.bank,
         tx,
-        source: &NOTIFICATION,
+        source: &Source::Notification,
     };
     let holder = |a: &&virtual_account::Model| {
         a.mode == report.mode
@@ -89,127 +77,51 @@ pub(super) async fn accept_deposit(
             None => return Ok(None),
         },
     };
-    let part = Part::new(incoming, tx, account);
-    let business = (part.account.business_id.clone(), report.mode);
-    let (id, row) = (part.id.clone(), part.row.clone());
-    let pending = Pending {
-        db: db.clone(),
-        part,
-    };
-    let stored = ROUNDS.submit(business, pending).await.unwrap_or_else(|| {
-        Err(DbErr::Custom(
-            "the round of the deposit's business ended without an answer".into(),
-        ))
-    })?;
-    Ok(stored.then(|| Accepted::Stored {
-        id,
-        recorded: Recorded::New(Box::new(row)),
-        outcome: NotificationOutcome::Recorded,
-    }))
-}
+    let now = incoming.now;
+    let row = deposit_row(&account, report, now);
 
-/// One new deposit as the statements write it: its rows, made before any is sent.
-struct Part {
-    /// The notification's id.
-    id: String,
-    mode: Mode,
-    bank: Bank,
-    tx: RemoteTransaction,
-    /// The account as it was read: the statement locks it only if it is still so.
-    account: virtual_account::Model,
-    /// The notification, stored once with what became of it.
-    claimed: provider_notification::ActiveModel,
-    row: deposit::Model,
-    event: events::Event,
-    delivery: (deliveries::Delivery, entities::outbox::ActiveModel),
-    /// What a deposit into an active account adds to the balance, and its ledger entry.
-    credit: Option<(Credit, ledger::Entry)>,
-}
+    // The notification, stored once with what became of it.
+    let (id, mut claimed) = notification_row(incoming);
+    claimed.outcome = sea_orm::ActiveValue::Set(NotificationOutcome::Recorded);
+    claimed.provider_reference = sea_orm::ActiveValue::Set(Some(tx.reference.clone()));
+    claimed.deposit_id = sea_orm::ActiveValue::Set(Some(row.id.clone()));
+    let (event_type, data) = announcement(&row, &account);
+    let event = events::new_event(&account.business_id, report.mode, event_type, &data, now);
+    // The URL is written from the business's row; the placeholder is never stored.
+    let delivery = deliveries::new_delivery(&event, "", now);
+    let credit = Credit::of(&row);
+    let entry = credit
+        .as_ref()
+        .map(|credit| ledger::new_entry(&credit.movement()));
 
-impl Part {
-    fn new(
-        incoming: Incoming<'_>,
-        tx: &RemoteTransaction,
-        account: virtual_account::Model,
-    ) -> Part {
-        let report = Report {
-            mode: incoming.mode,
-            bank: incoming.bank,
-            tx,
-            source: &NOTIFICATION,
-        };
-        let now = incoming.now;
-        let row = deposit_row(&account, report, now);
-        let (id, mut claimed) = notification_row(incoming);
-        claimed.outcome = sea_orm::ActiveValue::Set(NotificationOutcome::Recorded);
-        claimed.provider_reference = sea_orm::ActiveValue::Set(Some(tx.reference.clone()));
-        claimed.deposit_id = sea_orm::ActiveValue::Set(Some(row.id.clone()));
-        let (event_type, data) = announcement(&row, &account);
-        let event = events::new_event(&account.business_id, report.mode, event_type, &data, now);
-        // The URL is written from the business's row; the placeholder is never stored.
-        let delivery = deliveries::new_delivery(&event, "", now);
-        let credit = Credit::of(&row).map(|credit| {
-            let entry = ledger::new_entry(&credit.movement());
-            (credit, entry)
-        });
-        Part {
-            id,
-            mode: incoming.mode,
-            bank: incoming.bank,
-            tx: tx.clone(),
-            account,
-            claimed,
-            row,
-            event,
-            delivery,
-            credit,
-        }
+    // In the order the statement below binds them; `1` is each `EXISTS (SELECT 1 …)`.
+    let mut values = Vec::with_capacity(90);
+    push_row_values(&mut values, &claimed, |_| false)?;
+    push_recorded_before_values(&mut values, report);
+    push_account_for_values(&mut values, report);
+    values.extend([
+        account.id.as_str().into(),
+        account.status.into(),
+        account.updated_at.into(),
+        1i32.into(),
+    ]);
+    push_row_values(
+        &mut values,
+        &deposit::ActiveModel::from(row.clone()),
+        |_| false,
+    )?;
+    deliveries::push_event_with_delivery_values(&mut values, &event, &delivery)?;
+    if let (Some(credit), Some(entry)) = (&credit, &entry) {
+        ledger::push_credit_values(&mut values, &credit.movement(), entry)?;
+        values.push(1i32.into());
     }
+    values.push(1i32.into());
 
-    fn report(&self) -> Report<'_> {
-        Report {
-            mode: self.mode,
-            bank: self.bank,
-            tx: &self.tx,
-            source: &NOTIFICATION,
-        }
-    }
-
-    /// The values [`Part::ctes`] binds, in its order.
-    fn push_values(&self, values: &mut Vec<sea_orm::Value>) -> Result<(), DbErr> {
-        let report = self.report();
-        push_row_values(values, &self.claimed, |_| false)?;
-        push_recorded_before_values(values, report);
-        push_account_for_values(values, report);
-        // `1` is each `EXISTS (SELECT 1 …)`.
-        values.extend([
-            self.account.id.as_str().into(),
-            self.account.status.into(),
-            self.account.updated_at.into(),
-            1i32.into(),
-        ]);
-        push_row_values(
-            values,
-            &deposit::ActiveModel::from(self.row.clone()),
-            |_| false,
-        )?;
-        deliveries::push_event_with_delivery_values(values, &self.event, &self.delivery)
-    }
-
-    /// The deposit's parts of a `WITH`, but its credit, each named with `suffix`: `ntf` (the
-    /// notification), `acct` (its account, locked), `dep` (the deposit), then the event, its
-    /// delivery and job. Each writes nothing unless the one before it did.
-    fn ctes(&self, suffix: &str) -> Result<Vec<CommonTableExpression>, DbErr> {
-        let report = self.report();
-        let (ntf, acct, dep) = (
-            format!("ntf{suffix}"),
-            format!("acct{suffix}"),
-            format!("dep{suffix}"),
-        );
+    let statement = DEPOSIT.statement(credit.is_some(), values, || {
         // A reference recorded before (a bank's report again, in another body) stores nothing
         // here, so that usual duplicate costs no failed statement; one recorded meanwhile is
-        // caught by the statement's answer.
-        let mut stored = row_values(&self.claimed, |_| None)?;
+        // caught below.
+        let mut stored = row_values(&claimed, |_| None)?;
         stored.and_where(
             Expr::exists(
                 recorded_before(report)
@@ -230,128 +142,69 @@ impl Part {
             .returning_col(provider_notification::Column::Id);
 
         // The account, locked as the transaction path locks it, only as it was read.
-        let account = &self.account;
         let locked = account_for(report)
             .select_only()
             .column(virtual_account::Column::Id)
             .filter(virtual_account::Column::Id.eq(account.id.as_str()))
             .filter(virtual_account::Column::Status.eq(account.status))
             .filter(virtual_account::Column::UpdatedAt.eq(account.updated_at))
-            .filter(has_row(&ntf))
+            .filter(has_row("ntf"))
             .lock_exclusive()
             .into_query();
 
-        let mut deposit_values =
-            row_values(&deposit::ActiveModel::from(self.row.clone()), |_| None)?;
-        deposit_values.from(Alias::new(&acct));
+        let mut deposit_values = row_values(&deposit::ActiveModel::from(row.clone()), |_| None)?;
+        deposit_values.from(Alias::new("acct"));
         let mut insert_deposit = insert_select::<deposit::Entity>(deposit_values, "the deposit")?;
         insert_deposit
             .on_conflict(OnConflict::columns(DEPOSIT_KEY).do_nothing().to_owned())
             .returning_col(deposit::Column::Id);
 
-        let mut parts = vec![
-            cte(&ntf, notification),
-            cte(&acct, locked),
-            cte(&dep, insert_deposit),
-        ];
-        parts.extend(deliveries::event_with_delivery(
-            &self.event,
-            &self.delivery,
-            Some(&dep),
-            suffix,
-        )?);
-        Ok(parts)
-    }
-
-    /// The deposit's own statement: its parts and its credit. No row when it wrote nothing (its
-    /// body or reference was stored before); refused when it stored a notification but not the
-    /// new deposit (the account changed, a reference recorded meanwhile) or, credited, no entry
-    /// (the balance would overflow), so that nothing stays.
-    fn statement(&self) -> Result<Statement, DbErr> {
-        let mut values = Vec::with_capacity(90);
-        self.push_values(&mut values)?;
-        if let Some((credit, entry)) = &self.credit {
-            ledger::push_credit_values(&mut values, &credit.movement(), entry)?;
-            values.push(1i32.into());
+        let mut with = WithClause::new();
+        with.cte(cte("ntf", notification))
+            .cte(cte("acct", locked))
+            .cte(cte("dep", insert_deposit));
+        for part in deliveries::event_with_delivery(&event, &delivery, Some("dep"))? {
+            with.cte(part);
         }
-        values.push(1i32.into());
-        DEPOSIT.statement(self.credit.is_some(), values, || {
-            let mut with = WithClause::new();
-            for part in self.ctes("")? {
+        if let (Some(credit), Some(entry)) = (&credit, &entry) {
+            for part in ledger::credit_ctes(&credit.movement(), entry, "dep")? {
                 with.cte(part);
             }
-            if let Some((credit, entry)) = &self.credit {
-                for part in ledger::credit_ctes(&credit.movement(), entry, "dep")? {
-                    with.cte(part);
-                }
-            }
-            let mut not_new = Condition::any().add(has_row("dep").not());
-            if self.credit.is_some() {
-                not_new = not_new.add(has_row("entry").not());
-            }
-            let mut answer = Query::select();
-            answer
-                .expr_as(Expr::case(not_new, refusal()), Alias::new("refused"))
-                .from(Alias::new("ntf"));
-            Ok(DbBackend::Postgres.build(&with_query(with, answer)))
-        })
-    }
-}
-
-/// What a statement calls to fail on purpose (m0021), so that what it wrote goes too.
-fn refusal() -> Expr {
-    Expr::cust("vas_refuse('not a new deposit: the transaction answers it')")
-}
-
-/// One statement for several credited deposits of one business and mode (`parts`, as many as
-/// one of [`TOGETHER_SIZES`]): each deposit's parts, named `ntf1`, `acct1`, `dep1`, … then one
-/// credit of their sum with an entry each ([`ledger::credits_ctes`]). It stores all of them or,
-/// refused, nothing: should any one not be a plain new deposit, or the sum overflow the balance.
-/// None when their sum is past the largest amount (they are then sent each on its own).
-fn together_statement(parts: &[&Part]) -> Result<Option<Statement>, DbErr> {
-    let Some((first, _)) = parts.first().and_then(|p| p.credit.as_ref()) else {
-        return Ok(None);
+        }
+        // Stored, but not a new deposit (the account changed, the reference is known) or,
+        // credited, no entry (the balance would overflow): fail, so that nothing stays.
+        let mut not_new = Condition::any().add(has_row("dep").not());
+        if credit.is_some() {
+            not_new = not_new.add(has_row("entry").not());
+        }
+        let mut answer = Query::select();
+        answer
+            .expr_as(
+                Expr::case(
+                    not_new,
+                    Expr::cust("vas_refuse('not a new deposit: the transaction answers it')"),
+                ),
+                Alias::new("refused"),
+            )
+            .from(Alias::new("ntf"));
+        Ok(DbBackend::Postgres.build(&with_query(with, answer)))
+    })?;
+    let business = (account.business_id.clone(), report.mode);
+    let pending = Pending {
+        db: db.clone(),
+        account: account.id.to_string(),
+        statement,
     };
-    let mut total = 0i64;
-    let mut entries = Vec::with_capacity(parts.len());
-    for part in parts {
-        let Some((credit, entry)) = &part.credit else {
-            return Ok(None);
-        };
-        let Some(sum) = total.checked_add(credit.amount) else {
-            return Ok(None);
-        };
-        total = sum;
-        entries.push(entry.clone());
-    }
-    let mut movement = first.movement();
-    movement.amount = total;
-    let mut values = Vec::with_capacity(100 * parts.len());
-    for part in parts {
-        part.push_values(&mut values)?;
-    }
-    ledger::push_credits_values(&mut values, &movement, &entries)?;
-    values.extend(std::iter::repeat_n(1i32.into(), parts.len() + 1));
-    DEPOSITS
-        .statement(parts.len(), values, || {
-            let mut with = WithClause::new();
-            let mut not_new = Condition::any();
-            for (n, part) in parts.iter().enumerate() {
-                let suffix = (n + 1).to_string();
-                for cte in part.ctes(&suffix)? {
-                    with.cte(cte);
-                }
-                not_new = not_new.add(has_row(&format!("dep{suffix}")).not());
-            }
-            for cte in ledger::credits_ctes(&movement, &entries)? {
-                with.cte(cte);
-            }
-            not_new = not_new.add(has_row("moved").not());
-            let mut answer = Query::select();
-            answer.expr_as(Expr::case(not_new, refusal()), Alias::new("refused"));
-            Ok(DbBackend::Postgres.build(&with_query(with, answer)))
-        })
-        .map(Some)
+    let stored = ROUNDS.submit(business, pending).await.unwrap_or_else(|| {
+        Err(DbErr::Custom(
+            "the round of the deposit's business ended without an answer".into(),
+        ))
+    })?;
+    Ok(stored.then(|| Accepted::Stored {
+        id,
+        recorded: Recorded::New(Box::new(row)),
+        outcome: NotificationOutcome::Recorded,
+    }))
 }
 
 /// A business and mode: whose balance row a deposit credits.
@@ -372,13 +225,14 @@ const MOST_IN_A_ROUND: usize = 64;
 /// round trips (`BEGIN`, the accounts' locks, `COMMIT`) cost more than the commits it saves.
 const FEWEST_TOGETHER: usize = 4;
 
-/// A deposit waiting for its business's round.
+/// A deposit's statement, built, and the account it locks.
 struct Pending {
     db: DatabaseConnection,
-    part: Part,
+    account: String,
+    statement: Statement,
 }
 
-/// A round of one business's deposits, what became of each.
+/// A round of one business's deposit statements, what became of each.
 fn run_round(_business: &Business, round: Vec<Pending>) -> BoxFuture<'static, Vec<Stored>> {
     Box::pin(async move {
         let deposits = round.len();
@@ -409,7 +263,12 @@ fn run_round(_business: &Business, round: Vec<Pending>) -> BoxFuture<'static, Ve
             RoundOutcome::Alone
         };
         count_round(outcome, deposits);
-        futures::future::join_all(round.iter().map(alone)).await
+        futures::future::join_all(
+            round
+                .into_iter()
+                .map(|pending| async move { alone(&pending.db, pending.statement).await }),
+        )
+        .await
     })
 }
 
@@ -446,15 +305,15 @@ fn count_round(outcome: RoundOutcome, deposits: usize) {
 }
 
 /// One deposit's statement in autocommit.
-async fn alone(pending: &Pending) -> Stored {
-    match pending.db.query_one_raw(pending.part.statement()?).await {
+async fn alone(db: &DatabaseConnection, statement: Statement) -> Stored {
+    match db.query_one_raw(statement).await {
         Ok(stored) => Ok(stored.is_some()),
         Err(e) if is_refused(&e) => Ok(false),
         Err(e) => Err(e),
     }
 }
 
-/// The round's deposits in one transaction, their accounts locked first in id order; any error
+/// The round's statements in one transaction, its accounts locked first in id order; any error
 /// (a statement refused included) rolls all of it back.
 async fn together(round: &[Pending]) -> Result<Vec<bool>, DbErr> {
     let txn = round[0].db.begin().await?;
@@ -481,19 +340,13 @@ fn count_held(held: std::time::Duration) {
     metrics::histogram!("deposit_round_balance_held_seconds").record(held.as_secs_f64());
 }
 
-/// How many credited deposits one statement of a round writes together, largest first: the
-/// round's credited deposits go in as few of these as they fill, the rest (and the flagged) each
-/// in its own statement. A few sizes, not every one: each is a statement PostgreSQL prepares
-/// and plans on every connection that sends it.
-const TOGETHER_SIZES: [usize; 4] = [32, 16, 8, 4];
-
-/// The round's deposits after their accounts' locks; what each stored, and when the first
-/// statement began (the balance is taken from there to the commit).
+/// The round's statements after its accounts' locks; what each stored, and when the first of
+/// them began (the balance is taken from there to the commit).
 async fn in_transaction(
     txn: &sea_orm::DatabaseTransaction,
     round: &[Pending],
 ) -> Result<(Vec<bool>, std::time::Instant), DbErr> {
-    let mut accounts: Vec<&str> = round.iter().map(|p| p.part.account.id.as_str()).collect();
+    let mut accounts: Vec<&str> = round.iter().map(|p| p.account.as_str()).collect();
     accounts.sort_unstable();
     accounts.dedup();
     // By primary key whatever the statistics say (`= ANY(ARRAY(…))`), locked in the order sorted.
@@ -506,37 +359,13 @@ async fn in_transaction(
     ))
     .await?;
     let held_from = std::time::Instant::now();
-    let mut stored = vec![false; round.len()];
-    let (credited, mut each): (Vec<usize>, Vec<usize>) =
-        (0..round.len()).partition(|&n| round[n].part.credit.is_some());
-    let mut rest = &credited[..];
-    if rest.len() >= TOGETHER_SIZES[TOGETHER_SIZES.len() - 1] {
-        // Such a statement's plan does not depend on its values, and planning its hundreds of
-        // parts costs more than running them: PostgreSQL's first five runs of a prepared
-        // statement on each connection would otherwise each plan it again for their values.
-        txn.execute_unprepared("SET LOCAL plan_cache_mode = force_generic_plan")
-            .await?;
-    }
-    while let Some(&size) = TOGETHER_SIZES.iter().find(|&&size| size <= rest.len()) {
-        let (these, after) = rest.split_at(size);
-        rest = after;
-        let parts: Vec<&Part> = these.iter().map(|&n| &round[n].part).collect();
-        match together_statement(&parts)? {
-            Some(statement) => {
-                txn.query_one_raw(statement).await?;
-                for &n in these {
-                    stored[n] = true;
-                }
-            }
-            None => each.extend_from_slice(these),
-        }
-    }
-    each.extend_from_slice(rest);
-    for n in each {
-        stored[n] = txn
-            .query_one_raw(round[n].part.statement()?)
-            .await?
-            .is_some();
+    let mut stored = Vec::with_capacity(round.len());
+    for pending in round {
+        stored.push(
+            txn.query_one_raw(pending.statement.clone())
+                .await?
+                .is_some(),
+        );
     }
     Ok((stored, held_from))
 }
@@ -980,138 +809,6 @@ mod tests {
         let verified = crate::ledger::verify(db).await.unwrap();
         assert!(verified.ok, "the ledger's chain holds: {verified:?}");
         assert_eq!(ROUNDS.waiting(&key), None, "an idle business holds nothing");
-        assert_eq!(orphans(db).await, 0, "every row's parent is there");
-        fresh.drop().await;
-    }
-
-    #[tokio::test]
-    async fn a_round_credits_its_deposits_in_as_few_statements_as_its_sizes_allow() {
-        let Some(fresh) = fresh_database().await else {
-            return;
-        };
-        let db = &fresh.db;
-        let (business_id, _) = active_accounts(db, 2).await;
-        // Deposit 47 repeats deposit 1's reference (in another body).
-        let deposit = |n: u32, amount: i64| {
-            let db = db.clone();
-            tokio::spawn(async move {
-                let body = format!("body {n}");
-                let mut tx = paid(&format!("ref-{}", if n == 47 { 1 } else { n }), amount);
-                tx.account_number = format!("{}", 9_900_000_001u64 + u64::from(n % 3));
-                super::super::accept(
-                    &db,
-                    incoming(&body),
-                    super::super::Notified::Deposit(Some(&tx)),
-                    None,
-                )
-                .await
-            })
-        };
-        let key = (business_id.clone(), Mode::Test);
-        let until_waiting = |n: usize| {
-            let key = key.clone();
-            async move {
-                for _ in 0..2_000 {
-                    if ROUNDS.waiting(&key) == Some(n) {
-                        return;
-                    }
-                    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-                }
-                panic!("{n} deposits never waited for the business's round");
-            }
-        };
-        let (deposit, until_waiting, business_id) = (&deposit, &until_waiting, &business_id);
-        let round = |first: u32, more: u32, amount: fn(u32) -> i64| async move {
-            let holder = db.begin().await.unwrap();
-            holder
-                .execute_unprepared(&format!(
-                    "SELECT 1 FROM balances WHERE business_id = '{business_id}' FOR UPDATE"
-                ))
-                .await
-                .unwrap();
-            let lone = deposit(first, amount(first));
-            until_waiting(0).await;
-            let rest: Vec<_> = (first + 1..=first + more)
-                .map(|n| deposit(n, amount(n)))
-                .collect();
-            until_waiting(more as usize).await;
-            holder.rollback().await.unwrap();
-            let mut answers = vec![lone.await.unwrap().unwrap()];
-            for answer in rest {
-                answers.push(answer.await.unwrap().unwrap());
-            }
-            answers
-        };
-        // The balance row exists from here on, so that `round` can hold it.
-        let first = deposit(0, 1).await.unwrap().unwrap();
-        assert!(matches!(first, Accepted::Stored { .. }), "{first:?}");
-        let stamps = |db: &DatabaseConnection| {
-            let db = db.clone();
-            async move { count(&db, "SELECT count(DISTINCT created_at) FROM ledger_entries").await }
-        };
-
-        // 37 deposits of distinct amounts wait: statements of 32 and 4, the last alone, all in
-        // one transaction; the entries of one statement share a stamp and chain by id.
-        let answers = round(1, 37, |n| i64::from(n) * 100).await;
-        for answer in answers {
-            assert!(
-                matches!(
-                    answer,
-                    Accepted::Stored {
-                        recorded: Recorded::New(_),
-                        outcome: NotificationOutcome::Recorded,
-                        ..
-                    }
-                ),
-                "{answer:?}"
-            );
-        }
-        let paid_in = 1 + (1..=38).map(|n| i64::from(n) * 100).sum::<i64>();
-        assert_eq!(count(db, "SELECT available FROM balances").await, paid_in);
-        assert_eq!(entries_and_transactions(db).await, [39, 3]);
-        assert_eq!(
-            stamps(db).await,
-            1 + 1 + 3,
-            "two stamps before; 32, 4 and 1 after"
-        );
-        assert_eq!(
-            count(
-                db,
-                "SELECT count(*) FROM (SELECT created_at FROM ledger_entries \
-                 GROUP BY created_at HAVING count(*) IN (32, 4)) s"
-            )
-            .await,
-            2
-        );
-        let verified = crate::ledger::verify(db).await.unwrap();
-        assert!(verified.ok, "the ledger's chain holds: {verified:?}");
-
-        // A round with one reference paid twice: its statement of eight is refused, all of it
-        // goes back, and each deposit is answered on its own, the repeat as a duplicate.
-        let answers = round(39, 8, |_| 50).await;
-        let mut duplicates = 0;
-        for answer in &answers {
-            match answer {
-                Accepted::Stored {
-                    recorded: Recorded::New(_),
-                    ..
-                } => {}
-                Accepted::Stored {
-                    recorded: Recorded::Duplicate,
-                    outcome: NotificationOutcome::Duplicate,
-                    ..
-                } => duplicates += 1,
-                other => panic!("{other:?}"),
-            }
-        }
-        assert_eq!(duplicates, 1, "deposit 47's reference was paid before");
-        assert_eq!(count(db, "SELECT count(*) FROM deposits").await, 47);
-        assert_eq!(
-            count(db, "SELECT available FROM balances").await,
-            paid_in + 8 * 50
-        );
-        let verified = crate::ledger::verify(db).await.unwrap();
-        assert!(verified.ok, "the ledger's chain holds: {verified:?}");
         assert_eq!(orphans(db).await, 0, "every row's parent is there");
         fresh.drop().await;
     }
