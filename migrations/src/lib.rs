@@ -74,3 +74,20 @@ impl MigratorTrait for Migrator {
         ]
     }
 }
+
+/// Runs `statements` in order on PostgreSQL; on SQLite, nothing: for what only PostgreSQL has
+/// (plpgsql functions, constraints SQLite cannot drop without rebuilding a table).
+async fn on_postgres(
+    manager: &SchemaManager<'_>,
+    statements: impl IntoIterator<Item = String>,
+) -> Result<(), DbErr> {
+    use sea_orm_migration::sea_orm::{ConnectionTrait, DbBackend};
+    let db = manager.get_connection();
+    if db.get_database_backend() != DbBackend::Postgres {
+        return Ok(());
+    }
+    for sql in statements {
+        db.execute_unprepared(&sql).await?;
+    }
+    Ok(())
+}

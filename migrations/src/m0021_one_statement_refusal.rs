@@ -1,5 +1,4 @@
 use sea_orm_migration::prelude::*;
-use sea_orm_migration::sea_orm::{ConnectionTrait, DbBackend};
 
 #[derive(DeriveMigrationName)]
 pub struct Migration;
@@ -11,18 +10,11 @@ pub struct Migration;
 #[async_trait::async_trait]
 impl MigrationTrait for Migration {
     async fn up(&self, manager: &SchemaManager) -> Result<(), DbErr> {
-        let db = manager.get_connection();
-        if db.get_database_backend() != DbBackend::Postgres {
-            return Ok(());
-        }
-        db.execute_unprepared(
-            "CREATE OR REPLACE FUNCTION vas_refuse(reason text) RETURNS boolean
+        let function = "CREATE OR REPLACE FUNCTION vas_refuse(reason text) RETURNS boolean
                LANGUAGE plpgsql VOLATILE AS $$
              BEGIN
                RAISE EXCEPTION USING ERRCODE = 'VAS01', MESSAGE = reason;
-             END $$",
-        )
-        .await?;
-        Ok(())
+             END $$";
+        crate::on_postgres(manager, [function.to_owned()]).await
     }
 }

@@ -1,5 +1,4 @@
 use sea_orm_migration::prelude::*;
-use sea_orm_migration::sea_orm::{ConnectionTrait, DbBackend};
 
 #[derive(DeriveMigrationName)]
 pub struct Migration;
@@ -28,35 +27,29 @@ fn constraint(table: &str, column: &str) -> String {
 #[async_trait::async_trait]
 impl MigrationTrait for Migration {
     async fn up(&self, manager: &SchemaManager) -> Result<(), DbErr> {
-        let db = manager.get_connection();
-        if db.get_database_backend() != DbBackend::Postgres {
-            return Ok(());
-        }
-        for (table, column, _) in UNCHECKED_PARENTS {
-            let name = constraint(table, column);
-            db.execute_unprepared(&format!(
-                "ALTER TABLE {table} DROP CONSTRAINT IF EXISTS {name}"
-            ))
-            .await?;
-        }
-        Ok(())
+        let drops: Vec<String> = UNCHECKED_PARENTS
+            .iter()
+            .map(|(table, column, _)| {
+                let name = constraint(table, column);
+                format!("ALTER TABLE {table} DROP CONSTRAINT IF EXISTS {name}")
+            })
+            .collect();
+        crate::on_postgres(manager, drops).await
     }
 
     async fn down(&self, manager: &SchemaManager) -> Result<(), DbErr> {
-        let db = manager.get_connection();
-        if db.get_database_backend() != DbBackend::Postgres {
-            return Ok(());
-        }
         // NOT VALID: no scan of every row under lock here; `ALTER TABLE … VALIDATE CONSTRAINT`
         // checks the rows written meanwhile when the operator chooses.
-        for (table, column, parent) in UNCHECKED_PARENTS {
-            let name = constraint(table, column);
-            db.execute_unprepared(&format!(
-                "ALTER TABLE {table} ADD CONSTRAINT {name} \
+        let adds: Vec<String> = UNCHECKED_PARENTS
+            .iter()
+            .map(|(table, column, parent)| {
+                let name = constraint(table, column);
+                format!(
+                    "ALTER TABLE {table} ADD CONSTRAINT {name} \
                  FOREIGN KEY ({column}) REFERENCES {parent}(id) NOT VALID"
-            ))
-            .await?;
-        }
-        Ok(())
+                )
+            })
+            .collect();
+        crate::on_postgres(manager, adds).await
     }
 }
