@@ -88,24 +88,37 @@ impl Process {
     pub fn quiet(cmd: &mut Command) -> Process {
         // With `VAS_TEST_PROCESS_LOGS=DIR`, each process's output is kept in DIR instead, one file
         // a process: what a failed run with real binaries (the cluster tests) needs to be read.
-        let (out, err) = match std::env::var_os("VAS_TEST_PROCESS_LOGS") {
+        match std::env::var_os("VAS_TEST_PROCESS_LOGS") {
             Some(dir) => {
-                let name = std::path::Path::new(cmd.get_program())
+                let name = Path::new(cmd.get_program())
                     .file_name()
                     .map(|n| n.to_string_lossy().into_owned())
                     .unwrap_or_default();
-                let path = std::path::Path::new(&dir).join(format!(
+                let path = Path::new(&dir).join(format!(
                     "{name}-{}.log",
                     std::time::SystemTime::now()
                         .duration_since(std::time::UNIX_EPOCH)
                         .unwrap()
                         .as_nanos()
                 ));
-                let file = std::fs::File::create(path).unwrap();
-                (Stdio::from(file.try_clone().unwrap()), Stdio::from(file))
+                Self::logged(cmd, &path)
             }
-            None => (Stdio::null(), Stdio::null()),
-        };
+            None => Self::spawn(cmd, Stdio::null(), Stdio::null()),
+        }
+    }
+
+    /// Starts `cmd` with its output (both streams) written to the file `log`.
+    pub fn logged(cmd: &mut Command, log: &Path) -> Process {
+        let file = std::fs::File::create(log)
+            .unwrap_or_else(|e| panic!("creating {}: {e}", log.display()));
+        Self::spawn(
+            cmd,
+            Stdio::from(file.try_clone().unwrap()),
+            Stdio::from(file),
+        )
+    }
+
+    fn spawn(cmd: &mut Command, out: Stdio, err: Stdio) -> Process {
         let child = cmd
             .stdout(out)
             .stderr(err)

@@ -158,20 +158,48 @@ impl Stack {
             .collect()
     }
 
-    /// Starts a binary of the stack with its environment (and `RUST_LOG=warn`), output discarded.
+    /// Starts a binary of the stack with its environment (and `RUST_LOG=warn`, or
+    /// `VAS_TEST_RUST_LOG` when set), output discarded unless `VAS_TEST_PROCESS_LOGS` is set.
     pub fn start(&self, bin: &str, args: &[&str]) -> Process {
         self.start_with(bin, args, &[])
     }
 
     /// [`start`](Self::start) with variables of its own besides the stack's.
     pub fn start_with(&self, bin: &str, args: &[&str], extra: &[(&str, &str)]) -> Process {
-        Process::quiet(
-            clean_command(self.binary(bin))
-                .args(args)
-                .env("RUST_LOG", "warn")
-                .envs(self.env.iter().map(|(k, v)| (k, v)))
-                .envs(extra.iter().copied()),
-        )
+        Process::quiet(&mut self.process_command(bin, args, extra, "warn"))
+    }
+
+    /// [`start_with`](Self::start_with), its output written to `log`, at `RUST_LOG=log_level`
+    /// (unless `VAS_TEST_RUST_LOG` is set): for tests that print what the processes said when
+    /// they fail.
+    pub fn start_logged(
+        &self,
+        bin: &str,
+        args: &[&str],
+        extra: &[(&str, &str)],
+        log_level: &str,
+        log: &std::path::Path,
+    ) -> Process {
+        Process::logged(&mut self.process_command(bin, args, extra, log_level), log)
+    }
+
+    /// A long-running process's command: a clean environment, the stack's and `extra`.
+    fn process_command(
+        &self,
+        bin: &str,
+        args: &[&str],
+        extra: &[(&str, &str)],
+        log_level: &str,
+    ) -> Command {
+        let mut cmd = clean_command(self.binary(bin));
+        cmd.args(args)
+            .env(
+                "RUST_LOG",
+                std::env::var("VAS_TEST_RUST_LOG").unwrap_or_else(|_| log_level.into()),
+            )
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .envs(extra.iter().copied());
+        cmd
     }
 
     /// `GET` with the business's test key; the body as JSON.

@@ -29,22 +29,66 @@ const ACCOUNTS: usize = 30;
 const DEPOSITS: usize = 30;
 const PAYOUTS: usize = 15;
 
-/// The stack's processes, each with an ops (or HTTP) port to read `/metrics` from.
+/// The stack's processes, each with an ops (or HTTP) port to read `/metrics` from, and its log
+/// (warnings, and the queue layer's connections). A test that fails or times out before
+/// [`Processes::passed`] prints the end of each log and the database's unfinished jobs: the
+/// failures these tests catch are rare, and the run that shows one is the one to read.
 struct Processes {
     running: Vec<(&'static str, Process, String)>,
+    logs: Logs,
+    database_url: String,
+    /// More to report (a cluster's own view), if the test gave any.
+    also: Option<Box<dyn Fn() -> String + Send>>,
+    passed: bool,
 }
+
+/// Where the processes' logs are.
+enum Logs {
+    Temporary(tempfile::TempDir),
+    Kept(std::path::PathBuf),
+}
+
+impl Logs {
+    fn path(&self) -> &std::path::Path {
+        match self {
+            Logs::Temporary(dir) => dir.path(),
+            Logs::Kept(path) => path,
+        }
+    }
+}
+
+/// Each process logs warnings, and the queue layer's connections and reconnections.
+const LOG_LEVEL: &str = "warn,queue=info";
 
 impl Processes {
     async fn start(stack: &Stack, client: &reqwest::Client) -> Processes {
+        // Kept in `VAS_TEST_PROCESS_LOGS` when set (as other tests' processes are), else in a
+        // folder of the test's own.
+        let logs = match std::env::var_os("VAS_TEST_PROCESS_LOGS") {
+            Some(dir) => tempfile::Builder::new()
+                .prefix("ha-")
+                .tempdir_in(dir)
+                .map(tempfile::TempDir::keep)
+                .map(Logs::Kept),
+            None => tempfile::tempdir().map(Logs::Temporary),
+        }
+        .expect("a folder for the logs");
+        let log = |name: &str| logs.path().join(format!("{name}.log"));
         let mut running = Vec::new();
         running.push((
             "provider-sandbox",
-            stack.start("provider-sandbox", &[]),
+            stack.start_logged(
+                "provider-sandbox",
+                &[],
+                &[],
+                LOG_LEVEL,
+                &log("provider-sandbox"),
+            ),
             format!("{}/metrics", stack.sandbox),
         ));
         running.push((
             "api",
-            stack.start("api", &["serve"]),
+            stack.start_logged("api", &["serve"], &[], LOG_LEVEL, &log("api")),
             format!("{}/metrics", stack.base),
         ));
         for worker in ["worker-provisioning", "worker-webhooks", "worker-payouts"] {
@@ -52,15 +96,83 @@ impl Processes {
             let bind = format!("127.0.0.1:{port}");
             running.push((
                 worker,
-                stack.start_with(worker, &[], &[("VAS_OPS__BIND", &bind)]),
+                stack.start_logged(
+                    worker,
+                    &[],
+                    &[("VAS_OPS__BIND", &bind)],
+                    LOG_LEVEL,
+                    &log(worker),
+                ),
                 format!("http://{bind}/metrics"),
             ));
         }
+        let database_url = stack
+            .env
+            .iter()
+            .find(|(k, _)| k == "VAS_DATABASE__URL")
+            .map(|(_, v)| v.clone())
+            .expect("the stack's database");
+        let processes = Processes {
+            running,
+            logs,
+            database_url,
+            also: None,
+            passed: false,
+        };
         wait_healthy(client, &format!("{}/healthz", stack.sandbox)).await;
-        for (_, _, metrics) in &running[1..] {
+        for (_, _, metrics) in &processes.running[1..] {
             wait_healthy(client, &metrics.replace("/metrics", "/readyz")).await;
         }
-        Processes { running }
+        processes
+    }
+
+    /// The test got to its end: nothing to report.
+    fn passed(&mut self) {
+        self.passed = true;
+    }
+
+    /// The last lines of each process's log, and the jobs not finished by queue and state
+    /// (waiting to be published, published and not started, started and not finished).
+    fn report(&self) -> String {
+        let mut out = String::new();
+        for (name, _, _) in &self.running {
+            let log = std::fs::read_to_string(self.logs.path().join(format!("{name}.log")))
+                .unwrap_or_default();
+            let lines: Vec<&str> = log.lines().collect();
+            let tail = &lines[lines.len().saturating_sub(40)..];
+            out.push_str(&format!(
+                "--- {name}: last {} of {} log lines\n{}\n",
+                tail.len(),
+                lines.len(),
+                tail.join("\n")
+            ));
+        }
+        let jobs = std::process::Command::new("psql")
+            // Bounded: a database that does not answer must not hang the report.
+            .env("PGCONNECT_TIMEOUT", "5")
+            .env("PGOPTIONS", "-c statement_timeout=5000")
+            .args(["-X", "-A", "-F", " ", "-d", &self.database_url, "-c"])
+            .arg(
+                "SELECT queue, CASE WHEN published_at IS NULL THEN 'unpublished' \
+                 WHEN started_at IS NULL THEN 'published' ELSE 'started' END AS state, \
+                 count(*), min(run_at) AS first_due, max(attempts) AS attempts \
+                 FROM outbox WHERE completed_at IS NULL AND dead_at IS NULL \
+                 GROUP BY 1, 2 ORDER BY 1, 2",
+            )
+            .output();
+        match jobs {
+            Ok(jobs) => out.push_str(&format!(
+                "--- unfinished jobs at {}\n{}{}",
+                chrono::Utc::now().to_rfc3339(),
+                String::from_utf8_lossy(&jobs.stdout),
+                String::from_utf8_lossy(&jobs.stderr)
+            )),
+            Err(e) => out.push_str(&format!("--- unfinished jobs: psql did not run: {e}\n")),
+        }
+        if let Some(also) = &self.also {
+            out.push_str(&also());
+        }
+        out
     }
 
     /// Each process is the one started (none exited, none restarted).
@@ -87,6 +199,17 @@ impl Processes {
             nodes.insert(*name, node);
         }
         nodes
+    }
+}
+
+impl Drop for Processes {
+    fn drop(&mut self) {
+        if !self.passed {
+            eprintln!(
+                "the test failed; what the processes saw:\n{}",
+                self.report()
+            );
+        }
     }
 }
 
@@ -588,7 +711,7 @@ async fn killing_the_rabbitmq_node_every_process_is_on_loses_nothing() {
                 .1;
             let ours: Vec<&str> = members
                 .lines()
-                .filter(|l| l.contains(&format!("{prefix}.payouts")))
+                .filter(|l| l.starts_with(&format!("{prefix}.")))
                 .collect();
             assert!(
                 !ours.is_empty()
@@ -599,6 +722,8 @@ async fn killing_the_rabbitmq_node_every_process_is_on_loses_nothing() {
             );
 
             let mut processes = Processes::start(&stack, &client).await;
+            // The surviving nodes' view: queue leaders, unacked messages, connections, logs.
+            processes.also = Some(Box::new(cluster.reporter(0)));
             fund(&stack, &client).await;
             let nodes = processes.rabbitmq_nodes(&client).await;
             let first = &cluster.nodes[0];
@@ -636,6 +761,7 @@ async fn killing_the_rabbitmq_node_every_process_is_on_loses_nothing() {
                 nodes.values().all(|n| *n != first_label && *n != "none"),
                 "every process moved to a live node: {nodes:?}"
             );
+            processes.passed();
         },
     )
     .await;
@@ -687,6 +813,7 @@ async fn promoting_the_postgresql_standby_loses_nothing_acknowledged() {
                 "503s answered during the failover: {}",
                 load.unavailable.load(Ordering::Relaxed)
             );
+            processes.passed();
         },
     )
     .await;
@@ -874,6 +1001,7 @@ async fn a_failover_driven_by_pg_auto_failover_loses_nothing_acknowledged() {
         assert_all_done_once(&stack, &client, &receiver, &acknowledged).await;
         processes.assert_all_alive();
         println!("{}", managed.state());
+        processes.passed();
     })
     .await;
 }

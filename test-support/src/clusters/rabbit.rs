@@ -89,6 +89,63 @@ impl RabbitCluster {
         ctl(&self.nodes[i].name, args)
     }
 
+    /// For a failed test's report: a function that says, for every node but `except` (one the
+    /// test killed), [`state_of`](Self::state_of) it and the last lines of its log.
+    pub fn reporter(&self, except: usize) -> impl Fn() -> String + Send + 'static {
+        let nodes: Vec<(String, PathBuf)> = (0..self.nodes.len())
+            .filter(|&i| i != except)
+            .map(|i| (self.nodes[i].name.clone(), self.log_of(i)))
+            .collect();
+        move || {
+            let mut out = String::new();
+            for (name, log) in &nodes {
+                out.push_str(&Self::state_of(name));
+                let log = fs::read_to_string(log).unwrap_or_default();
+                let lines: Vec<&str> = log.lines().collect();
+                let tail = &lines[lines.len().saturating_sub(60)..];
+                out.push_str(&format!(
+                    "--- {name}: last {} of {} log lines\n{}\n",
+                    tail.len(),
+                    lines.len(),
+                    tail.join("\n")
+                ));
+            }
+            out
+        }
+    }
+
+    /// What node `name` says of the cluster, its queues (leader, members, ready and unacked
+    /// messages, consumers) and its client connections; for a failed test's report, so it never
+    /// fails itself (a dead node's answer is its error).
+    pub fn state_of(name: &str) -> String {
+        let mut out = String::new();
+        for args in [
+            &["cluster_status"][..],
+            &[
+                "list_queues",
+                "name",
+                "leader",
+                "members",
+                "messages_ready",
+                "messages_unacknowledged",
+                "consumers",
+            ][..],
+            &["list_connections", "name", "peer_port", "state"][..],
+        ] {
+            // `timeout`: a wedged node must not hang the report.
+            let mut all = vec!["20", "rabbitmqctl", "-n", name, "-q"];
+            all.extend_from_slice(args);
+            let output = run_as(USER, &[("HOME", HOME.into())], "timeout", &all);
+            out.push_str(&format!(
+                "--- {name}: rabbitmqctl {}\n{}{}",
+                args.join(" "),
+                String::from_utf8_lossy(&output.stdout),
+                String::from_utf8_lossy(&output.stderr)
+            ));
+        }
+        out
+    }
+
     /// The node whose AMQP port is `port`.
     pub fn node_with_port(&self, port: u16) -> Option<usize> {
         self.nodes.iter().position(|n| n.port == port)

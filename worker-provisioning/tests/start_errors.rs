@@ -1,0 +1,65 @@
+//! What an operator reads when worker-provisioning cannot start: its own stderr, naming the
+//! setting at fault and never printing a secret (docs/operations/keys-and-secret-rotation.md).
+//! Being this package's integration test, it also makes `cargo test --workspace` build the
+//! binary afresh for the end-to-end tests that start it (`test_support::stack`).
+
+use test_support::http::free_port;
+use test_support::process::clean_command;
+
+/// Runs the worker with `env` until it gives up; its stderr.
+fn start(env: &[(&str, String)]) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = clean_command(env!("CARGO_BIN_EXE_worker-provisioning"));
+    cmd.env("VAS_OPS__BIND", "127.0.0.1:0").env(
+        "VAS_DATABASE__URL",
+        format!(
+            "sqlite://{}?mode=rwc",
+            dir.path().join("vas.sqlite").display()
+        ),
+    );
+    for (key, value) in env {
+        cmd.env(key, value);
+    }
+    let out = cmd.output().expect("the worker runs");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!out.status.success(), "started: {stderr}");
+    stderr
+}
+
+#[test]
+fn a_key_that_is_not_32_bytes_is_refused_by_name_and_never_printed() {
+    let stderr = start(&[
+        ("VAS_CRYPTO__KEY", "not-a-key-s3cret".to_owned()),
+        (
+            "VAS_AMQP__URL",
+            "amqp://guest:guest@127.0.0.1:1/%2f".to_owned(),
+        ),
+    ]);
+    assert!(!stderr.contains("s3cret"), "{stderr}");
+    assert!(
+        stderr.contains("VAS_CRYPTO__KEY: an encryption key must be base64 of exactly 32 bytes"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_broker_that_cannot_be_reached_is_named_without_its_password() {
+    let port = free_port();
+    let stderr = start(&[
+        (
+            "VAS_CRYPTO__KEY",
+            "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=".to_owned(),
+        ),
+        (
+            "VAS_AMQP__URL",
+            format!("amqp://guest:mq-s3cret@127.0.0.1:{port}/%2f"),
+        ),
+    ]);
+    assert!(!stderr.contains("s3cret"), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "connecting to RabbitMQ (amqp://guest:***@127.0.0.1:{port}/%2f)"
+        )),
+        "{stderr}"
+    );
+}
