@@ -56,6 +56,13 @@ impl Default for RelayTimings {
     }
 }
 
+/// What a sweep did.
+struct Swept {
+    published: usize,
+    /// The broker refused (or could not take) some publish.
+    refused: bool,
+}
+
 /// Rows claimed and published per round.
 const BATCH: u64 = 200;
 /// Overdue rows looked at per lost-message check.
@@ -99,13 +106,21 @@ impl Relay {
 
     /// Publishes every due job; returns how many were published.
     pub async fn sweep(&self) -> Result<usize, DbErr> {
+        Ok(self.sweep_rounds().await?.published)
+    }
+
+    /// [`sweep`](Self::sweep), and whether the broker refused any publish.
+    async fn sweep_rounds(&self) -> Result<Swept, DbErr> {
         let mut total = 0;
         loop {
             let now = domain::time::now();
             let until = outbox::claim_until(now, self.timings.claim_lease);
             let rows = outbox::claim_due(&self.db, now, until, BATCH).await?;
             if rows.is_empty() {
-                return Ok(total);
+                return Ok(Swept {
+                    published: total,
+                    refused: false,
+                });
             }
             let claimed = rows.len();
             let (published, failed) = self.publish(rows).await;
@@ -114,7 +129,10 @@ impl Relay {
             total += published.len();
             if !failed.is_empty() || (claimed as u64) < BATCH {
                 // The broker is unhappy (the rest waits for the next sweep), or all is done.
-                return Ok(total);
+                return Ok(Swept {
+                    published: total,
+                    refused: !failed.is_empty(),
+                });
             }
         }
     }
@@ -168,6 +186,7 @@ impl Relay {
             }
         }
         let (mut published, mut failed) = (Vec::new(), Vec::new());
+        let mut first_error = None;
         for (row, verdict) in rows.into_iter().zip(verdicts) {
             match verdict {
                 Ok(()) => {
@@ -176,10 +195,21 @@ impl Relay {
                     published.push(row.id);
                 }
                 Err(e) => {
-                    tracing::warn!(job_id = %row.id, queue = %row.queue, error = %e, "publish failed; will retry");
+                    tracing::debug!(job_id = %row.id, queue = %row.queue, error = %e, "publish failed; will retry");
+                    first_error.get_or_insert(e);
                     failed.push(row.id);
                 }
             }
+        }
+        if let Some(error) = first_error {
+            // One line a round, not one a job: while a broker fails over, every round fails
+            // whole, and a line per job would bury everything else in the log.
+            tracing::warn!(
+                failed = failed.len(),
+                published = published.len(),
+                %error,
+                "publishes failed; the jobs are published again by a later round"
+            );
         }
         (published, failed)
     }
@@ -223,6 +253,7 @@ impl Relay {
     /// Sweeps until cancelled.
     pub async fn run(self, shutdown: CancellationToken) {
         let mut sweeps: u64 = 0;
+        let mut refusals: u32 = 0;
         let mut last_lost_check: Option<tokio::time::Instant> = None;
         loop {
             if last_lost_check.is_none_or(|at| at.elapsed() >= self.timings.lost_check_every) {
@@ -231,8 +262,10 @@ impl Relay {
                     tracing::warn!(error = %e, "looking for lost messages failed");
                 }
             }
-            if let Err(e) = self.sweep().await {
-                tracing::warn!(error = %e, "outbox sweep failed");
+            match self.sweep_rounds().await {
+                Ok(swept) if swept.refused => refusals = refusals.saturating_add(1),
+                Ok(_) => refusals = 0,
+                Err(e) => tracing::warn!(error = %e, "outbox sweep failed"),
             }
             // The backlog is a count over an index: every tenth sweep is often enough.
             if sweeps.is_multiple_of(10)
@@ -246,6 +279,19 @@ impl Relay {
                 }
             }
             sweeps += 1;
+            if refusals > 0 {
+                // The broker refused the last round (it is failing over, or gone): a kick waits
+                // out a short pause, growing to the sweep interval, or every commit would start
+                // another round bound to fail, each claiming and releasing its rows. A kick that
+                // comes meanwhile is kept: the round after the pause picks its job up.
+                let pause =
+                    crate::broker::reconnect_delay(refusals - 1).min(self.timings.sweep_every);
+                tokio::select! {
+                    () = shutdown.cancelled() => return,
+                    () = tokio::time::sleep(pause) => {}
+                }
+                continue;
+            }
             tokio::select! {
                 () = shutdown.cancelled() => return,
                 () = self.wake.notified() => {}

@@ -173,9 +173,15 @@ impl RabbitBroker {
             )
             .await
             {
-                Ok(Ok(verdict)) => return verdict,
+                Ok(Ok(verdict)) => {
+                    if matches!(verdict, Err(QueueError::NotConfirmed(_))) {
+                        renew_publisher(&channel).await;
+                    }
+                    return verdict;
+                }
                 Ok(Err(error)) => error,
                 Err(_) => {
+                    renew_publisher(&channel).await;
                     return Err(QueueError::NotConfirmed(format!(
                         "no confirm within {OPERATION_TIMEOUT:?}"
                     )));
@@ -318,6 +324,26 @@ fn verdict(
         Confirmation::NotRequested => Err(QueueError::NotConfirmed(
             "the publishing channel is not in confirm mode".into(),
         )),
+    }
+}
+
+/// Closes a publishing channel the broker nacked a message on (or never confirmed one), so that
+/// the next publish opens a fresh one. A quorum queue knows each publishing channel as an
+/// enqueuer with a sequence of its own, and RabbitMQ 3.10 has been seen, after a node's death,
+/// to nack every later publish of a channel to one queue for minutes while the queue itself had
+/// a leader and took other channels' messages (docs/operations/high-availability.md). Whatever
+/// this channel still had unconfirmed is reported failed and published again.
+async fn renew_publisher(channel: &Channel) {
+    if channel.status().connected() {
+        tracing::info!(
+            channel = channel.id(),
+            "a publish was not confirmed; opening a new publishing channel"
+        );
+        let _ = timeout(
+            OPERATION_TIMEOUT,
+            channel.close(200, "renewed after a publish was not confirmed".into()),
+        )
+        .await;
     }
 }
 
@@ -484,6 +510,12 @@ impl Broker for RabbitBroker {
                     ))),
                 },
             });
+        }
+        if verdicts
+            .iter()
+            .any(|v| matches!(v, Err(QueueError::NotConfirmed(_))))
+        {
+            renew_publisher(&channel).await;
         }
         verdicts
     }
