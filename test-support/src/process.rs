@@ -20,6 +20,34 @@ pub fn command_in(binary: impl AsRef<OsStr>, dir: &Path) -> Command {
     cmd
 }
 
+/// Runs a worker binary with `ops.bind` on a free port and `env`, expecting it to refuse to
+/// start; what it printed on stderr (what an operator reads).
+pub fn refused_start(binary: &str, env: &[(&str, String)]) -> String {
+    let mut cmd = clean_command(binary);
+    cmd.env("VAS_OPS__BIND", "127.0.0.1:0");
+    for (key, value) in env {
+        cmd.env(key, value);
+    }
+    let out = cmd.output().expect("the worker runs");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!out.status.success(), "started: {stderr}");
+    stderr
+}
+
+/// The last `lines` lines of the log file at `path`, under a heading naming `what`: for a failed
+/// test's report (a missing file reads as empty).
+pub fn log_tail(what: &str, path: &Path, lines: usize) -> String {
+    let log = std::fs::read_to_string(path).unwrap_or_default();
+    let all: Vec<&str> = log.lines().collect();
+    let tail = &all[all.len().saturating_sub(lines)..];
+    format!(
+        "--- {what}: last {} of {} log lines\n{}\n",
+        tail.len(),
+        all.len(),
+        tail.join("\n")
+    )
+}
+
 /// Runs `cmd` to completion, asserting that it succeeded (saying what it printed if not).
 pub fn run_ok(cmd: &mut Command) -> Output {
     let out = cmd

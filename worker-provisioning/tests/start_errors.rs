@@ -4,26 +4,20 @@
 //! binary afresh for the end-to-end tests that start it (`test_support::stack`).
 
 use test_support::http::free_port;
-use test_support::process::clean_command;
+use test_support::process::refused_start;
 
-/// Runs the worker with `env` until it gives up; its stderr.
+/// Runs the worker on a database of its own with `env` until it gives up; its stderr.
 fn start(env: &[(&str, String)]) -> String {
     let dir = tempfile::tempdir().unwrap();
-    let mut cmd = clean_command(env!("CARGO_BIN_EXE_worker-provisioning"));
-    cmd.env("VAS_OPS__BIND", "127.0.0.1:0").env(
+    let mut all = vec![(
         "VAS_DATABASE__URL",
         format!(
             "sqlite://{}?mode=rwc",
             dir.path().join("vas.sqlite").display()
         ),
-    );
-    for (key, value) in env {
-        cmd.env(key, value);
-    }
-    let out = cmd.output().expect("the worker runs");
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(!out.status.success(), "started: {stderr}");
-    stderr
+    )];
+    all.extend_from_slice(env);
+    refused_start(env!("CARGO_BIN_EXE_worker-provisioning"), &all)
 }
 
 #[test]

@@ -3,23 +3,16 @@
 //! (docs/operations/keys-and-secret-rotation.md), whatever their form.
 
 use test_support::http::free_port;
-use test_support::process::clean_command;
+use test_support::process::refused_start;
 
 /// Base64 of 32 bytes: a key the worker accepts.
 const KEY: &str = "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=";
 
 /// Runs the worker with `env` until it gives up; its stderr.
 fn start(env: &[(&str, String)]) -> String {
-    let mut cmd = clean_command(env!("CARGO_BIN_EXE_worker-recheck"));
-    cmd.env("VAS_CRYPTO__KEY", KEY)
-        .env("VAS_OPS__BIND", "127.0.0.1:0");
-    for (key, value) in env {
-        cmd.env(key, value);
-    }
-    let out = cmd.output().expect("the worker runs");
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(!out.status.success(), "started: {stderr}");
-    stderr
+    let mut all = vec![("VAS_CRYPTO__KEY", KEY.to_owned())];
+    all.extend_from_slice(env);
+    refused_start(env!("CARGO_BIN_EXE_worker-recheck"), &all)
 }
 
 #[test]

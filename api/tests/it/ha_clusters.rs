@@ -136,16 +136,8 @@ impl Processes {
     fn report(&self) -> String {
         let mut out = String::new();
         for (name, _, _) in &self.running {
-            let log = std::fs::read_to_string(self.logs.path().join(format!("{name}.log")))
-                .unwrap_or_default();
-            let lines: Vec<&str> = log.lines().collect();
-            let tail = &lines[lines.len().saturating_sub(40)..];
-            out.push_str(&format!(
-                "--- {name}: last {} of {} log lines\n{}\n",
-                tail.len(),
-                lines.len(),
-                tail.join("\n")
-            ));
+            let log = self.logs.path().join(format!("{name}.log"));
+            out.push_str(&test_support::process::log_tail(name, &log, 40));
         }
         let jobs = std::process::Command::new("psql")
             // Bounded: a database that does not answer must not hang the report.

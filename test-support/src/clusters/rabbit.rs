@@ -100,15 +100,7 @@ impl RabbitCluster {
             let mut out = String::new();
             for (name, log) in &nodes {
                 out.push_str(&Self::state_of(name));
-                let log = fs::read_to_string(log).unwrap_or_default();
-                let lines: Vec<&str> = log.lines().collect();
-                let tail = &lines[lines.len().saturating_sub(60)..];
-                out.push_str(&format!(
-                    "--- {name}: last {} of {} log lines\n{}\n",
-                    tail.len(),
-                    lines.len(),
-                    tail.join("\n")
-                ));
+                out.push_str(&crate::process::log_tail(name, log, 60));
             }
             out
         }
