@@ -217,6 +217,13 @@ impl RabbitBroker {
         self.inner.acks_sent.load(Ordering::Relaxed)
     }
 
+    /// The number of the channel the next publish goes on (opening one if none is open).
+    /// Test-only: it shows whether a channel was renewed.
+    #[doc(hidden)]
+    pub async fn publishing_channel_for_test(&self) -> Result<u16, QueueError> {
+        Ok(self.inner.publisher().await?.id())
+    }
+
     /// Closes the connection under the broker's feet, as a broker restart would. Test-only.
     #[doc(hidden)]
     pub async fn drop_connection_for_test(&self) {

@@ -1,11 +1,12 @@
-//! The job layer under stress: an early message (clock skew), a relay stuck publishing, a long
-//! outage of every worker, a broker that lost its queues, a dead-letter queue that would grow
-//! forever, a replay. Each runs on SQLite with the in-process broker, and on RabbitMQ (with
+//! The job layer under stress: an early message (clock skew), a relay stuck publishing, a broker
+//! refusing publishes, a long outage of every worker, a broker that lost its queues, a
+//! dead-letter queue that would grow forever, a replay. Each runs on SQLite with the in-process broker, and on RabbitMQ (with
 //! PostgreSQL when TEST_DATABASE_URL is set) when TEST_AMQP_URL is set.
 
 use domain::ids::JobId;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -365,12 +366,31 @@ async fn an_early_message_runs_the_job_at_its_time(env: Arc<Env>) {
     assert!(env.job(&id).await.completed_at.is_some());
 }
 
-/// A broker whose batch publishes wait at a gate, counting them.
+/// A broker whose batch publishes wait at a gate, counting them, and that refuses every
+/// message of a batch while `refusing` is set (as a broker failing over nacks them).
 struct Gated {
     inner: Arc<dyn Broker>,
     batches: Mutex<Vec<usize>>,
     entered: tokio::sync::Notify,
     open: tokio::sync::Semaphore,
+    refusing: AtomicBool,
+}
+
+impl Gated {
+    /// Over `inner`, with the gate letting `permits` batches through at once.
+    fn new(inner: Arc<dyn Broker>, permits: usize) -> Arc<Self> {
+        Arc::new(Gated {
+            inner,
+            batches: Mutex::new(Vec::new()),
+            entered: tokio::sync::Notify::new(),
+            open: tokio::sync::Semaphore::new(permits),
+            refusing: AtomicBool::new(false),
+        })
+    }
+
+    fn rounds(&self) -> usize {
+        self.batches.lock().unwrap().len()
+    }
 }
 
 #[async_trait]
@@ -385,6 +405,12 @@ impl Broker for Gated {
         self.batches.lock().unwrap().push(messages.len());
         self.entered.notify_one();
         let _pass = self.open.acquire().await.unwrap();
+        if self.refusing.load(Ordering::SeqCst) {
+            return messages
+                .iter()
+                .map(|_| Err(QueueError::NotConfirmed("nacked by the test".into())))
+                .collect();
+        }
         self.inner.publish_many(messages).await
     }
     async fn publish_dead_letter(&self, letter: DeadLetter<'_>) -> Result<(), QueueError> {
@@ -419,12 +445,7 @@ async fn the_relay_holds_no_row_while_it_publishes(env: Arc<Env>) {
     for n in 0..50 {
         ids.push(env.enqueue(&provision(n), domain::time::now()).await);
     }
-    let gated = Arc::new(Gated {
-        inner: env.broker.clone(),
-        batches: Mutex::new(Vec::new()),
-        entered: tokio::sync::Notify::new(),
-        open: tokio::sync::Semaphore::new(0),
-    });
+    let gated = Gated::new(env.broker.clone(), 0);
     let relay = Relay::with_timings(env.db.clone(), gated.clone(), fast());
     let sweep = tokio::spawn({
         let relay = relay.clone();
@@ -470,6 +491,94 @@ async fn the_relay_holds_no_row_while_it_publishes(env: Arc<Env>) {
     }
     env.depth_becomes("provisioning", false, 50, Duration::from_secs(5))
         .await;
+}
+
+/// While the broker refuses every publish (a node failing over), the commits that keep kicking
+/// the relay do not each start a round bound to fail: after a refused round the relay pauses,
+/// 250 ms, then 500 ms, growing to the sweep interval. Once the broker takes messages again,
+/// every job refused meanwhile is published at the round after the pause, and a kick starts a
+/// round at once again. The refusals are the test broker's, so the in-process broker is enough.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_refusing_broker_is_not_hammered_by_kicks() {
+    with_env(Kind::Memory, Default::default(), async |env: Arc<Env>| {
+        let gated = Gated::new(env.broker.clone(), tokio::sync::Semaphore::MAX_PERMITS);
+        gated.refusing.store(true, Ordering::SeqCst);
+        let sweep_every = Duration::from_secs(2);
+        let relay = Relay::with_timings(
+            env.db.clone(),
+            gated.clone(),
+            RelayTimings {
+                sweep_every,
+                claim_lease: Duration::from_secs(60),
+                lease: Duration::from_secs(3600),
+                lost_check_every: Duration::from_secs(3600),
+            },
+        );
+        tokio::spawn(relay.clone().run(env.shutdown.child_token()));
+
+        // Two and a half seconds of commits: a job every 100 ms, a kick every 10 ms.
+        let mut ids = Vec::new();
+        let started = Instant::now();
+        let mut n = 0;
+        while started.elapsed() < Duration::from_millis(2500) {
+            if n % 10 == 0 {
+                ids.push(env.enqueue(&provision(n / 10), domain::time::now()).await);
+            }
+            n += 1;
+            relay.kick();
+            sleep(Duration::from_millis(10)).await;
+        }
+        // Rounds at about 0, 0.25, 0.75 and 1.75 s; without the pause, one per kick.
+        let refused = gated.rounds();
+        assert!(
+            (3..=6).contains(&refused),
+            "{refused} rounds in 2.5 s of kicks every 10 ms while the broker refused"
+        );
+        for id in &ids {
+            let row = env.job(id).await;
+            assert!(
+                row.published_at.is_none(),
+                "{id} marked published though refused"
+            );
+            assert!(row.publishing_until.is_none(), "{id} still claimed");
+        }
+
+        // The broker takes messages again: the round after the pause publishes every job.
+        gated.refusing.store(false, Ordering::SeqCst);
+        eventually(
+            "every job refused meanwhile is published",
+            sweep_every * 2,
+            async || {
+                for id in &ids {
+                    if env.job(id).await.published_at.is_none() {
+                        return false;
+                    }
+                }
+                true
+            },
+        )
+        .await;
+        env.depth_becomes(
+            "provisioning",
+            false,
+            ids.len() as u64,
+            Duration::from_secs(2),
+        )
+        .await;
+
+        // And a kick is answered at once again, well before the next timed sweep.
+        let rounds = gated.rounds();
+        let id = env.enqueue(&provision(1000), domain::time::now()).await;
+        relay.kick();
+        eventually(
+            "a job kicked after the broker recovered is published",
+            sweep_every / 2,
+            async || env.job(&id).await.published_at.is_some(),
+        )
+        .await;
+        assert_eq!(gated.rounds(), rounds + 1, "one round for the kick");
+    })
+    .await;
 }
 
 /// Item 11: with no worker running, sweep after sweep and lost-message check after check leave
@@ -811,15 +920,138 @@ async fn a_deleted_work_queue_is_declared_again_without_a_restart() {
 }
 
 fn delete_queue(queue: &str) {
+    rabbitmqctl(&["delete_queue", queue]);
+}
+
+/// A publish the broker nacks closes the channel it went on, and the next publish goes on a
+/// fresh one: RabbitMQ 3.10 has been seen, after a node's death, to nack a channel's every
+/// publish to a quorum queue for minutes while the queue took other channels' messages
+/// (docs/operations/high-availability.md). The nacks here come from a policy that bounds the
+/// queue to one message and rejects publishes over it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_nacked_publish_renews_the_publishing_channel() {
+    let Some(url) = env_url("TEST_AMQP_URL") else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI is set but TEST_AMQP_URL is not"
+        );
+        eprintln!("skipped: TEST_AMQP_URL is not set");
+        return;
+    };
+    let prefix = format!("t{}", ulid::Ulid::new().to_string().to_lowercase());
+    let broker = RabbitBroker::connect(&url, &prefix).await.unwrap();
+    broker.declare().await.unwrap();
+    let queue = format!("{prefix}.provisioning");
+    let outcome = AssertUnwindSafe(async {
+        rabbitmqctl(&[
+            "set_policy",
+            "--apply-to",
+            "queues",
+            &prefix,
+            &format!("^{}$", queue.replace('.', "\\.")),
+            r#"{"max-length":1,"overflow":"reject-publish"}"#,
+        ]);
+        policy_becomes(&queue, &prefix).await;
+
+        // The first message fills the queue; a later one is nacked (a quorum queue learns it is
+        // full a moment after the message that filled it).
+        let mut taken = 0;
+        let mut renewed = false;
+        for _ in 0..50 {
+            let before = broker.publishing_channel_for_test().await.unwrap();
+            match broker.publish("provisioning", b"{}", false).await {
+                Ok(()) => taken += 1,
+                Err(QueueError::NotConfirmed(_)) => {
+                    let after = broker.publishing_channel_for_test().await.unwrap();
+                    assert_ne!(
+                        after, before,
+                        "the nacked publish's channel is still in use"
+                    );
+                    renewed = true;
+                    break;
+                }
+                Err(other) => panic!("a publish to a full queue: {other}"),
+            }
+            sleep(Duration::from_millis(20)).await;
+        }
+        assert!(renewed, "no publish was nacked ({taken} taken)");
+
+        // A batch with a nacked message renews it too.
+        let before = broker.publishing_channel_for_test().await.unwrap();
+        let body = b"{}".as_slice();
+        let verdicts = broker
+            .publish_many(&[
+                Outgoing {
+                    queue: "provisioning",
+                    body,
+                },
+                Outgoing {
+                    queue: "provisioning",
+                    body,
+                },
+            ])
+            .await;
+        assert!(
+            verdicts
+                .iter()
+                .all(|v| matches!(v, Err(QueueError::NotConfirmed(_)))),
+            "a full queue took a batch: {verdicts:?}"
+        );
+        let after = broker.publishing_channel_for_test().await.unwrap();
+        assert_ne!(after, before, "the nacked batch's channel is still in use");
+
+        // Unbounded again: the fresh channel's publishes are confirmed, and the queue holds
+        // exactly the messages that were.
+        rabbitmqctl(&["clear_policy", &prefix]);
+        policy_becomes(&queue, "").await;
+        broker.publish("provisioning", b"{}", false).await.unwrap();
+        assert_eq!(
+            broker.depth("provisioning", false).await.unwrap(),
+            taken + 1,
+            "the queue holds the confirmed messages only"
+        );
+    })
+    .catch_unwind()
+    .await;
+    let _ = std::process::Command::new("rabbitmqctl")
+        .args(["clear_policy", &prefix])
+        .output();
+    queue::broker::delete_topology(&url, &prefix).await;
+    if let Err(panic) = outcome {
+        std::panic::resume_unwind(panic);
+    }
+}
+
+/// Runs `rabbitmqctl args…`, which must succeed.
+fn rabbitmqctl(args: &[&str]) {
     let out = std::process::Command::new("rabbitmqctl")
-        .args(["delete_queue", queue])
+        .args(args)
         .output()
         .expect("rabbitmqctl runs");
     assert!(
         out.status.success(),
-        "rabbitmqctl delete_queue {queue}: {}",
+        "rabbitmqctl {args:?}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// Waits until `queue`'s effective policy is `policy` (`""`: none).
+async fn policy_becomes(queue: &str, policy: &str) {
+    eventually(
+        &format!("{queue}'s policy is {policy:?}"),
+        Duration::from_secs(20),
+        async || {
+            let out = std::process::Command::new("rabbitmqctl")
+                .args(["list_queues", "-q", "--no-table-headers", "name", "policy"])
+                .output()
+                .expect("rabbitmqctl runs");
+            String::from_utf8_lossy(&out.stdout).lines().any(|line| {
+                let mut fields = line.split('\t');
+                fields.next() == Some(queue) && fields.next().unwrap_or("").trim() == policy
+            })
+        },
+    )
+    .await;
 }
 
 /// Item 13, upgrades: a broker that has an earlier version's unbounded `.dead` queues. Declaring
