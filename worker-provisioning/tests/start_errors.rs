@@ -3,19 +3,14 @@
 //! Being this package's integration test, it also makes `cargo test --workspace` build the
 //! binary afresh for the end-to-end tests that start it (`test_support::stack`).
 
+use test_support::TestDb;
 use test_support::http::free_port;
 use test_support::process::refused_start;
 
 /// Runs the worker on a database of its own with `env` until it gives up; its stderr.
 fn start(env: &[(&str, String)]) -> String {
-    let dir = tempfile::tempdir().unwrap();
-    let mut all = vec![(
-        "VAS_DATABASE__URL",
-        format!(
-            "sqlite://{}?mode=rwc",
-            dir.path().join("vas.sqlite").display()
-        ),
-    )];
+    let db = TestDb::sqlite();
+    let mut all = vec![("VAS_DATABASE__URL", db.url.clone())];
     all.extend_from_slice(env);
     refused_start(env!("CARGO_BIN_EXE_worker-provisioning"), &all)
 }

@@ -2,6 +2,7 @@
 //! stderr, with every password of the URLs it names masked
 //! (docs/operations/keys-and-secret-rotation.md), whatever their form.
 
+use test_support::TestDb;
 use test_support::http::free_port;
 use test_support::process::refused_start;
 
@@ -47,16 +48,10 @@ fn a_multi_host_database_url_that_cannot_connect_is_printed_without_its_password
 
 #[test]
 fn every_node_of_a_broker_list_that_cannot_connect_is_printed_without_its_password() {
-    let dir = tempfile::tempdir().unwrap();
+    let db = TestDb::sqlite();
     let (first, second) = (free_port(), free_port());
     let stderr = start(&[
-        (
-            "VAS_DATABASE__URL",
-            format!(
-                "sqlite://{}?mode=rwc",
-                dir.path().join("vas.sqlite").display()
-            ),
-        ),
+        ("VAS_DATABASE__URL", db.url.clone()),
         (
             "VAS_AMQP__URL",
             format!(
