@@ -54,7 +54,7 @@ impl<I: Send + 'static, O: Send + 'static> Coalescer<I, O> {
                 // The tasks already woken submit theirs before the round is taken: a burst (a
                 // batch of jobs published together) shares one round, not a round of its first
                 // item and another of the rest. A scheduler pass at a time, while a pass brings
-                // more; no timer.
+                // more; no timer (docs/benchmarks.md, "A burst shares one round").
                 loop {
                     tokio::task::yield_now().await;
                     let before = pieces.len();
