@@ -33,8 +33,13 @@ mod m0028_day_counts;
 mod m0029_delivery_moves_apart;
 mod m0030_processing_payouts;
 mod m0031_hot_path_foreign_keys;
+mod m0032_counted_by_caller;
 
 pub use m0031_hot_path_foreign_keys::UNCHECKED_PARENTS;
+/// A transaction that counts its own inserts (`m0032_counted_by_caller`).
+pub mod counted_by_caller {
+    pub use crate::m0032_counted_by_caller::{COUNT_INSERTED, mark};
+}
 
 pub struct Migrator;
 
@@ -71,8 +76,29 @@ impl MigratorTrait for Migrator {
             Box::new(m0029_delivery_moves_apart::Migration),
             Box::new(m0030_processing_payouts::Migration),
             Box::new(m0031_hot_path_foreign_keys::Migration),
+            Box::new(m0032_counted_by_caller::Migration),
         ]
     }
+}
+
+/// The counted rows whose ids `ids(table)` gives (an SQL `text[]` expression), each as its
+/// counts: per table, `values`, VALUES rows over the row `r`, named `columns`; one `SELECT` per
+/// table, joined by UNION ALL (`m0032_counted_by_caller`).
+fn counted_rows<'a>(
+    tables: impl Iterator<Item = (&'a str, String)>,
+    columns: &str,
+    ids: impl Fn(&str) -> String,
+) -> String {
+    tables
+        .map(|(table, values)| {
+            format!(
+                "SELECT c.* FROM {table} AS r CROSS JOIN LATERAL (VALUES {values}) \
+                 AS c ({columns}) WHERE r.id = ANY({})",
+                ids(table)
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(" UNION ALL ")
 }
 
 /// Runs `statements` in order on PostgreSQL; on SQLite, nothing: for what only PostgreSQL has

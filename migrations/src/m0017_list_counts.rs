@@ -185,6 +185,19 @@ impl Counted {
     }
 }
 
+/// The tables counted here, each with its trigger function (`{table}_list_counts`).
+pub(crate) fn counted_tables() -> impl Iterator<Item = &'static str> {
+    COUNTED.iter().map(|c| c.table)
+}
+
+/// What the insert triggers count for the rows whose ids `ids(table)` gives, every row in shard
+/// `shard` (an SQL expression), one row per counted row and list: for a transaction that counts
+/// its own inserts (`m0032_counted_by_caller`), by the same rule as the triggers.
+pub(crate) fn inserted_counts(ids: impl Fn(&str) -> String, shard: &str) -> String {
+    let tables = COUNTED.iter().map(|c| (c.table, c.values("r", shard, 1)));
+    crate::counted_rows(tables, "business_id, mode, list, bucket, shard, n", ids)
+}
+
 #[async_trait::async_trait]
 impl MigrationTrait for Migration {
     /// One transaction on SQLite too (PostgreSQL's is the default): the counts start from the

@@ -155,6 +155,11 @@ impl Counted {
 
     /// [`Self::rows`] in the shards from `base` on.
     fn rows_in(&self, r: &str, sign: i32, backend: Backend, base: u32) -> Vec<[String; 8]> {
+        self.rows_with(r, sign, backend, self.shard(r, backend, base))
+    }
+
+    /// [`Self::rows`] in shard `shard` (an SQL expression).
+    fn rows_with(&self, r: &str, sign: i32, backend: Backend, shard: String) -> Vec<[String; 8]> {
         let mut days = Vec::new();
         if self.by_day {
             days.push(self.day(r, backend));
@@ -170,7 +175,7 @@ impl Counted {
                     format!("'{}'", self.kind),
                     day,
                     self.bucket.replace("{r}", r),
-                    self.shard(r, backend, base),
+                    shard.clone(),
                     sign.to_string(),
                     format!("{sign} * ({})", self.amount.replace("{r}", r)),
                 ]
@@ -337,6 +342,27 @@ impl Counted {
             self.select(self.table, "t", 1, backend, 0),
         )
     }
+}
+
+/// The tables counted here, each with its trigger function (`{table}_day_counts`).
+pub(crate) fn counted_tables() -> impl Iterator<Item = &'static str> {
+    COUNTED.iter().map(|c| c.table)
+}
+
+/// What the insert triggers count for the rows whose ids `ids(table)` gives, every row in shard
+/// `shard` (an SQL expression), one row of [`COLUMNS`] per counted row and figure: for a
+/// transaction that counts its own inserts (`m0032_counted_by_caller`), by the same rule as the
+/// triggers. PostgreSQL only.
+pub(crate) fn inserted_counts(ids: impl Fn(&str) -> String, shard: &str) -> String {
+    let tables = COUNTED.iter().map(|c| {
+        let rows = c.rows_with("r", 1, Backend::Postgres, shard.to_owned());
+        let values: Vec<String> = rows
+            .iter()
+            .map(|row| format!("({})", row.join(", ")))
+            .collect();
+        (c.table, values.join(", "))
+    });
+    crate::counted_rows(tables, &COLUMNS.join(", "), ids)
 }
 
 #[async_trait::async_trait]

@@ -849,6 +849,52 @@ mod tests {
         fresh.drop().await;
     }
 
+    /// m0032 splits each counts trigger in two, the insert's skipping a transaction that counts
+    /// its own inserts (docs/decisions/grouped-deposit-rounds.md); its `down` puts m0017's and
+    /// m0028's triggers back.
+    #[tokio::test]
+    async fn the_counts_triggers_split_for_a_caller_that_counts_and_back() {
+        use sea_orm_migration::MigratorTrait;
+        let Some(fresh) = testing::fresh_database().await else {
+            return;
+        };
+        let db = &fresh.db;
+        let triggers = async |suffix: &str| {
+            testing::count(
+                db,
+                &format!(
+                    "SELECT count(*) FROM pg_trigger WHERE tgname ~ '_counted_{suffix}$' \
+                     AND pg_get_triggerdef(oid) ~ 'vas.counted_by'"
+                ),
+            )
+            .await
+        };
+        let all = async |suffix: &str| {
+            testing::count(
+                db,
+                &format!("SELECT count(*) FROM pg_trigger WHERE tgname ~ '_counted_{suffix}$'"),
+            )
+            .await
+        };
+        let function = "SELECT count(*) FROM pg_proc WHERE proname = 'vas_count_inserted'";
+        // Deposits, events, payouts and ledger entries' totals; deposits, deliveries and
+        // payouts' day figures.
+        assert_eq!((triggers("insert").await, all("delete").await), (7, 7));
+        assert_eq!(
+            (all("write").await, testing::count(db, function).await),
+            (0, 1)
+        );
+        migrations::Migrator::down(db, Some(1)).await.unwrap();
+        assert_eq!((all("insert").await, all("delete").await), (0, 0));
+        assert_eq!(
+            (all("write").await, testing::count(db, function).await),
+            (7, 0)
+        );
+        migrations::Migrator::up(db, None).await.unwrap();
+        assert_eq!((triggers("insert").await, all("delete").await), (7, 7));
+        fresh.drop().await;
+    }
+
     #[tokio::test]
     async fn unique_violations_are_told_by_their_code_not_their_wording() {
         let mut urls = vec!["sqlite::memory:".to_owned()];

@@ -2,10 +2,12 @@
 //! (`m0017_list_counts`): a list's `total` without a search is a read of a few rows, however
 //! many the list has.
 //!
-//! The service never writes these counts: database triggers keep them with every INSERT, DELETE
-//! and bucket-changing UPDATE of the counted tables, in the writer's transaction (at its commit
-//! on PostgreSQL), so they are exact whoever writes and however many write at once. Accounts
-//! keep theirs in code instead (`tallies`), because their count is also the creation limit's.
+//! The service never writes these counts itself: database triggers keep them with every INSERT,
+//! DELETE and bucket-changing UPDATE of the counted tables, in the writer's transaction (at its
+//! commit on PostgreSQL), so they are exact whoever writes and however many write at once. A
+//! round of deposits has the database count its inserts in one statement instead, built from the
+//! triggers' own rules (`m0032_counted_by_caller`). Accounts keep theirs in code (`tallies`),
+//! because their count is also the creation limit's.
 
 use domain::ids::BusinessId;
 use sea_orm::sea_query::{Alias, Expr, ExprTrait, Query};

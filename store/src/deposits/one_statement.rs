@@ -32,7 +32,7 @@ use std::sync::LazyLock;
 use futures::future::BoxFuture;
 use sea_orm::sea_query::{Alias, Condition, Expr, ExprTrait, OnConflict, Query, WithClause};
 use sea_orm::{ColumnTrait, ConnectionTrait, DatabaseConnection, DbBackend, DbErr, QueryFilter};
-use sea_orm::{QuerySelect, QueryTrait, Statement, TransactionTrait};
+use sea_orm::{EntityName, QuerySelect, QueryTrait, Statement, TransactionTrait};
 
 use super::super::{
     Rendered, cte, deliveries, events, has_row, insert_select, is_refused, ledger, push_row_values,
@@ -190,10 +190,27 @@ pub(super) async fn accept_deposit(
         Ok(DbBackend::Postgres.build(&with_query(with, answer)))
     })?;
     let business = (account.business_id.clone(), report.mode);
+    // What a round counts itself (see `in_transaction`); rows the statement did not insert
+    // are not found there.
+    let mut inserted = vec![
+        (deposit::Entity.table_name(), row.id.to_string()),
+        (entities::event::Entity.table_name(), event.id.to_string()),
+        (
+            entities::delivery::Entity.table_name(),
+            delivery.0.id.to_string(),
+        ),
+    ];
+    if let Some(entry) = &entry {
+        inserted.push((
+            entities::ledger_entry::Entity.table_name(),
+            entry.id.to_string(),
+        ));
+    }
     let pending = Pending {
         db: db.clone(),
         account: account.id.to_string(),
         statement,
+        inserted,
     };
     let stored = ROUNDS.submit(business, pending).await.unwrap_or_else(|| {
         Err(DbErr::Custom(
@@ -225,11 +242,13 @@ const MOST_IN_A_ROUND: usize = 64;
 /// round trips (`BEGIN`, the accounts' locks, `COMMIT`) cost more than the commits it saves.
 const FEWEST_TOGETHER: usize = 4;
 
-/// A deposit's statement, built, and the account it locks.
+/// A deposit's statement, built, the account it locks, and the counted rows it inserts (table,
+/// id).
 struct Pending {
     db: DatabaseConnection,
     account: String,
     statement: Statement,
+    inserted: Vec<(&'static str, String)>,
 }
 
 /// A round of one business's deposit statements, what became of each.
@@ -350,11 +369,20 @@ async fn in_transaction(
     accounts.sort_unstable();
     accounts.dedup();
     // By primary key whatever the statistics say (`= ANY(ARRAY(…))`), locked in the order sorted.
+    // The transaction counts its own inserts (`migrations::counted_by_caller`): the counts'
+    // triggers would run at the COMMIT, while the balance is held, once per row and figure.
+    // Should no account be locked, nothing is marked, and the count below refuses.
+    let lock = LOCK.get_or_init(|| {
+        format!(
+            "SELECT id, {} FROM virtual_accounts \
+             WHERE id = ANY(ARRAY(SELECT json_array_elements_text($1::json))) \
+             ORDER BY id FOR UPDATE",
+            migrations::counted_by_caller::mark()
+        )
+    });
     txn.execute_raw(Statement::from_sql_and_values(
         DbBackend::Postgres,
-        "SELECT id FROM virtual_accounts \
-         WHERE id = ANY(ARRAY(SELECT json_array_elements_text($1::json))) \
-         ORDER BY id FOR UPDATE",
+        lock.as_str(),
         [super::super::outbox::ids_param(&accounts).into()],
     ))
     .await?;
@@ -367,7 +395,25 @@ async fn in_transaction(
                 .is_some(),
         );
     }
+    txn.execute_raw(Statement::from_sql_and_values(
+        DbBackend::Postgres,
+        migrations::counted_by_caller::COUNT_INSERTED,
+        [inserted_param(round).into()],
+    ))
+    .await?;
     Ok((stored, held_from))
+}
+
+/// The round's statement that locks its accounts and marks it as counting its own inserts.
+static LOCK: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// The round's counted rows as `vas_count_inserted`'s parameter: per table, the ids.
+fn inserted_param(round: &[Pending]) -> String {
+    let mut tables: std::collections::BTreeMap<&str, Vec<&str>> = Default::default();
+    for (table, id) in round.iter().flat_map(|p| &p.inserted) {
+        tables.entry(*table).or_default().push(id);
+    }
+    serde_json::to_string(&tables).expect("strings serialise")
 }
 
 #[cfg(test)]
@@ -665,6 +711,55 @@ mod tests {
         }
     }
 
+    /// Every list total and home-page figure the deposits, events, ledger entries and
+    /// deliveries are counted in equals their rows, however they were counted (the triggers, or
+    /// a round's own count).
+    async fn figures_are_the_rows(db: &DatabaseConnection) {
+        let differing = |expected: &str, counted: &str| {
+            format!(
+                "SELECT count(*) FROM ((({expected}) EXCEPT ({counted})) \
+                 UNION ALL (({counted}) EXCEPT ({expected}))) AS differing"
+            )
+        };
+        let lists = differing(
+            "SELECT business_id, mode, 'deposits' AS list, account_id AS bucket, count(*) AS n \
+             FROM deposits GROUP BY 1, 2, 3, 4 \
+             UNION ALL SELECT business_id, mode, 'deposit_statuses', status, count(*) \
+             FROM deposits GROUP BY 1, 2, 3, 4 \
+             UNION ALL SELECT business_id, mode, 'events', type, count(*) \
+             FROM events GROUP BY 1, 2, 3, 4 \
+             UNION ALL SELECT business_id, mode, 'ledger', '', count(*) \
+             FROM ledger_entries GROUP BY 1, 2, 3, 4",
+            "SELECT business_id, mode, list, bucket, sum(n)::bigint FROM list_counts \
+             WHERE list <> 'payouts' GROUP BY 1, 2, 3, 4 HAVING sum(n) <> 0",
+        );
+        assert_eq!(
+            count(db, &lists).await,
+            0,
+            "list totals differ from the rows"
+        );
+        let days = differing(
+            "SELECT business_id, mode, 'deposits' AS kind, count(*) AS n, sum(amount) AS amount \
+             FROM deposits GROUP BY 1, 2 \
+             UNION ALL SELECT business_id, mode, 'deliveries', count(*), 0 \
+             FROM deliveries GROUP BY 1, 2",
+            "SELECT business_id, mode, kind, sum(n)::bigint, sum(amount)::bigint FROM day_counts \
+             WHERE kind IN ('deposits', 'deliveries') AND day <> '' GROUP BY 1, 2, 3",
+        );
+        assert_eq!(
+            count(db, &days).await,
+            0,
+            "day figures differ from the rows"
+        );
+        let outcomes = differing(
+            "SELECT business_id, mode, CASE WHEN attempts > 0 THEN 'retrying' ELSE 'waiting' END \
+             AS bucket, count(*) AS n FROM deliveries WHERE status = 'pending' GROUP BY 1, 2, 3",
+            "SELECT business_id, mode, bucket, sum(n)::bigint FROM day_counts \
+             WHERE kind = 'deliveries' AND day = '' GROUP BY 1, 2, 3 HAVING sum(n) <> 0",
+        );
+        assert_eq!(count(db, &outcomes).await, 0, "delivery outcomes differ");
+    }
+
     #[tokio::test]
     async fn deposits_arriving_while_one_commits_share_the_next_transaction() {
         let Some(fresh) = fresh_database().await else {
@@ -723,6 +818,13 @@ mod tests {
                 .unwrap();
             holder
         };
+        // With a webhook URL, so that each deposit's delivery is written (and counted) too.
+        db.execute_unprepared(&format!(
+            "UPDATE business_modes SET webhook_url = 'https://hooks.example.com/vas' \
+             WHERE business_id = '{business_id}'"
+        ))
+        .await
+        .unwrap();
         recorded_once(deposit(0, 0).await.unwrap().unwrap());
         let rounds = round_counts();
         rounds.since();
@@ -748,6 +850,12 @@ mod tests {
             1_200,
             "each credited once"
         );
+        assert_eq!(
+            count(db, "SELECT count(*) FROM deliveries").await,
+            12,
+            "a delivery per deposit"
+        );
+        figures_are_the_rows(db).await;
 
         // A round one of whose deposits is refused (its account changed since it was read):
         // rolled back, then each deposit on its own, the refused one by the transaction path.
@@ -810,6 +918,32 @@ mod tests {
         assert!(verified.ok, "the ledger's chain holds: {verified:?}");
         assert_eq!(ROUNDS.waiting(&key), None, "an idle business holds nothing");
         assert_eq!(orphans(db).await, 0, "every row's parent is there");
+        figures_are_the_rows(db).await;
+
+        // A deposit deleted (a purge) after its round counted it: the triggers take it off.
+        db.execute_unprepared(
+            "DELETE FROM ledger_entries WHERE id = (SELECT min(id) FROM ledger_entries); \
+             DELETE FROM deliveries WHERE id = (SELECT min(id) FROM deliveries)",
+        )
+        .await
+        .unwrap();
+        figures_are_the_rows(db).await;
+
+        // Counting without the mark is refused: the triggers counted those rows already.
+        let txn = db.begin().await.unwrap();
+        let unmarked = txn
+            .execute_raw(Statement::from_sql_and_values(
+                DbBackend::Postgres,
+                migrations::counted_by_caller::COUNT_INSERTED,
+                [inserted_param(&[]).into()],
+            ))
+            .await
+            .expect_err("an unmarked transaction's count");
+        assert!(
+            unmarked.to_string().contains("did not set vas.counted_by"),
+            "{unmarked}"
+        );
+        txn.rollback().await.unwrap();
         fresh.drop().await;
     }
 }
