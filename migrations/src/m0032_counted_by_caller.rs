@@ -3,7 +3,7 @@
 //!
 //! Why (docs/benchmarks.md, "A round counts its own rows"): a round of one business's deposits
 //! inserts four counted rows per deposit (the deposit, its event, its delivery, its ledger
-//! entry), and the triggers ran five plpgsql calls and six upserts per deposit at the round's
+//! entry), and the triggers ran five plpgsql calls (seven count rows) per deposit at the round's
 //! COMMIT, while the round held the business's balance row. A round now sets
 //! `vas.counted_by = 'caller'` for its transaction (`set_config(…, true)`), which the insert
 //! triggers' `WHEN` reads as the row is written (a constraint trigger's `WHEN` is not deferred):
