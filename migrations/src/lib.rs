@@ -34,6 +34,7 @@ mod m0029_delivery_moves_apart;
 mod m0030_processing_payouts;
 mod m0031_hot_path_foreign_keys;
 mod m0032_counted_by_caller;
+mod m0033_counted_by_key;
 
 pub use m0031_hot_path_foreign_keys::UNCHECKED_PARENTS;
 /// A transaction that counts its own inserts (`m0032_counted_by_caller`).
@@ -77,6 +78,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0030_processing_payouts::Migration),
             Box::new(m0031_hot_path_foreign_keys::Migration),
             Box::new(m0032_counted_by_caller::Migration),
+            Box::new(m0033_counted_by_key::Migration),
         ]
     }
 }

@@ -77,6 +77,8 @@ fn triggers() -> Vec<String> {
 /// Planned generically from its first call on a connection: its plans are the same whatever the
 /// ids, and PostgreSQL's first five custom plans of its two statements cost about 3 ms a call
 /// where a call on a plan cost 0.3–0.6 ms (docs/benchmarks.md, "A round counts its own rows").
+/// A generic plan is made with the statistics of its first call: `m0033_counted_by_key` keeps it
+/// on the tables' keys however small they were then.
 fn function() -> String {
     let ids =
         |table: &str| format!("ARRAY(SELECT json_array_elements_text(inserted -> '{table}'))");
