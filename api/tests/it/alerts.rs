@@ -468,10 +468,13 @@ impl Running {
         eventually(Duration::from_secs(90), async || {
             let text = self.metrics(job).await;
             if text.lines().any(|l| l.starts_with(prefix)) {
-                Ok(())
-            } else {
-                Err(format!("{job} does not export {prefix} yet"))
+                return Ok(());
             }
+            // Where the work stands, so a run that gives up says why.
+            let payouts = self.stack.get(&self.client, "/v1/payouts").await;
+            Err(format!(
+                "{job} does not export {prefix} yet; the payouts: {payouts}; {job}'s metrics:\n{text}"
+            ))
         })
         .await;
     }

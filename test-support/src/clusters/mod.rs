@@ -14,6 +14,8 @@ mod rabbit;
 use std::process::{Command, Output};
 use std::sync::OnceLock;
 
+use crate::http::free_port;
+
 pub use auto_failover::AutoFailover;
 pub use pitr::Archived;
 pub use postgres::{PgPair, PgServer, Replication};
@@ -83,6 +85,44 @@ fn run_as_ok(user: &str, env: &[(&str, String)], program: &str, args: &[&str]) -
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Starts the PostgreSQL server of `data` (`pg_ctl -w start`, `args` added, its log appended to
+/// `log`) on a free port, written last into its `postgresql.conf`, and returns that port.
+/// [`free_port`] only tells which port was free a moment ago: another test's server or client can
+/// take it before this server binds it, so on "Address already in use" it picks again.
+fn pg_start_on_a_free_port(data: &str, log: &str, args: &[&str]) -> u16 {
+    const TRIES: u32 = 5;
+    for attempt in 1..=TRIES {
+        let port = free_port();
+        append(
+            &std::path::Path::new(data).join("postgresql.conf"),
+            &format!("\nport = {port}\n"),
+        );
+        let logged_before = std::fs::metadata(log).map_or(0, |m| m.len() as usize);
+        let mut all = vec!["-D", data, "-l", log, "-w"];
+        all.extend_from_slice(args);
+        all.push("start");
+        let out = run_as("postgres", &[], "/usr/lib/postgresql/15/bin/pg_ctl", &all);
+        if out.status.success() {
+            return port;
+        }
+        let logged = std::fs::read(log).unwrap_or_default();
+        let logged = String::from_utf8_lossy(logged.get(logged_before..).unwrap_or_default());
+        assert!(
+            attempt < TRIES && logged.contains("Address already in use"),
+            "pg_ctl start on port {port} failed: {}\n{logged}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    unreachable!("the last try returns or fails the test")
+}
+
+/// Appends `text` to the file at `path`.
+fn append(path: &std::path::Path, text: &str) {
+    use std::io::Write;
+    let mut file = std::fs::OpenOptions::new().append(true).open(path).unwrap();
+    file.write_all(text.as_bytes()).unwrap();
 }
 
 /// SIGKILL to a whole process group (a server and every child it started).

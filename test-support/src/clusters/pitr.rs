@@ -9,7 +9,6 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use super::{folder_for, run_as, run_as_ok};
-use crate::http::free_port;
 
 const USER: &str = "postgres";
 const BIN: &str = "/usr/lib/postgresql/15/bin";
@@ -28,9 +27,8 @@ impl Archived {
     /// every `archive_timeout` seconds), started; `db` created.
     pub fn start(db: &str, archive_timeout_secs: u32) -> Archived {
         let dir = folder_for(USER);
-        let port = free_port();
-        let archived = Archived {
-            port,
+        let mut archived = Archived {
+            port: 0,
             dir,
             started: Default::default(),
         };
@@ -45,15 +43,14 @@ impl Archived {
         );
         archived.configure(
             &data,
-            port,
             &format!(
                 "wal_level = replica\narchive_mode = on\n\
                  archive_command = 'test ! -f {archive}/%f && cp %p {archive}/%f'\n\
                  archive_timeout = {archive_timeout_secs}\n"
             ),
         );
-        archived.pg_ctl(&data, &["-w", "start"]);
-        archived.psql(port, "postgres", &format!("CREATE DATABASE {db}"));
+        archived.port = archived.start_on_a_free_port(&data, &[]);
+        archived.psql(archived.port, "postgres", &format!("CREATE DATABASE {db}"));
         archived
     }
 
@@ -119,13 +116,11 @@ impl Archived {
     /// A copy of the base backup replayed from the archive up to `target` (inclusive), then
     /// promoted, on a port of its own; returns that port once it accepts writes.
     pub fn restore(&self, target: &str) -> u16 {
-        let port = free_port();
-        let restored = self.path(&format!("restored-{port}"));
+        let restored = self.path(&format!("restored-{}", self.started.lock().unwrap().len()));
         run_as_ok(USER, &[], "cp", &["-a", &self.path("base"), &restored]);
         let archive = self.path("archive");
         self.configure(
             &restored,
-            port,
             &format!(
                 "restore_command = 'cp {archive}/%f %p'\n\
                  recovery_target_time = '{target}'\nrecovery_target_action = 'promote'\n\
@@ -138,7 +133,7 @@ impl Archived {
             "touch",
             &[&format!("{restored}/recovery.signal")],
         );
-        self.pg_ctl(&restored, &["-w", "-t", "120", "start"]);
+        let port = self.start_on_a_free_port(&restored, &["-t", "120"]);
         let started = Instant::now();
         while self.psql(port, "postgres", "SELECT pg_is_in_recovery()") != "f" {
             assert!(
@@ -154,9 +149,9 @@ impl Archived {
         self.dir.path().join(name).display().to_string()
     }
 
-    /// This server's port, on 127.0.0.1 only, its socket in the temporary folder, fast and
-    /// small (a test's data), then `settings`.
-    fn configure(&self, data: &str, port: u16, settings: &str) {
+    /// On 127.0.0.1 only, its socket in the temporary folder, fast and small (a test's data),
+    /// then `settings`; the port comes when it starts ([`Archived::start_on_a_free_port`]).
+    fn configure(&self, data: &str, settings: &str) {
         use std::io::Write;
         let mut file = std::fs::OpenOptions::new()
             .append(true)
@@ -164,11 +159,19 @@ impl Archived {
             .unwrap();
         write!(
             file,
-            "\nport = {port}\nlisten_addresses = '127.0.0.1'\nunix_socket_directories = '{}'\n\
+            "\nlisten_addresses = '127.0.0.1'\nunix_socket_directories = '{}'\n\
              fsync = off\nshared_buffers = 16MB\nmax_connections = 60\n{settings}",
             self.dir.path().display()
         )
         .unwrap();
+    }
+
+    /// Starts the server of `data` on a free port (`args` added to `pg_ctl -w start`) and
+    /// returns the port.
+    fn start_on_a_free_port(&self, data: &str, args: &[&str]) -> u16 {
+        let port = super::pg_start_on_a_free_port(data, &format!("{data}.log"), args);
+        self.started.lock().unwrap().push(PathBuf::from(data));
+        port
     }
 
     fn pg_ctl(&self, data: &str, args: &[&str]) {
@@ -182,9 +185,6 @@ impl Archived {
             String::from_utf8_lossy(&out.stderr),
             std::fs::read_to_string(&log).unwrap_or_default()
         );
-        if args.contains(&"start") {
-            self.started.lock().unwrap().push(PathBuf::from(data));
-        }
     }
 
     fn psql(&self, port: u16, db: &str, sql: &str) -> String {

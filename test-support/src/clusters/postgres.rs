@@ -8,8 +8,7 @@ use std::fs;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use super::{folder_for, run_as, run_as_ok};
-use crate::http::free_port;
+use super::{append, folder_for, run_as, run_as_ok};
 
 const USER: &str = "postgres";
 const BIN: &str = "/usr/lib/postgresql/15/bin";
@@ -43,8 +42,9 @@ impl PgNode {
         format!("postgres://postgres@127.0.0.1:{}/{db}", self.port)
     }
 
-    /// `initdb` (user `postgres`, trust authentication) with this node's port, listening on
-    /// 127.0.0.1 only, its socket in `socket_dir`, then `settings` added to its configuration.
+    /// `initdb` (user `postgres`, trust authentication), listening on 127.0.0.1 only, its
+    /// socket in `socket_dir`, then `settings` added to its configuration; the port is picked
+    /// when it starts ([`PgNode::start_on_a_free_port`]).
     fn init(&self, socket_dir: &std::path::Path, settings: &str) {
         let data = self.data.display().to_string();
         run_as_ok(
@@ -65,8 +65,7 @@ impl PgNode {
         append(
             &self.data.join("postgresql.conf"),
             &format!(
-                "port = {}\nlisten_addresses = '127.0.0.1'\nunix_socket_directories = '{}'\n{settings}",
-                self.port,
+                "listen_addresses = '127.0.0.1'\nunix_socket_directories = '{}'\n{settings}",
                 socket_dir.display()
             ),
         );
@@ -108,6 +107,15 @@ impl PgNode {
         }
     }
 
+    /// The first start: on a port free at that moment, which this node keeps from then on.
+    fn start_on_a_free_port(&mut self) {
+        self.port = super::pg_start_on_a_free_port(
+            &self.data.display().to_string(),
+            &self.log.display().to_string(),
+            &[],
+        );
+    }
+
     fn pg_ctl(&self, args: &[&str]) -> String {
         let data = self.data.display().to_string();
         let log = self.log.display().to_string();
@@ -136,11 +144,11 @@ impl PgPair {
         let dir = folder_for(USER);
         let base = dir.path().to_path_buf();
         let node = |name: &str| PgNode {
-            port: free_port(),
+            port: 0,
             data: base.join(name),
             log: base.join(format!("{name}.log")),
         };
-        let (primary, standby) = (node("primary"), node("standby"));
+        let (mut primary, mut standby) = (node("primary"), node("standby"));
         let standbys = match replication {
             Replication::Synchronous => "*",
             Replication::Asynchronous => "",
@@ -153,7 +161,7 @@ impl PgPair {
                  fsync = off\nfull_page_writes = on\nshared_buffers = 32MB\nmax_connections = 100\n"
             ),
         );
-        primary.pg_ctl(&["-w", "start"]);
+        primary.start_on_a_free_port();
         let standby_data = standby.data.display().to_string();
         run_as_ok(
             USER,
@@ -173,12 +181,12 @@ impl PgPair {
                 "stream",
             ],
         );
-        // The standby's own port; and once promoted it must not wait for a standby it lacks.
+        // Once promoted it must not wait for a standby it lacks; its own port comes last.
         append(
             &standby.data.join("postgresql.conf"),
-            &format!("port = {}\nsynchronous_standby_names = ''\n", standby.port),
+            "synchronous_standby_names = ''\n",
         );
-        standby.pg_ctl(&["-w", "start"]);
+        standby.start_on_a_free_port();
         let pair = PgPair {
             nodes: [primary, standby],
             dir,
@@ -268,8 +276,8 @@ impl PgServer {
     pub fn start(settings: &str, files: &[(&str, &[u8])]) -> PgServer {
         use std::os::unix::fs::PermissionsExt;
         let dir = folder_for(USER);
-        let node = PgNode {
-            port: free_port(),
+        let mut node = PgNode {
+            port: 0,
             data: dir.path().join("data"),
             log: dir.path().join("server.log"),
         };
@@ -283,7 +291,7 @@ impl PgServer {
             fs::set_permissions(&path, fs::Permissions::from_mode(0o600)).unwrap();
         }
         super::chown(USER, &node.data);
-        node.pg_ctl(&["-w", "start"]);
+        node.start_on_a_free_port();
         PgServer { node, dir }
     }
 }
@@ -293,10 +301,4 @@ impl Drop for PgServer {
         self.node.stop_if_running();
         let _ = &self.dir;
     }
-}
-
-fn append(path: &std::path::Path, text: &str) {
-    use std::io::Write;
-    let mut file = fs::OpenOptions::new().append(true).open(path).unwrap();
-    file.write_all(text.as_bytes()).unwrap();
 }
