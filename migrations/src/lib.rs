@@ -35,6 +35,7 @@ mod m0030_processing_payouts;
 mod m0031_hot_path_foreign_keys;
 mod m0032_counted_by_caller;
 mod m0033_counted_by_key;
+mod m0034_delivery_moves_in_one_shard;
 
 pub use m0031_hot_path_foreign_keys::UNCHECKED_PARENTS;
 /// A transaction that counts its own inserts (`m0032_counted_by_caller`).
@@ -79,6 +80,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0031_hot_path_foreign_keys::Migration),
             Box::new(m0032_counted_by_caller::Migration),
             Box::new(m0033_counted_by_key::Migration),
+            Box::new(m0034_delivery_moves_in_one_shard::Migration),
         ]
     }
 }

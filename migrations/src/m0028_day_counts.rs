@@ -109,14 +109,26 @@ const COUNTED: [Counted; 3] = [
     },
 ];
 
+/// Which shard of its range a statement's moves go into.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum MovesShard {
+    /// Each row's own, by its id's hash: a statement's moves spread over the whole range.
+    PerRow,
+    /// One for the whole statement, drawn at random (`m0034_delivery_moves_in_one_shard`).
+    PerStatement,
+}
+
+/// The name of the plpgsql variable holding a statement's one shard ([`MovesShard::PerStatement`]).
+const STATEMENT_SHARD: &str = "statement_shard";
+
 /// The deliveries' moves function, created or replaced as `create` says, counting in the shards
-/// from `shard_base` on (`m0029_delivery_moves_apart`).
-pub(crate) fn delivery_moves_function(create: &str, shard_base: u32) -> String {
+/// from `shard_base` on (`m0029_delivery_moves_apart`) as `per` says.
+pub(crate) fn delivery_moves_function(create: &str, shard_base: u32, per: MovesShard) -> String {
     let deliveries = COUNTED
         .iter()
         .find(|c| c.table == "deliveries")
         .expect("deliveries are counted");
-    deliveries.moves_function(create, shard_base)
+    deliveries.moves_function(create, shard_base, per)
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -186,8 +198,12 @@ impl Counted {
     /// [`Self::rows`] as one `SELECT … FROM {table} AS r` per figure, each value named by its
     /// column, joined by UNION ALL.
     fn select(&self, table: &str, r: &str, sign: i32, backend: Backend, base: u32) -> String {
-        self.rows_in(r, sign, backend, base)
-            .iter()
+        self.select_rows(table, r, &self.rows_in(r, sign, backend, base))
+    }
+
+    /// `rows` as one `SELECT … FROM {table} AS r` each, joined by UNION ALL.
+    fn select_rows(&self, table: &str, r: &str, rows: &[[String; 8]]) -> String {
+        rows.iter()
             .map(|row| {
                 let named = row
                     .iter()
@@ -236,16 +252,39 @@ impl Counted {
     }
 
     /// The function a statement's UPDATE moves are counted by (`{table}_day_counts_moved`), in
-    /// the shards from `shard_base` on. Transition tables take no column list: the statement's
-    /// moves are summed and the unmoved rows cancel out (HAVING).
-    fn moves_function(&self, create: &str, shard_base: u32) -> String {
+    /// the shards from `shard_base` on, as `per` says. Transition tables take no column list:
+    /// the statement's moves are summed and the unmoved rows cancel out (HAVING).
+    fn moves_function(&self, create: &str, shard_base: u32, per: MovesShard) -> String {
         let pg = Backend::Postgres;
+        let (declare, from, to) = match per {
+            MovesShard::PerRow => (
+                String::new(),
+                self.select("moved_from", "o", -1, pg, shard_base),
+                self.select("moved_to", "n", 1, pg, shard_base),
+            ),
+            MovesShard::PerStatement => (
+                format!(
+                    "DECLARE {STATEMENT_SHARD} integer := \
+                     {shard_base} + floor(random() * {SHARDS})::integer; "
+                ),
+                self.select_rows(
+                    "moved_from",
+                    "o",
+                    &self.rows_with("o", -1, pg, STATEMENT_SHARD.into()),
+                ),
+                self.select_rows(
+                    "moved_to",
+                    "n",
+                    &self.rows_with("n", 1, pg, STATEMENT_SHARD.into()),
+                ),
+            ),
+        };
         format!(
             "{create} {}_day_counts_moved() RETURNS trigger LANGUAGE plpgsql AS $$ \
-             BEGIN \
+             {declare}BEGIN \
                INSERT INTO day_counts (business_id, mode, kind, day, bucket, shard, n, amount) \
                SELECT business_id, mode, kind, day, bucket, shard, sum(n), sum(amount) \
-               FROM ({} UNION ALL {}) AS m GROUP BY business_id, mode, kind, day, bucket, shard \
+               FROM ({from} UNION ALL {to}) AS m GROUP BY business_id, mode, kind, day, bucket, shard \
                HAVING sum(n) <> 0 OR sum(amount) <> 0 \
                ORDER BY business_id, mode, kind, day, bucket, shard \
                ON CONFLICT (business_id, mode, kind, day, bucket, shard) \
@@ -254,8 +293,6 @@ impl Counted {
                RETURN NULL; \
              END $$",
             self.table,
-            self.select("moved_from", "o", -1, pg, shard_base),
-            self.select("moved_to", "n", 1, pg, shard_base),
         )
     }
 
@@ -281,7 +318,7 @@ impl Counted {
             ),
         ];
         if self.moves_per_statement {
-            statements.push(self.moves_function("CREATE FUNCTION", 0));
+            statements.push(self.moves_function("CREATE FUNCTION", 0, MovesShard::PerRow));
             statements.push(format!(
                 "CREATE TRIGGER {table}_day_counted_move AFTER UPDATE ON {table} \
                  REFERENCING OLD TABLE AS moved_from NEW TABLE AS moved_to \

@@ -13,7 +13,7 @@
 use sea_orm_migration::prelude::*;
 use sea_orm_migration::sea_orm::{ConnectionTrait, DbBackend};
 
-use crate::m0028_day_counts::delivery_moves_function;
+use crate::m0028_day_counts::{MovesShard, delivery_moves_function};
 
 /// The first shard of the moves' range.
 pub(crate) const MOVES_SHARD_BASE: u32 = 16;
@@ -29,6 +29,7 @@ impl MigrationTrait for Migration {
             db.execute_unprepared(&delivery_moves_function(
                 "CREATE OR REPLACE FUNCTION",
                 MOVES_SHARD_BASE,
+                MovesShard::PerRow,
             ))
             .await?;
         }
@@ -42,7 +43,11 @@ mod tests {
 
     #[test]
     fn moves_are_counted_from_shard_16_and_inserts_below() {
-        let moves = delivery_moves_function("CREATE OR REPLACE FUNCTION", MOVES_SHARD_BASE);
+        let moves = delivery_moves_function(
+            "CREATE OR REPLACE FUNCTION",
+            MOVES_SHARD_BASE,
+            MovesShard::PerRow,
+        );
         assert!(moves.starts_with("CREATE OR REPLACE FUNCTION deliveries_day_counts_moved()"));
         assert!(
             moves.contains("16 + (hashtext(o.id) & 15) AS shard"),

@@ -780,3 +780,111 @@ async fn a_webhook_round_never_waits_on_a_deposit_rounds_counts() {
         }
     );
 }
+
+/// A webhook round's moves go into one count shard (m0034): a round recording ten deliveries of
+/// one business upserts its four figures (out of waiting, into succeeded; that day and over all
+/// days) once, in one shard of the moves' range, where each delivery's own shard took up to
+/// forty; and the figures are still the rows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_webhook_rounds_moves_are_counted_in_one_shard() {
+    use store::deliveries::{AttemptRecord, AttemptWrite, Next};
+    use store::home;
+
+    let Some(backend) = Backend::postgres() else {
+        return;
+    };
+    let app = spawn_app(backend).await;
+    let business = app.business.id.clone();
+    app.set_webhook_url(&business, Mode::Test, "https://hooks.example.com/vas")
+        .await;
+    let now = Utc::now();
+    let mut writes = Vec::new();
+    for _ in 0..10 {
+        let event = store::events::record(
+            &app.db,
+            &business,
+            Mode::Test,
+            EventType::WebhookTest,
+            &json!({"message": "hello"}),
+            now,
+        )
+        .await
+        .unwrap();
+        let delivery = store::deliveries::for_event(&app.db, &event.id)
+            .await
+            .unwrap()
+            .remove(0)
+            .0;
+        writes.push(AttemptWrite {
+            job_id: delivery.job_id.clone().unwrap(),
+            attempt: AttemptRecord {
+                attempted_at: now,
+                url: Some(delivery.url.clone()),
+                status_code: 200,
+                duration_ms: 4,
+                response_excerpt: None,
+                error: None,
+            },
+            delivery,
+            next: Next::Succeeded,
+            now,
+        });
+    }
+    let recorded = store::deliveries::record_attempts(&app.db, &writes)
+        .await
+        .unwrap();
+    assert_eq!(recorded, vec![true; 10]);
+
+    let rows = app
+        .db
+        .query_all_raw(sea_orm::Statement::from_sql_and_values(
+            sea_orm::DbBackend::Postgres,
+            "SELECT shard, bucket, day, n FROM day_counts \
+             WHERE business_id = $1 AND kind = 'deliveries' AND shard >= 16",
+            [business.as_str().into()],
+        ))
+        .await
+        .unwrap();
+    let shards: std::collections::BTreeSet<i32> = rows
+        .iter()
+        .map(|r| r.try_get::<i32>("", "shard").unwrap())
+        .collect();
+    assert_eq!(
+        shards.len(),
+        1,
+        "the round's moves went into shards {shards:?}"
+    );
+    assert!((16..32).contains(shards.first().unwrap()), "{shards:?}");
+    let mut moves: Vec<(String, bool, i64)> = rows
+        .iter()
+        .map(|r| {
+            let day: String = r.try_get("", "day").unwrap();
+            (
+                r.try_get("", "bucket").unwrap(),
+                day.is_empty(),
+                r.try_get("", "n").unwrap(),
+            )
+        })
+        .collect();
+    moves.sort();
+    assert_eq!(
+        moves,
+        vec![
+            ("succeeded".to_owned(), false, 10),
+            ("succeeded".to_owned(), true, 10),
+            ("waiting".to_owned(), false, -10),
+            ("waiting".to_owned(), true, -10),
+        ]
+    );
+    let mut counted = home::deliveries(&app.db, &business, Mode::Test)
+        .await
+        .unwrap();
+    counted.last_failure = None;
+    assert_eq!(
+        counted,
+        home::Deliveries {
+            succeeded: 10,
+            ..Default::default()
+        }
+    );
+}
