@@ -671,6 +671,47 @@ async fn day_figures_equal_the_rows_after_rounds_replays_and_deletes(backend: Ba
     );
 }
 
+/// An app on PostgreSQL whose test mode has a webhook URL, so an event makes a delivery and its
+/// job; None without `TEST_DATABASE_URL`.
+async fn app_with_webhooks() -> Option<(TestApp, BusinessId)> {
+    let app = spawn_app(Backend::postgres()?).await;
+    let business = app.business.id.clone();
+    app.set_webhook_url(&business, Mode::Test, "https://hooks.example.com/vas")
+        .await;
+    Some((app, business))
+}
+
+/// A webhook round's write of `delivery` answered 200 at `now`.
+fn succeeded(
+    delivery: store::deliveries::Delivery,
+    now: chrono::DateTime<Utc>,
+) -> store::deliveries::AttemptWrite {
+    use store::deliveries::{AttemptRecord, AttemptWrite, Next};
+    AttemptWrite {
+        job_id: delivery.job_id.clone().unwrap(),
+        attempt: AttemptRecord {
+            attempted_at: now,
+            url: Some(delivery.url.clone()),
+            status_code: 200,
+            duration_ms: 4,
+            response_excerpt: None,
+            error: None,
+        },
+        delivery,
+        next: Next::Succeeded,
+        now,
+    }
+}
+
+/// The home page's delivery outcomes of `business`'s test mode, its last failure left out.
+async fn counted_deliveries(app: &TestApp, business: &BusinessId) -> store::home::Deliveries {
+    let mut counted = store::home::deliveries(&app.db, business, Mode::Test)
+        .await
+        .unwrap();
+    counted.last_failure = None;
+    counted
+}
+
 /// A webhook round counts its moves in count rows no deposit round takes (m0029): while a
 /// transaction holds the counts of a new delivery (a round of deposits commits its deliveries'
 /// counts last, row by row), a round moving another delivery of the same business, day and shard
@@ -679,16 +720,11 @@ async fn day_figures_equal_the_rows_after_rounds_replays_and_deletes(backend: Ba
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_webhook_round_never_waits_on_a_deposit_rounds_counts() {
     use sea_orm::{DatabaseTransaction, TransactionTrait};
-    use store::deliveries::{AttemptRecord, AttemptWrite, Next};
     use store::home;
 
-    let Some(backend) = Backend::postgres() else {
+    let Some((app, business)) = app_with_webhooks().await else {
         return;
     };
-    let app = spawn_app(backend).await;
-    let business = app.business.id.clone();
-    app.set_webhook_url(&business, Mode::Test, "https://hooks.example.com/vas")
-        .await;
     let event = async |db: &DatabaseTransaction| {
         store::events::record(
             db,
@@ -740,21 +776,7 @@ async fn a_webhook_round_never_waits_on_a_deposit_rounds_counts() {
         .await
         .unwrap();
 
-    let now = Utc::now();
-    let write = AttemptWrite {
-        job_id: moved.job_id.clone().unwrap(),
-        attempt: AttemptRecord {
-            attempted_at: now,
-            url: Some(moved.url.clone()),
-            status_code: 200,
-            duration_ms: 4,
-            response_excerpt: None,
-            error: None,
-        },
-        delivery: moved,
-        next: Next::Succeeded,
-        now,
-    };
+    let write = succeeded(moved, Utc::now());
     let recorded = tokio::time::timeout(
         std::time::Duration::from_secs(10),
         store::deliveries::record_attempts(&app.db, std::slice::from_ref(&write)),
@@ -767,12 +789,8 @@ async fn a_webhook_round_never_waits_on_a_deposit_rounds_counts() {
             .unwrap(),
         vec![true]
     );
-    let mut counted = home::deliveries(&app.db, &business, Mode::Test)
-        .await
-        .unwrap();
-    counted.last_failure = None;
     assert_eq!(
-        counted,
+        counted_deliveries(&app, &business).await,
         home::Deliveries {
             succeeded: 1,
             waiting: held,
@@ -787,16 +805,9 @@ async fn a_webhook_round_never_waits_on_a_deposit_rounds_counts() {
 /// forty; and the figures are still the rows.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_webhook_rounds_moves_are_counted_in_one_shard() {
-    use store::deliveries::{AttemptRecord, AttemptWrite, Next};
-    use store::home;
-
-    let Some(backend) = Backend::postgres() else {
+    let Some((app, business)) = app_with_webhooks().await else {
         return;
     };
-    let app = spawn_app(backend).await;
-    let business = app.business.id.clone();
-    app.set_webhook_url(&business, Mode::Test, "https://hooks.example.com/vas")
-        .await;
     let now = Utc::now();
     let mut writes = Vec::new();
     for _ in 0..10 {
@@ -815,20 +826,7 @@ async fn a_webhook_rounds_moves_are_counted_in_one_shard() {
             .unwrap()
             .remove(0)
             .0;
-        writes.push(AttemptWrite {
-            job_id: delivery.job_id.clone().unwrap(),
-            attempt: AttemptRecord {
-                attempted_at: now,
-                url: Some(delivery.url.clone()),
-                status_code: 200,
-                duration_ms: 4,
-                response_excerpt: None,
-                error: None,
-            },
-            delivery,
-            next: Next::Succeeded,
-            now,
-        });
+        writes.push(succeeded(delivery, now));
     }
     let recorded = store::deliveries::record_attempts(&app.db, &writes)
         .await
@@ -876,13 +874,9 @@ async fn a_webhook_rounds_moves_are_counted_in_one_shard() {
             ("waiting".to_owned(), true, -10),
         ]
     );
-    let mut counted = home::deliveries(&app.db, &business, Mode::Test)
-        .await
-        .unwrap();
-    counted.last_failure = None;
     assert_eq!(
-        counted,
-        home::Deliveries {
+        counted_deliveries(&app, &business).await,
+        store::home::Deliveries {
             succeeded: 10,
             ..Default::default()
         }
