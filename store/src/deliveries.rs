@@ -703,8 +703,7 @@ async fn record_attempts_in_one(
     let round = serde_json::to_string(&rows).map_err(|e| DbErr::Custom(e.to_string()))?;
     let statement =
         Statement::from_sql_and_values(DbBackend::Postgres, RECORD_ROUND.as_str(), [round.into()]);
-    // Its jobs' ends take their outbox rows in id order, as a relay's confirmation does; sent
-    // again all the same if PostgreSQL ever ends it to break a deadlock.
+    // Its jobs' ends take outbox rows a relay may be confirming in another order.
     let moved = super::retrying_deadlocks("a webhook round's record", || {
         db.query_all_raw(statement.clone())
     })

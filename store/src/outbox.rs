@@ -245,7 +245,7 @@ async fn still_claimed<C: ConnectionTrait>(
     // prepared and planned once per connection, where an `IN` list of each length was another.
     let by_id = if db.get_database_backend() == DbBackend::Postgres {
         Expr::cust_with_values(
-            format!("id = ANY({})", locked_in_id_order(JSON_IDS_1)),
+            "id = ANY(ARRAY(SELECT json_array_elements_text($1::json)))",
             [ids_param(ids)],
         )
     } else {
@@ -254,8 +254,7 @@ async fn still_claimed<C: ConnectionTrait>(
     let update = update
         .filter(by_id)
         .filter(outbox::Column::PublishingUntil.eq(until));
-    // Its rows are taken in id order like every other multi-row update of the outbox; sent again
-    // all the same if PostgreSQL ever ends it to break a deadlock.
+    // Its rows may be ended meanwhile by an attempts' record, which takes them in another order.
     let updated =
         super::retrying_deadlocks("the relay's claims", || update.clone().exec(db)).await?;
     Ok(updated.rows_affected)
@@ -433,12 +432,10 @@ pub async fn start_due<C: ConnectionTrait>(
         return outbox::Entity::find()
             .from_raw_sql(Statement::from_sql_and_values(
                 DbBackend::Postgres,
-                &format!(
-                    "UPDATE outbox SET started_at = $1 WHERE id = ANY({}) \
-                     AND queue = $3 AND coalesce(completed_at, dead_at) IS NULL \
-                     AND run_at <= $4 RETURNING *",
-                    locked_in_id_order(JSON_IDS_2)
-                ),
+                "UPDATE outbox SET started_at = $1 \
+                 WHERE id = ANY(ARRAY(SELECT json_array_elements_text($2::json))) \
+                 AND queue = $3 AND coalesce(completed_at, dead_at) IS NULL AND run_at <= $4 \
+                 RETURNING *",
                 [
                     now.into(),
                     ids_param(job_ids).into(),
@@ -588,26 +585,9 @@ pub(crate) fn finish_from(ends: &str) -> String {
          publishing_until = CASE WHEN {retry} THEN NULL ELSE o.publishing_until END, \
          started_at = CASE WHEN {retry} THEN NULL ELSE o.started_at END \
          FROM {ends} AS e \
-         WHERE o.id = ANY({locked}) AND o.id = e.job_id \
-         AND o.completed_at IS NULL",
-        locked = locked_in_id_order(&format!("ARRAY(SELECT job_id FROM {ends})"))
+         WHERE o.id = ANY(ARRAY(SELECT job_id FROM {ends})) AND o.id = e.job_id \
+         AND o.completed_at IS NULL"
     )
-}
-
-/// The ids of the JSON array parameter `$1` (see [`ids_param`]), as an SQL array.
-const JSON_IDS_1: &str = "ARRAY(SELECT json_array_elements_text($1::json))";
-/// The same of parameter `$2`.
-const JSON_IDS_2: &str = "ARRAY(SELECT json_array_elements_text($2::json))";
-
-/// The SQL array `ids` again, once their outbox rows are locked, in id order. Every statement
-/// that updates several outbox rows at once finds them by `id = ANY(` this `)`, so each takes its
-/// rows in that one order: two of them (a relay confirming its claims, a webhook round ending its
-/// jobs) wait for each other and never deadlock, where each taking its rows in its plan's order
-/// made PostgreSQL break their cycles after its one-second deadlock timeout (docs/benchmarks.md,
-/// "Outbox rows locked in id order"). An `ARRAY(…)` sub-select runs once, before the statement
-/// reads a row, and its locks are taken above its sort, so in order.
-fn locked_in_id_order(ids: &str) -> String {
-    format!("ARRAY(SELECT id FROM outbox WHERE id = ANY({ids}) ORDER BY id FOR UPDATE)")
 }
 
 /// Ids as one JSON array parameter, for `id = ANY(ARRAY(SELECT json_array_elements_text($n::json)))`
@@ -631,11 +611,9 @@ async fn complete_runs<C: ConnectionTrait>(
     if db.get_database_backend() == DbBackend::Postgres {
         db.execute_raw(Statement::from_sql_and_values(
             DbBackend::Postgres,
-            &format!(
-                "UPDATE outbox SET updated_at = $1, completed_at = $1 WHERE id = ANY({}) \
-                 AND completed_at IS NULL",
-                locked_in_id_order(JSON_IDS_2)
-            ),
+            "UPDATE outbox SET updated_at = $1, completed_at = $1 \
+             WHERE id = ANY(ARRAY(SELECT json_array_elements_text($2::json))) \
+             AND completed_at IS NULL",
             [now.into(), ids_param(job_ids).into()],
         ))
         .await?;
@@ -783,117 +761,4 @@ pub async fn purge_finished<C: ConnectionTrait>(
         .exec(db)
         .await?
         .rows_affected)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::testing;
-    use domain::ids::AccountId;
-    use jobs::ProvisioningJob;
-
-    /// Runs `statement` over the jobs `ids` (sorted) while another transaction holds the lowest:
-    /// it must wait for that row having taken none of the others, which the other transaction
-    /// then locks at once; once that one ends, the statement finishes.
-    async fn takes_them_in_id_order(
-        fresh: &testing::Fresh,
-        ids: &[JobId],
-        what: &str,
-        statement: impl Future<Output = Result<(), DbErr>> + Send + 'static,
-    ) {
-        let lock = |ids: &[JobId], nowait: &str| {
-            Statement::from_sql_and_values(
-                DbBackend::Postgres,
-                format!("SELECT id FROM outbox WHERE id = ANY({JSON_IDS_1}) FOR UPDATE {nowait}"),
-                [ids_param(ids).into()],
-            )
-        };
-        let holder = fresh.db.begin().await.unwrap();
-        holder.query_all_raw(lock(&ids[..1], "")).await.unwrap();
-        let running = tokio::spawn(statement);
-        let waiting = "SELECT count(*) FROM pg_stat_activity \
-                       WHERE datname = current_database() AND wait_event_type = 'Lock'";
-        let started = std::time::Instant::now();
-        while testing::count(&fresh.db, waiting).await == 0 {
-            assert!(
-                started.elapsed() < Duration::from_secs(10),
-                "{what} never waited for the lowest job's row"
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        let others = holder.query_all_raw(lock(&ids[1..], "NOWAIT")).await;
-        holder.rollback().await.unwrap();
-        assert_eq!(
-            others.map(|rows| rows.len()).map_err(|e| e.to_string()),
-            Ok(ids.len() - 1),
-            "{what} held rows above the lowest while it waited for the lowest"
-        );
-        running.await.unwrap().unwrap();
-    }
-
-    /// Every statement that updates several outbox rows takes them in id order
-    /// ([`locked_in_id_order`]), whatever order its caller names them in: the relay's
-    /// confirmation, a consumer's start and completion, and a webhook round's ends of its jobs.
-    #[tokio::test]
-    async fn statements_over_several_jobs_take_their_rows_in_id_order() {
-        let Some(fresh) = testing::fresh_database().await else {
-            return;
-        };
-        let now = Utc::now();
-        let until = now + chrono::Duration::seconds(60);
-        let mut ids = Vec::new();
-        for _ in 0..4 {
-            let job = ProvisioningJob::Provision {
-                account_id: AccountId::new(),
-            };
-            ids.push(enqueue(&fresh.db, &job, now, now).await.unwrap());
-        }
-        assert_eq!(claim_due(&fresh.db, now, until, 10).await.unwrap().len(), 4);
-        ids.sort();
-        let highest_first: Vec<JobId> = ids.iter().rev().cloned().collect();
-
-        let (db, named) = (fresh.db.clone(), highest_first.clone());
-        let confirm = async move { confirm_published(&db, &named, until).await.map(drop) };
-        takes_them_in_id_order(&fresh, &ids, "the relay's confirmation", confirm).await;
-
-        let (db, named) = (fresh.db.clone(), highest_first.clone());
-        let start = async move {
-            start_due(&db, ProvisioningJob::QUEUE, &named, now)
-                .await
-                .map(drop)
-        };
-        takes_them_in_id_order(&fresh, &ids, "a consumer's start", start).await;
-
-        // A webhook round's ends, its rows in the order given (highest first).
-        let (db, named) = (fresh.db.clone(), highest_first.clone());
-        let ends = async move {
-            let rows: Vec<serde_json::Value> = named
-                .iter()
-                .map(|id| {
-                    serde_json::json!({"job_id": id, "job_end": "retry", "run_at": until,
-                        "job_error": "again", "now": now})
-                })
-                .collect();
-            let sql = format!(
-                "WITH ends AS MATERIALIZED (SELECT * FROM json_to_recordset($1::json) AS r( \
-                 job_id text, job_end text, run_at timestamptz, job_error text, \
-                 now timestamptz)) {}",
-                finish_from("ends")
-            );
-            let rows = serde_json::to_string(&rows).unwrap();
-            db.execute_raw(Statement::from_sql_and_values(
-                DbBackend::Postgres,
-                sql,
-                [rows.into()],
-            ))
-            .await
-            .map(drop)
-        };
-        takes_them_in_id_order(&fresh, &ids, "a webhook round's ends", ends).await;
-
-        let (db, named) = (fresh.db.clone(), highest_first.clone());
-        let complete = async move { complete_runs(&db, &named, now).await };
-        takes_them_in_id_order(&fresh, &ids, "a consumer's completion", complete).await;
-        fresh.drop().await;
-    }
 }
