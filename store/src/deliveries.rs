@@ -703,7 +703,9 @@ async fn record_attempts_in_one(
     let round = serde_json::to_string(&rows).map_err(|e| DbErr::Custom(e.to_string()))?;
     let statement =
         Statement::from_sql_and_values(DbBackend::Postgres, RECORD_ROUND.as_str(), [round.into()]);
-    // Its jobs' ends take outbox rows a relay may be confirming in another order.
+    // Its jobs' starts settled the relay's claims on their rows (`outbox::started`), so a relay
+    // confirming them takes none of them; should PostgreSQL break a deadlock all the same, it is
+    // sent again.
     let moved = super::retrying_deadlocks("a webhook round's record", || {
         db.query_all_raw(statement.clone())
     })

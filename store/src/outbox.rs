@@ -4,8 +4,9 @@
 //!
 //! A row's life: due (`published_at` empty) → claimed by one relay in a short transaction
 //! (`published_at` set, `publishing_until` its lease while unconfirmed) → confirmed by the broker
-//! (`publishing_until` empty) → started by a consumer (`started_at`) → completed, dead, or
-//! rescheduled (due again later, `published_at` empty). A published row is published again only when its message may be lost:
+//! (`publishing_until` empty; a consumer's start settles the claim too, see [`started`]) →
+//! started by a consumer (`started_at`) → completed, dead, or rescheduled (due again later,
+//! `published_at` empty). A published row is published again only when its message may be lost:
 //! not started (or started and not finished) past a lease, and fewer messages wait in its queue
 //! than such rows exist (see [`census`]), so a long outage leaves one message per job.
 
@@ -254,7 +255,8 @@ async fn still_claimed<C: ConnectionTrait>(
     let update = update
         .filter(by_id)
         .filter(outbox::Column::PublishingUntil.eq(until));
-    // Its rows may be ended meanwhile by an attempts' record, which takes them in another order.
+    // A consumer's start settles the claim first (see [`started`]), so a round that ends the
+    // jobs is not waited on; a deadlock PostgreSQL breaks all the same (a late start) is sent again.
     let updated =
         super::retrying_deadlocks("the relay's claims", || update.clone().exec(db)).await?;
     Ok(updated.rows_affected)
@@ -396,14 +398,30 @@ pub fn read_job<J: QueueJob>(row: JobRow) -> Runnable<J> {
     }
 }
 
+/// `update`, marking its rows started by a consumer at `now`, and settling a relay's claim on
+/// them as the broker's confirmation would: the consumer holds the message, so it was published.
+/// The relay's confirmation then finds none of these rows still under its claim and takes none of
+/// them, so it never waits on a webhook round that is ending their jobs, which took the rows in
+/// another order and deadlocked with it (docs/decisions/outbox-and-relay.md). A job started
+/// before its claim was confirmed is not claimed again when the claim's lease ends; if its run
+/// dies, its message goes back to the queue, and a lost one is found by [`census`].
+/// [`start_due`]'s statement on PostgreSQL sets the same columns.
+fn started(update: UpdateMany<outbox::Entity>, now: DateTime<Utc>) -> UpdateMany<outbox::Entity> {
+    update
+        .col_expr(outbox::Column::StartedAt, Some(now).into())
+        .col_expr(
+            outbox::Column::PublishingUntil,
+            Option::<DateTime<Utc>>::None.into(),
+        )
+}
+
 /// A consumer begins the job: from now on the relay counts its message as taken.
 pub async fn start<C: ConnectionTrait>(
     db: &C,
     job: &JobRow,
     now: DateTime<Utc>,
 ) -> Result<(), DbErr> {
-    outbox::Entity::update_many()
-        .col_expr(outbox::Column::StartedAt, Some(now).into())
+    started(outbox::Entity::update_many(), now)
         .filter(outbox::Column::Id.eq(job.id.as_str()))
         .filter(unfinished())
         .exec(db)
@@ -432,7 +450,7 @@ pub async fn start_due<C: ConnectionTrait>(
         return outbox::Entity::find()
             .from_raw_sql(Statement::from_sql_and_values(
                 DbBackend::Postgres,
-                "UPDATE outbox SET started_at = $1 \
+                "UPDATE outbox SET started_at = $1, publishing_until = NULL \
                  WHERE id = ANY(ARRAY(SELECT json_array_elements_text($2::json))) \
                  AND queue = $3 AND coalesce(completed_at, dead_at) IS NULL AND run_at <= $4 \
                  RETURNING *",
@@ -446,8 +464,7 @@ pub async fn start_due<C: ConnectionTrait>(
             .all(db)
             .await;
     }
-    let update = outbox::Entity::update_many()
-        .col_expr(outbox::Column::StartedAt, Some(now).into())
+    let update = started(outbox::Entity::update_many(), now)
         .filter(outbox::Column::Id.is_in(job_ids.iter().cloned()))
         .filter(outbox::Column::Queue.eq(queue))
         .filter(unfinished())
@@ -761,4 +778,88 @@ pub async fn purge_finished<C: ConnectionTrait>(
         .exec(db)
         .await?
         .rows_affected)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing;
+    use domain::ids::AccountId;
+    use jobs::ProvisioningJob;
+
+    /// A consumer's start settles the relay's claim on its jobs ([`started`]), by a round's
+    /// statement and alone: the relay's confirmation of them, arriving while a webhook round holds
+    /// their rows to end them, neither waits for that round nor changes them; its release does not
+    /// make them due again, and neither does the end of the claim's lease.
+    #[tokio::test]
+    async fn a_consumers_start_settles_the_relays_claim() {
+        let Some(fresh) = testing::fresh_database().await else {
+            return;
+        };
+        let db = &fresh.db;
+        let now = domain::time::now();
+        let lease = Duration::from_secs(60);
+        let until = claim_until(now, lease);
+        let mut ids = Vec::new();
+        for _ in 0..3 {
+            let job = ProvisioningJob::Provision {
+                account_id: AccountId::new(),
+            };
+            ids.push(enqueue(db, &job, now, now).await.unwrap());
+        }
+        assert_eq!(claim_due(db, now, until, 10).await.unwrap().len(), 3);
+
+        // The messages reach a consumer before the broker's confirmations reach the relay.
+        let round = start_due(db, ProvisioningJob::QUEUE, &ids[..2], now)
+            .await
+            .unwrap();
+        assert_eq!(round.len(), 2);
+        let row = |id: JobId| async move {
+            outbox::Entity::find_by_id(id)
+                .one(db)
+                .await
+                .unwrap()
+                .unwrap()
+        };
+        start(db, &row(ids[2].clone()).await, now).await.unwrap();
+
+        let holder = db.begin().await.unwrap();
+        holder
+            .execute_raw(Statement::from_sql_and_values(
+                DbBackend::Postgres,
+                "SELECT id FROM outbox \
+                 WHERE id = ANY(ARRAY(SELECT json_array_elements_text($1::json))) FOR UPDATE",
+                [ids_param(&ids).into()],
+            ))
+            .await
+            .unwrap();
+        let settle = |what: &'static str, settled: u64| {
+            assert_eq!(settled, 0, "the relay's {what} changed started jobs")
+        };
+        let waited = "the relay waited for the round that holds its started jobs";
+        let confirmed =
+            tokio::time::timeout(Duration::from_secs(5), confirm_published(db, &ids, until))
+                .await
+                .expect(waited);
+        settle("confirmation", confirmed.unwrap());
+        let released =
+            tokio::time::timeout(Duration::from_secs(5), release_claims(db, &ids, until))
+                .await
+                .expect(waited);
+        settle("release", released.unwrap());
+        holder.rollback().await.unwrap();
+
+        let later = until + chrono::Duration::seconds(1);
+        let again = claim_due(db, later, claim_until(later, lease), 10)
+            .await
+            .unwrap();
+        assert!(again.is_empty(), "claimed again: {again:?}");
+        for id in ids {
+            let job = row(id).await;
+            assert!(job.published_at.is_some(), "{} no longer published", job.id);
+            assert_eq!(job.publishing_until, None, "{} still claimed", job.id);
+            assert_eq!(job.started_at, Some(now), "{} not started", job.id);
+        }
+        fresh.drop().await;
+    }
 }
