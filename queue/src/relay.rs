@@ -3,7 +3,8 @@
 //! a crash (no loss). Safe to run in many processes at once.
 //!
 //! A sweep claims a batch of due rows in a short transaction (marking them published, with a
-//! lease until the broker confirms), publishes them outside it with confirms pipelined (all
+//! lease until the broker confirms), publishes them outside it as one message per queue naming
+//! that queue's rows (the broker's work is per message, not per job) with confirms pipelined (all
 //! sent, then all confirms awaited), then records the confirms (and unpublishes what failed): no
 //! row lock is held across a broker round trip, so a consumer finishing a job never waits on the
 //! relay. A relay that dies mid-publish leaves its claims unconfirmed; they are published again
@@ -12,9 +13,9 @@
 //!
 //! Every so often the relay also looks for lost messages: published jobs that no consumer
 //! started within a lease (or started and never finished), in a queue that holds fewer ready
-//! messages than such jobs. Only those are published again; a queue that keeps every message
-//! while no worker runs is left alone, so an outage leaves one message per job, not one per
-//! sweep.
+//! messages than such jobs' messages. Only those are published again; a queue that keeps every
+//! message while no worker runs is left alone, so an outage leaves one message per claim, not
+//! one per sweep.
 
 use domain::ids::JobId;
 use std::sync::Arc;
@@ -137,26 +138,32 @@ impl Relay {
         }
     }
 
-    /// Publishes claimed rows; returns the ids confirmed and the ids that failed.
+    /// Publishes claimed rows, one message per queue naming all of that queue's rows (see
+    /// [`JobMessage`]); returns the ids confirmed and the ids that failed.
     async fn publish(&self, rows: Vec<JobRow>) -> (Vec<JobId>, Vec<JobId>) {
-        let bodies: Vec<Vec<u8>> = rows
+        let mut messages: Vec<(String, Vec<JobId>)> = Vec::new();
+        for row in rows {
+            match messages.iter_mut().find(|(queue, _)| *queue == row.queue) {
+                Some((_, ids)) => ids.push(row.id),
+                None => messages.push((row.queue, vec![row.id])),
+            }
+        }
+        let bodies: Vec<Vec<u8>> = messages
             .iter()
-            .map(|row| {
-                serde_json::to_vec(&JobMessage {
-                    job_id: row.id.clone(),
-                })
-                .expect("messages serialise")
+            .map(|(_, ids)| {
+                serde_json::to_vec(&JobMessage::new(ids.clone()).expect("a claimed job"))
+                    .expect("messages serialise")
             })
             .collect();
         let outgoing = |pick: &[usize]| -> Vec<Outgoing<'_>> {
             pick.iter()
                 .map(|&i| Outgoing {
-                    queue: &rows[i].queue,
+                    queue: &messages[i].0,
                     body: &bodies[i],
                 })
                 .collect()
         };
-        let all: Vec<usize> = (0..rows.len()).collect();
+        let all: Vec<usize> = (0..messages.len()).collect();
         let mut verdicts: Vec<Result<(), QueueError>> =
             self.broker.publish_many(&outgoing(&all)).await;
         if verdicts
@@ -187,17 +194,17 @@ impl Relay {
         }
         let (mut published, mut failed) = (Vec::new(), Vec::new());
         let mut first_error = None;
-        for (row, verdict) in rows.into_iter().zip(verdicts) {
+        for ((queue, ids), verdict) in messages.into_iter().zip(verdicts) {
             match verdict {
                 Ok(()) => {
-                    metrics::counter!("jobs_published_total", "queue" => row.queue.clone())
-                        .increment(1);
-                    published.push(row.id);
+                    metrics::counter!("jobs_published_total", "queue" => queue)
+                        .increment(ids.len() as u64);
+                    published.extend(ids);
                 }
                 Err(e) => {
-                    tracing::debug!(job_id = %row.id, queue = %row.queue, error = %e, "publish failed; will retry");
+                    tracing::debug!(jobs = ids.len(), %queue, error = %e, "publish failed; will retry");
                     first_error.get_or_insert(e);
-                    failed.push(row.id);
+                    failed.extend(ids);
                 }
             }
         }
@@ -232,8 +239,8 @@ impl Relay {
             if missing == 0 {
                 continue;
             }
-            let lost = &census.overdue[..missing.min(census.overdue.len())];
-            let n = outbox::release_lost(&self.db, lost, now, self.timings.lease).await?;
+            let lost: Vec<JobRow> = census.overdue.into_iter().take(missing).flatten().collect();
+            let n = outbox::release_lost(&self.db, &lost, now, self.timings.lease).await?;
             if n > 0 {
                 tracing::warn!(
                     queue = %census.queue,

@@ -1,6 +1,7 @@
-//! Consuming a work queue: each message names a job; the job row decides whether there is work.
-//! Runs as many handlers at once as the prefetch allows; on shutdown stops taking messages and
-//! lets the ones in hand finish (unfinished ones return to the queue).
+//! Consuming a work queue: each message names the jobs one relay claimed together (one or more);
+//! each job's row decides whether there is work. Runs as many handlers at once as the prefetch
+//! allows, whatever the messages that carry them; on shutdown stops taking messages and lets the
+//! jobs in hand finish (a message whose jobs did not all run returns to the queue).
 //!
 //! A `Consumer<H>` consumes the queue of `H::Job` and hands its handler only jobs of that type.
 //! What no handler should see is settled here, once for every queue: a message that is not a
@@ -20,6 +21,7 @@ use async_trait::async_trait;
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use sea_orm::DatabaseConnection;
+use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
@@ -188,6 +190,8 @@ impl<H: JobHandler> Consumer<H> {
         let this = Arc::new(self);
         let janitor = tokio::spawn(this.clone().keep_dead_letters_current(shutdown.clone()));
         let rounds = Arc::new(Rounds::new(&this.db, queue));
+        // Jobs run at once, whatever the messages that carry them: the prefetch bounds messages.
+        let slots = Arc::new(Semaphore::new(usize::from(this.prefetch.max(1))));
         let mut in_flight = JoinSet::new();
         let mut failures = 0;
         let mut idle_renewal = false;
@@ -239,8 +243,8 @@ impl<H: JobHandler> Consumer<H> {
                     next = stream.next() => match next {
                         Some(Ok(delivery)) => {
                             received = true;
-                            let (this, rounds) = (this.clone(), rounds.clone());
-                            in_flight.spawn(async move { this.process(&rounds, delivery).await });
+                            let (this, rounds, slots) = (this.clone(), rounds.clone(), slots.clone());
+                            in_flight.spawn(this.process(rounds, slots, shutdown.clone(), delivery));
                         }
                         Some(Err(e)) => {
                             tracing::warn!(queue, error = %e, "consumer lost; reconnecting");
@@ -286,7 +290,18 @@ impl<H: JobHandler> Consumer<H> {
         self.broker.consume(queue, self.prefetch).await
     }
 
-    async fn process(&self, rounds: &Rounds, delivery: Delivery) {
+    /// Runs the jobs a message names, each as a task of its own once one of the consumer's
+    /// `prefetch` slots is free, then settles the message: acknowledged once every job is
+    /// settled, or put back whole after a pause if any could not be (the jobs that did are
+    /// repeats when it comes again). A message of one job is settled as that job says; of
+    /// several, a dead job's copy goes to the dead-letter queue on its own.
+    async fn process(
+        self: Arc<Self>,
+        rounds: Arc<Rounds>,
+        slots: Arc<Semaphore>,
+        shutdown: CancellationToken,
+        delivery: Delivery,
+    ) {
         let queue = Self::QUEUE;
         let Ok(message) = serde_json::from_slice::<JobMessage>(&delivery.body) else {
             // Not written by a relay: there is no row to record it in.
@@ -300,7 +315,81 @@ impl<H: JobHandler> Consumer<H> {
             let _ = delivery.nack(false).await;
             return;
         };
-        let job_id = message.job_id;
+        let mut job_ids = message.into_job_ids();
+        if job_ids.len() == 1 {
+            let job_id = job_ids.remove(0);
+            let Ok(_slot) = slots.acquire().await else {
+                return;
+            };
+            match self.run_job(&rounds, job_id).await {
+                Settle::Ack => {
+                    let _ = delivery.ack().await;
+                }
+                Settle::Requeue => requeue_later(delivery).await,
+                Settle::DeadLetter => {
+                    let _ = delivery.nack(false).await; // to the queue's dead-letter queue
+                }
+            }
+            return;
+        }
+        let mut jobs = JoinSet::new();
+        let mut stopping = false;
+        for job_id in job_ids {
+            // Once shutdown is asked for, no more of its jobs start: those running finish, and
+            // the message goes back for the rest.
+            let slot = tokio::select! {
+                biased;
+                () = shutdown.cancelled() => {
+                    stopping = true;
+                    break;
+                }
+                slot = slots.clone().acquire_owned() => slot,
+            };
+            let Ok(slot) = slot else {
+                return;
+            };
+            let (this, rounds) = (self.clone(), rounds.clone());
+            jobs.spawn(async move {
+                let settle = this.run_job(&rounds, job_id.clone()).await;
+                drop(slot);
+                (job_id, settle)
+            });
+        }
+        let mut requeue = false;
+        while let Some(joined) = jobs.join_next().await {
+            match joined {
+                Ok((_, Settle::Ack)) => {}
+                Ok((job_id, Settle::DeadLetter)) => self.copy_to_dead_letters(&job_id).await,
+                Ok((_, Settle::Requeue)) | Err(_) => requeue = true,
+            }
+        }
+        if stopping {
+            let _ = delivery.nack(true).await;
+        } else if requeue {
+            requeue_later(delivery).await;
+        } else {
+            let _ = delivery.ack().await;
+        }
+    }
+
+    /// A dead job's copy in the queue's dead-letter queue, for whoever watches the broker (the
+    /// row is the record), as a message of that job alone would have gone there.
+    async fn copy_to_dead_letters(&self, job_id: &JobId) {
+        let body =
+            serde_json::to_vec(&JobMessage::one(job_id.clone())).expect("messages serialise");
+        let letter = DeadLetter {
+            queue: Self::QUEUE,
+            body: &body,
+            expires_in: self.broker.dead_letter_bounds().ttl,
+        };
+        if let Err(e) = self.broker.publish_dead_letter(letter).await {
+            tracing::warn!(%job_id, error = %e, "cannot copy a dead job to the dead-letter queue");
+        }
+    }
+
+    /// Runs one job of a message, and says how its part of the message is to be settled.
+    async fn run_job(&self, rounds: &Rounds, job_id: JobId) -> Settle {
+        let queue = Self::QUEUE;
         // Usually the job is due and unfinished, and starting it is all there is to do first
         // (in one statement with the other messages that came meanwhile). Otherwise it is read
         // to tell why not.
@@ -308,9 +397,9 @@ impl<H: JobHandler> Consumer<H> {
             Some(Ok(started)) => started,
             Some(Err(e)) => {
                 tracing::warn!(%job_id, error = %e, "cannot start job; requeueing");
-                return requeue_later(delivery).await;
+                return Settle::Requeue;
             }
-            None => return requeue_later(delivery).await,
+            None => return Settle::Requeue,
         };
         let now = domain::time::now();
         let started_already = started.is_some();
@@ -320,7 +409,7 @@ impl<H: JobHandler> Consumer<H> {
                 Ok(r) => r,
                 Err(e) => {
                     tracing::warn!(%job_id, error = %e, "cannot read job; requeueing");
-                    return requeue_later(delivery).await;
+                    return Settle::Requeue;
                 }
             },
         };
@@ -330,7 +419,7 @@ impl<H: JobHandler> Consumer<H> {
                 // Due only by the time of the look (or not seen by the round): started here.
                 if let Err(e) = outbox::start(&self.db, &row, now).await {
                     tracing::warn!(%job_id, error = %e, "cannot start job; requeueing");
-                    return requeue_later(delivery).await;
+                    return Settle::Requeue;
                 }
                 (row, job)
             }
@@ -338,8 +427,7 @@ impl<H: JobHandler> Consumer<H> {
                 metrics::counter!("jobs_consumed_total", "queue" => queue, "outcome" => "skipped")
                     .increment(1);
                 // Finished already, or another queue's: this message is a repeat (or a stray).
-                let _ = delivery.ack().await;
-                return;
+                return Settle::Ack;
             }
             Runnable::Early(row) => {
                 // This process's clock is behind the relay's, or the message is an old copy of a
@@ -347,7 +435,7 @@ impl<H: JobHandler> Consumer<H> {
                 // time, rather than it waiting for a lost-message check.
                 if let Err(e) = outbox::not_yet_due(&self.db, &row, now).await {
                     tracing::warn!(%job_id, error = %e, "cannot put an early job back; requeueing");
-                    return requeue_later(delivery).await;
+                    return Settle::Requeue;
                 }
                 tracing::info!(
                     %job_id,
@@ -357,8 +445,7 @@ impl<H: JobHandler> Consumer<H> {
                 );
                 metrics::counter!("jobs_consumed_total", "queue" => queue, "outcome" => "early")
                     .increment(1);
-                let _ = delivery.ack().await;
-                return;
+                return Settle::Ack;
             }
             Runnable::Unreadable(row, error) => {
                 tracing::error!(job_id = %row.id, queue, error, "job dead-lettered");
@@ -369,10 +456,9 @@ impl<H: JobHandler> Consumer<H> {
                     .await
                     .is_err()
                 {
-                    return requeue_later(delivery).await;
+                    return Settle::Requeue;
                 }
-                let _ = delivery.nack(false).await; // to the queue's dead-letter queue
-                return;
+                return Settle::DeadLetter;
             }
         };
         let request_id = row.request_id.clone().unwrap_or_default();
@@ -430,7 +516,7 @@ impl<H: JobHandler> Consumer<H> {
                 failed => {
                     let error = failed.and_then(Result::err).unwrap_or_default();
                     tracing::warn!(job_id = %row.id, error, "cannot record job outcome; requeueing");
-                    return requeue_later(delivery).await;
+                    return Settle::Requeue;
                 }
             }
         }
@@ -443,9 +529,9 @@ impl<H: JobHandler> Consumer<H> {
         }
         if let JobOutcome::Dead { .. } = outcome {
             // A copy for whoever watches the broker; the row is the record.
-            let _ = delivery.nack(false).await;
+            Settle::DeadLetter
         } else {
-            let _ = delivery.ack().await;
+            Settle::Ack
         }
     }
 
@@ -500,9 +586,12 @@ impl<H: JobHandler> Consumer<H> {
             let Some(delivery) = self.broker.get(queue, true).await? else {
                 break;
             };
+            // A copy names one job (a dead job of a message of several is copied alone).
             let row = match serde_json::from_slice::<JobMessage>(&delivery.body) {
-                Ok(message) => outbox::find(&self.db, &message.job_id).await?,
-                Err(_) => None,
+                Ok(message) if message.job_ids().len() == 1 => {
+                    outbox::find(&self.db, &message.job_ids()[0]).await?
+                }
+                _ => None,
             };
             let now = domain::time::now();
             let left = row
@@ -530,6 +619,16 @@ impl<H: JobHandler> Consumer<H> {
         }
         Ok((kept, dropped))
     }
+}
+
+/// How the broker is to settle a job's part of its message.
+enum Settle {
+    /// Done with (run, a repeat, or put back in the outbox for its time).
+    Ack,
+    /// Not settled (the database failed): the message goes back after a pause.
+    Requeue,
+    /// Dead: a copy goes to the dead-letter queue.
+    DeadLetter,
 }
 
 /// Puts a message back after a pause (the database is failing: no point in a hot loop).

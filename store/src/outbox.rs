@@ -8,7 +8,7 @@
 //! started by a consumer (`started_at`) → completed, dead, or rescheduled (due again later,
 //! `published_at` empty). A published row is published again only when its message may be lost:
 //! not started (or started and not finished) past a lease, and fewer messages wait in its queue
-//! than such rows exist (see [`census`]), so a long outage leaves one message per job.
+//! than such rows' messages (see [`census`]), so a long outage leaves one message per claim.
 
 use std::time::Duration;
 
@@ -28,11 +28,74 @@ use jobs::QueueJob;
 
 pub use outbox::Model as JobRow;
 
-/// The body of a broker message.
+/// The body of a broker message: the jobs of one queue that one relay claimed together, at least
+/// one (docs/decisions/outbox-and-relay.md). A message of one job is `{"jobId": …}`, the shape
+/// every message had before messages carried several, so a message of one job and a
+/// dead-letter copy (always one job) read the same to every version; more are `{"jobIds": […]}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(try_from = "MessageWire", into = "MessageWire")]
 pub struct JobMessage {
-    pub job_id: JobId,
+    job_ids: Vec<JobId>,
+}
+
+impl JobMessage {
+    /// A message naming `job_ids`; none when there are none.
+    pub fn new(job_ids: Vec<JobId>) -> Option<Self> {
+        (!job_ids.is_empty()).then_some(Self { job_ids })
+    }
+
+    /// A message naming one job.
+    pub fn one(job_id: JobId) -> Self {
+        Self {
+            job_ids: vec![job_id],
+        }
+    }
+
+    /// The jobs it names, in the order claimed (never empty).
+    pub fn job_ids(&self) -> &[JobId] {
+        &self.job_ids
+    }
+
+    pub fn into_job_ids(self) -> Vec<JobId> {
+        self.job_ids
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(untagged)]
+enum MessageWire {
+    One {
+        #[serde(rename = "jobId")]
+        job_id: JobId,
+    },
+    Many {
+        #[serde(rename = "jobIds")]
+        job_ids: Vec<JobId>,
+    },
+}
+
+impl TryFrom<MessageWire> for JobMessage {
+    type Error = &'static str;
+
+    fn try_from(wire: MessageWire) -> Result<Self, Self::Error> {
+        match wire {
+            MessageWire::One { job_id } => Ok(Self::one(job_id)),
+            MessageWire::Many { job_ids } => Self::new(job_ids).ok_or("a message names no job"),
+        }
+    }
+}
+
+impl From<JobMessage> for MessageWire {
+    fn from(message: JobMessage) -> Self {
+        let mut job_ids = message.job_ids;
+        if job_ids.len() == 1
+            && let Some(job_id) = job_ids.pop()
+        {
+            MessageWire::One { job_id }
+        } else {
+            MessageWire::Many { job_ids }
+        }
+    }
 }
 
 /// Writes a job in the caller's transaction, due at `run_at`, in its type's queue; returns its id.
@@ -289,17 +352,22 @@ fn overdue(now: DateTime<Utc>, lease: Duration) -> Condition {
 #[derive(Debug)]
 pub struct Census {
     pub queue: String,
-    /// Rows whose message should be waiting in the queue (see [`census`]).
+    /// Messages that should be waiting in the queue (see [`census`]).
     pub waiting: u64,
-    /// Those of them whose message has waited past the lease, oldest first: the ones to publish
-    /// again if the queue holds fewer messages than `waiting`.
-    pub overdue: Vec<JobRow>,
+    /// The overdue rows of those messages whose jobs have waited past the lease, a message's
+    /// rows together, oldest message first: the ones to publish again if the queue holds fewer
+    /// messages than `waiting`.
+    pub overdue: Vec<Vec<JobRow>>,
 }
 
 /// For each queue with a published row unstarted (or unfinished) past `lease`: how many
-/// messages it should hold and which rows are overdue (at most `limit`). A queue that holds
-/// fewer ready messages than `waiting` has lost some; one that holds as many has lost none, even
-/// if no consumer took any for hours. Nothing more is read when no row is overdue.
+/// messages it should hold and which rows are overdue (at most `limit`), by message. A message
+/// is the rows one claim published to one queue (see [`JobMessage`]): they share its
+/// `published_at`. A queue that holds fewer ready messages than `waiting` has lost some; one that
+/// holds as many has lost none, even if no consumer took any for hours. Two claims in the same
+/// microsecond (two relays) count as one message: the census then expects one message fewer, so
+/// it never publishes twice; should one of the two be lost, it is found once the other is taken.
+/// Nothing more is read when no row is overdue.
 pub async fn census<C: ConnectionTrait>(
     db: &C,
     now: DateTime<Utc>,
@@ -314,21 +382,32 @@ pub async fn census<C: ConnectionTrait>(
         .await?;
     let mut out: Vec<Census> = Vec::new();
     for row in overdue {
-        match out.iter_mut().find(|c| c.queue == row.queue) {
-            Some(census) => census.overdue.push(row),
-            None => out.push(Census {
-                queue: row.queue.clone(),
-                waiting: 0,
-                overdue: vec![row],
-            }),
+        let census = match out.iter().position(|c| c.queue == row.queue) {
+            Some(i) => &mut out[i],
+            None => {
+                out.push(Census {
+                    queue: row.queue.clone(),
+                    waiting: 0,
+                    overdue: Vec::new(),
+                });
+                out.last_mut().expect("just pushed")
+            }
+        };
+        match census.overdue.last_mut() {
+            Some(message) if message[0].published_at == row.published_at => message.push(row),
+            _ => census.overdue.push(vec![row]),
         }
     }
     for census in &mut out {
-        census.waiting = outbox::Entity::find()
+        let messages: Option<i64> = outbox::Entity::find()
+            .select_only()
+            .expr(Expr::col(outbox::Column::PublishedAt).count_distinct())
             .filter(waiting(now, lease))
             .filter(outbox::Column::Queue.eq(census.queue.as_str()))
-            .count(db)
+            .into_tuple()
+            .one(db)
             .await?;
+        census.waiting = u64::try_from(messages.unwrap_or(0)).unwrap_or(0);
     }
     Ok(out)
 }
@@ -786,6 +865,25 @@ mod tests {
     use crate::testing;
     use domain::ids::AccountId;
     use jobs::ProvisioningJob;
+
+    /// A message of one job reads as every message read before messages named several; more
+    /// are a list; a list of none is no message.
+    #[test]
+    fn a_message_names_one_job_as_before_and_several_as_a_list() {
+        let (a, b) = (JobId::unchecked("job_a"), JobId::unchecked("job_b"));
+        let one = serde_json::to_string(&JobMessage::one(a.clone())).unwrap();
+        assert_eq!(one, r#"{"jobId":"job_a"}"#);
+        let both = JobMessage::new(vec![a.clone(), b.clone()]).unwrap();
+        let wire = serde_json::to_string(&both).unwrap();
+        assert_eq!(wire, r#"{"jobIds":["job_a","job_b"]}"#);
+        let read: JobMessage = serde_json::from_str(&wire).unwrap();
+        assert_eq!(read.job_ids(), [a.clone(), b]);
+        let read: JobMessage = serde_json::from_str(r#"{"jobIds":["job_a"]}"#).unwrap();
+        assert_eq!(read.job_ids(), [a]);
+        assert!(serde_json::from_str::<JobMessage>(r#"{"jobIds":[]}"#).is_err());
+        assert!(serde_json::from_str::<JobMessage>(r#"{"job":"job_a"}"#).is_err());
+        assert!(JobMessage::new(Vec::new()).is_none());
+    }
 
     /// A consumer's start settles the relay's claim on its jobs ([`started`]), by a round's
     /// statement and alone: the relay's confirmation of them, arriving while a webhook round holds

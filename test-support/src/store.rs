@@ -10,7 +10,7 @@ use sea_orm::entity::prelude::DateTimeUtc;
 use sea_orm::sea_query::{Expr, IntoCondition};
 use sea_orm::{
     ColumnTrait, Condition, ConnectionTrait, DatabaseConnection, EntityTrait, PaginatorTrait,
-    QueryFilter, QuerySelect, Statement,
+    QueryFilter, QueryOrder, QuerySelect, Statement,
 };
 use serde_json::Value;
 
@@ -415,14 +415,38 @@ pub async fn expire_previous_webhook_secrets(db: &DatabaseConnection) {
         .expect("expire previous secrets");
 }
 
-/// Every unfinished job last published long ago, as if its message had been lost back then.
+/// Every unfinished job last published long ago, as if its message had been lost back then. The
+/// jobs of one message (one claim's, sharing a `published_at`) stay one message, a second apart
+/// from the next; a job never published is a message of its own.
 pub async fn make_published_jobs_overdue(db: &DatabaseConnection) {
-    outbox::Entity::update_many()
-        .col_expr(outbox::Column::PublishedAt, Expr::value(long_ago()))
+    let rows: Vec<(String, Option<DateTimeUtc>)> = outbox::Entity::find()
+        .select_only()
+        .column(outbox::Column::Id)
+        .column(outbox::Column::PublishedAt)
         .filter(outbox::Column::CompletedAt.is_null())
-        .exec(db)
+        .order_by_asc(outbox::Column::PublishedAt)
+        .into_tuple()
+        .all(db)
         .await
-        .expect("age jobs");
+        .expect("read jobs");
+    let mut messages: Vec<(Option<DateTimeUtc>, Vec<String>)> = Vec::new();
+    for (id, published_at) in rows {
+        match messages.last_mut() {
+            Some((at, ids)) if at.is_some() && *at == published_at => ids.push(id),
+            _ => messages.push((published_at, vec![id])),
+        }
+    }
+    for (i, (_, ids)) in messages.into_iter().enumerate() {
+        outbox::Entity::update_many()
+            .col_expr(
+                outbox::Column::PublishedAt,
+                Expr::value(long_ago() + chrono::Duration::seconds(i as i64)),
+            )
+            .filter(outbox::Column::Id.is_in(ids))
+            .exec(db)
+            .await
+            .expect("age jobs");
+    }
 }
 
 /// Replaces a job's payload (e.g. with one a newer version might write).

@@ -6,7 +6,7 @@
 use domain::ids::JobId;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -146,6 +146,43 @@ impl Env {
         }
     }
 
+    /// Checks every 100 ms, `times` times, that `queue` holds `expected` ready messages.
+    async fn depth_stays(&self, queue: &str, expected: u64, times: usize, why: &str) {
+        for _ in 0..times {
+            sleep(Duration::from_millis(100)).await;
+            let depth = self.broker.depth(queue, false).await.unwrap();
+            assert_eq!(depth, expected, "{why}");
+        }
+    }
+
+    /// Takes every message `queue` holds until they name `expected` (in any order), and fails if
+    /// they name a job twice or one not expected, or do not name them all `within`.
+    async fn messages_name(&self, queue: &str, expected: &[JobId], within: Duration) {
+        let deadline = Instant::now() + within;
+        let mut named: Vec<JobId> = Vec::new();
+        let mut want = expected.to_vec();
+        want.sort();
+        loop {
+            while let Some(message) = self.broker.get(queue, false).await.unwrap() {
+                let body: JobMessage = serde_json::from_slice(&message.body).unwrap();
+                named.extend(body.into_job_ids());
+                message.ack().await.unwrap();
+            }
+            named.sort();
+            if named == want {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline && named.iter().all(|id| want.contains(id)),
+                "{queue}'s messages named {named:?}, expected {want:?}"
+            );
+            let mut deduped = named.clone();
+            deduped.dedup();
+            assert_eq!(deduped.len(), named.len(), "a job named twice: {named:?}");
+            sleep(Duration::from_millis(50)).await;
+        }
+    }
+
     async fn cleanup(self) {
         self.shutdown.cancel();
         self.db.clone().close().await.ok();
@@ -212,18 +249,29 @@ fn fast() -> RelayTimings {
     }
 }
 
-/// A handler that records what it ran and when.
+/// A handler that records what it ran and when, and how many of its runs were under way at once.
 struct Recorder<J> {
     runs: Mutex<Vec<(J, chrono::DateTime<chrono::Utc>)>>,
     /// Jobs for which to answer `Dead` (the rest are done).
     doomed: Vec<J>,
+    /// How long each run takes.
+    pace: Duration,
+    running: AtomicUsize,
+    most_at_once: AtomicUsize,
 }
 
 impl<J> Recorder<J> {
     fn new(doomed: Vec<J>) -> Arc<Self> {
+        Self::paced(doomed, Duration::ZERO)
+    }
+
+    fn paced(doomed: Vec<J>, pace: Duration) -> Arc<Self> {
         Arc::new(Recorder {
             runs: Mutex::new(Vec::new()),
             doomed,
+            pace,
+            running: AtomicUsize::new(0),
+            most_at_once: AtomicUsize::new(0),
         })
     }
 
@@ -243,6 +291,12 @@ where
     type Job = J;
 
     async fn handle(&self, _row: &JobRow, job: J) -> anyhow::Result<Ran> {
+        let now = self.running.fetch_add(1, Ordering::SeqCst) + 1;
+        self.most_at_once.fetch_max(now, Ordering::SeqCst);
+        if !self.pace.is_zero() {
+            sleep(self.pace).await;
+        }
+        self.running.fetch_sub(1, Ordering::SeqCst);
         self.runs
             .lock()
             .unwrap()
@@ -316,12 +370,68 @@ async fn eventually(what: &str, within: Duration, mut check: impl AsyncFnMut() -
 on_both_brokers!(
     an_early_message_runs_the_job_at_its_time,
     the_relay_holds_no_row_while_it_publishes,
-    a_long_outage_leaves_one_message_per_job,
+    a_long_outage_leaves_one_message_per_claim,
     a_relay_that_dies_mid_publish_leaves_nothing_behind,
     a_replayed_dead_job_leaves_no_copy_in_the_dead_letter_queue,
     relays_claiming_at_once_share_the_due_jobs_oldest_first,
     a_run_whose_handler_recorded_its_end_is_not_recorded_again,
+    a_message_of_many_jobs_runs_them_together_as_the_prefetch_allows,
 );
+
+/// One claim's twenty jobs go out as one message. The consumer runs them at once as far as its
+/// prefetch of 4 allows (never more), each once, copies the dead one to the dead-letter queue
+/// alone, and acknowledges the message once all are settled: after it stops, nothing comes
+/// back to the queue.
+async fn a_message_of_many_jobs_runs_them_together_as_the_prefetch_allows(env: Arc<Env>) {
+    let mut ids = Vec::new();
+    for n in 0..20 {
+        ids.push(env.enqueue(&provision(n), domain::time::now()).await);
+    }
+    let relay = env.relay(fast());
+    assert_eq!(relay.sweep().await.unwrap(), 20);
+    env.depth_becomes("provisioning", false, 1, Duration::from_secs(5))
+        .await;
+    let handler = Recorder::paced(vec![provision(7)], Duration::from_millis(100));
+    let stop = start(&env, &relay, handler.clone());
+    eventually("every job ends", Duration::from_secs(10), async || {
+        let mut ended = 0;
+        for id in &ids {
+            let row = env.job(id).await;
+            ended += usize::from(row.completed_at.is_some() || row.dead_at.is_some());
+        }
+        ended == ids.len()
+    })
+    .await;
+    env.depth_becomes("provisioning", true, 1, Duration::from_secs(5))
+        .await;
+    stop.cancel();
+    sleep(Duration::from_millis(500)).await;
+
+    let most = handler.most_at_once.load(Ordering::SeqCst);
+    assert_eq!(
+        most, 4,
+        "jobs of one message at once: {most}, the prefetch is 4"
+    );
+    let mut runs: Vec<ProvisioningJob> = handler.runs().into_iter().map(|(job, _)| job).collect();
+    runs.sort_by_key(|job| format!("{job:?}"));
+    runs.dedup();
+    assert_eq!(runs.len(), 20, "each job ran once");
+    assert!(env.job(&ids[7]).await.dead_at.is_some());
+    assert_eq!(
+        env.broker.depth("provisioning", false).await.unwrap(),
+        0,
+        "the message was acknowledged"
+    );
+    let copy = env
+        .broker
+        .get("provisioning", true)
+        .await
+        .unwrap()
+        .expect("the dead job's copy");
+    let message: JobMessage = serde_json::from_slice(&copy.body).unwrap();
+    assert_eq!(message.job_ids(), std::slice::from_ref(&ids[7]));
+    copy.ack().await.unwrap();
+}
 
 /// Item 9: a relay whose clock runs 5 s ahead publishes a job 3 s early. The consumer does not
 /// drop the message (the job would then wait for a lost-message check, minutes); the job goes
@@ -333,7 +443,7 @@ async fn an_early_message_runs_the_job_at_its_time(env: Arc<Env>) {
     let until = outbox::claim_until(ahead, Duration::from_secs(60));
     let claimed = outbox::claim_due(&env.db, ahead, until, 10).await.unwrap();
     assert_eq!(claimed.len(), 1);
-    let body = serde_json::to_vec(&JobMessage { job_id: id.clone() }).unwrap();
+    let body = serde_json::to_vec(&JobMessage::one(id.clone())).unwrap();
     env.broker
         .publish("provisioning", &body, false)
         .await
@@ -439,7 +549,7 @@ impl Broker for Gated {
 
 /// Item 10: while the relay waits on the broker, the rows it is publishing are not locked (a
 /// consumer finishing one of them does not wait), no other relay takes them, and the whole
-/// batch goes out as one pipelined publish.
+/// batch goes out as one message naming every job.
 async fn the_relay_holds_no_row_while_it_publishes(env: Arc<Env>) {
     let mut ids = Vec::new();
     for n in 0..50 {
@@ -454,7 +564,11 @@ async fn the_relay_holds_no_row_while_it_publishes(env: Arc<Env>) {
     timeout(Duration::from_secs(10), gated.entered.notified())
         .await
         .expect("the relay publishes");
-    assert_eq!(*gated.batches.lock().unwrap(), vec![50], "one batch of 50");
+    assert_eq!(
+        *gated.batches.lock().unwrap(),
+        vec![1],
+        "one message for the 50 jobs"
+    );
 
     // The broker is slow to confirm. A consumer finishes one of the jobs meanwhile...
     let row = env.job(&ids[0]).await;
@@ -489,7 +603,9 @@ async fn the_relay_holds_no_row_while_it_publishes(env: Arc<Env>) {
         assert!(row.published_at.is_some(), "{id} marked published");
         assert!(row.publishing_until.is_none(), "{id} claim settled");
     }
-    env.depth_becomes("provisioning", false, 50, Duration::from_secs(5))
+    env.depth_becomes("provisioning", false, 1, Duration::from_secs(5))
+        .await;
+    env.messages_name("provisioning", &ids, Duration::from_secs(5))
         .await;
 }
 
@@ -558,13 +674,8 @@ async fn a_refusing_broker_is_not_hammered_by_kicks() {
             },
         )
         .await;
-        env.depth_becomes(
-            "provisioning",
-            false,
-            ids.len() as u64,
-            Duration::from_secs(2),
-        )
-        .await;
+        env.messages_name("provisioning", &ids, Duration::from_secs(2))
+            .await;
 
         // And a kick is answered at once again, well before the next timed sweep.
         let rounds = gated.rounds();
@@ -582,36 +693,40 @@ async fn a_refusing_broker_is_not_hammered_by_kicks() {
 }
 
 /// Item 11: with no worker running, sweep after sweep and lost-message check after check leave
-/// one message per job in the queue (before, every unfinished job was published again every 5
-/// minutes: an hour-long outage left ~12 copies of each). Messages that are really lost (taken
-/// off the queue without the job being done) are published again, once.
-async fn a_long_outage_leaves_one_message_per_job(env: Arc<Env>) {
+/// one message per claim in the queue, naming its jobs (before, every unfinished job was
+/// published again every 5 minutes: an hour-long outage left ~12 copies of each). A message
+/// really lost (taken off the queue without its jobs done) is published again, once.
+async fn a_long_outage_leaves_one_message_per_claim(env: Arc<Env>) {
+    let mut ids = Vec::new();
     for n in 0..5 {
-        env.enqueue(&provision(n), domain::time::now()).await;
+        ids.push(env.enqueue(&provision(n), domain::time::now()).await);
     }
     let relay = env.relay(fast());
     tokio::spawn(relay.clone().run(env.shutdown.child_token()));
-    env.depth_becomes("provisioning", false, 5, Duration::from_secs(5))
+    env.depth_becomes("provisioning", false, 1, Duration::from_secs(5))
         .await;
-    // Ten leases and ~20 lost-message checks later: still one message per job.
-    for _ in 0..30 {
-        sleep(Duration::from_millis(100)).await;
-        let depth = env.broker.depth("provisioning", false).await.unwrap();
-        assert_eq!(depth, 5, "one message per job");
-    }
+    // Ten leases and ~20 lost-message checks later: still one message for the claim.
+    env.depth_stays("provisioning", 1, 30, "one message per claim")
+        .await;
+    // A second claim's message is a second message, and both stay.
+    let later = env.enqueue(&provision(5), domain::time::now()).await;
+    relay.kick();
+    env.depth_becomes("provisioning", false, 2, Duration::from_secs(5))
+        .await;
+    env.depth_stays("provisioning", 2, 10, "one message per claim")
+        .await;
 
-    // The broker loses them (taken and acknowledged, the jobs never done).
-    for _ in 0..5 {
-        let lost = env.broker.get("provisioning", false).await.unwrap();
-        lost.expect("a message").ack().await.unwrap();
-    }
-    env.depth_becomes("provisioning", false, 5, Duration::from_secs(5))
+    // The broker loses both (taken and acknowledged, the jobs never done).
+    ids.push(later);
+    env.messages_name("provisioning", &ids, Duration::from_secs(1))
         .await;
-    for _ in 0..10 {
-        sleep(Duration::from_millis(100)).await;
-        let depth = env.broker.depth("provisioning", false).await.unwrap();
-        assert_eq!(depth, 5, "published again once");
-    }
+    // Published again, every job once, in the one claim that takes them all.
+    env.depth_becomes("provisioning", false, 1, Duration::from_secs(5))
+        .await;
+    env.depth_stays("provisioning", 1, 10, "published again once")
+        .await;
+    env.messages_name("provisioning", &ids, Duration::from_secs(1))
+        .await;
 }
 
 /// Item 11, the other half: a relay that claimed jobs and died before the broker confirmed them
@@ -631,8 +746,8 @@ async fn a_relay_that_dies_mid_publish_leaves_nothing_behind(env: Arc<Env>) {
     tokio::spawn(relay.clone().run(env.shutdown.child_token()));
     sleep(Duration::from_millis(1000)).await;
     assert_eq!(env.broker.depth("provisioning", false).await.unwrap(), 0);
-    // ...and publishes them when they end.
-    env.depth_becomes("provisioning", false, 3, Duration::from_secs(5))
+    // ...and publishes them when they end, in one message.
+    env.depth_becomes("provisioning", false, 1, Duration::from_secs(5))
         .await;
     // The broker holds a message before the relay has its confirm and records it: wait for that.
     for id in &ids {
@@ -646,7 +761,9 @@ async fn a_relay_that_dies_mid_publish_leaves_nothing_behind(env: Arc<Env>) {
         }
     }
     sleep(Duration::from_millis(1000)).await;
-    assert_eq!(env.broker.depth("provisioning", false).await.unwrap(), 3);
+    assert_eq!(env.broker.depth("provisioning", false).await.unwrap(), 1);
+    env.messages_name("provisioning", &ids, Duration::from_secs(1))
+        .await;
 }
 
 /// Relays claiming at the same moment (`FOR UPDATE SKIP LOCKED` on PostgreSQL) split the due jobs
@@ -776,7 +893,8 @@ async fn a_replayed_dead_job_leaves_no_copy_in_the_dead_letter_queue(env: Arc<En
             Some(left) => {
                 let message: JobMessage = serde_json::from_slice(&left.body).unwrap();
                 left.nack(true).await.unwrap();
-                Some(message.job_id)
+                assert_eq!(message.job_ids().len(), 1, "a copy names one job");
+                Some(message.job_ids()[0].clone())
             }
             None => None,
         };
@@ -884,7 +1002,7 @@ async fn a_deleted_work_queue_is_declared_again_without_a_restart() {
         worker.cancel();
         sleep(Duration::from_millis(1500)).await;
         delete_queue(&queue);
-        env.enqueue(&provision(3), domain::time::now()).await;
+        let mut waiting = vec![env.enqueue(&provision(3), domain::time::now()).await];
         relay.kick();
         env.depth_becomes("provisioning", false, 1, Duration::from_secs(20))
             .await;
@@ -901,10 +1019,10 @@ async fn a_deleted_work_queue_is_declared_again_without_a_restart() {
             .unwrap();
         let _ = admin.close(200, "done".into()).await;
         for n in 4..7 {
-            env.enqueue(&provision(n), domain::time::now()).await;
+            waiting.push(env.enqueue(&provision(n), domain::time::now()).await);
         }
         relay.kick();
-        env.depth_becomes("provisioning", false, 4, Duration::from_secs(20))
+        env.messages_name("provisioning", &waiting, Duration::from_secs(20))
             .await;
     })
     .catch_unwind()
