@@ -3,9 +3,9 @@
 //! a crash (no loss). Safe to run in many processes at once.
 //!
 //! A sweep claims a batch of due rows in a short transaction (marking them published, with a
-//! lease until the broker confirms), publishes them outside it as one message per queue naming
-//! that queue's rows (the broker's work is per message, not per job) with confirms pipelined (all
-//! sent, then all confirms awaited), then records the confirms (and unpublishes what failed): no
+//! lease until the broker confirms), publishes them outside it in messages that each name up to
+//! 16 of a queue's rows (the broker's work is per message, not per job) with confirms pipelined
+//! (all sent, then all confirms awaited), then records the confirms (and unpublishes what failed): no
 //! row lock is held across a broker round trip, so a consumer finishing a job never waits on the
 //! relay. A relay that dies mid-publish leaves its claims unconfirmed; they are published again
 //! when their lease ends. A publish the broker refuses because a queue or exchange is missing (a fresh
@@ -13,9 +13,9 @@
 //!
 //! Every so often the relay also looks for lost messages: published jobs that no consumer
 //! started within a lease (or started and never finished), in a queue that holds fewer ready
-//! messages than such jobs' messages. Only those are published again; a queue that keeps every
-//! message while no worker runs is left alone, so an outage leaves one message per claim, not
-//! one per sweep.
+//! messages than such jobs' claims. Only those are published again; a queue that keeps every
+//! message while no worker runs is left alone, so an outage leaves each claim's messages, not
+//! more with every sweep.
 
 use domain::ids::JobId;
 use std::sync::Arc;
@@ -66,6 +66,10 @@ struct Swept {
 
 /// Rows claimed and published per round.
 const BATCH: u64 = 200;
+/// The most jobs one message names. A message's jobs all go to the one consumer that takes it,
+/// so a claim's jobs are spread over several messages for the worker processes to share; a
+/// round of one business's deposits (16 at 32 callers) is still one message.
+const JOBS_PER_MESSAGE: usize = 16;
 /// Overdue rows looked at per lost-message check.
 const LOST_LIMIT: u64 = 1_000;
 
@@ -138,12 +142,15 @@ impl Relay {
         }
     }
 
-    /// Publishes claimed rows, one message per queue naming all of that queue's rows (see
+    /// Publishes claimed rows, each queue's in messages of up to [`JOBS_PER_MESSAGE`] jobs (see
     /// [`JobMessage`]); returns the ids confirmed and the ids that failed.
     async fn publish(&self, rows: Vec<JobRow>) -> (Vec<JobId>, Vec<JobId>) {
         let mut messages: Vec<(String, Vec<JobId>)> = Vec::new();
         for row in rows {
-            match messages.iter_mut().find(|(queue, _)| *queue == row.queue) {
+            match messages
+                .iter_mut()
+                .find(|(queue, ids)| *queue == row.queue && ids.len() < JOBS_PER_MESSAGE)
+            {
                 Some((_, ids)) => ids.push(row.id),
                 None => messages.push((row.queue, vec![row.id])),
             }

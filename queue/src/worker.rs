@@ -1,4 +1,4 @@
-//! Consuming a work queue: each message names the jobs one relay claimed together (one or more);
+//! Consuming a work queue: each message names jobs one relay claimed together (one or more);
 //! each job's row decides whether there is work. Runs as many handlers at once as the prefetch
 //! allows, whatever the messages that carry them; on shutdown stops taking messages and lets the
 //! jobs in hand finish (a message whose jobs did not all run returns to the queue).

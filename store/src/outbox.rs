@@ -8,7 +8,8 @@
 //! started by a consumer (`started_at`) → completed, dead, or rescheduled (due again later,
 //! `published_at` empty). A published row is published again only when its message may be lost:
 //! not started (or started and not finished) past a lease, and fewer messages wait in its queue
-//! than such rows' messages (see [`census`]), so a long outage leaves one message per claim.
+//! than such rows' claims (see [`census`]), so a long outage leaves each claim's messages and no
+//! more.
 
 use std::time::Duration;
 
@@ -28,8 +29,8 @@ use jobs::QueueJob;
 
 pub use outbox::Model as JobRow;
 
-/// The body of a broker message: the jobs of one queue that one relay claimed together, at least
-/// one (docs/decisions/outbox-and-relay.md). A message of one job is `{"jobId": …}`, the shape
+/// The body of a broker message: jobs of one queue that one relay claimed together, at least one
+/// (docs/decisions/outbox-and-relay.md). A message of one job is `{"jobId": …}`, the shape
 /// every message had before messages carried several, so a message of one job and a
 /// dead-letter copy (always one job) read the same to every version; more are `{"jobIds": […]}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -352,22 +353,23 @@ fn overdue(now: DateTime<Utc>, lease: Duration) -> Condition {
 #[derive(Debug)]
 pub struct Census {
     pub queue: String,
-    /// Messages that should be waiting in the queue (see [`census`]).
+    /// Claims whose messages should be waiting in the queue (see [`census`]).
     pub waiting: u64,
-    /// The overdue rows of those messages whose jobs have waited past the lease, a message's
-    /// rows together, oldest message first: the ones to publish again if the queue holds fewer
-    /// messages than `waiting`.
+    /// The overdue rows of those claims whose jobs have waited past the lease, a claim's rows
+    /// together, oldest claim first: the ones to publish again if the queue holds fewer messages
+    /// than `waiting`.
     pub overdue: Vec<Vec<JobRow>>,
 }
 
-/// For each queue with a published row unstarted (or unfinished) past `lease`: how many
-/// messages it should hold and which rows are overdue (at most `limit`), by message. A message
-/// is the rows one claim published to one queue (see [`JobMessage`]): they share its
-/// `published_at`. A queue that holds fewer ready messages than `waiting` has lost some; one that
-/// holds as many has lost none, even if no consumer took any for hours. Two claims in the same
-/// microsecond (two relays) count as one message: the census then expects one message fewer, so
-/// it never publishes twice; should one of the two be lost, it is found once the other is taken.
-/// Nothing more is read when no row is overdue.
+/// For each queue with a published row unstarted (or unfinished) past `lease`: how many claims'
+/// messages it should hold and which rows are overdue (at most `limit`), by claim. A claim's
+/// rows share its `published_at`, and went out in one message or more (see [`JobMessage`]); the
+/// database does not say how many, so a claim counts as one. A queue that holds fewer ready
+/// messages than `waiting` has lost some; one that holds as many has lost none, even if no
+/// consumer took any for hours. Counting a claim of several messages, or two claims in the same
+/// microsecond (two relays), as one only ever expects fewer messages than there are, so the
+/// census never publishes twice; a message lost beside others still waiting is found once they
+/// are taken. Nothing more is read when no row is overdue.
 pub async fn census<C: ConnectionTrait>(
     db: &C,
     now: DateTime<Utc>,

@@ -378,10 +378,10 @@ on_both_brokers!(
     a_message_of_many_jobs_runs_them_together_as_the_prefetch_allows,
 );
 
-/// One claim's twenty jobs go out as one message. The consumer runs them at once as far as its
-/// prefetch of 4 allows (never more), each once, copies the dead one to the dead-letter queue
-/// alone, and acknowledges the message once all are settled: after it stops, nothing comes
-/// back to the queue.
+/// One claim's twenty jobs go out as two messages (16 and 4). The consumer runs them at once as
+/// far as its prefetch of 4 allows (never more), each once, copies the dead one to the
+/// dead-letter queue alone, and acknowledges each message once its jobs are settled: after it
+/// stops, nothing comes back to the queue.
 async fn a_message_of_many_jobs_runs_them_together_as_the_prefetch_allows(env: Arc<Env>) {
     let mut ids = Vec::new();
     for n in 0..20 {
@@ -389,7 +389,7 @@ async fn a_message_of_many_jobs_runs_them_together_as_the_prefetch_allows(env: A
     }
     let relay = env.relay(fast());
     assert_eq!(relay.sweep().await.unwrap(), 20);
-    env.depth_becomes("provisioning", false, 1, Duration::from_secs(5))
+    env.depth_becomes("provisioning", false, 2, Duration::from_secs(5))
         .await;
     let handler = Recorder::paced(vec![provision(7)], Duration::from_millis(100));
     let stop = start(&env, &relay, handler.clone());
@@ -420,7 +420,7 @@ async fn a_message_of_many_jobs_runs_them_together_as_the_prefetch_allows(env: A
     assert_eq!(
         env.broker.depth("provisioning", false).await.unwrap(),
         0,
-        "the message was acknowledged"
+        "the messages were acknowledged"
     );
     let copy = env
         .broker
@@ -549,7 +549,7 @@ impl Broker for Gated {
 
 /// Item 10: while the relay waits on the broker, the rows it is publishing are not locked (a
 /// consumer finishing one of them does not wait), no other relay takes them, and the whole
-/// batch goes out as one message naming every job.
+/// batch goes out in one pipelined publish of four messages, naming every job once.
 async fn the_relay_holds_no_row_while_it_publishes(env: Arc<Env>) {
     let mut ids = Vec::new();
     for n in 0..50 {
@@ -566,8 +566,8 @@ async fn the_relay_holds_no_row_while_it_publishes(env: Arc<Env>) {
         .expect("the relay publishes");
     assert_eq!(
         *gated.batches.lock().unwrap(),
-        vec![1],
-        "one message for the 50 jobs"
+        vec![4],
+        "one publish of four messages (16, 16, 16 and 2 jobs)"
     );
 
     // The broker is slow to confirm. A consumer finishes one of the jobs meanwhile...
@@ -603,7 +603,7 @@ async fn the_relay_holds_no_row_while_it_publishes(env: Arc<Env>) {
         assert!(row.published_at.is_some(), "{id} marked published");
         assert!(row.publishing_until.is_none(), "{id} claim settled");
     }
-    env.depth_becomes("provisioning", false, 1, Duration::from_secs(5))
+    env.depth_becomes("provisioning", false, 4, Duration::from_secs(5))
         .await;
     env.messages_name("provisioning", &ids, Duration::from_secs(5))
         .await;
@@ -693,7 +693,7 @@ async fn a_refusing_broker_is_not_hammered_by_kicks() {
 }
 
 /// Item 11: with no worker running, sweep after sweep and lost-message check after check leave
-/// one message per claim in the queue, naming its jobs (before, every unfinished job was
+/// one message per claim of up to 16 jobs in the queue, naming them (before, every job was
 /// published again every 5 minutes: an hour-long outage left ~12 copies of each). A message
 /// really lost (taken off the queue without its jobs done) is published again, once.
 async fn a_long_outage_leaves_one_message_per_claim(env: Arc<Env>) {
