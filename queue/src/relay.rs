@@ -5,11 +5,11 @@
 //! A sweep claims a batch of due rows in a short transaction (marking them published, with a
 //! lease until the broker confirms), publishes them outside it in messages that each name up to
 //! 16 of a queue's rows (the broker's work is per message, not per job) with confirms pipelined
-//! (all sent, then all confirms awaited), then records the confirms (and unpublishes what failed): no
-//! row lock is held across a broker round trip, so a consumer finishing a job never waits on the
-//! relay. A relay that dies mid-publish leaves its claims unconfirmed; they are published again
-//! when their lease ends. A publish the broker refuses because a queue or exchange is missing (a fresh
-//! node, a deleted queue) declares the topology again and is retried at once.
+//! (all sent, then all confirms awaited), then records the confirms (and unpublishes what
+//! failed): no row lock is held across a broker round trip, so a consumer finishing a job never
+//! waits on the relay. A relay that dies mid-publish leaves its claims unconfirmed; they are
+//! published again when their lease ends. A publish the broker refuses because a queue or exchange
+//! is missing (a fresh node, a deleted queue) declares the topology again and is retried at once.
 //!
 //! Every so often the relay also looks for lost messages: published jobs that no consumer
 //! started within a lease (or started and never finished), in a queue that holds fewer ready
