@@ -3,6 +3,12 @@
 //! allows, whatever the messages that carry them; on shutdown stops taking messages and lets the
 //! jobs in hand finish (a message whose jobs did not all run returns to the queue).
 //!
+//! The broker's prefetch bounds messages, not jobs, so a consumer may hold more jobs than it has
+//! slots. One message at a time starts its jobs, and a message of several jobs that cannot start
+//! its first within [`give_back_after`](Consumer::give_back_after) goes back to the queue, at its
+//! place, for a consumer with room: a worker started while another sits on a burst gets its share
+//! within about that long (see `docs/decisions/outbox-and-relay.md`).
+//!
 //! A `Consumer<H>` consumes the queue of `H::Job` and hands its handler only jobs of that type.
 //! What no handler should see is settled here, once for every queue: a message that is not a
 //! job message, a job of a kind this version cannot read (a newer version's), a repeat, and a
@@ -21,7 +27,7 @@ use async_trait::async_trait;
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use sea_orm::DatabaseConnection;
-use tokio::sync::Semaphore;
+use tokio::sync::{Mutex, Semaphore};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
@@ -120,6 +126,12 @@ impl Rounds {
     }
 }
 
+/// A consumer's slots: `prefetch` jobs run at once, and one message at a time starts its jobs.
+struct Slots {
+    jobs: Arc<Semaphore>,
+    starting: Mutex<()>,
+}
+
 pub struct Consumer<H> {
     db: DatabaseConnection,
     broker: Arc<dyn Broker>,
@@ -127,6 +139,7 @@ pub struct Consumer<H> {
     handler: Arc<H>,
     prefetch: u16,
     grace: Duration,
+    give_back_after: Duration,
     dead_letter_check_every: Duration,
     subscription_check_every: Duration,
 }
@@ -148,6 +161,7 @@ impl<H: JobHandler> Consumer<H> {
             handler,
             prefetch: 16,
             grace: Duration::from_secs(20),
+            give_back_after: Duration::from_secs(1),
             dead_letter_check_every: Duration::from_secs(30),
             subscription_check_every: Duration::from_secs(15),
         }
@@ -162,6 +176,13 @@ impl<H: JobHandler> Consumer<H> {
     /// How long in-flight jobs may take to finish after shutdown is asked for.
     pub fn grace(mut self, grace: Duration) -> Self {
         self.grace = grace;
+        self
+    }
+
+    /// How long a message of several jobs waits for a slot for its first job before it goes
+    /// back to the queue for another consumer (see the module documentation).
+    pub fn give_back_after(mut self, after: Duration) -> Self {
+        self.give_back_after = after;
         self
     }
 
@@ -191,7 +212,10 @@ impl<H: JobHandler> Consumer<H> {
         let janitor = tokio::spawn(this.clone().keep_dead_letters_current(shutdown.clone()));
         let rounds = Arc::new(Rounds::new(&this.db, queue));
         // Jobs run at once, whatever the messages that carry them: the prefetch bounds messages.
-        let slots = Arc::new(Semaphore::new(usize::from(this.prefetch.max(1))));
+        let slots = Arc::new(Slots {
+            jobs: Arc::new(Semaphore::new(usize::from(this.prefetch.max(1)))),
+            starting: Mutex::new(()),
+        });
         let mut in_flight = JoinSet::new();
         let mut failures = 0;
         let mut idle_renewal = false;
@@ -298,7 +322,7 @@ impl<H: JobHandler> Consumer<H> {
     async fn process(
         self: Arc<Self>,
         rounds: Arc<Rounds>,
-        slots: Arc<Semaphore>,
+        slots: Arc<Slots>,
         shutdown: CancellationToken,
         delivery: Delivery,
     ) {
@@ -318,7 +342,7 @@ impl<H: JobHandler> Consumer<H> {
         let mut job_ids = message.into_job_ids();
         if job_ids.len() == 1 {
             let job_id = job_ids.remove(0);
-            let Ok(_slot) = slots.acquire().await else {
+            let Ok(_slot) = slots.jobs.acquire().await else {
                 return;
             };
             match self.run_job(&rounds, job_id).await {
@@ -332,21 +356,51 @@ impl<H: JobHandler> Consumer<H> {
             }
             return;
         }
+        // One message starts its jobs at a time, so two never each hold jobs waiting for this
+        // consumer's slots: a later one waits whole for its turn and its first slot, and goes
+        // back if that takes too long.
+        let first = async {
+            let turn = slots.starting.lock().await;
+            (turn, slots.jobs.clone().acquire_owned().await)
+        };
+        let (turn, first_slot) = tokio::select! {
+            biased;
+            () = shutdown.cancelled() => {
+                let _ = delivery.nack(true).await;
+                return;
+            }
+            got = first => got,
+            () = tokio::time::sleep(self.give_back_after) => {
+                // This consumer is full: the message goes back, at its place, for one with room
+                // (or to this one again, once it has some).
+                tracing::debug!(queue, jobs = job_ids.len(), "no slot free; giving the message back");
+                metrics::counter!("messages_given_back_total", "queue" => queue).increment(1);
+                let _ = delivery.nack(true).await;
+                return;
+            }
+        };
+        let Ok(first_slot) = first_slot else {
+            return;
+        };
         let mut jobs = JoinSet::new();
         let mut stopping = false;
+        let mut slot = Some(first_slot);
         for job_id in job_ids {
-            // Once shutdown is asked for, no more of its jobs start: those running finish, and
-            // the message goes back for the rest.
-            let slot = tokio::select! {
-                biased;
-                () = shutdown.cancelled() => {
-                    stopping = true;
-                    break;
-                }
-                slot = slots.clone().acquire_owned() => slot,
-            };
-            let Ok(slot) = slot else {
-                return;
+            let slot = match slot.take() {
+                Some(slot) => slot,
+                // Once shutdown is asked for, no more of its jobs start: those running finish,
+                // and the message goes back for the rest.
+                None => match tokio::select! {
+                    biased;
+                    () = shutdown.cancelled() => {
+                        stopping = true;
+                        break;
+                    }
+                    slot = slots.jobs.clone().acquire_owned() => slot,
+                } {
+                    Ok(slot) => slot,
+                    Err(_) => return,
+                },
             };
             let (this, rounds) = (self.clone(), rounds.clone());
             jobs.spawn(async move {
@@ -355,6 +409,7 @@ impl<H: JobHandler> Consumer<H> {
                 (job_id, settle)
             });
         }
+        drop(turn);
         let mut requeue = false;
         while let Some(joined) = jobs.join_next().await {
             match joined {

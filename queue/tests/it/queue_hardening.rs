@@ -376,6 +376,7 @@ on_both_brokers!(
     relays_claiming_at_once_share_the_due_jobs_oldest_first,
     a_run_whose_handler_recorded_its_end_is_not_recorded_again,
     a_message_of_many_jobs_runs_them_together_as_the_prefetch_allows,
+    a_full_consumer_gives_a_waiting_message_to_one_with_room,
 );
 
 /// One claim's twenty jobs go out as two messages (16 and 4). The consumer runs them at once as
@@ -437,6 +438,84 @@ async fn a_message_of_many_jobs_runs_them_together_as_the_prefetch_allows(env: A
     let message: JobMessage = serde_json::from_slice(&copy.body).unwrap();
     assert_eq!(message.job_ids(), std::slice::from_ref(&ids[7]));
     copy.ack().await.unwrap();
+}
+
+/// The broker's prefetch counts messages, not jobs: a consumer of 4 slots takes both messages of
+/// 4 jobs while the first one's jobs run for seconds. A second consumer started afterwards gets
+/// the other message once the first gives it back (after a second without a free slot), and
+/// runs its jobs while the first is still busy; every job runs once.
+async fn a_full_consumer_gives_a_waiting_message_to_one_with_room(env: Arc<Env>) {
+    let relay = env.relay(fast());
+    let mut ids = Vec::new();
+    for claim in 0..2 {
+        for n in 0..4 {
+            ids.push(
+                env.enqueue(&provision(claim * 4 + n), domain::time::now())
+                    .await,
+            );
+        }
+        assert_eq!(relay.sweep().await.unwrap(), 4);
+    }
+    let busy = Recorder::paced(vec![], Duration::from_secs(8));
+    start(&env, &relay, busy.clone());
+    // Both messages are in the first consumer's hands: none is left in the queue.
+    eventually(
+        "the first consumer took both messages",
+        Duration::from_secs(5),
+        async || {
+            busy.running.load(Ordering::SeqCst) == 4
+                && env.broker.depth("provisioning", false).await.unwrap() == 0
+        },
+    )
+    .await;
+    let idle = Recorder::new(vec![]);
+    // Its idle subscription is not made again meanwhile (as `start`'s quick check would): a
+    // quorum queue hands a returned message to the consumer that has waited longest, which a
+    // new subscription never is.
+    let consumer = Consumer::new(
+        env.db.clone(),
+        env.broker.clone(),
+        relay.clone(),
+        idle.clone(),
+    )
+    .prefetch(4)
+    .subscription_check_every(Duration::from_secs(60));
+    tokio::spawn(consumer.run(env.shutdown.child_token()));
+    eventually(
+        "the second consumer ran the waiting message's jobs",
+        Duration::from_secs(6),
+        async || idle.runs().len() == 4,
+    )
+    .await;
+    assert!(
+        busy.runs().is_empty(),
+        "the first consumer's jobs are still running"
+    );
+    eventually("every job ends", Duration::from_secs(15), async || {
+        let mut ended = 0;
+        for id in &ids {
+            ended += usize::from(env.job(id).await.completed_at.is_some());
+        }
+        ended == ids.len()
+    })
+    .await;
+    // Each consumer ran one whole message (either may have started first), and each job ran once.
+    let names = |runs: Vec<(ProvisioningJob, _)>| -> Vec<String> {
+        let mut names: Vec<String> = runs.iter().map(|(job, _)| format!("{job:?}")).collect();
+        names.sort();
+        names
+    };
+    let message = |claim: usize| -> Vec<String> {
+        (0..4)
+            .map(|n| format!("{:?}", provision(claim * 4 + n)))
+            .collect()
+    };
+    let (first, second) = (names(busy.runs()), names(idle.runs()));
+    let (a, b) = (message(0), message(1));
+    assert!(
+        (first == a && second == b) || (first == b && second == a),
+        "each consumer ran one message's jobs once: {first:?} and {second:?}"
+    );
 }
 
 /// Item 9: a relay whose clock runs 5 s ahead publishes a job 3 s early. The consumer does not

@@ -1,5 +1,5 @@
 //! The real `worker-webhooks` binaries on PostgreSQL and RabbitMQ, as operators run them: two
-//! processes share the work; one is killed with SIGKILL mid-delivery and nothing is lost (a
+//! processes share the work, the second started while the first holds a burst; one is killed with SIGKILL mid-delivery and nothing is lost (a
 //! duplicate with the same webhook-id is allowed); a receiver that is down for the whole schedule
 //! ends dead-lettered, and one `worker-webhooks replay` delivers it.
 
@@ -49,11 +49,15 @@ async fn two_workers_share_the_work_survive_a_kill_and_replay_a_dead_letter() {
     receiver.set_default(Reply::ok().slow(Duration::from_millis(1500)));
     setup.set_url(&setup.business.id, &receiver.url).await;
     let mut a = start();
-    let _b = start();
     let mut ids = HashSet::new();
     for n in 0..40 {
         ids.insert(setup.record(&setup.business.id, n).await);
     }
+    // The second worker starts once the first is delivering: the first was handed the whole
+    // burst (its prefetch counts messages of up to 16 deliveries), and gives back what it
+    // cannot start.
+    receiver.wait_for(8, Duration::from_secs(30)).await;
+    let _b = start();
     // More requests held at once than one worker's 8 slots: both workers are mid-delivery.
     wait_until(
         "both workers in flight",
