@@ -787,7 +787,8 @@ async fn a_long_outage_leaves_one_message_per_claim(env: Arc<Env>) {
         ids.push(env.enqueue(&provision(n), domain::time::now()).await);
     }
     let relay = env.relay(fast());
-    tokio::spawn(relay.clone().run(env.shutdown.child_token()));
+    let relay_stop = env.shutdown.child_token();
+    let running = tokio::spawn(relay.clone().run(relay_stop.clone()));
     env.depth_becomes("provisioning", false, 1, Duration::from_secs(5))
         .await;
     // Ten leases and ~20 lost-message checks later: still one message for the claim.
@@ -801,10 +802,14 @@ async fn a_long_outage_leaves_one_message_per_claim(env: Arc<Env>) {
     env.depth_stays("provisioning", 2, 10, "one message per claim")
         .await;
 
-    // The broker loses both (taken and acknowledged, the jobs never done).
+    // The broker loses both (taken and acknowledged, the jobs never done), at once: the relay
+    // is stopped meanwhile, as a check between the two would rightly publish the first again.
+    relay_stop.cancel();
+    running.await.unwrap();
     ids.push(later);
     env.messages_name("provisioning", &ids, Duration::from_secs(1))
         .await;
+    tokio::spawn(relay.clone().run(env.shutdown.child_token()));
     // Published again, every job once, in the one claim that takes them all.
     env.depth_becomes("provisioning", false, 1, Duration::from_secs(5))
         .await;
