@@ -1,7 +1,8 @@
 //! The real `worker-webhooks` binaries on PostgreSQL and RabbitMQ, as operators run them: two
-//! processes share the work, the second started while the first holds a burst; one is killed with SIGKILL mid-delivery and nothing is lost (a
-//! duplicate with the same webhook-id is allowed); a receiver that is down for the whole schedule
-//! ends dead-lettered, and one `worker-webhooks replay` delivers it.
+//! processes share the work, the second started while the first holds a burst; one is killed
+//! with SIGKILL mid-delivery and nothing is lost (a duplicate with the same webhook-id is
+//! allowed); a receiver that is down for the whole schedule ends dead-lettered, and one
+//! `worker-webhooks replay` delivers it.
 
 use domain::ids::EventId;
 use std::collections::HashSet;
