@@ -373,7 +373,11 @@ impl<H: JobHandler> Consumer<H> {
             () = tokio::time::sleep(self.give_back_after) => {
                 // This consumer is full: the message goes back, at its place, for one with room
                 // (or to this one again, once it has some).
-                tracing::debug!(queue, jobs = job_ids.len(), "no slot free; giving the message back");
+                tracing::debug!(
+                    queue,
+                    jobs = job_ids.len(),
+                    "no slot free; giving the message back"
+                );
                 metrics::counter!("messages_given_back_total", "queue" => queue).increment(1);
                 let _ = delivery.nack(true).await;
                 return;
