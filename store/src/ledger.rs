@@ -59,6 +59,37 @@ pub async fn credit<C: ConnectionTrait>(db: &C, movement: Movement<'_>) -> Resul
     }
 }
 
+/// A round of credits to one balance (docs/decisions/grouped-deposit-rounds.md): their `sum`
+/// added once, in the caller's transaction, which then writes each credit's entry
+/// ([`entered`]). The balance after it; None when it would overflow (nothing moved).
+pub(crate) async fn credit_sum<C: ConnectionTrait>(
+    db: &C,
+    business_id: &BusinessId,
+    mode: Mode,
+    sum: i64,
+) -> Result<Option<i64>, DbErr> {
+    let movement = Movement {
+        business_id,
+        mode,
+        entry_type: EntryType::Deposit,
+        amount: sum,
+        source_id: "",
+    };
+    let upsert = credit_upsert(db.get_database_backend(), &movement, None)?;
+    db.query_one(&upsert)
+        .await?
+        .map(|row| row.try_get("", "available"))
+        .transpose()
+}
+
+/// A credit's entry once its balance is known ([`credit_sum`]), to insert with its stamp.
+pub(crate) fn entered(entry: &Entry, balance_after: i64) -> ledger_entry::ActiveModel {
+    ledger_entry::ActiveModel::from(Entry {
+        balance_after,
+        ..entry.clone()
+    })
+}
+
 /// [`credit`]'s balance statement, returning the balance after it (no row: it would overflow);
 /// with `only_with`, it runs only when that table of the same `WITH` has a row (PostgreSQL).
 fn credit_upsert(

@@ -289,6 +289,41 @@ pub(crate) fn insert_select<E: sea_orm::EntityTrait>(
     Ok(insert)
 }
 
+/// `INSERT INTO <entity> (<every column, in order>) VALUES (…), (…)`: one statement for many rows
+/// (a round of deposits, docs/decisions/grouped-deposit-rounds.md), each row's columns from
+/// `computed` (given the row's place) when it gives one, else from the row, where they must be set.
+/// Rows are inserted, and their expressions evaluated, in the order given.
+pub(crate) fn insert_rows<A: sea_orm::ActiveModelTrait>(
+    rows: &[A],
+    computed: impl Fn(
+        usize,
+        &<A::Entity as sea_orm::EntityTrait>::Column,
+    ) -> Option<sea_orm::sea_query::Expr>,
+) -> Result<sea_orm::sea_query::InsertStatement, DbErr> {
+    use sea_orm::Iterable;
+    use sea_orm::sea_query::Expr;
+    type Col<A> = <<A as sea_orm::ActiveModelTrait>::Entity as sea_orm::EntityTrait>::Column;
+    let mut insert = sea_orm::sea_query::Query::insert();
+    insert
+        .into_table(A::Entity::default())
+        .columns(Col::<A>::iter());
+    for (at, row) in rows.iter().enumerate() {
+        let exprs = Col::<A>::iter()
+            .map(|col| match computed(at, &col) {
+                Some(expr) => Ok(expr),
+                None => column_value(row, col).map(Expr::val),
+            })
+            .collect::<Result<Vec<_>, DbErr>>()?;
+        insert.values(exprs).map_err(|e| {
+            DbErr::Custom(format!(
+                "{}: {e}",
+                sea_orm::EntityName::table_name(&A::Entity::default())
+            ))
+        })?;
+    }
+    Ok(insert)
+}
+
 /// The `SELECT` of an `INSERT … SELECT … ON CONFLICT`: from `only_with` too when given (the
 /// insert then writes only when that table of the same `WITH` has a row), and ended by a WHERE,
 /// since SQLite reads `ON CONFLICT` after a bare `SELECT … FROM …` as a join clause.

@@ -15,16 +15,17 @@
 //! deposit's key, the balance.
 //!
 //! One business's deposits (of one mode) credit one balance row, so they commit one after
-//! another, each holding that row through its commit's WAL flush. The statements of the deposits
-//! that arrive while one commits therefore share the next transaction ([`ROUNDS`]): one commit,
-//! and no waiting on the row, for all of them; fewer than [`FEWEST_TOGETHER`] are sent each in
-//! autocommit as before. Each caller is still answered only once its deposit is committed. A
-//! round takes its accounts' locks first, in id order, so that it never waits for an account
-//! while it holds the balance (no other path does either: a deposit takes its account before the
-//! balance, a payout no account). Should any statement of a round fail (one refused, a deadlock,
-//! a lost connection, even at the commit), the round's statements are sent again each on its
-//! own, as a lone deposit's is: a deposit the round did commit then finds its notification stored
-//! and is answered as the repeat it is.
+//! another, each holding that row through its commit's WAL flush. The deposits that arrive while
+//! one commits therefore share the next transaction ([`ROUNDS`]): one commit, and no waiting on
+//! the row, for all of them; fewer than [`FEWEST_TOGETHER`] are sent each in autocommit as before.
+//! A round writes its deposits' rows one statement per table, the balance credited their sum
+//! once, last. Each caller is still answered only once its deposit is committed. A round takes
+//! its accounts' locks first, in id order, so that it never waits for an account while it holds
+//! the balance (no other path does either: a deposit takes its account before the balance, a
+//! payout no account). Should a round find a deposit that is not a plain new one, or fail (a
+//! deadlock, a lost connection, even at the commit), it is rolled back and its deposits' own
+//! statements are sent each on its own, as a lone deposit's is: a deposit the round did commit
+//! then finds its notification stored and is answered as the repeat it is.
 
 use domain::ids::BusinessId;
 use std::sync::LazyLock;
@@ -35,8 +36,8 @@ use sea_orm::{ColumnTrait, ConnectionTrait, DatabaseConnection, DbBackend, DbErr
 use sea_orm::{EntityName, QuerySelect, QueryTrait, Statement, TransactionTrait};
 
 use super::super::{
-    Rendered, cte, deliveries, events, has_row, insert_select, is_refused, ledger, push_row_values,
-    row_values, with_query,
+    Rendered, cte, deliveries, events, has_row, insert_rows, insert_select, is_refused, ledger,
+    push_row_values, row_values, with_query,
 };
 use super::{
     Accepted, Credit, DEPOSIT_KEY, Incoming, NOTIFICATION_KEY, Recorded, Report, Source,
@@ -211,6 +212,15 @@ pub(super) async fn accept_deposit(
         account: account.id.to_string(),
         statement,
         inserted,
+        rows: Rows {
+            read: (account.status, account.updated_at),
+            notification: claimed,
+            deposit: deposit::ActiveModel::from(row.clone()),
+            event: entities::event::ActiveModel::from(event),
+            delivery: entities::delivery::ActiveModel::from(delivery.0),
+            job: delivery.1,
+            credit: credit.map(|credit| credit.amount).zip(entry),
+        },
     };
     let stored = ROUNDS.submit(business, pending).await.unwrap_or_else(|| {
         Err(DbErr::Custom(
@@ -242,13 +252,27 @@ const MOST_IN_A_ROUND: usize = 64;
 /// round trips (`BEGIN`, the accounts' locks, `COMMIT`) cost more than the commits it saves.
 const FEWEST_TOGETHER: usize = 4;
 
-/// A deposit's statement, built, the account it locks, and the counted rows it inserts (table,
-/// id).
+/// A deposit's statement, built, the account it locks, the counted rows it inserts (table, id),
+/// and those rows as a round writes them.
 struct Pending {
     db: DatabaseConnection,
     account: String,
     statement: Statement,
     inserted: Vec<(&'static str, String)>,
+    rows: Rows,
+}
+
+/// What a round writes of one deposit, table by table (`in_transaction`): the statement's rows,
+/// and its account's status and last change as they were read.
+struct Rows {
+    read: (domain::AccountStatus, chrono::DateTime<chrono::Utc>),
+    notification: provider_notification::ActiveModel,
+    deposit: deposit::ActiveModel,
+    event: entities::event::ActiveModel,
+    delivery: entities::delivery::ActiveModel,
+    job: entities::outbox::ActiveModel,
+    /// The amount credited and its entry, all but the balance after it and its stamp.
+    credit: Option<(i64, ledger::Entry)>,
 }
 
 /// A round of one business's deposit statements, what became of each.
@@ -257,12 +281,12 @@ fn run_round(_business: &Business, round: Vec<Pending>) -> BoxFuture<'static, Ve
         let deposits = round.len();
         let outcome = if deposits >= FEWEST_TOGETHER {
             match together(&round).await {
-                Ok(stored) => {
+                Ok(true) => {
                     count_round(RoundOutcome::Together, deposits);
-                    return stored.into_iter().map(Ok).collect();
+                    return round.iter().map(|_| Ok(true)).collect();
                 }
                 // One of them is not a plain new deposit: the usual reason, and its own answer.
-                Err(e) if is_refused(&e) => {
+                Ok(false) => {
                     tracing::debug!(
                         deposits,
                         "a round of deposits rolled back; sent each on its own"
@@ -332,39 +356,42 @@ async fn alone(db: &DatabaseConnection, statement: Statement) -> Stored {
     }
 }
 
-/// The round's statements in one transaction, its accounts locked first in id order; any error
-/// (a statement refused included) rolls all of it back.
-async fn together(round: &[Pending]) -> Result<Vec<bool>, DbErr> {
+/// The round in one transaction, its accounts locked first in id order; any error rolls all of
+/// it back. False: one of its deposits is not a plain new deposit (rolled back too).
+async fn together(round: &[Pending]) -> Result<bool, DbErr> {
     let txn = round[0].db.begin().await?;
     match in_transaction(&txn, round).await {
-        Ok((stored, held_from)) => {
+        Ok(Some(held_from)) => {
             txn.commit().await?;
             count_held(held_from.elapsed());
-            Ok(stored)
+            Ok(true)
         }
-        Err(e) => {
+        outcome => {
             // Its own error, if any, says no more than the statement's.
             let _ = txn.rollback().await;
-            Err(e)
+            outcome.map(|_| false)
         }
     }
 }
 
 /// `deposit_round_balance_held_seconds`: how long each round written together held its
-/// business's balance row, from its first deposit's statement (which credits it) through its
-/// commit. Its sum over `deposit_round_deposits_total{outcome="together"}` is the time the row is
-/// held per deposit, which bounds one business's deposits per second
+/// business's balance row, from the statement that credits it through its commit. Its sum over
+/// `deposit_round_deposits_total{outcome="together"}` is the time the row is held per deposit
 /// (docs/decisions/grouped-deposit-rounds.md).
 fn count_held(held: std::time::Duration) {
     metrics::histogram!("deposit_round_balance_held_seconds").record(held.as_secs_f64());
 }
 
-/// The round's statements after its accounts' locks; what each stored, and when the first of
-/// them began (the balance is taken from there to the commit).
+/// The round's deposits, one statement per table for all of them, after their accounts' locks:
+/// the notifications, the deposits, the events, the deliveries and their jobs, then the balance
+/// (credited their sum once) and the ledger entries. The deposits' own statements write the same
+/// rows from the same builders; here the rules they check in SQL are checked on the rows each
+/// statement returns. When the balance was taken, or None when a deposit is not a plain new one
+/// (the caller rolls back and sends each deposit's own statement, which answers it).
 async fn in_transaction(
     txn: &sea_orm::DatabaseTransaction,
     round: &[Pending],
-) -> Result<(Vec<bool>, std::time::Instant), DbErr> {
+) -> Result<Option<std::time::Instant>, DbErr> {
     let mut accounts: Vec<&str> = round.iter().map(|p| p.account.as_str()).collect();
     accounts.sort_unstable();
     accounts.dedup();
@@ -374,26 +401,113 @@ async fn in_transaction(
     // Should no account be locked, nothing is marked, and the count below refuses.
     let lock = LOCK.get_or_init(|| {
         format!(
-            "SELECT id, {} FROM virtual_accounts \
+            "SELECT id, status, updated_at, {} FROM virtual_accounts \
              WHERE id = ANY(ARRAY(SELECT json_array_elements_text($1::json))) \
              ORDER BY id FOR UPDATE",
             migrations::counted_by_caller::mark()
         )
     });
-    txn.execute_raw(Statement::from_sql_and_values(
-        DbBackend::Postgres,
-        lock.as_str(),
-        [super::super::outbox::ids_param(&accounts).into()],
-    ))
-    .await?;
+    let locked = txn
+        .query_all_raw(Statement::from_sql_and_values(
+            DbBackend::Postgres,
+            lock.as_str(),
+            [super::super::outbox::ids_param(&accounts).into()],
+        ))
+        .await?;
+    // Each account as its deposit read it (any change moves its `updated_at`): what the
+    // deposit's own statement locks it on.
+    let mut now = std::collections::HashMap::with_capacity(locked.len());
+    for row in &locked {
+        let id: String = row.try_get("", "id")?;
+        let read: (domain::AccountStatus, chrono::DateTime<chrono::Utc>) =
+            (row.try_get("", "status")?, row.try_get("", "updated_at")?);
+        now.insert(id, read);
+    }
+    if round
+        .iter()
+        .any(|p| now.get(&p.account) != Some(&p.rows.read))
+    {
+        return Ok(None);
+    }
+
+    // A notification stored before, or a reference recorded before or meanwhile, stores fewer
+    // rows than the round has deposits: the deposit's own statement answers it.
+    let notifications: Vec<_> = round.iter().map(|p| p.rows.notification.clone()).collect();
+    let mut insert = insert_rows(&notifications, |_, _| None)?;
+    insert
+        .on_conflict(
+            OnConflict::columns(NOTIFICATION_KEY)
+                .do_nothing()
+                .to_owned(),
+        )
+        .returning_col(provider_notification::Column::Id);
+    if txn.query_all(&insert).await?.len() != round.len() {
+        return Ok(None);
+    }
+    let deposits: Vec<_> = round.iter().map(|p| p.rows.deposit.clone()).collect();
+    let mut insert = insert_rows(&deposits, |_, _| None)?;
+    insert
+        .on_conflict(OnConflict::columns(DEPOSIT_KEY).do_nothing().to_owned())
+        .returning_col(deposit::Column::Id);
+    if txn.query_all(&insert).await?.len() != round.len() {
+        return Ok(None);
+    }
+    let events: Vec<_> = round.iter().map(|p| p.rows.event.clone()).collect();
+    txn.execute(&insert_rows(&events, |_, _| None)?).await?;
+    // The URL is written from the business's row, as each deposit's statement writes it; with
+    // none, no delivery.
+    let event = &round[0].rows.event;
+    let (business_id, mode) = (event.business_id.as_ref(), *event.mode.as_ref());
+    if let Some(url) = crate::businesses::webhook_url(txn, business_id, mode).await? {
+        let deliveries: Vec<_> = round.iter().map(|p| p.rows.delivery.clone()).collect();
+        txn.execute(&insert_rows(&deliveries, |_, col| {
+            matches!(col, entities::delivery::Column::Url).then(|| Expr::val(url.as_str()))
+        })?)
+        .await?;
+        let jobs: Vec<_> = round.iter().map(|p| p.rows.job.clone()).collect();
+        txn.execute(&insert_rows(&jobs, |_, _| None)?).await?;
+    }
+
+    // The credits: their sum once, then each entry in id order, its balance the running sum and
+    // its stamp the database's clock after the balance's lock, so that the ledger's order
+    // (stamp, id) is the order of the balances written.
+    let mut entries: Vec<(i64, &ledger::Entry)> = round
+        .iter()
+        .filter_map(|p| {
+            p.rows
+                .credit
+                .as_ref()
+                .map(|(amount, entry)| (*amount, entry))
+        })
+        .collect();
     let held_from = std::time::Instant::now();
-    let mut stored = Vec::with_capacity(round.len());
-    for pending in round {
-        stored.push(
-            txn.query_one_raw(pending.statement.clone())
-                .await?
-                .is_some(),
-        );
+    if let Some(&(_, credited)) = entries.first() {
+        entries.sort_unstable_by(|a, b| a.1.id.cmp(&b.1.id));
+        let Some(sum) = entries
+            .iter()
+            .try_fold(0i64, |sum, (amount, _)| sum.checked_add(*amount))
+        else {
+            return Ok(None);
+        };
+        let Some(mut after) =
+            ledger::credit_sum(txn, &credited.business_id, credited.mode, sum).await?
+        else {
+            // It would overflow: each deposit's own statement answers it.
+            return Ok(None);
+        };
+        after -= sum;
+        let rows: Vec<_> = entries
+            .iter()
+            .map(|(amount, entry)| {
+                after += amount;
+                ledger::entered(entry, after)
+            })
+            .collect();
+        txn.execute(&insert_rows(&rows, |_, col| {
+            matches!(col, entities::ledger_entry::Column::CreatedAt)
+                .then(|| crate::clock_expr(DbBackend::Postgres))
+        })?)
+        .await?;
     }
     txn.execute_raw(Statement::from_sql_and_values(
         DbBackend::Postgres,
@@ -401,7 +515,7 @@ async fn in_transaction(
         [inserted_param(round).into()],
     ))
     .await?;
-    Ok((stored, held_from))
+    Ok(Some(held_from))
 }
 
 /// The round's statement that locks its accounts and marks it as counting its own inserts.
@@ -767,11 +881,10 @@ mod tests {
         };
         let db = &fresh.db;
         let (business_id, active) = active_accounts(db, 1).await;
-        let deposit = |n: u32, into: usize| {
+        let deposit_as = |body: String, reference: String, into: usize| {
             let db = db.clone();
             tokio::spawn(async move {
-                let body = format!("body {n}");
-                let mut tx = paid(&format!("ref-{n}"), 100);
+                let mut tx = paid(&reference, 100);
                 tx.account_number = format!("{}", 9_900_000_001u64 + into as u64);
                 super::super::accept(
                     &db,
@@ -782,6 +895,7 @@ mod tests {
                 .await
             })
         };
+        let deposit = |n: u32, into| deposit_as(format!("body {n}"), format!("ref-{n}"), into);
         let recorded_once = |accepted: Accepted| {
             assert!(
                 matches!(
@@ -917,6 +1031,72 @@ mod tests {
         let verified = crate::ledger::verify(db).await.unwrap();
         assert!(verified.ok, "the ledger's chain holds: {verified:?}");
         assert_eq!(ROUNDS.waiting(&key), None, "an idle business holds nothing");
+        assert_eq!(orphans(db).await, 0, "every row's parent is there");
+        figures_are_the_rows(db).await;
+
+        // Without a webhook URL a round writes no delivery, as a deposit's own statement does not.
+        db.execute_unprepared(&format!(
+            "UPDATE business_modes SET webhook_url = '' WHERE business_id = '{business_id}'"
+        ))
+        .await
+        .unwrap();
+        let holder = hold_balance().await;
+        let first = deposit(20, 0);
+        until_waiting(0).await;
+        let rest: Vec<_> = (21..25).map(|n| deposit(n, n as usize % 2)).collect();
+        until_waiting(4).await;
+        holder.rollback().await.unwrap();
+        recorded_once(first.await.unwrap().unwrap());
+        for answer in rest {
+            recorded_once(answer.await.unwrap().unwrap());
+        }
+        let counted = rounds.since();
+        assert_eq!(counted.get("together"), Some(&(1, 4)), "{counted:?}");
+        assert_eq!(entries_and_transactions(db).await, [25, 13]);
+        assert_eq!(count(db, "SELECT count(*) FROM deliveries").await, 20);
+        assert_eq!(count(db, "SELECT available FROM balances").await, 2_500);
+
+        // A round holding a bank's retry (a body stored before) and a reference recorded before
+        // (in another body): rolled back, then each on its own, those two answered as what they
+        // are, the others recorded.
+        let holder = hold_balance().await;
+        let first = deposit(25, 0);
+        until_waiting(0).await;
+        let rest: Vec<_> = (26..29).map(|n| deposit(n, n as usize % 2)).collect();
+        let retried = deposit(7, 1);
+        let reused = deposit_as("body 99".into(), "ref-8".into(), 0);
+        until_waiting(5).await;
+        holder.rollback().await.unwrap();
+        recorded_once(first.await.unwrap().unwrap());
+        for answer in rest {
+            recorded_once(answer.await.unwrap().unwrap());
+        }
+        let retried = retried.await.unwrap().unwrap();
+        assert!(matches!(retried, Accepted::Repeated { .. }), "{retried:?}");
+        let reused = reused.await.unwrap().unwrap();
+        assert!(
+            matches!(
+                reused,
+                Accepted::Stored {
+                    recorded: Recorded::Duplicate,
+                    ..
+                }
+            ),
+            "{reused:?}"
+        );
+        let counted = rounds.since();
+        assert_eq!(counted.get("refused"), Some(&(1, 5)), "{counted:?}");
+        assert_eq!(counted.get("together"), None, "{counted:?}");
+        assert_eq!(entries_and_transactions(db).await[0], 29);
+        assert_eq!(count(db, "SELECT count(*) FROM deposits").await, 29);
+        assert_eq!(
+            count(db, "SELECT count(*) FROM provider_notifications").await,
+            30,
+            "the reused reference's body stored, the retry's not again"
+        );
+        assert_eq!(count(db, "SELECT available FROM balances").await, 2_900);
+        let verified = crate::ledger::verify(db).await.unwrap();
+        assert!(verified.ok, "the ledger's chain holds: {verified:?}");
         assert_eq!(orphans(db).await, 0, "every row's parent is there");
         figures_are_the_rows(db).await;
 
