@@ -349,7 +349,7 @@ section_webhooks() { # bench webhooks: drain and saturate with this project's wo
     "$work/webhooks.txt"
   saturate_rows "sent by simulate-deposit" "-" "$work/webhooks.txt"
   saturate_rows "sent as their bank sends them" "≤ svix's; 1.9 (docs/benchmarks.md)" "$work/webhooks-bank.txt"
-  # The balance row's hold per deposit over that run: what bounds one business's deposits/s.
+  # The balance row's hold per deposit over that run (from a round's credit to its commit).
   echo "$held_before $held_after" | awk '{ d = $5 - $2; r = $6 - $3
     if (d > 0) printf "  its balance row held per deposit (ms; deposits per round written together)\t%.3f; %.1f\t-\t-\n", ($4 - $1) * 1000 / d, d / r }'
   saturate_rows "sent as their bank sends them, over 16 businesses" "1.9 (docs/benchmarks.md)" "$work/webhooks-bank-16.txt"
