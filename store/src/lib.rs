@@ -291,14 +291,11 @@ pub(crate) fn insert_select<E: sea_orm::EntityTrait>(
 
 /// `INSERT INTO <entity> (<every column, in order>) VALUES (…), (…)`: one statement for many rows
 /// (a round of deposits, docs/decisions/grouped-deposit-rounds.md), each row's columns from
-/// `computed` (given the row's place) when it gives one, else from the row, where they must be set.
-/// Rows are inserted, and their expressions evaluated, in the order given.
-pub(crate) fn insert_rows<A: sea_orm::ActiveModelTrait>(
-    rows: &[A],
-    computed: impl Fn(
-        usize,
-        &<A::Entity as sea_orm::EntityTrait>::Column,
-    ) -> Option<sea_orm::sea_query::Expr>,
+/// `computed` when it gives one, else from the row, where they must be set. Rows are inserted,
+/// and their expressions evaluated, in the order given.
+pub(crate) fn insert_rows<'a, A: sea_orm::ActiveModelTrait + 'a>(
+    rows: impl IntoIterator<Item = &'a A>,
+    computed: impl Fn(&<A::Entity as sea_orm::EntityTrait>::Column) -> Option<sea_orm::sea_query::Expr>,
 ) -> Result<sea_orm::sea_query::InsertStatement, DbErr> {
     use sea_orm::Iterable;
     use sea_orm::sea_query::Expr;
@@ -307,9 +304,9 @@ pub(crate) fn insert_rows<A: sea_orm::ActiveModelTrait>(
     insert
         .into_table(A::Entity::default())
         .columns(Col::<A>::iter());
-    for (at, row) in rows.iter().enumerate() {
+    for row in rows {
         let exprs = Col::<A>::iter()
-            .map(|col| match computed(at, &col) {
+            .map(|col| match computed(&col) {
                 Some(expr) => Ok(expr),
                 None => column_value(row, col).map(Expr::val),
             })

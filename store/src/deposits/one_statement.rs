@@ -432,8 +432,7 @@ async fn in_transaction(
 
     // A notification stored before, or a reference recorded before or meanwhile, stores fewer
     // rows than the round has deposits: the deposit's own statement answers it.
-    let notifications: Vec<_> = round.iter().map(|p| p.rows.notification.clone()).collect();
-    let mut insert = insert_rows(&notifications, |_, _| None)?;
+    let mut insert = insert_rows(round.iter().map(|p| &p.rows.notification), |_| None)?;
     insert
         .on_conflict(
             OnConflict::columns(NOTIFICATION_KEY)
@@ -444,28 +443,26 @@ async fn in_transaction(
     if txn.query_all(&insert).await?.len() != round.len() {
         return Ok(None);
     }
-    let deposits: Vec<_> = round.iter().map(|p| p.rows.deposit.clone()).collect();
-    let mut insert = insert_rows(&deposits, |_, _| None)?;
+    let mut insert = insert_rows(round.iter().map(|p| &p.rows.deposit), |_| None)?;
     insert
         .on_conflict(OnConflict::columns(DEPOSIT_KEY).do_nothing().to_owned())
         .returning_col(deposit::Column::Id);
     if txn.query_all(&insert).await?.len() != round.len() {
         return Ok(None);
     }
-    let events: Vec<_> = round.iter().map(|p| p.rows.event.clone()).collect();
-    txn.execute(&insert_rows(&events, |_, _| None)?).await?;
+    let events = insert_rows(round.iter().map(|p| &p.rows.event), |_| None)?;
+    txn.execute(&events).await?;
     // The URL is written from the business's row, as each deposit's statement writes it; with
     // none, no delivery.
     let event = &round[0].rows.event;
     let (business_id, mode) = (event.business_id.as_ref(), *event.mode.as_ref());
     if let Some(url) = crate::businesses::webhook_url(txn, business_id, mode).await? {
-        let deliveries: Vec<_> = round.iter().map(|p| p.rows.delivery.clone()).collect();
-        txn.execute(&insert_rows(&deliveries, |_, col| {
+        let deliveries = insert_rows(round.iter().map(|p| &p.rows.delivery), |col| {
             matches!(col, entities::delivery::Column::Url).then(|| Expr::val(url.as_str()))
-        })?)
-        .await?;
-        let jobs: Vec<_> = round.iter().map(|p| p.rows.job.clone()).collect();
-        txn.execute(&insert_rows(&jobs, |_, _| None)?).await?;
+        })?;
+        txn.execute(&deliveries).await?;
+        let jobs = insert_rows(round.iter().map(|p| &p.rows.job), |_| None)?;
+        txn.execute(&jobs).await?;
     }
 
     // The credits: their sum once, then each entry in id order, its balance the running sum and
@@ -503,7 +500,7 @@ async fn in_transaction(
                 ledger::entered(entry, after)
             })
             .collect();
-        txn.execute(&insert_rows(&rows, |_, col| {
+        txn.execute(&insert_rows(&rows, |col| {
             matches!(col, entities::ledger_entry::Column::CreatedAt)
                 .then(|| crate::clock_expr(DbBackend::Postgres))
         })?)
