@@ -1,8 +1,10 @@
--- The statements one `POST /v1/virtual-accounts` runs on PostgreSQL (shared::db::accounts::create
+-- The statements one `POST /v1/virtual-accounts` runs on PostgreSQL (store::accounts::create
 -- and settle_creation through accounts/one_statement.rs, test-bank answering at once), in order,
 -- without the HTTP and the bank call between them: two statements, each its own transaction
 -- (autocommit). Kept beside the code by hand: change both together. The transaction path the
 -- service ran before (12 round trips) is `git show 9b791ef:bench/pgbench/create-statements.sql`.
+-- The second is an activation alone; activations that come together share one statement
+-- (ACTIVATE_ROUND in store/src/accounts/one_statement.rs), which this script does not model.
 \set b random(1, :businesses)
 \set r random(1, 9000000000000000000)
 WITH claim AS (

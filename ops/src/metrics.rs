@@ -7,7 +7,8 @@
 //! `provider_calls_total{bank,operation,outcome}`, `provider_call_duration_seconds{bank,operation}`,
 //! `deposit_conflicts_total{bank}`, `provider_invalid_transactions_total{bank}`,
 //! `deposit_rounds_total{outcome}`,
-//! `deposit_round_deposits_total{outcome}`;
+//! `deposit_round_deposits_total{outcome}`, `activation_rounds_total{outcome}`,
+//! `activation_round_accounts_total{outcome}`;
 //! the provider sandbox's own `sandbox_requests_total{method,route,status}` and
 //! `sandbox_request_duration_seconds{method,route}`; `http_connection_timeouts_total{phase}`
 //! (`header`, `body`, `idle`: connections a listener closed, see [`crate::http`]);

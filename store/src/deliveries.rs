@@ -11,6 +11,7 @@ use sea_orm::{
 use super::audit::{self, Actor, Entry};
 use super::businesses::webhook_url;
 use super::outbox::{self, JobOutcome};
+use super::pg_time;
 use crate::tenant::{Business, Tenant};
 use domain::ids::{AttemptId, BusinessId, DeliveryId, EventId, JobId};
 use domain::{AuditAction, DeliveryStatus};
@@ -622,11 +623,6 @@ struct RoundRow<'a> {
     /// How the job's run ends (`outbox::JobOutcome::end`), and its `last_error` but when done.
     job_end: &'static str,
     job_error: Option<String>,
-}
-
-/// A timestamp as PostgreSQL reads it back exactly (microseconds, as `domain::time::now` keeps).
-fn pg_time(t: DateTime<Utc>) -> String {
-    t.to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
 }
 
 /// The round's statement (see [`record_attempts`]): the same conditions and values as

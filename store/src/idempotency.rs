@@ -61,7 +61,7 @@ pub enum Claim {
 }
 
 impl Key<'_> {
-    fn id(&self) -> (BusinessId, Mode, String) {
+    pub(crate) fn id(&self) -> (BusinessId, Mode, String) {
         (
             self.business_id.clone(),
             self.mode,

@@ -436,6 +436,12 @@ pub fn is_unique_violation(err: &DbErr) -> bool {
 const REFUSED: &str = "VAS01";
 
 /// True when the error is `vas_refuse`'s (see [`REFUSED`]).
+/// A timestamp as PostgreSQL reads it back exactly (microseconds, as `domain::time::now` keeps):
+/// a value of a round's JSON parameter (`json_to_recordset`).
+pub(crate) fn pg_time(t: chrono::DateTime<chrono::Utc>) -> String {
+    t.to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
+}
+
 pub(crate) fn is_refused(err: &DbErr) -> bool {
     has_sqlstate(err, REFUSED)
 }

@@ -303,7 +303,7 @@ pub(crate) fn stamp_of(table: &str) -> (Expr, Expr) {
 const SHARDS: u32 = 16;
 
 /// The shard an account's changes are counted in (any would do: the count is the sum).
-fn shard_of(account_id: &AccountId) -> i32 {
+pub(crate) fn shard_of(account_id: &AccountId) -> i32 {
     let hash = account_id
         .bytes()
         .fold(0u32, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b)));

@@ -77,6 +77,7 @@ fn raw_sql_scoped_by_business_stays_in_the_one_statement_paths() {
     // The statements written by hand for one round trip (docs/decisions/one-statement-paths.md)
     // and the ledger's, each bound to the business and mode it was given.
     let allowed = [
+        "store/src/accounts/one_statement.rs",
         "store/src/accounts/side_rows.rs",
         "store/src/deliveries.rs",
         "store/src/ledger.rs",

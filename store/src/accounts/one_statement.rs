@@ -14,11 +14,18 @@
 
 use chrono::{DateTime, Utc};
 use sea_orm::sea_query::{Alias, Asterisk, Condition, Expr, ExprTrait, Query, WithClause};
-use sea_orm::{ConnectionTrait, DbBackend, DbErr, FromQueryResult, QuerySelect, QueryTrait};
+use std::sync::LazyLock;
 
+use futures::future::BoxFuture;
+use sea_orm::{
+    ConnectionTrait, DatabaseConnection, DbBackend, DbErr, FromQueryResult, QuerySelect,
+    QueryTrait, Statement,
+};
+
+use super::super::batch::Keyed;
 use super::super::{
-    Rendered, cte, has_row, insert_select, is_refused, outbox, push_row_values, row_values,
-    tallies, with_query,
+    Rendered, cte, has_row, insert_select, is_refused, outbox, pg_time, push_row_values,
+    row_values, tallies, with_query,
 };
 use super::{
     Account, CreateOutcome, CreateRequest, LimitState, account_insert, account_row, idempotency_of,
@@ -179,14 +186,40 @@ pub(super) async fn create<C: ConnectionTrait>(
 /// its key completed (each only with a row in upd) SELECT * FROM upd`. None when the account was
 /// no longer pending or the number is held (nothing written): the caller runs the transaction
 /// path.
-pub(super) async fn settle_active<C: ConnectionTrait>(
-    db: &C,
+///
+/// Activations that come while one is being written share the next statement
+/// ([`ACTIVATIONS`]): one round trip and one commit for all of them
+/// (docs/decisions/one-statement-paths.md).
+pub(super) async fn settle_active(
+    db: &DatabaseConnection,
     req: &CreateRequest<'_>,
     account_id: &AccountId,
     job_id: &JobId,
     outcome: &ProvisioningOutcome,
     now: DateTime<Utc>,
 ) -> Result<Option<Account>, DbErr> {
+    let Some(activation) = activation(db, req, account_id, job_id, outcome, now)? else {
+        return Ok(None);
+    };
+    ACTIVATIONS
+        .submit(database_of(db), activation)
+        .await
+        .unwrap_or_else(|| {
+            Err(DbErr::Custom(
+                "the round of the activation ended without an answer".into(),
+            ))
+        })
+}
+
+/// [`settle_active`]'s statement and round row; None for an answer that is not `Active`.
+fn activation(
+    db: &DatabaseConnection,
+    req: &CreateRequest<'_>,
+    account_id: &AccountId,
+    job_id: &JobId,
+    outcome: &ProvisioningOutcome,
+    now: DateTime<Utc>,
+) -> Result<Option<Activation>, DbErr> {
     let ProvisioningOutcome::Active { account_number } = outcome else {
         return Ok(None);
     };
@@ -232,10 +265,176 @@ pub(super) async fn settle_active<C: ConnectionTrait>(
         answer.column(Asterisk).from(Alias::new("upd"));
         Ok(DbBackend::Postgres.build(&with_query(with, answer)))
     })?;
-    match db.query_one_raw(statement).await? {
-        Some(row) => Ok(Some(Account::from_query_result(&row, "")?)),
-        None => Ok(None),
-    }
+    let (_, _, stored_key) = key.id();
+    Ok(Some(Activation {
+        db: db.clone(),
+        statement,
+        row: ActivationRow {
+            account_id: account_id.to_string(),
+            account_number: account_number.clone(),
+            job_id: job_id.to_string(),
+            key: stored_key,
+            shard: tallies::shard_of(account_id),
+            now: pg_time(now),
+        },
+    }))
+}
+
+/// The activations waiting for the next round of their database.
+static ACTIVATIONS: LazyLock<Keyed<String, Activation, Activated>> =
+    LazyLock::new(|| Keyed::new(MOST_IN_A_ROUND, run_round));
+
+/// Activations in one statement at most.
+const MOST_IN_A_ROUND: usize = 64;
+
+/// What became of an activation: the account activated, or None for the transaction path.
+type Activated = Result<Option<Account>, DbErr>;
+
+/// An activation: its own statement (sent when it is alone in its round, or when the round's
+/// statement fails) and its row of a round's statement.
+struct Activation {
+    db: DatabaseConnection,
+    statement: Statement,
+    row: ActivationRow,
+}
+
+/// One row of [`ACTIVATE_ROUND`]'s parameter: what the activation's own statement binds but the
+/// account's business and mode, which the round reads from the account it updates.
+#[derive(serde::Serialize)]
+struct ActivationRow {
+    account_id: String,
+    account_number: String,
+    job_id: String,
+    key: String,
+    /// The count's shard ([`tallies::shard_of`]).
+    shard: i32,
+    now: String,
+}
+
+/// The database a connection writes to: activations of one database share rounds (a process
+/// may hold several, as the tests do).
+fn database_of(db: &DatabaseConnection) -> String {
+    let options = db.get_postgres_connection_pool().connect_options();
+    format!(
+        "{}:{}/{}",
+        options.get_host(),
+        options.get_port(),
+        options.get_database().unwrap_or_default()
+    )
+}
+
+/// A round of activations: one alone is its own statement; several are [`ACTIVATE_ROUND`],
+/// each one's own statement again if that fails (two given one number, a deadlock).
+fn run_round(_database: &String, round: Vec<Activation>) -> BoxFuture<'static, Vec<Activated>> {
+    Box::pin(async move {
+        let activations = round.len();
+        let outcome = if activations > 1 {
+            match together(&round).await {
+                Ok(activated) => {
+                    count_round("together", activations);
+                    return activated;
+                }
+                // Two given one number is the usual reason: the bank's error, each its answer.
+                Err(e) => {
+                    tracing::debug!(
+                        error = %e,
+                        activations,
+                        "a round of activations failed; sent each on its own"
+                    );
+                    "failed"
+                }
+            }
+        } else {
+            "alone"
+        };
+        count_round(outcome, activations);
+        futures::future::join_all(round.into_iter().map(|activation| async move {
+            let row = activation.db.query_one_raw(activation.statement).await?;
+            row.map(|row| Account::from_query_result(&row, ""))
+                .transpose()
+        }))
+        .await
+    })
+}
+
+/// `activation_rounds_total{outcome}` and `activation_round_accounts_total{outcome}`: how often
+/// activations share a statement, and how many at a time.
+fn count_round(outcome: &'static str, activations: usize) {
+    metrics::counter!("activation_rounds_total", "outcome" => outcome).increment(1);
+    metrics::counter!("activation_round_accounts_total", "outcome" => outcome)
+        .increment(activations as u64);
+}
+
+/// The round's statement: each activation's own statement, for every row of the parameter at
+/// once (the same conditions and values). The accounts and jobs are found by primary key
+/// (`= ANY(…)`), and the counts are added in key order, so that two rounds never take two count
+/// rows in opposite orders.
+static ACTIVATE_ROUND: LazyLock<String> = LazyLock::new(|| {
+    let (active, pending) = (
+        AccountStatus::Active.as_str(),
+        AccountStatus::Pending.as_str(),
+    );
+    format!(
+        "WITH round AS MATERIALIZED ( \
+           SELECT * FROM json_to_recordset($1::json) AS r( \
+             account_id text, account_number text, job_id text, key text, shard int, \
+             now timestamptz)), \
+         upd AS ( \
+           UPDATE virtual_accounts AS va SET updated_at = round.now, status = '{active}', \
+             account_number = round.account_number, activated_at = round.now \
+           FROM round \
+           WHERE va.id = ANY(ARRAY(SELECT account_id FROM round)) AND va.id = round.account_id \
+             AND va.status = '{pending}' \
+             AND NOT EXISTS (SELECT 1 FROM account_numbers AS n WHERE n.mode = va.mode \
+               AND n.bank = va.bank AND n.account_number = round.account_number) \
+           RETURNING va.*, round.job_id AS round_job, round.key AS round_key, \
+             round.shard AS round_shard), \
+         counted AS ( \
+           INSERT INTO account_counts (business_id, mode, status, shard, n) \
+           SELECT business_id, mode, '{active}', round_shard, count(*) FROM upd \
+           GROUP BY business_id, mode, round_shard ORDER BY business_id, mode, round_shard \
+           ON CONFLICT (business_id, mode, status, shard) \
+             DO UPDATE SET n = account_counts.n + excluded.n), \
+         job AS ( \
+           UPDATE outbox SET updated_at = upd.updated_at, completed_at = upd.updated_at \
+           FROM upd \
+           WHERE outbox.id = ANY(ARRAY(SELECT round_job FROM upd)) \
+             AND outbox.id = upd.round_job AND outbox.completed_at IS NULL), \
+         key AS ( \
+           UPDATE idempotency_keys AS k SET state = '{completed}', response_status = {status}, \
+             account_id = upd.id, updated_at = upd.updated_at \
+           FROM upd \
+           WHERE k.business_id = upd.business_id AND k.mode = upd.mode \
+             AND k.key = upd.round_key) \
+         SELECT * FROM upd",
+        completed = domain::idempotency::KeyState::Completed.as_str(),
+        status = status_of(AccountStatus::Active, true),
+    )
+});
+
+/// [`ACTIVATE_ROUND`] for `round`: each activation's account, or None where the account was no
+/// longer pending or its number is held (nothing written for it).
+async fn together(round: &[Activation]) -> Result<Vec<Activated>, DbErr> {
+    let rows: Vec<&ActivationRow> = round.iter().map(|a| &a.row).collect();
+    let json = serde_json::to_string(&rows).map_err(|e| DbErr::Custom(e.to_string()))?;
+    let statement =
+        Statement::from_sql_and_values(DbBackend::Postgres, ACTIVATE_ROUND.as_str(), [json.into()]);
+    let mut activated = round[0]
+        .db
+        .query_all_raw(statement)
+        .await?
+        .iter()
+        .map(|row| Account::from_query_result(row, ""))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(round
+        .iter()
+        .map(|a| {
+            let found = activated
+                .iter()
+                .position(|account| account.id.as_str() == a.row.account_id);
+            Ok(found.map(|i| activated.swap_remove(i)))
+        })
+        .collect())
 }
 
 #[cfg(test)]
@@ -559,6 +758,187 @@ mod tests {
             )
             .await,
             1
+        );
+        assert_eq!(orphans(db).await, 0, "every row's parent is there");
+        fresh.drop().await;
+    }
+
+    /// Activations that come together are one statement ([`together`]) that writes for each what
+    /// its own statement would, and nothing for one that is not ordinary: an account numbered
+    /// already, a number another account holds. Two given one number fail the round's statement,
+    /// and each is then sent alone: one is activated, the other is the transaction path's.
+    #[tokio::test]
+    async fn activations_that_come_together_share_one_statement() {
+        let Some(fresh) = fresh_database().await else {
+            return;
+        };
+        let db = &fresh.db;
+        let cipher = Cipher::new(&Cipher::generate_key(), &[]).unwrap();
+        let business = crate::businesses::create(db, &cipher, "One Ltd", KybStatus::Approved)
+            .await
+            .unwrap();
+        let digest = RequestDigest::new(&cipher, "{\"n\":1}");
+        let now = domain::time::now();
+        let keys: Vec<String> = (1..=7).map(|n| format!("k{n}")).collect();
+        let bodies: Vec<NewAccount> = (1..=7u32).map(|n| body(n, &format!("user-{n}"))).collect();
+        let requests: Vec<CreateRequest<'_>> = keys
+            .iter()
+            .zip(&bodies)
+            .map(|(key, account)| request((&business.id, "One Ltd"), key, &digest, account))
+            .collect();
+        let mut started = Vec::new();
+        for req in &requests {
+            let (outcome, _) = create(db, &cipher, req, now).await.unwrap().unwrap();
+            let CreateOutcome::Started { account, job_id } = outcome else {
+                panic!("not started: {outcome:?}");
+            };
+            started.push((account.id, job_id));
+        }
+        let numbered = |number: &str| ProvisioningOutcome::Active {
+            account_number: number.into(),
+        };
+        let activation_of = |i: usize, number: &str| {
+            let (account_id, job_id) = &started[i];
+            activation(db, &requests[i], account_id, job_id, &numbered(number), now)
+                .unwrap()
+                .expect("an active answer")
+        };
+        // The seventh is numbered first, alone.
+        settle_active(
+            db,
+            &requests[6],
+            &started[6].0,
+            &started[6].1,
+            &numbered("9900000007"),
+            now,
+        )
+        .await
+        .unwrap()
+        .expect("a pending account numbered");
+
+        // Four ordinary, the fifth given the seventh's number, the seventh numbered again.
+        let mut round: Vec<Activation> = (0..4)
+            .map(|i| activation_of(i, &format!("990000000{}", i + 1)))
+            .collect();
+        round.push(activation_of(4, "9900000007"));
+        round.push(activation_of(6, "9900000077"));
+        let activated = together(&round).await.expect("one statement");
+        let numbers: Vec<Option<String>> = activated
+            .into_iter()
+            .map(|a| a.unwrap().and_then(|account| account.account_number))
+            .collect();
+        assert_eq!(
+            numbers,
+            [
+                Some("9900000001".to_owned()),
+                Some("9900000002".to_owned()),
+                Some("9900000003".to_owned()),
+                Some("9900000004".to_owned()),
+                None,
+                None,
+            ]
+        );
+        // Each activated as alone: stamped `now`, counted once, its job and its key completed.
+        assert_eq!(
+            count(
+                db,
+                &format!(
+                    "SELECT count(*) FROM virtual_accounts WHERE status = 'active' \
+                 AND activated_at = updated_at AND updated_at = '{}'",
+                    pg_time(now)
+                )
+            )
+            .await,
+            5
+        );
+        assert_eq!(
+            count(
+                db,
+                "SELECT sum(n)::bigint FROM account_counts WHERE status = 'active'"
+            )
+            .await,
+            5
+        );
+        assert_eq!(
+            count(
+                db,
+                "SELECT count(*) FROM idempotency_keys k JOIN virtual_accounts v \
+                 ON v.id = k.account_id WHERE k.state = 'completed' \
+                 AND k.response_status = 201 AND v.status = 'active' \
+                 AND k.updated_at = v.activated_at"
+            )
+            .await,
+            5
+        );
+        assert_eq!(
+            count(
+                db,
+                "SELECT count(*) FROM outbox o JOIN virtual_accounts v \
+                 ON o.payload LIKE '%' || v.id || '%' WHERE o.completed_at IS NULL"
+            )
+            .await,
+            2,
+            "the fifth's and the sixth's jobs are open"
+        );
+        assert_eq!(
+            count(
+                db,
+                &format!(
+                    "SELECT count(*) FROM virtual_accounts WHERE id = '{}' AND status = 'pending' \
+                 AND account_number IS NULL",
+                    started[4].0
+                )
+            )
+            .await,
+            1,
+            "a number another account holds wrote nothing"
+        );
+        assert_eq!(
+            count(
+                db,
+                "SELECT count(*) FROM idempotency_keys WHERE state = 'in_flight'"
+            )
+            .await,
+            2
+        );
+        assert_eq!(
+            count(
+                db,
+                "SELECT count(*) FROM account_numbers n JOIN virtual_accounts v \
+                 ON v.id = n.account_id AND v.account_number = n.account_number"
+            )
+            .await,
+            5
+        );
+
+        // The fifth and the sixth given one number: the round's statement fails and writes
+        // nothing; then each is sent alone, side by side: one takes the number, and the other
+        // finds it held or meets the unique index (the transaction path's cases both).
+        let round = vec![
+            activation_of(4, "9900000050"),
+            activation_of(5, "9900000050"),
+        ];
+        let failed = together(&round).await.map(|_| ()).unwrap_err();
+        assert!(crate::is_unique_violation(&failed), "{failed}");
+        let mut numbered_alone = 0;
+        for answer in run_round(&String::new(), round).await {
+            match answer {
+                Ok(Some(account)) => {
+                    assert_eq!(account.account_number.as_deref(), Some("9900000050"));
+                    numbered_alone += 1;
+                }
+                Ok(None) => {}
+                Err(e) => assert!(crate::is_unique_violation(&e), "{e}"),
+            }
+        }
+        assert_eq!(numbered_alone, 1, "one of the two took the number");
+        assert_eq!(
+            count(
+                db,
+                "SELECT sum(n)::bigint FROM account_counts WHERE status = 'active'"
+            )
+            .await,
+            6
         );
         assert_eq!(orphans(db).await, 0, "every row's parent is there");
         fresh.drop().await;
