@@ -28,6 +28,7 @@ pub use virtual_account::Model as Account;
 pub use super::tallies::LIMIT_WINDOW;
 
 mod list;
+pub(crate) mod numbered;
 mod one_statement;
 mod settle;
 #[cfg(test)]
@@ -443,6 +444,28 @@ pub async fn find<C: ConnectionTrait>(
         .filter(Tenant::new(business_id, mode).filter::<virtual_account::Column>())
         .one(db)
         .await
+}
+
+/// [`find`], for a deposit into the account (`simulate-deposit`): one that holds a number may be
+/// as last read ([`numbered`]), since what the deposit's caller takes from it (its number, bank,
+/// mode and business) never changes once it is numbered, and the deposit's statement checks the
+/// rest as it locks the row.
+pub async fn find_for_deposit(
+    db: &DatabaseConnection,
+    business_id: &BusinessId,
+    mode: Mode,
+    id: &AccountId,
+) -> Result<Option<Account>, DbErr> {
+    if let Some(account) = numbered::with_id(db, id)
+        && Tenant::new(business_id, mode).holds(&account.business_id, account.mode)
+    {
+        return Ok(Some(Account::clone(&account)));
+    }
+    let found = find(db, business_id, mode, id).await?;
+    if let Some(account) = &found {
+        numbered::keep(db, account);
+    }
+    Ok(found)
 }
 
 /// Several of one business's accounts in one mode (a page of deposits names them), in one

@@ -435,13 +435,25 @@ pub fn is_unique_violation(err: &DbErr) -> bool {
 /// declined a case that is not its own, and left nothing written.
 const REFUSED: &str = "VAS01";
 
-/// True when the error is `vas_refuse`'s (see [`REFUSED`]).
+/// The PostgreSQL database a connection writes to (host, port and name): what a process-wide
+/// round or cache is keyed by, as a process may hold several (the tests do).
+pub(crate) fn database_of(db: &sea_orm::DatabaseConnection) -> String {
+    let options = db.get_postgres_connection_pool().connect_options();
+    format!(
+        "{}:{}/{}",
+        options.get_host(),
+        options.get_port(),
+        options.get_database().unwrap_or_default()
+    )
+}
+
 /// A timestamp as PostgreSQL reads it back exactly (microseconds, as `domain::time::now` keeps):
 /// a value of a round's JSON parameter (`json_to_recordset`).
 pub(crate) fn pg_time(t: chrono::DateTime<chrono::Utc>) -> String {
     t.to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
 }
 
+/// True when the error is `vas_refuse`'s (see [`REFUSED`]).
 pub(crate) fn is_refused(err: &DbErr) -> bool {
     has_sqlstate(err, REFUSED)
 }

@@ -76,6 +76,12 @@ impl<'a> Tenant<'a> {
             .add(C::BUSINESS_ID.eq(self.business_id))
             .add(C::MODE.eq(self.mode))
     }
+
+    /// Whether a row already read (of `business_id` and `mode`) is this tenant's: what
+    /// [`Tenant::filter`] would have let through.
+    pub fn holds(&self, business_id: &BusinessId, mode: Mode) -> bool {
+        self.business_id == business_id && self.mode == mode
+    }
 }
 
 /// One business's data, every mode (its users, its audit log across modes, its modes' rows).

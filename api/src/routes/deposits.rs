@@ -247,7 +247,10 @@ async fn simulate_deposit(
         narration,
         notify,
     } = SimulateDepositRequest::parse(&body, state.config.limits.max_deposit)?;
-    let account = caller_account(&state, &caller, &id).await?;
+    // What this takes from the account never changes once it holds a number.
+    let account = accounts::find_for_deposit(&state.db, caller.business_id(), caller.mode(), &id)
+        .await?
+        .ok_or(ApiError::NotFound)?;
     let Some(account_number) = account.account_number.clone() else {
         return Err(ApiError::InvalidState(format!(
             "a {} account has no number to send money to",

@@ -202,7 +202,7 @@ pub(super) async fn settle_active(
         return Ok(None);
     };
     ACTIVATIONS
-        .submit(database_of(db), activation)
+        .submit(crate::database_of(db), activation)
         .await
         .unwrap_or_else(|| {
             Err(DbErr::Custom(
@@ -309,18 +309,6 @@ struct ActivationRow {
     /// The count's shard ([`tallies::shard_of`]).
     shard: i32,
     now: String,
-}
-
-/// The database a connection writes to: activations of one database share rounds (a process
-/// may hold several, as the tests do).
-fn database_of(db: &DatabaseConnection) -> String {
-    let options = db.get_postgres_connection_pool().connect_options();
-    format!(
-        "{}:{}/{}",
-        options.get_host(),
-        options.get_port(),
-        options.get_database().unwrap_or_default()
-    )
 }
 
 /// A round of activations: one alone is its own statement; several are [`ACTIVATE_ROUND`],

@@ -44,6 +44,7 @@ use super::{
     account_for, announcement, deposit_row, notification_row, push_account_for_values,
     push_recorded_before_values, recorded_before,
 };
+use crate::accounts::{Account, numbered};
 use crate::batch::Keyed;
 use domain::Mode;
 use domain::provider::{NotificationOutcome, RemoteTransaction};
@@ -73,9 +74,15 @@ pub(super) async fn accept_deposit(
     };
     let account = match known.filter(holder) {
         Some(account) => account.clone(),
-        None => match account_for(report).one(db).await? {
-            Some(account) => account,
-            None => return Ok(None),
+        None => match numbered::with_number(db, report.mode, report.bank, &tx.account_number) {
+            Some(account) => Account::clone(&account),
+            None => match account_for(report).one(db).await? {
+                Some(account) => {
+                    numbered::keep(db, &account);
+                    account
+                }
+                None => return Ok(None),
+            },
         },
     };
     let now = incoming.now;
@@ -227,6 +234,11 @@ pub(super) async fn accept_deposit(
             "the round of the deposit's business ended without an answer".into(),
         ))
     })?;
+    if !stored {
+        // Changed since it was read, perhaps: the transaction path reads it, and so does the
+        // next deposit.
+        numbered::forget(db, &account);
+    }
     Ok(stored.then(|| Accepted::Stored {
         id,
         recorded: Recorded::New(Box::new(row)),
@@ -760,6 +772,100 @@ mod tests {
         );
         assert_eq!(count(db, "SELECT count(*) FROM deposits").await, 3);
         assert_eq!(orphans(db).await, 0, "every row's parent is there");
+        fresh.drop().await;
+    }
+
+    /// An account as last read stands in for its look-up, and only while it is still so: once
+    /// it changed, its deposit writes nothing here, the entry is let go, and the transaction path
+    /// answers as it would have (a deactivated account's deposit is flagged, never credited).
+    #[tokio::test]
+    async fn an_account_as_last_read_saves_its_look_up_and_never_changes_an_answer() {
+        let Some(fresh) = fresh_database().await else {
+            return;
+        };
+        let db = &fresh.db;
+        let (business, active) = active_accounts(db, 0).await;
+        let account = &active[0];
+        let number = || numbered::with_number(db, Mode::Test, Bank::WemaBank, "9900000001");
+        assert!(
+            number().is_none(),
+            "nothing is kept before a deposit reads it"
+        );
+
+        let first = paid("ref-1", 5_000);
+        assert!(
+            accept_deposit(db, incoming("body 1"), &first, None)
+                .await
+                .unwrap()
+                .is_some()
+        );
+        let kept = number().expect("kept once read");
+        assert_eq!(kept.id, account.id);
+        // `simulate-deposit` finds it by id, for its business and mode only.
+        let found = accounts::find_for_deposit(db, &business, Mode::Test, &account.id)
+            .await
+            .unwrap()
+            .expect("the caller's account");
+        assert_eq!(found.updated_at, kept.updated_at);
+        let stranger = BusinessId::new();
+        for (whose, mode) in [(&stranger, Mode::Test), (&business, Mode::Live)] {
+            let found = accounts::find_for_deposit(db, whose, mode, &account.id)
+                .await
+                .unwrap();
+            assert!(found.is_none(), "{whose:?} {mode:?}");
+        }
+
+        // Deactivated by another process, which this one's entry does not know.
+        db.execute_unprepared(&format!(
+            "UPDATE virtual_accounts SET status = 'deactivated', deactivated_at = now(), \
+             updated_at = now() WHERE id = '{}'",
+            account.id
+        ))
+        .await
+        .unwrap();
+        let second = paid("ref-2", 2_000);
+        assert!(
+            accept_deposit(db, incoming("body 2"), &second, None)
+                .await
+                .unwrap()
+                .is_none(),
+            "the entry is stale: the statement writes nothing"
+        );
+        assert!(number().is_none(), "and the entry is let go");
+        assert_eq!(written(db).await, [1, 1, 1, 1, 5_000]);
+        let accepted = super::super::accept(
+            db,
+            incoming("body 2"),
+            super::super::Notified::Deposit(Some(&second)),
+            None,
+        )
+        .await
+        .unwrap();
+        let Accepted::Stored {
+            recorded: Recorded::New(deposit),
+            ..
+        } = accepted
+        else {
+            panic!("not recorded: {accepted:?}");
+        };
+        assert_eq!(deposit.status, domain::DepositStatus::Flagged);
+        assert_eq!(
+            written(db).await,
+            [2, 2, 2, 1, 5_000],
+            "flagged, not credited"
+        );
+
+        // The next deposit reads it again and keeps it as it now is.
+        let third = paid("ref-3", 1_000);
+        accept_deposit(db, incoming("body 3"), &third, None)
+            .await
+            .unwrap()
+            .expect("a flagged deposit is the statement's too");
+        assert_eq!(
+            number().map(|a| a.status),
+            Some(domain::AccountStatus::Deactivated)
+        );
+        assert_eq!(written(db).await, [3, 3, 3, 1, 5_000]);
         fresh.drop().await;
     }
 
