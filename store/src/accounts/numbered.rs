@@ -18,7 +18,8 @@ use sea_orm::{DatabaseConnection, DbBackend};
 
 use super::Account;
 
-/// Entries at most: about half a KiB each, so a few MiB at most, whoever deposits.
+/// Entries at most. An account is kept under two (its number and its id) sharing one copy of
+/// about half a KiB: 4,096 accounts, a few MiB, whoever deposits.
 const MOST: u64 = 8_192;
 /// An entry unused this long is let go.
 const IDLE: Duration = Duration::from_secs(600);

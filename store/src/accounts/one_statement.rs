@@ -477,6 +477,18 @@ mod tests {
         }
     }
 
+    /// A cipher, the business "One Ltd" (KYB approved), and a request digest for its creations.
+    async fn one_ltd(
+        db: &DatabaseConnection,
+    ) -> (Cipher, crate::businesses::IssuedBusiness, RequestDigest) {
+        let cipher = Cipher::new(&Cipher::generate_key(), &[]).unwrap();
+        let business = crate::businesses::create(db, &cipher, "One Ltd", KybStatus::Approved)
+            .await
+            .unwrap();
+        let digest = RequestDigest::new(&cipher, "{\"n\":1}");
+        (cipher, business, digest)
+    }
+
     fn body(n: u32, reference: &str) -> NewAccount {
         let body = serde_json::json!({
             "customerName": format!("Ada Obi {n}"),
@@ -497,14 +509,9 @@ mod tests {
         let Some(fresh) = fresh_database().await else {
             return;
         };
-        let cipher = Cipher::new(&Cipher::generate_key(), &[]).unwrap();
-        let business =
-            crate::businesses::create(&fresh.db, &cipher, "One Ltd", KybStatus::Approved)
-                .await
-                .unwrap();
+        let (cipher, business, digest) = one_ltd(&fresh.db).await;
         // Statistics are the connection's until it reports them: one connection, flushed below.
         let db = fresh.one_connection().await;
-        let digest = RequestDigest::new(&cipher, "{\"n\":1}");
         let now = domain::time::now();
         for n in 1..=4u32 {
             let (key, account) = (format!("k{n}"), body(n, &format!("user-{n}")));
@@ -646,11 +653,7 @@ mod tests {
             return;
         };
         let db = &fresh.db;
-        let cipher = Cipher::new(&Cipher::generate_key(), &[]).unwrap();
-        let business = crate::businesses::create(db, &cipher, "One Ltd", KybStatus::Approved)
-            .await
-            .unwrap();
-        let digest = RequestDigest::new(&cipher, "{\"n\":1}");
+        let (cipher, business, digest) = one_ltd(db).await;
         let (first, second) = (body(1, "user-1"), body(2, "user-2"));
         // This test's own hourly limit per call.
         let limited = |key: &'static str, account, limit_per_hour| CreateRequest {
@@ -761,11 +764,7 @@ mod tests {
             return;
         };
         let db = &fresh.db;
-        let cipher = Cipher::new(&Cipher::generate_key(), &[]).unwrap();
-        let business = crate::businesses::create(db, &cipher, "One Ltd", KybStatus::Approved)
-            .await
-            .unwrap();
-        let digest = RequestDigest::new(&cipher, "{\"n\":1}");
+        let (cipher, business, digest) = one_ltd(db).await;
         let now = domain::time::now();
         let keys: Vec<String> = (1..=7).map(|n| format!("k{n}")).collect();
         let bodies: Vec<NewAccount> = (1..=7u32).map(|n| body(n, &format!("user-{n}"))).collect();
